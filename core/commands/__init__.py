@@ -1,0 +1,1 @@
+"""CLI command groups; see core/cli.py. Top-level imports here must stay light."""

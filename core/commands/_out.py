@@ -1,0 +1,26 @@
+"""Output helpers shared by command groups (plain text for humans, --json for scripts)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+
+def emit_json(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
+
+
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    for n, row in enumerate(cells):
+        line = "  ".join(c.ljust(widths[i]) for i, c in enumerate(row)).rstrip()
+        sys.stdout.write(line + "\n")
+        if n == 0:
+            sys.stdout.write("  ".join("-" * w for w in widths) + "\n")
+
+
+def add_json_flag(parser: Any) -> None:
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
