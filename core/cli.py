@@ -13,7 +13,7 @@ import sys
 
 # Order is the order of `pilothouse --help`. Each module defines register(subparsers).
 GROUPS = (
-    "init", "jobs", "tasks", "supervise", "problems", "live", "view", "demo",
+    "init", "jobs", "tasks", "supervise", "problems", "models", "live", "view", "demo",
     "dispatch", "providers", "keys", "status", "install", "sim", "confine", "maintain",
 )
 

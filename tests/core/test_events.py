@@ -1,0 +1,125 @@
+"""The event log contract (DESIGN §4.1): strictly increasing seq across processes, torn lines,
+truncation and replacement handled by the tailer."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from pilothouse.core.events import EventLog, EventTailer, follow
+
+
+def test_append_assigns_increasing_seq_and_fields(tmp_path: Path) -> None:
+    log = EventLog(tmp_path / "events.jsonl")
+    a = log.append("job.created", job="j1", data={"revision": 1})
+    b = log.append("task.state", job="j1", task="t1", data={"state": "ready"})
+    assert (a["seq"], b["seq"]) == (1, 2)
+    lines = (tmp_path / "events.jsonl").read_text().splitlines()
+    assert [json.loads(x)["type"] for x in lines] == ["job.created", "task.state"]
+    assert json.loads(lines[1])["ts"].endswith("Z")
+
+
+def test_seq_strictly_increasing_across_processes(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    code = (
+        "import sys\nfrom pathlib import Path\nfrom pilothouse.core.events import EventLog\n"
+        "log = EventLog(Path(sys.argv[1]))\n"
+        "for i in range(50):\n    log.append('run.activity', data={'i': i})\n"
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(path)]) for _ in range(4)]
+    assert all(p.wait(timeout=60) == 0 for p in procs)
+    seqs = [json.loads(line)["seq"] for line in path.read_text().splitlines()]
+    assert seqs == list(range(1, 201))
+
+
+def test_torn_last_line_is_buffered_until_complete(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    log = EventLog(path)
+    log.append("job.created", job="j")
+    tailer = EventTailer(path)
+    assert [e["seq"] for e in tailer.read_new()] == [1]
+    with open(path, "ab") as fh:
+        fh.write(b'{"seq": 2, "ts": "x", "type": "job.started", "jo')
+    assert tailer.read_new() == []
+    with open(path, "ab") as fh:
+        fh.write(b'b": "j", "data": {}}\n')
+    assert [e["type"] for e in tailer.read_new()] == ["job.started"]
+
+
+def test_writer_after_a_torn_line_starts_a_fresh_line(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    log = EventLog(path)
+    log.append("job.created")
+    with open(path, "ab") as fh:
+        fh.write(b'{"seq": 2, "broken')
+    event = log.append("job.started")
+    assert event["seq"] == 2  # the torn line has no readable seq
+    assert [e["type"] for e in EventTailer(path).read_new()] == ["job.created", "job.started"]
+
+
+def test_truncation_and_replacement_restart_the_reader(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    log = EventLog(path)
+    for _ in range(3):
+        log.append("run.activity")
+    tailer = EventTailer(path)
+    assert len(tailer.read_new()) == 3
+    path.write_text("")  # truncated
+    log.append("job.created")
+    assert [e["type"] for e in tailer.read_new()] == ["job.created"]
+    replacement = tmp_path / "new.jsonl"
+    EventLog(replacement).append("job.accepted")
+    os.replace(replacement, path)  # replaced: new inode
+    assert [e["type"] for e in tailer.read_new()] == ["job.accepted"]
+
+
+def test_unknown_and_garbage_lines_are_skipped(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    path.write_text('not json\n{"seq": 1, "type": "future.thing", "data": {}}\n[1,2]\n')
+    events = EventTailer(path).read_new()
+    assert [e["type"] for e in events] == ["future.thing"]
+
+
+def test_tail_reads_only_the_end(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    with open(path, "w") as fh:
+        for i in range(1, 20001):
+            fh.write(json.dumps({"seq": i, "type": "run.activity", "data": {}}) + "\n")
+    tailer = EventTailer(path)
+    last = tailer.tail(5)
+    assert [e["seq"] for e in last] == [19996, 19997, 19998, 19999, 20000]
+    EventLog(path).append("job.accepted")
+    assert [e["seq"] for e in tailer.read_new()] == [20001]
+
+
+def test_redaction_applies_to_every_line(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    log = EventLog(path, redact=lambda s: s.replace("hunter2secret", "[REDACTED]"))
+    log.append("run.finished", data={"stderr": "key=hunter2secret"})
+    assert "hunter2secret" not in path.read_text()
+
+
+def test_follow_wakes_on_append_from_another_process(tmp_path: Path) -> None:
+    path = tmp_path / "runtime" / "events.jsonl"
+    EventLog(path).append("job.created")
+    seen: list[str] = []
+    done = threading.Event()
+
+    def reader() -> None:
+        for event in follow(path, stop=done.is_set):
+            seen.append(event["type"])
+            if event["type"] == "job.accepted":
+                done.set()
+                return
+
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+    code = ("import sys\nfrom pathlib import Path\nfrom pilothouse.core.events import EventLog\n"
+            "EventLog(Path(sys.argv[1])).append('job.accepted')\n")
+    subprocess.run([sys.executable, "-c", code, str(path)], check=True)
+    t.join(timeout=20)
+    assert seen == ["job.created", "job.accepted"]
