@@ -45,6 +45,7 @@ CREATE TABLE IF NOT EXISTS tasks (
   activity TEXT,                    -- what the worker is doing now (tool)
   tokens INTEGER NOT NULL DEFAULT 0,
   reason TEXT,                      -- why it is in this state
+  counters TEXT NOT NULL DEFAULT '{}',   -- JSON: retries used per kind (gate_fail, crash, plan, …)
   started_at TEXT,
   updated_at TEXT NOT NULL,
   PRIMARY KEY (job, task)

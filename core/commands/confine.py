@@ -1,9 +1,73 @@
-"""CLI group 'confine' (not built yet)."""
+"""CLI group 'confine': `probe` (prove the worker sandbox holds) and `scan-secrets`.
+
+Stdlib only at module top; providers.probe / providers.scan load in the handlers.
+"""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
+
+from pilothouse.core.commands._out import add_json_flag, emit_json, print_table
 
 
 def register(sub: Any) -> None:
-    pass
+    p = sub.add_parser("probe", help="prove that worker confinement (bubblewrap) holds on this machine")
+    p.add_argument("--runner", help="also check that this runner's binary starts confined")
+    add_json_flag(p)
+    p.set_defaults(func=cmd_probe)
+
+    s = sub.add_parser("scan-secrets", help="look for leaked keys in a repo's .ai/runtime and your run logs")
+    s.add_argument("path", nargs="?", help="repository (its .ai/runtime is scanned) or a file/dir; "
+                   "default: the repository around the current directory")
+    add_json_flag(s)
+    s.set_defaults(func=cmd_scan)
+
+
+def cmd_probe(args: Any) -> int:
+    from pilothouse.providers import confine, probe
+
+    ok, reason = confine.available()
+    if not ok:
+        if args.json:
+            emit_json({"ok": False, "reason": reason, "results": []})
+        else:
+            print(f"pilothouse: confinement unavailable: {reason}", file=sys.stderr)
+        return 1
+    record = probe.run_probe(args.runner)
+    if args.json:
+        emit_json(record)
+        return 0 if record["ok"] else 1
+    rows = [[r["check"], r["expect"], r["child"], "yes" if r["reached_host"] else "no",
+             "ok" if r["pass"] else "FAILED"] for r in record["results"]]
+    print_table(["CHECK", "EXPECT", "INSIDE", "ON HOST", "RESULT"], rows)
+    bw = record["bwrap"]
+    sha = (bw.get("sha256") or "")[:12]
+    if record["ok"]:
+        print(f"\nconfinement works: bwrap {bw.get('version')} ({bw.get('path')}, sha256 {sha}…); "
+              f"recorded in {probe.record_path()}")
+        return 0
+    print(f"\nconfinement FAILED: {record['reason']}. Writers (code/resume/test) will not launch.",
+          file=sys.stderr)
+    return 1
+
+
+def cmd_scan(args: Any) -> int:
+    from pilothouse.providers import scan
+    from pilothouse.providers.errors import UserError
+
+    target = Path(args.path).expanduser() if args.path else None
+    if target is not None and not target.exists():
+        raise UserError(f"scan-secrets: {target} does not exist; give a repository, directory or file")
+    roots = scan.default_roots(target)
+    hits, count = scan.scan(roots)
+    if args.json:
+        emit_json({"roots": [str(r) for r in roots], "files": count, "hits": [h.as_dict() for h in hits]})
+    else:
+        for h in hits:
+            print(f"{h.path}:{h.line}: {h.kind}")
+        where = ", ".join(str(r) for r in roots) or "nothing (no .ai/runtime, no logs yet)"
+        verdict = f"{len(hits)} possible secret(s)" if hits else "no secrets found"
+        print(f"scanned {count} file(s) in {where}: {verdict}", file=sys.stderr if hits else sys.stdout)
+    return 1 if hits else 0

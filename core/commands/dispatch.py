@@ -1,9 +1,216 @@
-"""CLI group 'dispatch' (not built yet)."""
+"""CLI: dispatch, run, fanout, template, resume (DESIGN §4.2). Stdlib only at module level."""
 
 from __future__ import annotations
 
+import argparse
+import sys
+import types
 from typing import Any
+
+MODES = ("code", "explore", "test", "review", "resume", "plan")
+
+
+def _one_line_errors(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Usage errors as exactly one line (scripts read dispatch's output; a usage block is noise)."""
+    def error(self: argparse.ArgumentParser, message: str) -> Any:
+        sys.stderr.write(f"{self.prog}: {message} (see `{self.prog} --help`)\n")
+        sys.exit(2)
+    parser.error = types.MethodType(error, parser)  # type: ignore[method-assign]
+    return parser
+
+
+def _positive_float(v: str) -> float:
+    try:
+        f = float(v)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{v}' is not a number of seconds") from None
+    if f <= 0:
+        raise argparse.ArgumentTypeError(f"'{v}' must be more than 0")
+    return f
+
+
+def _positive_int(v: str) -> int:
+    try:
+        n = int(v)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{v}' is not a whole number") from None
+    if n <= 0:
+        raise argparse.ArgumentTypeError(f"'{v}' must be at least 1")
+    return n
+
+
+def _run_options(p: argparse.ArgumentParser, task_required: bool = True, with_provider: bool = True,
+                 run_id_flag: str = "--run-id") -> None:
+    if with_provider:
+        # not required for `run`, whose `--watch` form (the supervisor) takes none of them
+        p.add_argument("--provider", required=task_required, help="provider key (see `pilothouse providers list`)")
+        p.add_argument("--mode", required=task_required, choices=MODES, help="what the worker may do")
+        p.add_argument("--workdir", required=task_required, help="the directory the worker works in")
+    p.add_argument("--task-file", required=task_required, help="the task (markdown); see `pilothouse template`")
+    p.add_argument(run_id_flag, dest="run_id", help="id for this run (default: timestamp + random)")
+    p.add_argument("--scenario", help="sim only: scenario name or YAML path (else $PILOTHOUSE_SIM_SCENARIO)")
+    p.add_argument("--model", help="override the provider's model id")
+    p.add_argument("--step-cap", type=_positive_int, help="most model turns the worker may take")
+    p.add_argument("--timeout", type=_positive_float, help="overall timeout in seconds (default 1800)")
+    p.add_argument("--idle-timeout", type=_positive_float, help="end the run after N s without output (default 300)")
 
 
 def register(sub: Any) -> None:
-    pass
+    p = _one_line_errors(sub.add_parser(
+        "dispatch", help="run one bounded task; prints two JSON lines (started, verdict)",
+        description="Run one bounded task on one worker. stdout is exactly two JSON lines: "
+        "pilothouse.started and pilothouse.verdict. Exit 0 whenever a verdict was printed."))
+    _run_options(p)
+    p.add_argument("--session", help="continue this session (with --resume-of)")
+    p.add_argument("--resume-of", help="the run whose session and sandbox to continue")
+    p.set_defaults(func=cmd_dispatch)
+
+    p = _one_line_errors(sub.add_parser(
+        "run", help="run one task and stream its events for a human (or: run --watch, the supervisor)"))
+    _run_options(p, task_required=False)
+    p.add_argument("--task", help="the task text (instead of --task-file)")
+    p.add_argument("--session", help=argparse.SUPPRESS)
+    p.add_argument("--resume-of", help="the run whose session and sandbox to continue")
+    p.set_defaults(func=cmd_run)
+    try:
+        from pilothouse.core.commands.supervise import add_watch_options
+    except ImportError:
+        pass
+    else:
+        add_watch_options(p)
+
+    p = _one_line_errors(sub.add_parser(
+        "resume", help="continue an earlier run's session with a new message",
+        description="Continue the session of an earlier run (same provider, same sandbox) with a new "
+        "task message. Prints two JSON lines like dispatch."))
+    p.add_argument("--run-id", dest="resume_of", required=True, help="the run to continue")
+    _run_options(p, with_provider=False, run_id_flag="--new-run-id")
+    p.set_defaults(func=cmd_resume)
+
+    p = _one_line_errors(sub.add_parser(
+        "fanout", help="run several dispatches concurrently; prints one JSON array of verdicts",
+        description="--jobs FILE is a JSON array of objects with the dispatch options as keys "
+        "(provider, mode, workdir, task_file or task, and optionally run_id, scenario, model, "
+        "step_cap, timeout, idle_timeout, session, resume_of)."))
+    p.add_argument("--jobs", required=True, help="JSON file listing the dispatches")
+    p.add_argument("--max-parallel", type=_positive_int, default=4, help="at most N at once (default 4)")
+    p.set_defaults(func=cmd_fanout)
+
+    p = _one_line_errors(sub.add_parser("template", help="print a task template for a mode"))
+    p.add_argument("mode", choices=MODES)
+    p.set_defaults(func=cmd_template)
+
+
+def _options(args: argparse.Namespace, **over: Any) -> Any:
+    from pilothouse.core.dispatch import DispatchOptions
+
+    fields = dict(provider=getattr(args, "provider", None), mode=getattr(args, "mode", None),
+                  workdir=getattr(args, "workdir", None), task_file=args.task_file,
+                  task_text=getattr(args, "task", None), run_id=args.run_id,
+                  session=getattr(args, "session", None), resume_of=getattr(args, "resume_of", None),
+                  scenario=args.scenario, model=args.model, step_cap=args.step_cap, timeout=args.timeout,
+                  idle_timeout=args.idle_timeout)
+    fields.update(over)
+    return DispatchOptions(**fields)
+
+
+def _dispatch(opts: Any, on_event: Any = None, emit: Any = None) -> dict[str, Any]:
+    from pilothouse.core.dispatch import prepare, refuse_line
+    from pilothouse.core.dispatch_run import execute
+    from pilothouse.providers.errors import UserError
+
+    try:
+        prep = prepare(opts)
+    except UserError as exc:
+        refuse_line(str(opts.provider), str(exc))
+        raise
+    kwargs: dict[str, Any] = {"on_event": on_event}
+    if emit is not None:
+        kwargs["emit"] = emit
+    return execute(prep, **kwargs)
+
+
+def cmd_dispatch(args: argparse.Namespace) -> int:
+    _dispatch(_options(args))
+    return 0
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    import os
+
+    from pilothouse.core.dispatch import find_previous_run
+
+    prev = find_previous_run(args.resume_of)
+    workdir = _previous_workdir(prev["provider"], args.resume_of) or os.getcwd()
+    _dispatch(_options(args, provider=prev["provider"], mode="resume", workdir=workdir,
+                       session=prev["session_id"]))
+    return 0
+
+
+def _previous_workdir(provider: str, run_id: str) -> str | None:
+    """The workdir recorded in the original run's first event line (the started record)."""
+    import json
+
+    from pilothouse.providers import paths
+
+    try:
+        data = json.loads((paths.providers_dir() / provider / "runs" / run_id / "run.json").read_text())
+        return str(data["workdir"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from pilothouse.core.dispatch_verdict import human_summary
+    from pilothouse.providers.errors import UserError
+
+    if getattr(args, "watch", False):
+        from pilothouse.core.commands.supervise import run_supervisor
+
+        return int(run_supervisor(args))
+    missing = [f"--{n}" for n in ("provider", "mode", "workdir") if not getattr(args, n)]
+    if missing:
+        raise UserError(f"run needs {', '.join(missing)} (or --watch to run the supervisor)")
+    if not args.task_file and not args.task:
+        raise UserError("no task given; pass --task-file FILE or --task TEXT")
+
+    def show(ev: Any) -> None:
+        k = ev.kind
+        if k == "text":
+            print(ev.text.rstrip(), flush=True)
+        elif k == "tool" and ev.status != "started":
+            print(f"  · {ev.name} {ev.brief} [{ev.status}]", flush=True)
+        elif k == "error":
+            print(f"  ! {ev.error_class}: {ev.message}", flush=True)
+        elif k == "quota":
+            print(f"  ! quota window {ev.window} resets at {ev.resets_at or 'unknown'}", flush=True)
+
+    def emit(line: str) -> None:
+        import json
+
+        d = json.loads(line)
+        if d["type"] == "pilothouse.started":
+            print(f"▶ {d['run_id']} · {d['provider']} ({d['runner']}, {d['model']}) · {d['mode']} · {d['workdir']}",
+                  flush=True)
+
+    v = _dispatch(_options(args), on_event=show, emit=emit)
+    print(f"■ {human_summary(v)}" + (f" — {v['error']}" if v.get("error") else ""))
+    print(f"  report: {v['final_text_path']}")
+    return 0 if v["verdict"] in ("completed", "partial") else 1
+
+
+def cmd_fanout(args: argparse.Namespace) -> int:
+    from pilothouse.core.fanout import fanout, load_jobs
+
+    results = fanout(load_jobs(args.jobs), max_parallel=args.max_parallel)
+    import json
+
+    sys.stdout.write(json.dumps(results, separators=(",", ":")) + "\n")
+    return 0
+
+
+def cmd_template(args: argparse.Namespace) -> int:
+    from pilothouse.providers import paths
+
+    sys.stdout.write((paths.package_data() / "prompts" / "templates" / f"{args.mode}.md").read_text())
+    return 0

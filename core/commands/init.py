@@ -1,4 +1,7 @@
-"""CLI group 'init' (not built yet)."""
+"""CLI group 'init': set a repository up for pilothouse.
+
+    pilothouse init [--gate-fast CMD --gate-full CMD] [--force] [--repo PATH] [--json]
+"""
 
 from __future__ import annotations
 
@@ -6,4 +9,45 @@ from typing import Any
 
 
 def register(sub: Any) -> None:
-    pass
+    p = sub.add_parser("init", help="set this repository up: .ai/project.yaml, .gitignore, repo list",
+                       description="Writes .ai/project.yaml (workflow feature, review once, gates fast and "
+                                   "full detected from the repo: pytest, npm test; else asked for, or given "
+                                   "with --gate-fast/--gate-full), ignores .ai/runtime/ in .gitignore and "
+                                   "registers the repository for the cockpit. Needs a commit and a git author.")
+    p.add_argument("--gate-fast", metavar="CMD", help="command for the fast gate (after each task)")
+    p.add_argument("--gate-full", metavar="CMD", help="command for the full gate (after each merge; "
+                                                      "default: the fast one)")
+    p.add_argument("--force", action="store_true", help="rewrite an existing .ai/project.yaml")
+    p.add_argument("--repo", metavar="PATH", help="the repository (default: the one containing the current dir)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=_init)
+
+
+def _init(args: Any) -> int:
+    import os
+
+    from pilothouse.core.commands._out import emit_json
+    from pilothouse.core.project import init_project
+    from pilothouse.providers.errors import UserError
+
+    gates = None
+    if args.gate_fast or args.gate_full:
+        if not args.gate_fast:
+            raise UserError("--gate-full given without --gate-fast: pass both (they may be the same command)")
+        gates = {"fast": args.gate_fast, "full": args.gate_full or args.gate_fast}
+    done = init_project(args.repo or os.getcwd(), gates, force=args.force)
+    if args.json:
+        emit_json(done)
+        return 0
+    if done["written"]:
+        how = "detected" if done.get("detected") else "given"
+        print(f"wrote {done['project_yaml']} (gates {how}: fast = {done['gates']['fast']!r}, "
+              f"full = {done['gates']['full']!r})")
+    else:
+        print(f"kept {done['project_yaml']} (it exists; --force rewrites it)")
+    if done["gitignore_updated"]:
+        print("added .ai/runtime/ to .gitignore")
+    print(("registered " if done["registered"] else "already registered: ") + done["repo"])
+    print("next: commit .ai/project.yaml and .gitignore, then "
+          "`pilothouse job create NAME --request-file request.md`")
+    return 0

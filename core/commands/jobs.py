@@ -1,9 +1,241 @@
-"""CLI group 'jobs' (not built yet)."""
+"""CLI group 'jobs': the user's requests and where they stand.
+
+    pilothouse job create NAME --request-file F [--acceptance-file A] [--attach IMG ...]
+    pilothouse job update NAME --request-file F [--attach IMG ...]
+    pilothouse job decide NAME TEXT
+    pilothouse job list [--json]
+    pilothouse job status [NAME] [--json]
+(the supervise group adds job start / stop / wait / plan-ready to the same parser)
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 
+def _add_repo(p: Any) -> None:
+    p.add_argument("--repo", metavar="PATH", help="the repository (default: the one containing the current dir)")
+
+
+def _add_json(p: Any) -> None:
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+
 def register(sub: Any) -> None:
-    pass
+    p = sub.add_parser("job", aliases=["jobs"], help="create, correct and inspect jobs",
+                       description="A job is one outcome you can accept, written in your own words. "
+                                   "Records live in .ai/jobs/<job>.json (commit them).")
+    job_sub = p.add_subparsers(dest="job_cmd", metavar="ACTION")
+
+    c = job_sub.add_parser("create", help="a new job from a request file")
+    c.add_argument("name", help="job name: lowercase letters, digits and '-' (e.g. first-draft)")
+    c.add_argument("--request-file", required=True, metavar="F", help="the request, in product terms ('-': stdin)")
+    c.add_argument("--acceptance-file", metavar="A", help="acceptance criteria")
+    c.add_argument("--attach", nargs="+", default=[], metavar="IMG",
+                   help="screenshots: PNG, JPEG, GIF or WebP, up to 10 per job, 8 MB each")
+    _add_repo(c)
+    _add_json(c)
+    c.set_defaults(func=_create)
+
+    u = job_sub.add_parser("update", help="add a correction (a new revision; the original is kept)")
+    u.add_argument("name")
+    u.add_argument("--request-file", required=True, metavar="F", help="the correction ('-': stdin)")
+    u.add_argument("--acceptance-file", metavar="A", help="replace the acceptance criteria")
+    u.add_argument("--attach", nargs="+", default=[], metavar="IMG", help="more screenshots")
+    _add_repo(u)
+    _add_json(u)
+    u.set_defaults(func=_update)
+
+    d = job_sub.add_parser("decide", help="record a decision the planner must respect")
+    d.add_argument("name")
+    d.add_argument("text", nargs="+", help="the decision, in words")
+    _add_repo(d)
+    _add_json(d)
+    d.set_defaults(func=_decide)
+
+    ls = job_sub.add_parser("list", help="every job of this repository")
+    _add_repo(ls)
+    _add_json(ls)
+    ls.set_defaults(func=_list)
+
+    st = job_sub.add_parser("status", help="a job's state and its tasks (all jobs without NAME)")
+    st.add_argument("name", nargs="?")
+    _add_repo(st)
+    _add_json(st)
+    st.set_defaults(func=_status)
+
+    p.set_defaults(func=_list, repo=None, json=False)
+    from pilothouse.core.commands import supervise
+
+    hook = getattr(supervise, "register_job_subcommands", None)
+    if hook is not None:
+        hook(job_sub)
+
+
+def _layout(args: Any) -> Any:
+    from pilothouse.core.layout import find_repo
+
+    return find_repo(getattr(args, "repo", None))
+
+
+def _read(path: str | None, what: str) -> str | None:
+    import sys
+
+    from pilothouse.providers.errors import UserError
+
+    if path is None:
+        return None
+    if path == "-":
+        return sys.stdin.read()
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        raise UserError(f"{what} {path}: no such file") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{what} {path}: not UTF-8 text: save it as UTF-8 (images go in --attach)") from None
+    except IsADirectoryError:
+        raise UserError(f"{what} {path}: is a directory, not a file") from None
+
+
+def _summary(job: Any) -> dict[str, Any]:
+    return {"name": job.name, "revision": job.revision, "created_at": job.created_at,
+            "decisions": len(job.decisions), "attachments": len(job.attachments),
+            "coordinator": job.coordinator.model_dump() if job.coordinator else None,
+            "request": job.request}
+
+
+def _create(args: Any) -> int:
+    from pilothouse.core import jobs
+    from pilothouse.core.commands._out import emit_json
+
+    layout = _layout(args)
+    job = jobs.create_job(layout, args.name, _read(args.request_file, "--request-file") or "",
+                          acceptance=_read(args.acceptance_file, "--acceptance-file"), attachments=args.attach)
+    if args.json:
+        emit_json(job.model_dump(mode="json"))
+    else:
+        extra = f", {len(job.attachments)} screenshot(s)" if job.attachments else ""
+        print(f"created job {job.name} (revision 1{extra}): .ai/jobs/{job.name}.json")
+        print(f"next: pilothouse job start {job.name}")
+    return 0
+
+
+def _update(args: Any) -> int:
+    from pilothouse.core import jobs
+    from pilothouse.core.commands._out import emit_json
+
+    layout = _layout(args)
+    job = jobs.update_job(layout, args.name, _read(args.request_file, "--request-file") or "",
+                          attachments=args.attach, acceptance=_read(args.acceptance_file, "--acceptance-file"))
+    if args.json:
+        emit_json(job.model_dump(mode="json"))
+    else:
+        print(f"job {job.name} is now at revision {job.revision}; new launches and merges wait for the re-plan "
+              "(earlier results stay inspectable)")
+    return 0
+
+
+def _decide(args: Any) -> int:
+    from pilothouse.core import jobs
+    from pilothouse.core.commands._out import emit_json
+
+    job = jobs.decide(_layout(args), args.name, " ".join(args.text))
+    if args.json:
+        emit_json(job.decisions[-1].model_dump())
+    else:
+        print(f"recorded decision #{len(job.decisions)} for job {job.name}")
+    return 0
+
+
+def job_states(layout: Any) -> tuple[dict[str, dict[str, Any]], dict[str, list[dict[str, Any]]]]:
+    """(jobs_state rows by job, task rows by job) from state.db, read-only; empty when absent."""
+    import sqlite3
+
+    from pilothouse.core.store import connect
+
+    if not layout.state_db.exists():
+        return {}, {}
+    try:
+        conn = connect(layout.state_db, readonly=True)
+    except sqlite3.Error:
+        return {}, {}
+    try:
+        states = {r["job"]: dict(r) for r in conn.execute("SELECT * FROM jobs_state")}
+        tasks: dict[str, list[dict[str, Any]]] = {}
+        for r in conn.execute("SELECT * FROM tasks ORDER BY job, started_at IS NULL, started_at, task"):
+            tasks.setdefault(r["job"], []).append(dict(r))
+        return states, tasks
+    except sqlite3.Error:
+        return {}, {}
+    finally:
+        conn.close()
+
+
+def _list(args: Any) -> int:
+    from pilothouse.core import jobs
+    from pilothouse.core.commands._out import emit_json, print_table
+
+    layout = _layout(args)
+    all_jobs = jobs.list_jobs(layout)
+    states, tasks = job_states(layout)
+    rows = []
+    for j in all_jobs:
+        st = states.get(j.name)
+        ts = tasks.get(j.name, [])
+        done = sum(1 for t in ts if t["state"] == "done")
+        rows.append({**_summary(j), "state": st["state"] if st else "not started",
+                     "tasks_done": done, "tasks": len(ts)})
+    if args.json:
+        emit_json(rows)
+        return 0
+    if not rows:
+        print("no jobs yet: pilothouse job create NAME --request-file request.md")
+        return 0
+    print_table(["JOB", "STATE", "REV", "TASKS", "CREATED"],
+                [[r["name"], r["state"], r["revision"], f"{r['tasks_done']}/{r['tasks']}" if r["tasks"] else "-",
+                  r["created_at"][:16].replace("T", " ")] for r in rows])
+    return 0
+
+
+def _status(args: Any) -> int:
+    from pilothouse.core import jobs
+    from pilothouse.core.commands._out import emit_json, print_table
+
+    layout = _layout(args)
+    selected = [jobs.load_job(layout, args.name)] if args.name else jobs.list_jobs(layout)
+    states, tasks = job_states(layout)
+    out = []
+    for j in selected:
+        st = states.get(j.name)
+        out.append({"job": j.name, "revision": j.revision, "state": st["state"] if st else "not started",
+                    "planned_revision": st["planned_revision"] if st else 0,
+                    "reason": st["reason"] if st else None, "tokens": st["tokens"] if st else 0,
+                    "coordinator": (st and st["coordinator"]) or (
+                        f"{j.coordinator.provider}/{j.coordinator.model or ''}".rstrip("/") if j.coordinator else None),
+                    "tasks": [{k: t.get(k) for k in ("task", "state", "kind", "attempt", "review_round", "provider",
+                                                     "branch", "merged_sha", "reason", "activity", "tokens")}
+                              for t in tasks.get(j.name, [])]})
+    if args.json:
+        emit_json(out[0] if args.name else out)
+        return 0
+    if not out:
+        print("no jobs yet: pilothouse job create NAME --request-file request.md")
+        return 0
+    for n, s in enumerate(out):
+        if n:
+            print()
+        line = f"job {s['job']}: {s['state']} (revision {s['revision']}"
+        if s["state"] != "not started":
+            line += f", planned {s['planned_revision']}, {s['tokens']} tokens"
+        line += ")"
+        if s["reason"]:
+            line += f" — {s['reason']}"
+        print(line)
+        if s["tasks"]:
+            print_table(["TASK", "STATE", "KIND", "TRY", "PROVIDER", "WHY / DOING"],
+                        [[t["task"], t["state"], t["kind"], t["attempt"], t["provider"] or "-",
+                          t["reason"] or t["activity"] or ""] for t in s["tasks"]])
+        elif s["state"] == "not started":
+            print(f"  not started: pilothouse job start {s['job']}")
+    return 0

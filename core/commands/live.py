@@ -1,9 +1,308 @@
-"""CLI group 'live' (not built yet)."""
+"""CLI group 'live': the repository's event log for people, pipes and SSH.
+
+    pilothouse live [--follow] [--job J] [--task T] [--type PREFIX] [--json] [--last N]
+    pilothouse events --task T [--job J] [--json]
+    pilothouse why TASK [--job J] [--json]
+"""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 
+def _add_common(p: Any) -> None:
+    p.add_argument("--repo", metavar="PATH", help="the repository (default: the one containing the current dir)")
+    p.add_argument("--json", action="store_true", help="raw JSON lines (one event per line)")
+
+
 def register(sub: Any) -> None:
-    pass
+    p = sub.add_parser("live", help="print the event log, tail -f style (--follow)",
+                       description="Prints .ai/runtime/events.jsonl as one line per event. --follow keeps "
+                                   "printing as events arrive (woken by the filesystem, not polling).")
+    p.add_argument("--follow", "-f", action="store_true", help="keep printing new events until Ctrl-C")
+    p.add_argument("--job", help="only this job's events")
+    p.add_argument("--task", help="only this task's events")
+    p.add_argument("--type", dest="types", action="append", metavar="PREFIX",
+                   help="only events whose type starts with PREFIX (repeatable), e.g. task. or merge.")
+    p.add_argument("--last", "-n", type=int, default=50, metavar="N",
+                   help="how many past events to print first (default 50; 0: none; -1: all)")
+    p.add_argument("--heartbeats", action="store_true", help="include supervisor heartbeats and run activity")
+    _add_common(p)
+    p.set_defaults(func=_live)
+
+    e = sub.add_parser("events", help="every event of one task (or job)")
+    e.add_argument("--task", help="the task id")
+    e.add_argument("--job", help="the job (needed when two jobs have a task with this id)")
+    _add_common(e)
+    e.set_defaults(func=_events)
+
+    w = sub.add_parser("why", help="why a task launched, waits, stopped or failed to merge, from the events")
+    w.add_argument("task", help="the task id")
+    w.add_argument("--job", help="the task's job (needed when two jobs have a task with this id)")
+    _add_common(w)
+    w.set_defaults(func=_why)
+
+
+# ---------------------------------------------------------------- formatting
+
+_NOISY = ("supervisor.heartbeat", "run.activity", "run.usage")
+
+
+def _short(value: Any, width: int = 80) -> str:
+    text = value if isinstance(value, str) else str(value)
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _describe(ev: dict[str, Any]) -> str:
+    """The event's data as a short phrase; known types get a sentence, the rest key=value."""
+    t = ev.get("type", "")
+    d = ev.get("data") or {}
+    if not isinstance(d, dict):
+        return _short(d)
+    reason = d.get("reason")
+    if t == "task.state":
+        text = f"{d.get('from') or '∅'} → {d.get('to')}"
+        return text + (f": {_short(reason, 120)}" if reason else "")
+    if t == "run.started":
+        model = f"/{d['model']}" if d.get("model") else ""
+        return f"{d.get('role', 'run')} ({d.get('mode', '?')}) on {d.get('provider', '?')}{model}" + (
+            f", attempt {d['attempt']}" if d.get("attempt") else "")
+    if t == "run.finished":
+        text = f"{d.get('role', 'run')} {d.get('verdict', '?')}, {d.get('tokens', 0)} tokens"
+        if d.get("duration_s") is not None:
+            text += f", {d['duration_s']}s"
+        return text + (f": {_short(d['error'], 100)}" if d.get("error") else "")
+    if t.startswith("problem."):
+        parts = [str(d[k]) for k in ("code", "kind") if d.get(k)]
+        if d.get("reply"):
+            parts.append(f"reply {d['reply']}" + (f" {_short(d['words'], 60)}" if d.get("words") else ""))
+        if d.get("summary"):
+            parts.append(_short(d["summary"], 100))
+        if d.get("replies"):
+            parts.append("[" + " | ".join(map(str, d["replies"])) + "]")
+        return "  ".join(parts)
+    keys = [k for k in d if k != "reason" and not isinstance(d[k], dict | list)]
+    text = " ".join(f"{k}={_short(d[k], 40)}" for k in keys[:6])
+    if reason:
+        text = f"{_short(reason, 120)}" + (f"  ({text})" if text else "")
+    return text
+
+
+def _clock(ts: str) -> str:
+    """HH:MM:SS in the viewer's local time (events are stamped in UTC)."""
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(ts.replace("Z", "+00:00")).astimezone().strftime("%H:%M:%S")
+    except ValueError:
+        return ts[11:19] if len(ts) >= 19 else ts
+
+
+def format_event(ev: dict[str, Any]) -> str:
+    clock = _clock(str(ev.get("ts") or ""))
+    where = "/".join(x for x in (ev.get("job"), ev.get("task")) if x) or "-"
+    return f"{clock}  {ev.get('type', '?'):<18} {where:<28} {_describe(ev)}".rstrip()
+
+
+def _matches(ev: dict[str, Any], args: Any) -> bool:
+    if getattr(args, "job", None) and ev.get("job") != args.job:
+        return False
+    if getattr(args, "task", None) and ev.get("task") != args.task:
+        return False
+    types = getattr(args, "types", None)
+    if types and not any(str(ev.get("type", "")).startswith(p) for p in types):
+        return False
+    if not types and not getattr(args, "heartbeats", True) and ev.get("type") in _NOISY:
+        return False
+    return True
+
+
+def _emit(ev: dict[str, Any], as_json: bool) -> None:
+    import json
+
+    line = json.dumps(ev, separators=(",", ":"), default=str) if as_json else format_event(ev)
+    sys.stdout.write(line + "\n")
+
+
+def _layout(args: Any) -> Any:
+    from pilothouse.core.layout import find_repo
+
+    return find_repo(getattr(args, "repo", None))
+
+
+def _all_events(layout: Any) -> list[dict[str, Any]]:
+    from pilothouse.core.events import EventTailer
+
+    return EventTailer(layout.events).read_new()
+
+
+# ---------------------------------------------------------------- commands
+
+
+def _live(args: Any) -> int:
+    from pilothouse.core.events import follow
+
+    layout = _layout(args)
+    everything = _all_events(layout)
+    history = [e for e in everything if _matches(e, args)]
+    shown = history if args.last < 0 else history[-args.last:] if args.last else []
+    for ev in shown:
+        _emit(ev, args.json)
+    if not args.follow:
+        if not history and not args.json:
+            print("no events yet" + ("" if layout.events.exists() else f" ({layout.events} does not exist)"),
+                  file=sys.stderr)
+        return 0
+    sys.stdout.flush()
+    seen = max((int(e.get("seq") or 0) for e in everything), default=0)
+    try:
+        # re-reading from the start and skipping by seq closes the gap between history and following
+        for ev in follow(layout.events, from_start=True):
+            if int(ev.get("seq") or 0) <= seen:
+                continue
+            seen = int(ev.get("seq") or 0)
+            if _matches(ev, args):
+                _emit(ev, args.json)
+                sys.stdout.flush()
+    except KeyboardInterrupt:
+        return 0
+    return 0
+
+
+def _resolve_job(events: list[dict[str, Any]], task: str, job: str | None) -> str | None:
+    from pilothouse.providers.errors import UserError
+
+    if job:
+        return job
+    jobs = sorted({str(e.get("job")) for e in events if e.get("task") == task and e.get("job")})
+    if len(jobs) > 1:
+        raise UserError(f"task {task!r} exists in jobs {', '.join(jobs)}: pass --job NAME")
+    return jobs[0] if jobs else None
+
+
+def _events(args: Any) -> int:
+    from pilothouse.providers.errors import UserError
+
+    if not args.task and not args.job:
+        raise UserError("events needs --task T (or --job J): `pilothouse live` prints everything")
+    layout = _layout(args)
+    evs = _all_events(layout)
+    if args.task:
+        args.job = _resolve_job(evs, args.task, args.job)
+    args.types, args.heartbeats = None, True
+    picked = [e for e in evs if _matches(e, args)]
+    if not picked and not args.json:
+        what = f"task {args.task}" if args.task else f"job {args.job}"
+        print(f"no events for {what}", file=sys.stderr)
+    for ev in picked:
+        _emit(ev, args.json)
+    return 0
+
+
+def _why(args: Any) -> int:
+    from pilothouse.core.commands._out import emit_json
+    from pilothouse.providers.errors import UserError
+
+    layout = _layout(args)
+    evs = _all_events(layout)
+    job = _resolve_job(evs, args.task, args.job)
+    if job is None:
+        raise UserError(f"no events for task {args.task!r}: `pilothouse job status` lists the tasks")
+    report = explain(layout, job, args.task, evs)
+    if args.json:
+        emit_json(report)
+        return 0
+    print(f"{job}/{args.task}: {report['state'] or 'unknown'}" + (f" — {report['now']}" if report["now"] else ""))
+    for step in report["chain"]:
+        print(f"  {_clock(step['ts'])}  {step['text']}")
+    for hint in report["hints"]:
+        print(f"  → {hint}")
+    return 0
+
+
+# ---------------------------------------------------------------- why
+
+_CHAIN_TYPES = ("task.", "run.started", "run.finished", "gate.", "review.", "merge.", "problem.")
+_JOB_TYPES = ("job.revised", "job.blocked", "job.planned", "budget.exceeded", "quota.changed")
+
+
+def _db_rows(layout: Any, job: str, task: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]],
+                                                          list[dict[str, Any]]]:
+    """(the task's row, its job's task rows, its open problems) from state.db, read-only."""
+    import sqlite3
+
+    from pilothouse.core.store import connect
+
+    if not layout.state_db.exists():
+        return None, [], []
+    try:
+        conn = connect(layout.state_db, readonly=True)
+    except sqlite3.Error:
+        return None, [], []
+    try:
+        rows = [dict(r) for r in conn.execute("SELECT * FROM tasks WHERE job=?", (job,))]
+        problems = [dict(r) for r in conn.execute(
+            "SELECT * FROM problems WHERE job=? AND task=? AND state!='closed'", (job, task))]
+    except sqlite3.Error:
+        return None, [], []
+    finally:
+        conn.close()
+    mine = next((r for r in rows if r["task"] == task), None)
+    return mine, rows, problems
+
+
+def explain(layout: Any, job: str, task: str, events: list[dict[str, Any]]) -> dict[str, Any]:
+    """The decision chain of one task: what happened to it and why, then what it waits for now."""
+    import json
+
+    chain: list[dict[str, Any]] = []
+    state = now = None
+    started = False
+    for ev in events:
+        t = str(ev.get("type", ""))
+        if ev.get("job") != job:
+            continue
+        if ev.get("task") == task and t.startswith(_CHAIN_TYPES):
+            started = True
+            if t == "task.state":
+                d = ev.get("data") or {}
+                state, now = d.get("to"), d.get("reason")
+            chain.append({"seq": ev.get("seq"), "ts": str(ev.get("ts") or ""), "type": t,
+                          "text": f"{t:<16} {_describe(ev)}", "data": ev.get("data")})
+        elif started and ev.get("task") is None and t in _JOB_TYPES:
+            chain.append({"seq": ev.get("seq"), "ts": str(ev.get("ts") or ""), "type": t,
+                          "text": f"{t:<16} (job) {_describe(ev)}", "data": ev.get("data")})
+    row, rows, problems = _db_rows(layout, job, task)
+    hints: list[str] = []
+    if row is not None:
+        state = row["state"]
+        now = row.get("reason") or now
+        if state in ("planned", "ready"):
+            try:
+                deps = json.loads(row.get("depends_on") or "[]")
+            except ValueError:
+                deps = []
+            states = {r["task"]: r["state"] for r in rows}
+            pending = [f"{d} ({states.get(d, 'unknown')})" for d in deps if states.get(d) != "done"]
+            if pending:
+                hints.append("waits for: " + ", ".join(pending))
+            elif state == "ready":
+                hints.append("ready: launches when a worker slot is free and no running task writes its paths")
+    for p in problems:
+        try:
+            replies = " | ".join(json.loads(p.get("replies") or "[]"))
+        except ValueError:
+            replies = ""
+        hints.append(f"problem {p['code']} ({p['kind']}): {_short(p['summary'], 100)} — "
+                     f"pilothouse problem act {p['code']} {replies.split(' | ')[0] if replies else 'REPLY'}"
+                     + (f"  [{replies}]" if replies else ""))
+    failures = [c for c in chain if c["type"] in ("merge.rolled_back", "gate.finished", "review.finished")
+                and isinstance(c["data"], dict) and (c["data"].get("passed") is False
+                                                      or c["type"] == "merge.rolled_back"
+                                                      or c["data"].get("overall") in ("CHANGES", "REJECT"))]
+    if failures:
+        last = failures[-1]
+        hints.append(f"last failure: {last['type']} — {_short(last['data'].get('reason') or _describe(last), 140)}")
+    return {"job": job, "task": task, "state": state, "now": now, "chain": chain, "hints": hints}

@@ -1,4 +1,7 @@
-"""CLI group 'models' (not built yet)."""
+"""CLI group 'models': the project's model policy and each provider's current availability.
+
+    pilothouse models [--json] [--repo PATH]
+"""
 
 from __future__ import annotations
 
@@ -6,4 +9,153 @@ from typing import Any
 
 
 def register(sub: Any) -> None:
-    pass
+    p = sub.add_parser("models", help="model policy (roles, assignments, fallbacks) and availability")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--repo", metavar="PATH", help="the repository (default: the one containing the current dir)")
+    p.set_defaults(func=_models)
+
+
+def policy_report(layout: Any, now: Any = None) -> dict[str, Any]:
+    """What `models` shows, for the CLI and the cockpit."""
+    from pilothouse.core import policy, quota
+    from pilothouse.core.project import load_project
+
+    project = load_project(layout)
+    mp = project.model_policy
+    providers = policy.providers_in_policy(project)
+    for w in quota.windows(layout):
+        if w["provider"] not in providers:
+            providers.append(w["provider"])
+    avail = {p: quota.availability(layout, p, now) for p in providers}
+    pinned: dict[str, str] = {}
+    if layout.state_db.exists():
+        from pilothouse.core import store
+
+        conn = store.connect(layout.state_db, readonly=True)
+        try:
+            pinned = {r["job"]: r["coordinator"] for r in conn.execute(
+                "SELECT job, coordinator FROM jobs_state WHERE coordinator IS NOT NULL"
+                " AND state NOT IN ('accepted', 'failed')")}
+        finally:
+            conn.close()
+    return {
+        "roles": {"coordinator": mp.roles.coordinator, "reviewer": mp.roles.reviewer},
+        "default_assignment": mp.default_assignment,
+        "assignments": {n: a.model_dump() for n, a in mp.assignments.items()},
+        "pinned_coordinators": pinned,
+        "availability": {p: {**a.as_dict(), "windows": quota.windows(layout, p)} for p, a in avail.items()},
+        "availability_poll_seconds": project.availability_poll_seconds,
+    }
+
+
+def _models(args: Any) -> int:
+    from pilothouse.core.commands._out import emit_json, print_table
+    from pilothouse.core.layout import find_repo
+
+    layout = find_repo(args.repo)
+    rep = policy_report(layout)
+    if args.json:
+        emit_json(rep)
+        return 0
+    roles = rep["roles"]
+    print(f"coordinator: {roles['coordinator'] or '(not pinned: default assignment)'}")
+    print(f"reviewer:    {roles['reviewer'] or '(not pinned: the coordinator)'}")
+    for job, pin in rep["pinned_coordinators"].items():
+        print(f"  job {job}: coordinator pinned to {pin} (never changes during the job)")
+    print()
+    if rep["assignments"]:
+        rows = []
+        for name, a in rep["assignments"].items():
+            mark = "*" if name == rep["default_assignment"] else ""
+            rows.append([name + mark, a["provider"], a["model"] or "(provider default)",
+                         "/".join(a["complexity"]), "/".join(a["modes"]) or "any",
+                         ", ".join(a["fallbacks"]) or "-"])
+        print_table(["ASSIGNMENT", "PROVIDER", "MODEL", "COMPLEXITY", "MODES", "FALLBACKS (usage limits)"], rows)
+        if rep["default_assignment"]:
+            print("* default assignment")
+    else:
+        print("no worker assignments: workers use the default provider")
+    print()
+    if rep["availability"]:
+        rows = [[p, "yes" if a["available"] else ("check due" if a["check_due"] else "no"), a["reason"]]
+                for p, a in rep["availability"].items()]
+        print_table(["PROVIDER", "AVAILABLE", "WHY"], rows)
+    return 0
+
+
+def register_provider_subcommands(prov_sub: Any) -> None:
+    """Called by the 'providers' group with its subparsers: `providers status|check [PROVIDER]`."""
+    st = prov_sub.add_parser("status", help="usage windows and availability per provider (this repository)")
+    st.add_argument("provider", nargs="?", help="only this provider")
+    st.add_argument("--json", action="store_true", help="machine-readable output")
+    st.add_argument("--repo", metavar="PATH", help="the repository (default: the one containing the current dir)")
+    st.set_defaults(func=_status)
+    ck = prov_sub.add_parser("check", help="send one small request to see whether a provider answers "
+                                           "(may use a little allowance); records the outcome")
+    ck.add_argument("provider", nargs="?", help="only this provider (default: every provider in the policy)")
+    ck.add_argument("--json", action="store_true", help="machine-readable output")
+    ck.add_argument("--repo", metavar="PATH", help="the repository (default: the one containing the current dir)")
+    ck.set_defaults(func=_check)
+
+
+def _status(args: Any) -> int:
+    from pilothouse.core import quota
+    from pilothouse.core.commands._out import emit_json, print_table
+    from pilothouse.core.layout import find_repo
+
+    layout = find_repo(args.repo)
+    names = [args.provider] if args.provider else sorted({w["provider"] for w in quota.windows(layout)})
+    if not args.provider:
+        try:
+            from pilothouse.core import policy
+            from pilothouse.core.project import load_project
+
+            names = [*policy.providers_in_policy(load_project(layout)), *[n for n in names]]
+            names = list(dict.fromkeys(names))
+        except Exception:  # no project.yaml: just what was observed
+            pass
+    rep = {p: {**quota.availability(layout, p).as_dict(), "windows": quota.windows(layout, p)} for p in names}
+    if args.json:
+        emit_json(rep)
+        return 0
+    if not rep:
+        print("no provider in the model policy and no usage observed yet")
+        return 0
+    rows = []
+    for p, a in rep.items():
+        state = "available" if a["available"] else ("check due" if a["check_due"] else "waiting")
+        rows.append([p, "-", "", "", state, a["reason"]])
+        for w in a["windows"]:
+            pct = "?" if w["used_pct"] is None else f"{w['used_pct']:g}%"
+            rows.append(["", w["window"], pct, w["resets_at"] or "unknown",
+                         "blocked" if w["blocked"] else "ok", f"seen {w['observed_at']} via {w['source']}"])
+    print_table(["PROVIDER", "WINDOW", "USED", "RESETS", "STATE", "WHY / OBSERVED"], rows)
+    return 0
+
+
+def _check(args: Any) -> int:
+    from pilothouse.core.availability import check_provider
+    from pilothouse.core.commands._out import emit_json
+    from pilothouse.core.layout import find_repo
+
+    layout = find_repo(args.repo)
+    if args.provider:
+        names = [args.provider]
+    else:
+        from pilothouse.core import policy
+        from pilothouse.core.project import load_project
+
+        names = policy.providers_in_policy(load_project(layout))
+        if not names:
+            from pilothouse.providers.errors import UserError
+
+            raise UserError("no provider in .ai/project.yaml model_policy: name one, e.g. "
+                            "`pilothouse providers check sim`")
+    results = [check_provider(layout, p) for p in names]
+    if args.json:
+        emit_json(results)
+    else:
+        for r in results:
+            extra = f": {r['error']}" if r.get("error") and r["outcome"] != "available" else ""
+            print(f"{r['provider']}: {r['outcome']}{extra} — {r['availability']['reason']}")
+    return 0 if all(r["outcome"] == "available" for r in results) else 1

@@ -1,9 +1,61 @@
-"""CLI group 'providers' (not built yet)."""
+"""CLI: `pilothouse providers list [--json]` (more `providers` subcommands register below)."""
 
 from __future__ import annotations
 
+import argparse
 from typing import Any
+
+from pilothouse.core.commands._out import add_json_flag, emit_json, print_table
 
 
 def register(sub: Any) -> None:
-    pass
+    p = sub.add_parser("providers", help="the configured providers (bundled + your overrides)",
+                       description="Providers come from the bundled YAML and from YAML files in "
+                       "<config dir>/providers/, which override fields of a bundled provider or add new ones.")
+    add_json_flag(p)
+    p.set_defaults(func=cmd_list)  # bare `pilothouse providers` lists them
+    actions = p.add_subparsers(dest="providers_action", metavar="ACTION")
+    for add in SUBCOMMANDS:
+        add(actions)
+
+
+def _add_list(actions: Any) -> None:
+    lp = actions.add_parser("list", help="list providers")
+    add_json_flag(lp)
+    lp.set_defaults(func=cmd_list)
+
+
+def _add_usage_commands(actions: Any) -> None:
+    """`providers status|check` live with the quota/model-policy commands (core/commands/models.py)."""
+    try:
+        from pilothouse.core.commands.models import register_provider_subcommands
+    except ImportError:
+        return
+    register_provider_subcommands(actions)
+
+
+# One function per subcommand group, each adding parsers to `providers`' subparsers; extend here.
+SUBCOMMANDS: list[Any] = [_add_list, _add_usage_commands]
+
+
+def provider_rows() -> list[dict[str, Any]]:
+    """Every provider with whether it has a key (never the key itself)."""
+    from pilothouse.providers import keys, provider_index
+
+    configured = set(keys.configured_providers())
+    rows = []
+    for key, rec in provider_index.records().items():
+        state = "configured" if key in configured else ("missing" if rec.get("needs_key", True) else "not needed")
+        rows.append({**rec, "key_status": state})
+    return rows
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    rows = provider_rows()
+    if getattr(args, "json", False):
+        emit_json(rows)
+        return 0
+    print_table(("KEY", "RUNNER", "MODEL", "ENDPOINT", "API KEY", "NAME"),
+                [(r["key"], r["runner"], r["model_id"], r["base_url"], r["key_status"], r["display_name"])
+                 for r in rows])
+    return 0

@@ -1,9 +1,100 @@
-"""CLI group 'status' (not built yet)."""
+"""CLI: `pilothouse status [--json]` — keys, runners, endpoints and confinement at a glance.
+
+Budget 0.15 s wall: the provider records come from the JSON index (no pydantic, no YAML), key
+presence from the key index (no keyring import), runner modules are imported only for the runners
+some provider uses.
+"""
 
 from __future__ import annotations
 
+import argparse
 from typing import Any
+
+from pilothouse.core.commands._out import add_json_flag, emit_json, print_table
 
 
 def register(sub: Any) -> None:
-    pass
+    p = sub.add_parser("status", help="providers' keys, runners and endpoints; confinement")
+    add_json_flag(p)
+    p.set_defaults(func=cmd_status)
+
+
+def _runner_info(name: str) -> dict[str, Any]:
+    from pilothouse.providers.errors import UserError
+    from pilothouse.providers.runners import get_runner
+
+    try:
+        runner = get_runner(name)
+    except UserError:
+        return {"name": name, "known": False, "installed": False, "version": None}
+    except Exception as exc:  # a runner module that fails to import is a status line, not a crash
+        return {"name": name, "known": True, "installed": False, "version": None,
+                "problem": f"{type(exc).__name__}: {exc}"}
+    try:
+        installed = bool(runner.installed())
+        version = runner.version() if installed else None
+    except Exception as exc:  # a runner's probe failing must not hide everyone else's status
+        return {"name": name, "known": True, "installed": False, "version": None, "problem": str(exc)}
+    return {"name": name, "known": True, "installed": installed, "version": version}
+
+
+def _confinement() -> dict[str, Any] | None:
+    try:
+        from pilothouse.providers import confine
+    except ImportError:
+        return None
+    fn = getattr(confine, "status", None)
+    if fn is None:
+        return None
+    try:
+        result = fn()
+        return dict(result) if isinstance(result, dict) else None
+    except Exception as exc:
+        return {"mode": "unknown", "reason": str(exc)}
+
+
+def collect() -> dict[str, Any]:
+    from pilothouse.core.commands.providers import provider_rows
+    from pilothouse.providers import keys, paths
+
+    import threading
+
+    # the confinement check spawns bwrap; let it run while this thread imports the runners
+    conf: dict[str, Any] = {}
+    t = threading.Thread(target=lambda: conf.update(result=_confinement()), daemon=True)
+    t.start()
+    rows = provider_rows()
+    runners = {name: _runner_info(name) for name in sorted({r["runner"] for r in rows})}
+    providers = [{"key": r["key"], "display_name": r["display_name"], "api_key": r["key_status"],
+                  "runner": r["runner"], "runner_installed": runners[r["runner"]]["installed"],
+                  "runner_version": runners[r["runner"]]["version"], "model": r["model_id"],
+                  "endpoint": r["base_url"], "source": r.get("source")} for r in rows]
+    backend = keys.backend()
+    return {"providers": providers, "runners": list(runners.values()),
+            "keys": {"backend": backend,
+                     "location": str(paths.secrets_dir()) if backend == "file" else "OS keyring (service pilothouse)"},
+            "confinement": (t.join(), conf.get("result"))[1]}
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    data = collect()
+    if args.json:
+        emit_json(data)
+        return 0
+    print_table(("PROVIDER", "API KEY", "RUNNER", "INSTALLED", "VERSION", "ENDPOINT"),
+                [(p["key"], p["api_key"], p["runner"], "yes" if p["runner_installed"] else "no",
+                  p["runner_version"] or "-", p["endpoint"]) for p in data["providers"]])
+    k = data["keys"]
+    print(f"\nkeys: {k['backend']} backend — {k['location']}")
+    c = data["confinement"]
+    if c is not None:
+        if c.get("mode") == "bwrap":
+            line = f"bwrap {c.get('bwrap_version') or ''}".rstrip() + (" (probed)" if c.get("probed") else
+                                                                    " (not probed yet: `pilothouse probe`)")
+        else:
+            line = f"{c.get('mode')}: {c.get('reason') or ''}".rstrip(": ")
+        print(f"confinement: {line}")
+    missing = [p["key"] for p in data["providers"] if p["api_key"] == "missing"]
+    if missing:
+        print(f"set a key with `pilothouse key set PROVIDER` (missing: {', '.join(missing)})")
+    return 0

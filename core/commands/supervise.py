@@ -1,9 +1,232 @@
-"""CLI group 'supervise' (not built yet)."""
+"""CLI: the supervisor.
+
+    pilothouse run --watch [--max-workers N] [--once]      the supervisor in the foreground
+    pilothouse integrate                                   merge the approved tasks by hand
+    pilothouse job start [NAME] [--max-workers N]          the supervisor, detached
+    pilothouse job stop
+    pilothouse job wait NAME                               0 accepted, 3 waiting for you, 1 failed
+    pilothouse job plan-ready NAME                         use the graph from `task define`
+"""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
+
+EXIT_ACCEPTED, EXIT_FAILED, EXIT_WAITING = 0, 1, 3
+
+
+def _add_repo(p: Any) -> None:
+    p.add_argument("--repo", metavar="PATH", help="the repository (default: the one containing the current dir)")
+
+
+def _layout(args: Any) -> Any:
+    from pilothouse.core.layout import find_repo
+
+    return find_repo(getattr(args, "repo", None))
 
 
 def register(sub: Any) -> None:
-    pass
+    # `run --watch` shares the `run` parser with dispatch's human run (see add_watch_options)
+    i = sub.add_parser("integrate", help="merge the approved tasks into the integration branch now",
+                       description="Process the approved merge queue by hand (no supervisor may be running).")
+    _add_repo(i)
+    i.set_defaults(func=_integrate)
+
+
+def add_watch_options(p: Any) -> None:
+    """The supervisor's options on `pilothouse run` (which, without them, runs one task for a human)."""
+    g = p.add_argument_group("supervisor (run --watch)")
+    g.add_argument("--watch", action="store_true", help="run this repository's supervisor in the foreground: "
+                   "it plans, builds, gates, reviews and integrates every open job")
+    g.add_argument("--once", action="store_true", help="with --watch: exit when no job can progress without "
+                   "the operator")
+    g.add_argument("--max-workers", type=int, metavar="N", help="with --watch: parallel workers "
+                   "(default: project.yaml max_workers)")
+    if not any(a.dest == "repo" for a in p._actions):
+        _add_repo(p)
+
+
+def run_supervisor(args: Any) -> int:
+    from pilothouse.core.supervisor import run_foreground
+
+    return run_foreground(_layout(args), getattr(args, "max_workers", None), once=getattr(args, "once", False))
+
+
+def register_job_subcommands(job_sub: Any) -> None:
+    s = job_sub.add_parser("start", help="start the supervisor for this repository, detached")
+    s.add_argument("name", nargs="?", help="a job to check exists first")
+    s.add_argument("--max-workers", type=int, metavar="N")
+    _add_repo(s)
+    s.set_defaults(func=_start)
+    st = job_sub.add_parser("stop", help="stop the supervisor (running workers keep running)")
+    _add_repo(st)
+    st.set_defaults(func=_stop)
+    w = job_sub.add_parser("wait", help="block until the job is accepted (0), waits for you (3) or failed (1)")
+    w.add_argument("name")
+    w.add_argument("--timeout", type=float, metavar="S", help="give up after S seconds (exit 1)")
+    _add_repo(w)
+    w.set_defaults(func=_wait)
+    pr = job_sub.add_parser("plan-ready", help="the job's graph is defined (task define): plan no further")
+    pr.add_argument("name")
+    _add_repo(pr)
+    pr.set_defaults(func=_plan_ready)
+
+
+def _integrate(args: Any) -> int:
+    from pilothouse.core import supervisor_ctl
+    from pilothouse.core.supervisor import run_foreground
+    from pilothouse.providers.errors import UserError
+
+    layout = _layout(args)
+    if supervisor_ctl.status(layout) is not None:
+        raise UserError("the supervisor is running and integrates by itself: `pilothouse job stop` first")
+    return run_foreground(layout, once=True, integrate_only=True)
+
+
+def _start(args: Any) -> int:
+    from pilothouse.core import supervisor_ctl
+    from pilothouse.core.project import load_project
+
+    layout = _layout(args)
+    load_project(layout)  # a broken project.yaml is reported here, not in the log
+    if args.name:
+        from pilothouse.core.jobs import load_job
+
+        load_job(layout, args.name)
+    before = supervisor_ctl.status(layout)
+    pid = supervisor_ctl.start(layout, args.max_workers)
+    word = "already running" if before else "started"
+    print(f"supervisor {word} (pid {pid}); log: {layout.supervisor_log}")
+    return 0
+
+
+def _stop(args: Any) -> int:
+    from pilothouse.core import supervisor_ctl
+
+    layout = _layout(args)
+    if supervisor_ctl.stop(layout):
+        print("supervisor stopped; running workers keep running and are adopted by the next one")
+    else:
+        print("no supervisor is running for this repository")
+    return 0
+
+
+def _plan_ready(args: Any) -> int:
+    from pilothouse.core import store
+    from pilothouse.core.jobs import load_job
+    from pilothouse.core.supervisor_plan import mark_plan_ready
+    from pilothouse.core.taskgraph import load_tasks
+    from pilothouse.providers.errors import UserError
+
+    layout = _layout(args)
+    job = load_job(layout, args.name)
+    tasks = load_tasks(layout, args.name)
+    if not tasks:
+        raise UserError(f".ai/tasks.yaml has no tasks for job {args.name}: "
+                        f"`pilothouse task define --file F` first (entries with job_id: {args.name})")
+    conn = store.connect(layout.state_db)
+    try:
+        mark_plan_ready(conn, args.name, job.revision)
+    finally:
+        conn.close()
+    print(f"job {args.name} revision {job.revision}: {len(tasks)} tasks defined; the supervisor takes them as "
+          "the plan")
+    return 0
+
+
+def job_outcome(layout: Any, name: str) -> tuple[str | None, str]:
+    """("accepted"|"failed"|"waiting"|None, reason) for a job, read from the store."""
+    from pilothouse.core import store
+
+    if not layout.state_db.exists():
+        return None, ""
+    conn = store.connect(layout.state_db, readonly=True)
+    try:
+        row = conn.execute("SELECT state, reason FROM jobs_state WHERE job=?", (name,)).fetchone()
+        # an answer the supervisor has not applied yet means the job is about to move again
+        pending = conn.execute("SELECT count(*) FROM problems WHERE job=? AND (state='answered' OR code IN"
+                               " (SELECT code FROM replies WHERE consumed_at IS NULL))", (name,)).fetchone()[0]
+    finally:
+        conn.close()
+    if row is None:
+        return None, ""
+    state = row["state"]
+    if state == "accepted":
+        return "accepted", row["reason"] or ""
+    if state in ("failed", "cancelled"):
+        return "failed", row["reason"] or ""
+    if state == "blocked" and not pending:
+        return "waiting", row["reason"] or ""
+    return None, row["reason"] or ""
+
+
+def print_waiting(layout: Any, name: str, out: Any = None) -> None:
+    """Each open problem of the job: its code and the replies that fit, one per line."""
+    from pilothouse.core import problems
+
+    out = out or sys.stdout
+    found = problems.list_problems(layout, True, job=name)
+    for p in found:
+        out.write(f"{p.code} {' '.join(p.replies)}  # {p.task or name}: {p.summary[:160]}\n")
+    if not found:
+        out.write(f"# job {name} waits for the operator (no open problem recorded)\n")
+
+
+def wait_for_job(layout: Any, name: str, timeout: float | None = None, on_event: Any = None) -> int:
+    """Block until the job ends or needs the operator; woken by the event log, never polling it.
+
+    on_event(ev) is called with each new event (the demo prints them)."""
+    import time
+
+    from pilothouse.core import supervisor_ctl
+    from pilothouse.core.events import EventTailer
+    from pilothouse.providers.errors import UserError
+
+    deadline = None if timeout is None else time.monotonic() + timeout
+    tailer = EventTailer(layout.events)
+    if on_event is None:
+        tailer = EventTailer(layout.events, start_at_end=True)
+    from watchfiles import watch
+
+    layout.runtime.mkdir(parents=True, exist_ok=True)
+    last_alive = time.monotonic()
+    outcome, reason = job_outcome(layout, name)
+    for _changes in _watch(watch, layout):
+        for ev in tailer.read_new():
+            if on_event is not None:
+                on_event(ev)
+        outcome, reason = job_outcome(layout, name)
+        if outcome is not None:
+            break
+        now = time.monotonic()
+        if now - last_alive > 2.0:
+            last_alive = now
+            if supervisor_ctl.status(layout) is None:
+                raise UserError(f"job {name} is not finished and no supervisor is running: "
+                                "`pilothouse job start` (then wait again)")
+        if deadline is not None and now > deadline:
+            print(f"job {name}: still running after {timeout:g}s", file=sys.stderr)
+            return EXIT_FAILED
+    if outcome == "accepted":
+        print(f"job {name} accepted: {reason}")
+        return EXIT_ACCEPTED
+    if outcome == "waiting":
+        print(f"job {name} waits for the operator: {reason}")
+        print_waiting(layout, name)
+        return EXIT_WAITING
+    print(f"job {name} failed: {reason}")
+    return EXIT_FAILED
+
+
+def _watch(watch: Any, layout: Any) -> Any:
+    yield set()  # look once before the first change
+    yield from watch(layout.runtime, debounce=20, step=10, rust_timeout=1000, yield_on_timeout=True)
+
+
+def _wait(args: Any) -> int:
+    from pilothouse.core.jobs import load_job
+
+    layout = _layout(args)
+    load_job(layout, args.name)
+    return wait_for_job(layout, args.name, args.timeout)

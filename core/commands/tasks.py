@@ -1,4 +1,9 @@
-"""CLI group 'tasks' (not built yet)."""
+"""CLI group 'tasks': define a job's task graph by hand (or from a host agent).
+
+    pilothouse task define --file tasks.yaml [--job J] [--replace] [--json]
+    pilothouse task list [--job J] [--json]
+(the problems group adds `task retry`)
+"""
 
 from __future__ import annotations
 
@@ -6,4 +11,95 @@ from typing import Any
 
 
 def register(sub: Any) -> None:
-    pass
+    p = sub.add_parser("task", aliases=["tasks"], help="define and list task definitions",
+                       description="Task definitions live in .ai/tasks.yaml (no status there). `task define` "
+                                   "validates a file of entries (DESIGN §4.5) and merges it by id.")
+    task_sub = p.add_subparsers(dest="task_cmd", metavar="ACTION")
+    d = task_sub.add_parser("define", help="validate tasks from a YAML file and save them into .ai/tasks.yaml")
+    d.add_argument("--file", required=True, metavar="F",
+                   help="YAML: a list of task entries, or {tasks: [...]} ('-': stdin)")
+    d.add_argument("--job", help="the job the tasks belong to (fills job_id where an entry leaves it out)")
+    d.add_argument("--replace", action="store_true",
+                   help="replace the job's whole graph (drop its tasks not in the file)")
+    d.add_argument("--repo", metavar="PATH", help="the repository (default: the one containing the current dir)")
+    d.add_argument("--json", action="store_true", help="machine-readable output")
+    d.set_defaults(func=_define)
+    ls = task_sub.add_parser("list", help="saved task definitions, dependencies first")
+    ls.add_argument("--job", help="only this job's tasks")
+    ls.add_argument("--repo", metavar="PATH", help="the repository (default: the one containing the current dir)")
+    ls.add_argument("--json", action="store_true", help="machine-readable output")
+    ls.set_defaults(func=_list)
+    p.set_defaults(func=_list, job=None, repo=None, json=False)
+    from pilothouse.core.commands import problems
+
+    hook = getattr(problems, "register_task_subcommands", None)
+    if hook is not None:
+        hook(task_sub)
+
+
+def _define(args: Any) -> int:
+    import sys
+
+    from pilothouse.core import jobs
+    from pilothouse.core.commands._out import emit_json
+    from pilothouse.core.events import EventLog
+    from pilothouse.core.layout import find_repo
+    from pilothouse.core.project import load_project, parse_yaml
+    from pilothouse.core.taskgraph import load_tasks, save_tasks, validate_tasks
+    from pilothouse.providers.errors import UserError
+
+    layout = find_repo(args.repo)
+    project = load_project(layout)
+    if args.file == "-":
+        text = sys.stdin.read()
+    else:
+        try:
+            with open(args.file, encoding="utf-8") as fh:
+                text = fh.read()
+        except FileNotFoundError:
+            raise UserError(f"--file {args.file}: no such file") from None
+    data = parse_yaml(text, args.file)
+    entries = data.get("tasks") if isinstance(data, dict) else data
+    if not isinstance(entries, list) or not entries:
+        raise UserError(f"{args.file}: expected a list of task entries (or `tasks:` with one): add at least one")
+    job_ids = {args.job} if args.job else {e.get("job_id") for e in entries if isinstance(e, dict)}
+    if None in job_ids or not job_ids:
+        raise UserError(f"{args.file}: some entries have no job_id: add job_id to each, or pass --job NAME")
+    for name in job_ids:
+        jobs.load_job(layout, str(name))  # the job must exist
+    existing = load_tasks(layout)
+    if args.replace:
+        existing = [t for t in existing if t.job_id not in job_ids]
+    tasks = validate_tasks(entries, project, existing, job=args.job)
+    if args.replace and len(job_ids) != 1:
+        raise UserError("--replace works on one job at a time: pass --job NAME")
+    save_tasks(layout, tasks, replace_job=next(iter(job_ids)) if args.replace else None)
+    log = EventLog(layout.events)
+    for t in tasks:
+        log.append("task.defined", job=t.job_id, task=t.id,
+                   data={"kind": t.kind, "depends_on": t.depends_on, "source": "cli"})
+    if args.json:
+        emit_json([t.model_dump(mode="json") for t in tasks])
+    else:
+        print(f"defined {len(tasks)} task(s) in .ai/tasks.yaml: {', '.join(t.id for t in tasks)}")
+        if len(job_ids) == 1:
+            print(f"next: pilothouse job plan-ready {next(iter(job_ids))}")
+    return 0
+
+
+def _list(args: Any) -> int:
+    from pilothouse.core.commands._out import emit_json, print_table
+    from pilothouse.core.layout import find_repo
+    from pilothouse.core.taskgraph import load_tasks, topo_order
+
+    tasks = topo_order(load_tasks(find_repo(args.repo), args.job))
+    if args.json:
+        emit_json([t.model_dump(mode="json") for t in tasks])
+        return 0
+    if not tasks:
+        print("no task definitions yet")
+        return 0
+    print_table(["JOB", "TASK", "KIND", "DEPENDS ON", "GATE", "TITLE"],
+                [[t.job_id, t.id, t.kind, ",".join(t.depends_on) or "-", t.effective_gate(), t.title]
+                 for t in tasks])
+    return 0

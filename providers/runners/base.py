@@ -10,9 +10,10 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pilothouse.providers.contract import RunnerEvent
+if TYPE_CHECKING:  # runtime import would pull pydantic (~100 ms) into every runner and status
+    from pilothouse.providers.contract import RunnerEvent
 
 
 @dataclass

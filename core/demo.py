@@ -1,0 +1,148 @@
+"""`pilothouse demo`: the whole main job on the simulator, in a scratch repository.
+
+A small Python library with passing tests (data/demo/repo.yaml) becomes a git repository; `init`
+sets it up with real gates (its test suite); a job is created from the bundled request; the
+supervisor runs every role on the `sim` provider, scripted by a bundled scenario. The `demo`
+scenario plans four tasks (three independent, one depending on all three), writes real code that
+makes real tests pass, sends one task back once from review (`workflow.review: ai`, so the
+finding round shows per task), merges everything and accepts the job.
+
+A scenario may come with project overrides in data/demo/projects/<scenario>.yaml (merged into
+.ai/project.yaml: e.g. another review mode, a token budget, a different gate).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from pilothouse.core.layout import RepoLayout
+from pilothouse.providers.errors import UserError
+
+JOB = "demo"
+DEFAULT_SCENARIO = "demo"
+
+
+def _data() -> Path:
+    from pilothouse.providers.paths import package_data
+
+    return package_data()
+
+
+def list_scenarios() -> list[tuple[str, str]]:
+    import yaml
+
+    out = []
+    for path in sorted((_data() / "scenarios").glob("*.yaml")):
+        try:
+            doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError:
+            continue
+        out.append((str(doc.get("name") or path.stem), str(doc.get("description") or "").strip()))
+    return out
+
+
+def scenario_exists(name: str) -> bool:
+    return (_data() / "scenarios" / f"{name}.yaml").is_file() or Path(name).is_file()
+
+
+def _git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL).stdout.strip()
+
+
+def test_command() -> str:
+    """The demo's gate: its tests with this Python (pytest when installed, else unittest)."""
+    py = shlex.quote(sys.executable)
+    probe = subprocess.run([sys.executable, "-c", "import pytest"], capture_output=True)
+    if probe.returncode == 0:
+        # the scratch project needs no pytest plugins; loading the user's would only slow each gate
+        return f"PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 {py} -m pytest -q"
+    return f"{py} -m unittest discover -s tests -t . -q"
+
+
+def make_repo(dest: Path) -> Path:
+    """The scratch project, committed on `main`."""
+    import yaml
+
+    dest = dest.resolve()
+    if dest.exists() and any(dest.iterdir()):
+        raise UserError(f"{dest} is not empty: pass an empty or new directory to --dir")
+    manifest = yaml.safe_load((_data() / "demo" / "repo.yaml").read_text(encoding="utf-8"))
+    for rel, content in manifest["files"].items():
+        path = dest / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content or "", encoding="utf-8")
+    _git(dest, "init", "-q", "-b", "main")
+    for key, value in (("user.name", "pilothouse demo"), ("user.email", "demo@pilothouse.invalid")):
+        if subprocess.run(["git", "config", key], cwd=dest, capture_output=True).returncode != 0:
+            _git(dest, "config", key, value)  # only where the user has no identity of their own
+    _git(dest, "add", "-A")
+    _git(dest, "commit", "-q", "-m", "textkit: normalize_space and its tests")
+    return dest
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def configure(layout: RepoLayout, scenario: str, max_workers: int | None = None) -> None:
+    """Point the project at the simulator and the scenario (plus the scenario's own overrides)."""
+    import yaml
+    from pilothouse.core.project import load_project
+    from pilothouse.providers.fsutil import atomic_write_text
+
+    data = yaml.safe_load(layout.project_yaml.read_text(encoding="utf-8"))
+    data = _merge(data, {"workflow": {"review": "ai"}, "sim_scenario": scenario, "max_workers": max_workers or 3,
+                         "model_policy": {"roles": {"coordinator": "sim", "reviewer": "sim"},
+                                          "assignments": {"sim": {"provider": "sim"}}}})
+    overrides = _data() / "demo" / "projects" / f"{Path(scenario).stem}.yaml"
+    if overrides.is_file():
+        data = _merge(data, yaml.safe_load(overrides.read_text(encoding="utf-8")) or {})
+    header = f"# pilothouse demo project: every role runs on the simulator (scenario {scenario})\n"
+    atomic_write_text(layout.project_yaml, header + yaml.safe_dump(data, sort_keys=False))
+    load_project(layout)
+
+
+def prepare(dest: Path, scenario: str = DEFAULT_SCENARIO, max_workers: int | None = None) -> RepoLayout:
+    """Scratch repo + init + the demo job; the supervisor is not started yet."""
+    from pilothouse.core.jobs import create_job
+    from pilothouse.core.project import init_project
+
+    if not scenario_exists(scenario):
+        names = ", ".join(n for n, _ in list_scenarios())
+        raise UserError(f"no scenario named {scenario!r}: pick one of {names} (pilothouse demo --list)")
+    root = make_repo(dest)
+    cmd = test_command()
+    init_project(root, {"fast": cmd, "full": cmd}, stdin_is_tty=False)
+    layout = RepoLayout(root)
+    configure(layout, scenario, max_workers)
+    _git(root, "add", "-A")
+    _git(root, "commit", "-q", "-m", "pilothouse init (demo: sim provider)")
+    request = (_data() / "demo" / "request.md").read_text(encoding="utf-8")
+    acceptance = (_data() / "demo" / "acceptance.md").read_text(encoding="utf-8")
+    create_job(layout, JOB, request, acceptance)
+    return layout
+
+
+def integration_summary(layout: RepoLayout) -> list[str]:
+    """One line per merge commit on the integration branch (first parent), newest first."""
+    from pilothouse.core.project import load_project
+
+    branch = load_project(layout).integration_branch
+    try:
+        out = _git(layout.root, "log", "--first-parent", "--merges", "--format=%h %s", branch)
+    except subprocess.CalledProcessError:
+        return []
+    return [line for line in out.splitlines() if line]
+
+
+def tty() -> bool:
+    return sys.stdin.isatty() and sys.stdout.isatty() and os.environ.get("TERM") not in (None, "dumb")

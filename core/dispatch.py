@@ -1,0 +1,230 @@
+"""One bounded run of one worker (DESIGN §4.2): validate, sandbox, spawn, watch, judge.
+
+`prepare()` does every check that can fail because of the user's input (unknown provider,
+missing key, workdir, task file, placeholder, credential in the task, malformed scenario) and
+raises UserError — nothing has started yet, so the CLI prints one line and exits 2. `Run.execute()`
+then always ends in a verdict, whatever the worker does, and writes it (with the events, the
+stderr log and the report, all redacted) before returning it.
+
+Speed: this path avoids pydantic/PyYAML until the worker is running (provider records come from
+the JSON index; the started line is built by hand); the contract module is imported on a thread
+while the worker process boots on another core.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pilothouse.providers import paths, sandbox
+from pilothouse.providers.errors import UserError
+
+MODES = ("code", "explore", "test", "review", "resume", "plan")
+DEFAULT_TIMEOUT_S = 1800.0
+DEFAULT_IDLE_S = 300.0
+DEFAULT_STEP_CAP = {"explore": 40, "review": 40, "plan": 40, "test": 40, "code": 80, "resume": 60}
+PLACEHOLDER = re.compile(r"<<FILL:[^>]*>>")
+
+
+@dataclass
+class DispatchOptions:
+    provider: str
+    mode: str
+    workdir: str
+    task_file: str | None = None
+    task_text: str | None = None  # `run --task TEXT`
+    run_id: str | None = None
+    session: str | None = None
+    resume_of: str | None = None
+    scenario: str | None = None
+    model: str | None = None
+    step_cap: int | None = None
+    timeout: float | None = None
+    idle_timeout: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def preamble(mode: str) -> str:
+    return (paths.package_data() / "prompts" / f"{mode}.md").read_text(encoding="utf-8").rstrip("\n")
+
+
+def compose_prompt(mode: str, task: str) -> str:
+    """The worker's first user message: the mode preamble, a blank line, the task."""
+    return f"{preamble(mode)}\n\n{task.strip()}\n"
+
+
+def read_task(opts: DispatchOptions) -> str:
+    if opts.task_text is not None:
+        text, where = opts.task_text, "the task"
+    elif opts.task_file:
+        p = Path(opts.task_file)
+        where = str(p)
+        if not p.is_file():
+            raise UserError(f"task file {p} does not exist; write the task there (see `pilothouse template "
+                            f"{opts.mode}`)")
+        try:
+            text = p.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UserError(f"task file {p} cannot be read as UTF-8 text ({exc}); save it as text") from None
+    else:
+        raise UserError("no task given; pass --task-file FILE")
+    if not text.strip():
+        raise UserError(f"{where} is empty; write the task (see `pilothouse template {opts.mode}`)")
+    m = PLACEHOLDER.search(text)
+    if m:
+        line = text.count("\n", 0, m.start()) + 1
+        raise UserError(f"{where} still has a template placeholder on line {line} ({m.group(0)[:60]}); "
+                        "fill it in or delete it")
+    return text
+
+
+def _project_settings(workdir: Path) -> dict[str, Any]:
+    """`confinement` / `network` from the nearest .ai/project.yaml (for providers.confine)."""
+    for d in (workdir, *workdir.parents):
+        f = d / ".ai" / "project.yaml"
+        if f.is_file():
+            try:
+                import yaml
+
+                data = yaml.safe_load(f.read_text()) or {}
+            except Exception:
+                return {}  # a broken project file is the supervisor's to report
+            return {k: data[k] for k in ("confinement", "network") if isinstance(data, dict) and k in data}
+        if (d / ".git").exists():
+            break
+    return {}
+
+
+@dataclass
+class Prepared:
+    opts: DispatchOptions
+    provider: Any  # provider_index.Record
+    runner: Any
+    workdir: Path
+    task: str
+    key: str | None
+    secrets: list[str]
+    run_id: str
+    model: str
+    step_cap: int
+    timeout_s: float
+    idle_timeout_s: float
+    scenario: Any = None
+    resume_of: str | None = None
+    session: str | None = None
+
+
+def prepare(opts: DispatchOptions) -> Prepared:
+    from pilothouse.providers import guard, keys, provider_index
+    from pilothouse.providers.runners import get_runner
+
+    if opts.mode not in MODES:
+        raise UserError(f"unknown mode '{opts.mode}'; use one of {', '.join(MODES)}")
+    prov = provider_index.record(opts.provider)
+    runner = get_runner(prov.runner)
+    if not runner.installed():
+        raise UserError(f"the {prov.runner} runner for provider '{prov.key}' is not installed; run "
+                        f"`pilothouse install runner {prov.runner}`")
+    workdir = Path(opts.workdir).expanduser()
+    if not workdir.exists():
+        raise UserError(f"workdir {workdir} does not exist; pass an existing directory with --workdir")
+    if not workdir.is_dir():
+        raise UserError(f"workdir {workdir} is not a directory; pass a directory with --workdir")
+    workdir = workdir.resolve()
+    task = read_task(opts)
+    key = keys.get_key(prov.key)
+    if prov.needs_key and not key:
+        raise UserError(f"no API key for provider '{prov.key}'; set it with `pilothouse key set {prov.key}`")
+    secrets = keys.configured_secrets()
+    if key and key not in secrets:
+        secrets.append(key)
+    guard.check_task(task, secrets, source=opts.task_file or "the task")
+    for name, value in (("--timeout", opts.timeout), ("--idle-timeout", opts.idle_timeout),
+                        ("--step-cap", opts.step_cap)):
+        if value is not None and value <= 0:
+            raise UserError(f"{name} must be a positive number (got {value})")
+    run_id = opts.run_id or sandbox.new_run_id()
+    if not sandbox.valid_run_id(run_id):
+        raise UserError(f"run id '{run_id}' is not valid; use letters, digits, '-', '_' or '.'")
+    if (sandbox.runs_dir(prov.key) / run_id).exists():
+        raise UserError(f"run id '{run_id}' already exists for provider '{prov.key}'; pick a new --run-id")
+    session = opts.session
+    if opts.resume_of or opts.mode == "resume":
+        if not opts.resume_of:
+            raise UserError("resume needs the run to continue: pass --resume-of RUN (or use "
+                            "`pilothouse resume --run-id RUN --task-file F`)")
+        if not (sandbox.runs_dir(prov.key) / opts.resume_of).exists():
+            raise UserError(f"run '{opts.resume_of}' has no sandbox for provider '{prov.key}' (pruned, or "
+                            "another provider?); start a new run instead")
+        if not session:
+            session = previous_session(prov.key, opts.resume_of)
+    scenario = None
+    if prov.is_sim:
+        from pilothouse.providers.sim.server import load_scenario
+
+        name = opts.scenario or os.environ.get("PILOTHOUSE_SIM_SCENARIO") or prov.scenario or "explore-basic"
+        scenario = load_scenario(name)
+    elif opts.scenario:
+        raise UserError(f"--scenario only applies to the simulator; provider '{prov.key}' is not one")
+    return Prepared(opts=opts, provider=prov, runner=runner, workdir=workdir, task=task, key=key,
+                    secrets=secrets, run_id=run_id, model=opts.model or prov.model_id,
+                    step_cap=int(opts.step_cap or DEFAULT_STEP_CAP[opts.mode]),
+                    timeout_s=float(opts.timeout or DEFAULT_TIMEOUT_S),
+                    idle_timeout_s=float(opts.idle_timeout or DEFAULT_IDLE_S),
+                    scenario=scenario, resume_of=opts.resume_of, session=session)
+
+
+def previous_session(key: str, run_id: str) -> str | None:
+    """The session id recorded in a finished run's verdict (None if it never got that far)."""
+    import json
+
+    try:
+        data = json.loads((paths.logs_dir() / key / f"{run_id}.verdict.json").read_text())
+    except (OSError, ValueError):
+        return None
+    sid = data.get("session_id") if isinstance(data, dict) else None
+    return sid if isinstance(sid, str) else None
+
+
+def find_previous_run(run_id: str) -> dict[str, Any]:
+    """Provider, mode and session of an earlier run, for `pilothouse resume --run-id RUN`."""
+    import json
+
+    found = sandbox.find_run(run_id)
+    if found is None:
+        raise UserError(f"no run '{run_id}' found under {paths.providers_dir()}; check the id "
+                        "(it is in the started/verdict lines)")
+    key, _ = found
+    info: dict[str, Any] = {"provider": key, "session_id": None, "mode": None}
+    try:
+        data = json.loads((paths.logs_dir() / key / f"{run_id}.verdict.json").read_text())
+        info.update(session_id=data.get("session_id"), mode=data.get("mode"))
+    except (OSError, ValueError):
+        pass
+    return info
+
+
+def prefetch_contract() -> None:
+    """Import the pydantic contract on a thread: it costs ~100 ms of CPU that overlaps the
+    worker's own start-up (another process) while this thread mostly waits on its pipes."""
+    def _load() -> None:
+        import pilothouse.providers.contract  # noqa: F401
+
+    threading.Thread(target=_load, daemon=True, name="contract-prefetch").start()
+
+
+def refuse_line(provider: str, message: str) -> None:
+    """A refused dispatch still leaves a trace in latest.log (the run never started)."""
+    try:
+        sandbox.latest_line(f"{provider} pid {os.getpid()} FAILED before start: {message}")
+    except OSError:
+        pass
+
+
+def now_s() -> float:
+    return time.monotonic()

@@ -1,0 +1,227 @@
+"""Gates: the project's check commands (`gates:` in .ai/project.yaml), run in a worktree.
+
+A gate passes when its command exists, finishes within the timeout, exits 0 and leaves the
+tree as it found it. A gate that edits tracked files or leaves new files behind fails (a check
+that "fixes" code would approve work nobody reviewed), and what it changed is put back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pilothouse.core.project import ProjectConfig
+from pilothouse.core.worktrees import git, is_scratch
+
+DEFAULT_TIMEOUT_S = 1800.0
+TAIL_BYTES = 4096
+_SHELL_WORDS = {"cd", "export", "set", "source", ".", "exec", "test", "[", "true", "false", "echo", "if",
+                "for", "while", "env", "command", "builtin", "eval", "{", "(", "!", "time", "ulimit", "umask"}
+
+
+@dataclass
+class GateResult:
+    level: str
+    command: str
+    passed: bool
+    exit_code: int | None
+    output_tail: str
+    duration_s: float
+    changed_files: list[str] = field(default_factory=list)
+    reason: str | None = None  # why it failed, one line; None when passed
+    timed_out: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _first_program(command: str) -> str | None:
+    """The program a gate command starts, or None when it is a shell construct we can't judge."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None
+    for w in words:
+        if "=" in w and not w.startswith(("=", "/", ".")) and w.split("=", 1)[0].isidentifier():
+            continue  # VAR=value prefix
+        return None if w in _SHELL_WORDS else w
+    return None
+
+
+def _missing_program(command: str, cwd: Path, env: dict[str, str]) -> str | None:
+    prog = _first_program(command)
+    if prog is None:
+        return None
+    if "/" in prog:
+        candidate = Path(prog) if os.path.isabs(prog) else cwd / prog
+        return None if candidate.exists() else prog
+    return None if shutil.which(prog, path=env.get("PATH")) else prog
+
+
+def _snapshot(cwd: Path) -> dict[str, str]:
+    """Dirty paths -> content fingerprint (tracked changes and untracked, non-ignored files)."""
+    out = git(cwd, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames",
+              strip=False)
+    snap: dict[str, str] = {}
+    for entry in out.split("\0"):
+        if len(entry) < 4:
+            continue
+        status, path = entry[:2], entry[3:]
+        if is_scratch(path):
+            continue
+        file = cwd / path
+        try:
+            digest = hashlib.sha256(file.read_bytes()).hexdigest() if file.is_file() else "absent"
+        except OSError:
+            digest = "unreadable"
+        snap[path] = f"{status}:{digest}"
+    return snap
+
+
+def _restore(cwd: Path, paths: list[str], before: dict[str, str]) -> None:
+    """Put back what the gate changed among paths that were clean before it ran."""
+    tracked = set(git(cwd, "ls-files", "-z", "--", *paths).split("\0")) - {""} if paths else set()
+    for p in paths:
+        if p in before:
+            continue  # dirty before the gate: the previous content is not ours to guess
+        if p in tracked:
+            git(cwd, "checkout", "-q", "HEAD", "--", p, check=False)
+        else:
+            target = cwd / p
+            if target.is_file() or target.is_symlink():
+                target.unlink()
+            parent = target.parent
+            while parent != cwd and parent.is_dir() and not any(parent.iterdir()):
+                parent.rmdir()
+                parent = parent.parent
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def gate_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    # bytecode caches would count as files the gate created in a repo without a .gitignore
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env.setdefault("CI", "1")
+    if extra:
+        env.update(extra)
+    return env
+
+
+def run_command(command: str, cwd: Path | str, *, level: str = "command", timeout: float = DEFAULT_TIMEOUT_S,
+                env: dict[str, str] | None = None, check_tree: bool = True,
+                on_start: Callable[[int], None] | None = None) -> GateResult:
+    """Run one shell command as a gate would (also used for `setup:` commands, check_tree=False).
+
+    `on_start(pgid)` is called once the command runs in its own process group, so a caller that
+    may be killed can record it and a successor can end an orphaned gate (`kill_orphan_gate`)."""
+    cwd = Path(cwd)
+    full_env = gate_env(env)
+    start = time.monotonic()
+    setup = level.startswith("setup")
+    field, label = ("setup", level) if setup else (f"gates.{level}", f"gate '{level}'")
+    missing = _missing_program(command, cwd, full_env)
+    if missing:
+        return GateResult(level, command, False, None, "", 0.0,
+                          reason=f"{label}: command not found: {missing} — install it or fix "
+                                 f"{field} in .ai/project.yaml")
+    before = _snapshot(cwd) if check_tree else {}
+    with tempfile.TemporaryFile() as out:
+        proc = subprocess.Popen(["/bin/sh", "-c", command], cwd=cwd, env=full_env, stdin=subprocess.DEVNULL,
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        timed_out = False
+        try:
+            if on_start is not None:
+                on_start(proc.pid)
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_group(proc)
+        except BaseException:
+            _kill_group(proc)
+            raise
+        else:
+            # the command is done; stray children of it must not outlive the gate
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        size = out.seek(0, os.SEEK_END)
+        out.seek(max(0, size - TAIL_BYTES))
+        tail = out.read().decode("utf-8", errors="replace")
+    duration = round(time.monotonic() - start, 3)
+    code = proc.returncode
+    result = GateResult(level, command, False, None if timed_out else code, tail, duration, timed_out=timed_out)
+    if check_tree:
+        after = _snapshot(cwd)
+        changed = sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p))
+        result.changed_files = changed
+        if changed:
+            _restore(cwd, changed, before)
+    if timed_out:
+        result.reason = f"gate '{level}' timed out after {timeout:g}s (killed)"
+    elif code == 127 and "not found" in tail:
+        result.reason = f"{label}: command not found (exit 127) — fix {field} in .ai/project.yaml"
+    elif code != 0:
+        result.reason = f"gate '{level}' failed: exit {code}"
+    elif result.changed_files:
+        shown = ", ".join(result.changed_files[:5]) + (" …" if len(result.changed_files) > 5 else "")
+        result.reason = f"gate '{level}' changed files ({shown}); a gate must not edit the tree (restored)"
+    else:
+        result.passed = True
+    return result
+
+
+def run_gate(project: ProjectConfig, level: str, cwd: Path | str, timeout: float = DEFAULT_TIMEOUT_S, *,
+             env: dict[str, str] | None = None, on_start: Callable[[int], None] | None = None) -> GateResult:
+    """Run gate `level` of the project in `cwd`."""
+    command = project.gates.get(level)
+    if command is None:
+        known = ", ".join(sorted(project.gates))
+        return GateResult(level, "", False, None, "", 0.0,
+                          reason=f"gate '{level}' is not defined in .ai/project.yaml (defined: {known})")
+    return run_command(command, cwd, level=level, timeout=timeout, env=env, on_start=on_start)
+
+
+def kill_orphan_gate(pgid: int, cwd: Path | str) -> bool:
+    """End a gate left running by a killed supervisor: its process group, but only if that group's
+    leader still runs in `cwd` (a recycled pid belongs to someone else). True when one was killed."""
+    try:
+        leader_cwd = os.readlink(f"/proc/{pgid}/cwd")
+        if Path(leader_cwd).resolve() != Path(cwd).resolve() or os.getpgid(pgid) != pgid:
+            return False
+        os.killpg(pgid, signal.SIGKILL)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def run_setup(project: ProjectConfig, cwd: Path | str, timeout: float = DEFAULT_TIMEOUT_S, *,
+              env: dict[str, str] | None = None) -> GateResult | None:
+    """Run the project's `setup:` commands in a fresh worktree; the first failure, or None when all pass."""
+    for i, command in enumerate(project.setup):
+        res = run_command(command, cwd, level=f"setup[{i}]", timeout=timeout, env=env, check_tree=False)
+        if not res.passed:
+            return res
+    return None

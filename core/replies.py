@@ -1,0 +1,37 @@
+"""The replies an operator can give a problem, and which fit which kind of stop.
+
+Stdlib-only and tiny: the CLI's argument parser reads it on every command.
+"""
+
+from __future__ import annotations
+
+REPLIES = ("retry", "accept", "skip", "dismiss", "hint", "plan")
+NEEDS_WORDS = ("hint", "plan")
+
+# What each reply does, in the operator's terms (shown by `problem list` and the cockpit).
+REPLY_HELP = {
+    "retry": "run the stopped step again (after you fixed the cause)",
+    "accept": "take the builder's reviewed commit as it is; its checks must still pass",
+    "skip": "cancel the task and every task that depends on it",
+    "dismiss": "close the request for more files; the task keeps its scope",
+    "hint": "the same builder continues its own session with your words",
+    "plan": "the assigner re-plans the job with your words",
+}
+
+# Which replies can fix which kind of stop. The first is the cheapest sensible answer.
+KIND_REPLIES: dict[str, tuple[str, ...]] = {
+    "gate_failed": ("retry", "skip", "hint", "plan"),
+    "review_rejected": ("hint", "accept", "skip", "plan"),
+    "unchanged_resubmission": ("hint", "accept", "skip", "plan"),
+    "reviewer_failed": ("retry", "accept", "skip"),
+    "builder_blocked": ("dismiss", "hint", "skip", "plan"),
+    "needs_files": ("dismiss", "hint", "skip", "plan"),
+    "worker_crashed": ("retry", "hint", "skip", "plan"),
+    "setup_failed": ("retry", "skip"),
+    "worktree_failed": ("retry", "skip"),
+    "merge_conflict": ("retry", "hint", "skip", "plan"),
+    "merge_failed": ("retry", "hint", "skip", "plan"),
+    "plan_invalid": ("retry", "plan"),
+    "auth": ("retry",),
+    "budget": ("retry",),
+}

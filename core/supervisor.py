@@ -1,0 +1,400 @@
+"""The supervisor: one per repository, the only writer of job and task state.
+
+It sleeps in `Waker.wait` until something happens (a dispatch exits, a gate or merge finishes,
+the operator writes, a worker's log grows), then reconciles: every task is looked at in its
+state and moved on if it can be. The reconcile step derives what to do from the store alone,
+so a supervisor killed at any point and started again simply carries on: runs still alive are
+adopted, verdicts written meanwhile are collected, a gate that was running runs again, a merge
+that was recorded as intended is redone (merge_task is idempotent).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import signal
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pilothouse.core import runs, store
+from pilothouse.core import supervisor_flow as flow
+from pilothouse.core import supervisor_plan as plan
+from pilothouse.core.events import EventLog, utc_now_iso
+from pilothouse.core.layout import RepoLayout
+from pilothouse.core.supervisor_state import BUSY, StateStore
+from pilothouse.core.supervisor_wake import FileWatcher, Waker
+from pilothouse.providers.errors import UserError
+
+HEARTBEAT_S = 30.0
+ACTIVITY_MIN_S = 1.0
+USAGE_MIN_S = 5.0
+FINISHED_JOB_STATES = ("accepted", "failed", "cancelled")
+
+
+class SupervisorRunning(UserError):
+    pass
+
+
+def lock_path(layout: RepoLayout) -> Path:
+    return layout.runtime / "supervisor.lock"
+
+
+def setup_logging(layout: RepoLayout) -> logging.Logger:
+    log = logging.getLogger("pilothouse.supervisor")
+    if not log.handlers:
+        layout.runtime.mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(layout.supervisor_log)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+        log.propagate = False
+    return log
+
+
+class Supervisor:
+    def __init__(self, layout: RepoLayout, max_workers: int | None = None, *, once: bool = False,
+                 integrate_only: bool = False) -> None:
+        self.layout = layout
+        self.max_workers_override = max_workers
+        self.once = once
+        self.integrate_only = integrate_only
+        self.log = setup_logging(layout)
+        self.conn: sqlite3.Connection = store.connect(layout.state_db)
+        self.events = EventLog(layout.events)
+        self.store = StateStore(layout, self.conn, self.events)
+        self.waker = Waker()
+        self.children: dict[str, Any] = {}        # run_id -> Popen (our own children, to reap)
+        self.adopted: set[str] = set()            # run ids of a previous supervisor's live dispatches
+        self.tails: dict[str, runs.RunTail] = {}
+        self.inflight: set[tuple[str, ...]] = set()  # gates and merges running in threads
+        self.activity_sent: dict[str, tuple[float, str | None]] = {}
+        self.usage_sent: dict[str, tuple[float, int]] = {}
+        self.stopping = False
+        self._lock_fh: Any = None
+        self._watcher: FileWatcher | None = None
+        self._project: Any = None
+        self._project_mtime: float | None = None
+        self._next_heartbeat = 0.0
+        self.good_head: str | None = None
+        self._last_error: str | None = None
+        self._timer: float | None = None
+
+    # --- the project ---------------------------------------------------------------------------
+    @property
+    def project(self) -> Any:
+        from pilothouse.core.project import load_project
+
+        try:
+            mtime = self.layout.project_yaml.stat().st_mtime
+        except FileNotFoundError:
+            mtime = None
+        if self._project is None or mtime != self._project_mtime:
+            self._project = load_project(self.layout)
+            self._project_mtime = mtime
+        return self._project
+
+    @property
+    def max_workers(self) -> int:
+        return int(self.max_workers_override or self.project.max_workers)
+
+    @property
+    def default_provider(self) -> tuple[str, str | None] | None:
+        # a project driven by a sim scenario runs every role on the sim unless its policy says otherwise
+        return ("sim", None) if self.project.sim_scenario else None
+
+    # --- one per repository --------------------------------------------------------------------
+    def acquire(self) -> None:
+        path = lock_path(self.layout)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(path, "a+")
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.close()
+            row = self.conn.execute("SELECT * FROM supervisor WHERE id=1").fetchone()
+            who = f" (pid {row['pid']}, heartbeat {row['heartbeat_at']})" if row else ""
+            raise SupervisorRunning(f"a supervisor is already running for {self.layout.root}{who}: "
+                                    "`pilothouse job stop` stops it") from None
+        self._lock_fh = fh
+        now = utc_now_iso()
+        pid = os.getpid()
+        self.conn.execute("INSERT INTO supervisor(id, pid, pid_start, started_at, heartbeat_at, stopped_at)"
+                          " VALUES (1, ?, ?, ?, ?, NULL) ON CONFLICT(id) DO UPDATE SET pid=excluded.pid,"
+                          " pid_start=excluded.pid_start, started_at=excluded.started_at,"
+                          " heartbeat_at=excluded.heartbeat_at, stopped_at=NULL",
+                          (pid, runs.pid_start(pid), now, now))
+        self.events.append("supervisor.started", data={"pid": pid, "max_workers": self.max_workers})
+        self._next_heartbeat = time.monotonic() + HEARTBEAT_S
+        self.log.info("supervisor started (pid %s) for %s", pid, self.layout.root)
+
+    def release(self) -> None:
+        if self._lock_fh is None:
+            return
+        self.conn.execute("UPDATE supervisor SET stopped_at=? WHERE id=1 AND pid=?", (utc_now_iso(), os.getpid()))
+        self.events.append("supervisor.stopped", data={"pid": os.getpid(),
+                                                       "running_dispatches": sorted(self.live_runs())})
+        self.log.info("supervisor stopped")
+        fcntl.flock(self._lock_fh.fileno(), fcntl.LOCK_UN)
+        self._lock_fh.close()
+        self._lock_fh = None
+
+    def heartbeat(self) -> None:
+        now = time.monotonic()
+        if now < self._next_heartbeat:
+            return
+        self._next_heartbeat = now + HEARTBEAT_S
+        self.conn.execute("UPDATE supervisor SET heartbeat_at=? WHERE id=1", (utc_now_iso(),))
+        self.events.append("supervisor.heartbeat", data={"pid": os.getpid(), "runs": len(self.live_runs()),
+                                                         "inflight": len(self.inflight)})
+
+    # --- the loop ------------------------------------------------------------------------------
+    def run(self, install_signals: bool = True) -> int:
+        self.acquire()
+        try:
+            if install_signals:
+                for sig in (signal.SIGTERM, signal.SIGINT):
+                    signal.signal(sig, self._on_signal)
+            self._watcher = FileWatcher(self.waker, self.layout.ai, _logs_root())
+            self._watcher.start()
+            self.recover()
+            self.loop()
+        finally:
+            if self._watcher is not None:
+                self._watcher.stop_event.set()
+            self.release()
+        return 0
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self.stopping = True
+        self.waker.poke()
+
+    def stop(self) -> None:
+        """From another thread (tests, the demo): leave the loop soon."""
+        self.stopping = True
+        self.waker.poke()
+
+    def loop(self) -> None:
+        while not self.stopping:
+            try:
+                self.reconcile()
+                self._last_error = None
+            except Exception as exc:  # noqa: BLE001 - a supervisor never dies of one bad record
+                # e.g. a broken project.yaml or tasks.yaml: say so once and wait for the fix
+                message = str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
+                if message != self._last_error:
+                    self.log.exception("cannot proceed: %s", message)
+                    self.events.append("supervisor.heartbeat", data={"pid": os.getpid(), "error": message})
+                    self._last_error = message
+            if self.once and self.idle():
+                return
+            self.heartbeat()
+            now = time.monotonic()
+            timeout = max(0.0, min(self._next_heartbeat - now, self._next_flush()))
+            if self._timer is not None:
+                if self._timer <= now:
+                    self._timer = None
+                else:
+                    timeout = min(timeout, self._timer - now)
+            exited, items = self.waker.wait(timeout)
+            for run_id in exited:
+                self.collect(run_id)
+            for kind, payload in items:
+                if kind == "done":
+                    key, on_done, result, error = payload
+                    self.inflight.discard(key)
+                    if error is not None:
+                        self.log.error("%s failed: %r", key, error)
+                    on_done(result, error)
+                elif kind == "fs" and "logs" in payload:
+                    self.read_logs()
+            self.flush_activity()
+
+    def idle(self) -> bool:
+        """Nothing running and nothing that could start without the operator (for --once)."""
+        if self.live_runs() or self.inflight:
+            return False
+        if self.integrate_only:
+            return True
+        for row in self.conn.execute("SELECT * FROM jobs_state"):
+            if row["state"] in FINISHED_JOB_STATES or row["state"] == "blocked":
+                continue
+            return False
+        return True
+
+    def work(self, key: tuple[str, ...], fn: Callable[[], Any], on_done: Callable[[Any, BaseException | None], None]) -> None:
+        """Run `fn` in a thread (gates, merges); `on_done(result, exc)` runs back in the loop."""
+        if key in self.inflight:
+            return
+        self.inflight.add(key)
+
+        def target() -> None:
+            result: Any = None
+            error: BaseException | None = None
+            try:
+                result = fn()
+            except BaseException as e:  # noqa: BLE001 - reported to the loop, which stops the task
+                error = e
+            self.waker.post("done", (key, on_done, result, error))
+
+        threading.Thread(target=target, name="-".join(key), daemon=True).start()
+
+    # --- runs ----------------------------------------------------------------------------------
+    def live_runs(self) -> set[str]:
+        return set(self.children) | self.adopted
+
+    def busy_count(self) -> int:
+        marks = ",".join("?" * len(BUSY))
+        row = self.conn.execute(f"SELECT count(*) FROM tasks WHERE state IN ({marks})", BUSY).fetchone()
+        planning = self.conn.execute("SELECT count(*) FROM runs WHERE role='assigner' AND state='running'").fetchone()
+        return int(row[0]) + int(planning[0])
+
+    def recover(self) -> None:
+        """Adopt dispatches a previous supervisor left running; collect those that finished."""
+        for row in list(self.conn.execute("SELECT * FROM runs WHERE state='running'")):
+            run_id = row["run_id"]
+            pid, start = row["pid"], row["pid_start"]
+            if not runs.process_matches(pid, start):
+                pid = runs.find_dispatch_pid(run_id)
+                if pid:
+                    start = runs.record_pid(self.conn, run_id, pid)
+            if pid and runs.process_matches(pid, start) and self.waker.watch_pid(run_id, pid):
+                self.adopted.add(run_id)
+                self.tails[run_id] = runs.RunTail(runs.provider_logs(row["provider"], run_id)["jsonl"])
+                self.log.info("adopted run %s (pid %s)", run_id, pid)
+                continue
+            verdict = runs.read_verdict(self.layout, run_id, row["provider"])
+            if verdict is None and row["pid"] is None:
+                launch = runs.read_spec(self.layout, run_id)
+                if launch is not None:
+                    # recorded but never spawned: spawning it now is its first and only start
+                    from pilothouse.core.supervisor_launch import spawn
+
+                    spawn(self, launch)
+                    continue
+            self.finish(row, verdict or runs.synth_verdict(self.layout, row, "the dispatch ended without a verdict"))
+        self.good_head = flow.integration_good_head(self)
+
+    def collect(self, run_id: str) -> None:
+        self.waker.unwatch_pid(run_id)
+        proc = self.children.pop(run_id, None)
+        if proc is not None:
+            proc.wait()
+        self.adopted.discard(run_id)
+        row = self.store.run(run_id)
+        if row is None or row["state"] == "finished":
+            return
+        verdict = runs.read_verdict(self.layout, run_id, row["provider"])
+        self.finish(row, verdict or runs.synth_verdict(self.layout, row, "the dispatch exited without a verdict"))
+
+    def finish(self, row: sqlite3.Row, verdict: dict[str, Any]) -> None:
+        tail = self.tails.pop(row["run_id"], None)
+        if tail is not None:
+            tail.read()
+        runs.finish_run(self.conn, self.events, row, verdict)
+        if verdict.get("tokens"):
+            self.events.append("run.usage", job=row["job"], task=row["task"], run=row["run_id"],
+                               data={"tokens": verdict["tokens"], "cost_usd": verdict.get("cost_usd"),
+                                     "final": True})
+        flow.note_quota(self, row, verdict)
+        self.activity_sent.pop(row["run_id"], None)
+        self.usage_sent.pop(row["run_id"], None)
+
+    def read_logs(self) -> None:
+        for run_id, tail in list(self.tails.items()):
+            if tail.read():
+                self.activity_sent.setdefault(run_id, (0.0, None))
+
+    def wake_at(self, epoch: float) -> None:
+        """Reconcile again at `epoch` (e.g. when a usage window may have reset)."""
+        delay = max(0.0, epoch - time.time())
+        target = time.monotonic() + delay
+        if self._timer is None or target < self._timer or self._timer <= time.monotonic():
+            self._timer = target
+
+    def _next_flush(self) -> float:
+        pending = [sent for rid, (sent, tool) in self.activity_sent.items()
+                   if rid in self.tails and self.tails[rid].tool != tool]
+        if not pending:
+            return HEARTBEAT_S
+        return max(0.0, min(pending) + ACTIVITY_MIN_S - time.monotonic())
+
+    def flush_activity(self) -> None:
+        """Coalesced run.activity (what the worker does now) and run.usage events."""
+        now = time.monotonic()
+        for run_id, tail in list(self.tails.items()):
+            sent, tool = self.activity_sent.get(run_id, (0.0, None))
+            row = None
+            if tail.tool and tail.tool != tool and now - sent >= ACTIVITY_MIN_S:
+                row = self.store.run(run_id)
+                if row is None:
+                    continue
+                if row["task"]:
+                    self.store.update_task(row["job"], row["task"], activity=tail.tool)
+                self.events.append("run.activity", job=row["job"], task=row["task"], run=run_id,
+                                   data={"tool": tail.tool, "role": row["role"]})
+                self.activity_sent[run_id] = (now, tail.tool)
+            total = sum(tail.usage.values())
+            usent, utotal = self.usage_sent.get(run_id, (0.0, 0))
+            if total != utotal and now - usent >= USAGE_MIN_S:
+                row = row or self.store.run(run_id)
+                if row is not None:
+                    self.events.append("run.usage", job=row["job"], task=row["task"], run=run_id,
+                                       data={"tokens": dict(tail.usage), "final": False})
+                self.usage_sent[run_id] = (now, total)
+
+    # --- reconcile -----------------------------------------------------------------------------
+    def reconcile(self) -> None:
+        from pilothouse.core.jobs import list_jobs
+
+        flow.apply_replies(self)
+        candidates: list[tuple[str, Any, Any]] = []
+        for job in list_jobs(self.layout):
+            row = self.store.ensure_job(job.name, job.revision)
+            if row["state"] in FINISHED_JOB_STATES and row["planned_revision"] >= job.revision:
+                continue
+            if self.integrate_only:
+                flow.integrate_job(self, job.name)
+                continue
+            planned = plan.step(self, job, row)
+            candidates += flow.step_job(self, job.name, planned)
+        if candidates:
+            flow.launch_ready(self, candidates)
+
+
+def _logs_root() -> Path:
+    from pilothouse.providers.paths import logs_dir
+
+    return logs_dir()
+
+
+def run_foreground(layout: RepoLayout, max_workers: int | None = None, *, once: bool = False,
+                   integrate_only: bool = False) -> int:
+    return Supervisor(layout, max_workers, once=once, integrate_only=integrate_only).run()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m pilothouse.core.supervisor --repo PATH`: how supervisor_ctl starts it detached."""
+    import argparse
+    import sys
+
+    from pilothouse.core.layout import find_repo
+
+    p = argparse.ArgumentParser(prog="pilothouse-supervisor")
+    p.add_argument("--repo")
+    p.add_argument("--max-workers", type=int)
+    p.add_argument("--once", action="store_true")
+    args = p.parse_args(argv)
+    try:
+        return run_foreground(find_repo(args.repo), args.max_workers, once=args.once)
+    except UserError as exc:
+        print(f"pilothouse: {exc}", file=sys.stderr)
+        return exc.exit_code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

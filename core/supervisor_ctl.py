@@ -1,0 +1,168 @@
+"""Start, stop and inspect a repository's supervisor from another process (CLI, cockpit, demo).
+
+`start` detaches the supervisor (`python -m pilothouse.core.supervisor`, what `run --watch` runs)
+from the caller: it runs in
+its own session, reparented away from the caller, with stdio in `.ai/runtime/supervisor.log`,
+so it survives the terminal. `stop` asks it to leave (SIGTERM); dispatches it launched keep
+running and are adopted by the next supervisor.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+
+from pilothouse.core import runs, store
+from pilothouse.core.layout import RepoLayout
+from pilothouse.providers.errors import UserError
+
+START_TIMEOUT_S = 20.0
+STOP_TIMEOUT_S = 30.0
+ABORT_GRACE_S = 5.0
+
+
+def _lock_held(layout: RepoLayout) -> bool:
+    path = layout.runtime / "supervisor.lock"
+    if not path.exists():
+        return False
+    with open(path, "a+") as fh:
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+        return False
+
+
+def status(layout: RepoLayout) -> dict[str, Any] | None:
+    """The running supervisor ({pid, started_at, heartbeat_at, heartbeat_age_s}), or None."""
+    if not layout.state_db.exists() or not _lock_held(layout):
+        return None
+    conn = store.connect(layout.state_db, readonly=True)
+    try:
+        row = conn.execute("SELECT * FROM supervisor WHERE id=1").fetchone()
+    finally:
+        conn.close()
+    if row is None or row["stopped_at"] or not runs.process_matches(row["pid"], row["pid_start"]):
+        return None
+    from datetime import UTC, datetime
+
+    beat = datetime.fromisoformat(row["heartbeat_at"].replace("Z", "+00:00"))
+    return {"pid": row["pid"], "started_at": row["started_at"], "heartbeat_at": row["heartbeat_at"],
+            "heartbeat_age_s": round((datetime.now(UTC) - beat).total_seconds(), 1)}
+
+
+def start(layout: RepoLayout, max_workers: int | None = None) -> int:
+    """Start the supervisor detached; returns its pid once it has announced itself."""
+    current = status(layout)
+    if current is not None:
+        return int(current["pid"])
+    layout.runtime.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    argv = [sys.executable, "-m", "pilothouse.core.supervisor", "--repo", str(layout.root)]
+    if max_workers:
+        argv += ["--max-workers", str(max_workers)]
+    # the intermediate shell exits at once, so the supervisor is nobody's child (no zombie, no SIGHUP)
+    cmd = " ".join(_quote(a) for a in argv) + f" </dev/null >>{_quote(str(layout.supervisor_log))} 2>&1 &"
+    subprocess.run(["/bin/sh", "-c", cmd], cwd=layout.root, start_new_session=True, check=True)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        current = status(layout)
+        if current is not None and _started_after(current["started_at"], started):
+            return int(current["pid"])
+        time.sleep(0.05)
+    raise UserError(f"the supervisor did not start within {START_TIMEOUT_S:g}s: see {layout.supervisor_log}"
+                    f"{_log_tail(layout)}")
+
+
+def _started_after(iso: str, t: float) -> bool:
+    from datetime import datetime
+
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() >= t - 1.0
+
+
+def _quote(s: str) -> str:
+    import shlex
+
+    return shlex.quote(s)
+
+
+def _log_tail(layout: RepoLayout) -> str:
+    try:
+        lines = layout.supervisor_log.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return (" — last line: " + lines[-1][-300:]) if lines else ""
+
+
+def _wait_gone(pid: int, start: str | None, timeout: float) -> bool:
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        deadline = time.monotonic() + timeout
+        while runs.process_matches(pid, start):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            select.select([fd], [], [], min(left, 0.5))
+            try:
+                os.waitpid(pid, os.WNOHANG)  # reap it if it happens to be our child
+            except ChildProcessError:
+                pass
+        return True
+    finally:
+        os.close(fd)
+
+
+def stop(layout: RepoLayout, timeout: float = STOP_TIMEOUT_S) -> bool:
+    """Ask the supervisor to stop and wait for it; False when none was running."""
+    current = status(layout)
+    if current is None:
+        return False
+    conn = store.connect(layout.state_db, readonly=True)
+    try:
+        row = conn.execute("SELECT pid, pid_start FROM supervisor WHERE id=1").fetchone()
+    finally:
+        conn.close()
+    pid, start_ticks = int(row["pid"]), row["pid_start"]
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return True
+    if not _wait_gone(pid, start_ticks, timeout):
+        os.kill(pid, signal.SIGKILL)
+        _wait_gone(pid, start_ticks, 5.0)
+    return True
+
+
+def abort_run(layout: RepoLayout, run_id: str, grace: float = ABORT_GRACE_S) -> bool:
+    """Interrupt one dispatch (SIGINT to its process group), kill it after `grace` seconds.
+
+    The supervisor sees it exit and handles its verdict like any other; False if it wasn't running.
+    """
+    conn = store.connect(layout.state_db, readonly=True)
+    try:
+        row = conn.execute("SELECT pid, pid_start, state FROM runs WHERE run_id=?", (run_id,)).fetchone()
+    finally:
+        conn.close()
+    if row is None:
+        raise UserError(f"no run {run_id} in this repository: `pilothouse live` shows run ids")
+    pid, start_ticks = row["pid"], row["pid_start"]
+    if row["state"] == "finished" or not runs.process_matches(pid, start_ticks):
+        return False
+    for sig, wait in ((signal.SIGINT, grace), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(pid, sig)  # dispatch runs in its own session: its pgid is its pid
+        except ProcessLookupError:
+            return True
+        if _wait_gone(pid, start_ticks, wait):
+            return True
+    return True

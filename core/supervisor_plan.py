@@ -1,0 +1,178 @@
+"""Planning: a job's revision becomes a task graph, once per revision.
+
+Either the operator (or a host agent) defined the graph — `task define --file` then
+`job plan-ready NAME`, which records `plan_ready:<job>` = revision in the store's meta table —
+or the assigner plans it: a dispatch in mode `plan` on the job's pinned coordinator, whose
+result block `{tasks: […]}` goes through the task-graph validation. Invalid output goes back
+to the same assigner session once, with the errors; a second failure stops the job's planning.
+The assigner's runs carry the revision in `runs.attempt`, so a restart knows what was asked.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pilothouse.core import runs
+from pilothouse.core import supervisor_launch as L
+
+if TYPE_CHECKING:
+    import sqlite3
+
+    from pilothouse.core.supervisor import Supervisor
+
+PLAN_TRIES = 2
+
+
+def plan_ready_key(job: str) -> str:
+    return f"plan_ready:{job}"
+
+
+def mark_plan_ready(conn: sqlite3.Connection, job: str, revision: int) -> None:
+    conn.execute("INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+                 (plan_ready_key(job), str(revision)))
+
+
+def _plan_ready(sup: Supervisor, job: str) -> int:
+    row = sup.conn.execute("SELECT value FROM meta WHERE key=?", (plan_ready_key(job),)).fetchone()
+    return int(row["value"]) if row else 0
+
+
+def step(sup: Supervisor, job: Any, row: sqlite3.Row) -> bool:
+    """True when the job's current revision is planned (its tasks may launch and merge)."""
+    revision = job.revision
+    if row["planned_revision"] >= revision:
+        return True
+    if _plan_ready(sup, job.name) >= revision:
+        _adopt_defined(sup, job, revision)
+        return sup.store.job(job.name)["planned_revision"] >= revision  # type: ignore[index]
+    assigners = list(sup.conn.execute(
+        "SELECT * FROM runs WHERE job=? AND role='assigner' AND attempt=? ORDER BY started_at, rowid",
+        (job.name, revision)))
+    if row["state"] == "blocked" and row["reason"] and row["reason"].startswith("planning"):
+        return False  # waiting for the operator's answer to the planning problem
+    if not assigners:
+        _launch_assigner(sup, job, revision, None)
+        return False
+    last = assigners[-1]
+    if last["state"] != "finished":
+        return False
+    verdict = L.verdict_of(last)
+    result = verdict.get("result") if verdict.get("parse_state") == "parsed" else None
+    errors: list[str]
+    if verdict.get("verdict") in ("error", "quota", "empty") and not result:
+        errors = [f"the assigner run failed: {verdict.get('error') or verdict.get('verdict')}"]
+        resumable = False
+    elif not isinstance(result, dict) or not isinstance(result.get("tasks"), list):
+        errors = [f"no valid plan result block ({verdict.get('parse_error') or verdict.get('parse_state')}): "
+                  "end your answer with <!--RESULT-->{\"tasks\": [...]}<!--/RESULT-->"]
+        resumable = True
+    else:
+        try:
+            _accept_plan(sup, job, revision, result["tasks"], source="assigner", run_id=last["run_id"])
+            return True
+        except _Invalid as exc:
+            errors, resumable = exc.errors, True
+    if resumable and len(assigners) < PLAN_TRIES and verdict.get("session_id"):
+        _launch_assigner(sup, job, revision, last, errors)
+        return False
+    _stop_planning(sup, job.name, revision, errors, last["run_id"])
+    return False
+
+
+class _Invalid(Exception):
+    def __init__(self, errors: list[str]) -> None:
+        super().__init__("; ".join(errors))
+        self.errors = errors
+
+
+def _accept_plan(sup: Supervisor, job: Any, revision: int, entries: list[Any], *, source: str,
+                 run_id: str | None) -> None:
+    from pilothouse.core.taskgraph import TaskGraphError, load_tasks, save_tasks, validate_tasks
+
+    others = [t for t in load_tasks(sup.layout) if t.job_id != job.name]
+    try:
+        defs = validate_tasks(entries, sup.project, others, job=job.name)
+    except TaskGraphError as exc:
+        raise _Invalid(list(exc.errors)) from None
+    if not defs:
+        raise _Invalid(["the plan has no tasks: give at least one"])
+    save_tasks(sup.layout, defs, replace_job=job.name)
+    _install(sup, job.name, revision, [d.model_dump() for d in defs], source, run_id)
+
+
+def _adopt_defined(sup: Supervisor, job: Any, revision: int) -> None:
+    """The operator's graph (already validated by `task define`)."""
+    from pilothouse.core.taskgraph import load_tasks
+
+    defs = load_tasks(sup.layout, job.name)
+    if not defs:
+        sup.store.set_job(job.name, None, reason="plan-ready, but .ai/tasks.yaml has no tasks for this job",
+                          state="planning")
+        return
+    _install(sup, job.name, revision, [d.model_dump() for d in defs], "operator", None)
+
+
+def _install(sup: Supervisor, job: str, revision: int, entries: list[dict[str, Any]], source: str,
+             run_id: str | None) -> None:
+    new_ids = {e["id"] for e in entries}
+    for t in sup.store.tasks(job):
+        # a re-plan drops the tasks it no longer names, unless work on them is under way
+        if t["task"] not in new_ids and t["state"] in ("planned", "ready", "waiting", "stopped", "needs_replan"):
+            sup.store.set_task(job, t["task"], "cancelled", f"not in the plan of revision {revision}")
+    first = sup.store.job(job)["planned_revision"] == 0  # type: ignore[index]
+    added = sup.store.add_tasks(job, entries, revision)
+    for e in entries:
+        t = sup.store.task(job, e["id"])
+        if t is not None and t["state"] == "needs_replan":
+            sup.store.set_task(job, e["id"], "planned", f"kept by the plan of revision {revision}")
+    sup.store.set_job(job, "job.planned", reason=f"planned by the {source}", state="running",
+                      planned_revision=revision,
+                      event_data={"revision": revision, "source": source, "run": run_id,
+                                  "tasks": [e["id"] for e in entries], "new": added,
+                                  "edges": {e["id"]: list(e.get("depends_on") or []) for e in entries}})
+    if first:
+        sup.events.append("job.started", job=job, data={"revision": revision, "tasks": len(entries)})
+
+
+def _coordinator(sup: Supervisor, job: Any) -> tuple[str, str | None]:
+    from pilothouse.core import policy
+    from pilothouse.core.jobs import pin_coordinator
+
+    if job.coordinator is not None:
+        return job.coordinator.provider, job.coordinator.model
+    pin = policy.coordinator_pin(sup.project, default=sup.default_provider)
+    provider, _, model = pin.partition("/")
+    job = pin_coordinator(sup.layout, job.name, provider, model or None)
+    assert job.coordinator is not None
+    sup.store.set_job(job.name, None, coordinator=pin)
+    return job.coordinator.provider, job.coordinator.model
+
+
+def _launch_assigner(sup: Supervisor, job: Any, revision: int, previous: sqlite3.Row | None,
+                     errors: list[str] | None = None) -> None:
+    from pilothouse.core.integration import ensure_integration_checkout
+
+    provider, model = _coordinator(sup, job)
+    checkout = ensure_integration_checkout(sup.layout, sup.project)
+    if previous is None:
+        existing = [{"task": t["task"], "state": t["state"]} for t in sup.store.tasks(job.name)]
+        text = L.plan_text(job, job.name, revision, L.repo_summary(checkout), existing)
+        session = resume_of = None
+    else:
+        text = ("Your plan was rejected:\n" + "\n".join(f"- {e}" for e in (errors or [])) +
+                "\n\nAnswer again with the whole corrected plan in one result block.\n")
+        session, resume_of = L.verdict_of(previous).get("session_id"), previous["run_id"]
+    launch = runs.Launch(run_id=runs.new_run_id(), job=job.name, task=None, role="assigner", provider=provider,
+                         mode="plan", workdir=str(checkout), task_text=text, attempt=revision, model=model,
+                         session_id=session, resume_of=resume_of, scenario=sup.project.sim_scenario)
+    sup.store.set_job(job.name, None, reason=f"planning revision {revision}", state="planning")
+    L.start(sup, launch)
+
+
+def _stop_planning(sup: Supervisor, job: str, revision: int, errors: list[str], run_id: str) -> None:
+    from pilothouse.core import problems
+
+    summary = f"planning revision {revision} failed: " + "; ".join(errors)[:600]
+    sup.store.set_job(job, "job.blocked", reason=summary, state="blocked")
+    problems.open_problem(sup.layout, job, None, "plan_invalid", summary, {"run": run_id, "errors": errors},
+                          conn=sup.conn, log=sup.events)

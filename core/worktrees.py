@@ -1,0 +1,236 @@
+"""Task worktrees: one per builder, outside the repository, on branch `ph/<job>/<task>`.
+
+Everything goes through the git CLI (a subprocess costs less than importing GitPython, and the
+CLI's messages are what we show). Worktrees are fresh checkouts: ignored directories such as
+`.venv` or `node_modules` are never copied or linked in; setup builds them per worktree.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from pilothouse.core.layout import RepoLayout
+from pilothouse.providers import paths
+from pilothouse.providers.errors import UserError
+
+BRANCH_PREFIX = "ph/"
+# Tool caches a worker or a gate leaves behind in a repo without a .gitignore; never committed,
+# never counted as "the gate changed files".
+SCRATCH_PATTERNS = ("__pycache__/", "*.pyc", ".pytest_cache/", ".mypy_cache/", ".ruff_cache/",
+                    ".coverage", "node_modules/", ".venv/", ".tox/", ".DS_Store")
+_MIN_FREE_BYTES = 64 * 1024 * 1024
+
+
+class GitError(Exception):
+    def __init__(self, args: list[str], returncode: int, stderr: str) -> None:
+        self.argv, self.returncode, self.stderr = args, returncode, stderr.strip()
+        super().__init__(f"git {' '.join(args)} failed ({returncode}): {self.stderr}")
+
+
+class WorktreeError(UserError):
+    """A task's worktree cannot be created or removed; the message says why and what to do."""
+
+
+def git(cwd: Path | str, *args: str, check: bool = True, env: dict[str, str] | None = None,
+        strip: bool = True) -> str:
+    """Run git in `cwd`; stdout stripped (keep `strip=False` for porcelain status, whose lines may
+    start with a space). Raises GitError (with git's stderr) when `check`."""
+    full_env = None
+    if env:
+        full_env = dict(os.environ)
+        full_env.update(env)
+    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, env=full_env,
+                          stdin=subprocess.DEVNULL)
+    if check and proc.returncode != 0:
+        raise GitError(list(args), proc.returncode, proc.stderr or proc.stdout)
+    return proc.stdout.strip() if strip else proc.stdout
+
+
+def git_ok(cwd: Path | str, *args: str) -> bool:
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, stdin=subprocess.DEVNULL).returncode == 0
+
+
+def is_scratch(path: str) -> bool:
+    parts = path.rstrip("/").split("/")
+    for pat in SCRATCH_PATTERNS:
+        if pat.endswith("/"):
+            if pat[:-1] in parts:
+                return True
+        elif pat.startswith("*."):
+            if parts[-1].endswith(pat[1:]):
+                return True
+        elif parts[-1] == pat:
+            return True
+    return False
+
+
+def _scratch_pathspecs() -> list[str]:
+    out = []
+    for pat in SCRATCH_PATTERNS:
+        out.append(f":(exclude,glob)**/{pat.rstrip('/')}" + ("/**" if pat.endswith("/") else ""))
+    return out
+
+
+def worktree_root(layout: RepoLayout) -> Path:
+    """Per-repository folder for its worktrees, outside the repository (user data dir)."""
+    resolved = str(layout.root.resolve())
+    digest = hashlib.sha256(resolved.encode()).hexdigest()[:8]
+    return paths.data_dir() / "worktrees" / f"{layout.root.name}-{digest}"
+
+
+def task_branch(job: str, task: str) -> str:
+    return f"{BRANCH_PREFIX}{job}/{task}"
+
+
+def branch_exists(cwd: Path | str, branch: str) -> bool:
+    return git_ok(cwd, "rev-parse", "--verify", "-q", f"refs/heads/{branch}")
+
+
+def _check_free_space(where: Path) -> None:
+    probe = where
+    while not probe.exists():
+        probe = probe.parent
+    free = shutil.disk_usage(probe).free
+    if free < _MIN_FREE_BYTES:
+        raise WorktreeError(f"disk full: {free // (1024 * 1024)} MB free under {probe}; free some space "
+                            "(pilothouse maintain worktrees list shows old worktrees)")
+
+
+def create_worktree(layout: RepoLayout, job: str, task: str, base_ref: str, *,
+                    reuse: bool = False) -> tuple[Path, str]:
+    """Create the task's worktree on a new branch from `base_ref`; returns (path, branch).
+
+    With `reuse`, an existing worktree of that branch is returned as is (a retried task keeps
+    its work); otherwise an existing branch is an error, never silently reset.
+    """
+    branch = task_branch(job, task)
+    path = worktree_root(layout) / job / task
+    if reuse:
+        for wt in list_worktrees(layout):
+            if wt["branch"] == branch and Path(wt["path"]).is_dir():
+                return Path(wt["path"]), branch
+    if branch_exists(layout.root, branch):
+        raise WorktreeError(f"branch {branch} already exists (an earlier attempt?): inspect it with "
+                            f"`git log {branch}`, then delete it (git branch -D {branch}) or retry the task")
+    if path.exists():
+        git(layout.root, "worktree", "prune", check=False)
+        if path.exists() and any(path.iterdir()):
+            raise WorktreeError(f"{path} already exists and is not a worktree of {branch}: remove it "
+                                f"(pilothouse maintain worktrees remove {path})")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _check_free_space(path.parent)
+    try:
+        git(layout.root, "worktree", "add", "-q", "-b", branch, str(path), base_ref)
+    except GitError as exc:
+        if "No space left" in exc.stderr:
+            raise WorktreeError(f"disk full while creating {path}: free some space and retry the task") from None
+        if "invalid reference" in exc.stderr or "not a valid" in exc.stderr:
+            raise WorktreeError(f"cannot create {branch}: base {base_ref!r} does not exist") from None
+        raise WorktreeError(f"cannot create the worktree for {branch}: {exc.stderr}") from None
+    except OSError as exc:
+        if exc.errno == errno.ENOSPC:
+            raise WorktreeError(f"disk full while creating {path}: free some space and retry the task") from None
+        raise
+    return path, branch
+
+
+def remove_worktree(layout: RepoLayout, path: Path | str, *, delete_branch: bool = False) -> None:
+    """Remove a worktree (its branch is kept unless asked: it may hold unmerged commits)."""
+    path = Path(path)
+    branch = None
+    for wt in list_worktrees(layout, all_worktrees=True):
+        if Path(wt["path"]) == path:
+            branch = wt["branch"]
+    if path.resolve() == layout.root.resolve():
+        raise WorktreeError(f"{path} is the repository's own checkout, not a task worktree")
+    try:
+        git(layout.root, "worktree", "remove", "--force", "--force", str(path))
+    except GitError as exc:
+        if path.exists() and "is not a working tree" not in exc.stderr:
+            raise WorktreeError(f"cannot remove worktree {path}: {exc.stderr}") from None
+        if path.exists():
+            shutil.rmtree(path)
+    git(layout.root, "worktree", "prune", check=False)
+    if delete_branch and branch:
+        git(layout.root, "branch", "-D", branch, check=False)
+
+
+def list_worktrees(layout: RepoLayout, *, all_worktrees: bool = False) -> list[dict[str, Any]]:
+    """pilothouse's worktrees of this repository (or every worktree): path, branch, head, job, task."""
+    out = git(layout.root, "worktree", "list", "--porcelain")
+    root = worktree_root(layout).resolve()
+    result: list[dict[str, Any]] = []
+    for block in out.split("\n\n"):
+        info: dict[str, Any] = {"path": None, "branch": None, "head": None, "job": None, "task": None}
+        for line in block.splitlines():
+            key, _, value = line.partition(" ")
+            if key == "worktree":
+                info["path"] = value
+            elif key == "HEAD":
+                info["head"] = value
+            elif key == "branch":
+                info["branch"] = value.removeprefix("refs/heads/")
+        if not info["path"]:
+            continue
+        inside = Path(info["path"]).resolve().is_relative_to(root)
+        if not (inside or all_worktrees):
+            continue
+        m = re.fullmatch(r"ph/([^/]+)/(.+)", info["branch"] or "")
+        if m:
+            info["job"], info["task"] = m.group(1), m.group(2)
+        result.append(info)
+    return result
+
+
+def remove_job_worktrees(layout: RepoLayout, job: str) -> list[str]:
+    removed = []
+    for wt in list_worktrees(layout):
+        if wt["job"] == job:
+            remove_worktree(layout, wt["path"])
+            removed.append(wt["path"])
+    return removed
+
+
+def commit_all(path: Path | str, message: str) -> str | None:
+    """Commit everything in the worktree except tool caches; the new sha, or None if nothing changed."""
+    git(path, "add", "-A", "--", ".", *_scratch_pathspecs())
+    if git_ok(path, "diff", "--cached", "--quiet"):
+        return None
+    git(path, "commit", "-q", "--no-verify", "-m", message)
+    return git(path, "rev-parse", "HEAD")
+
+
+def head(path: Path | str) -> str:
+    return git(path, "rev-parse", "HEAD")
+
+
+def changed_files(path: Path | str, base: str, *, uncommitted: bool = False) -> list[str]:
+    """Files the branch changed since it left `base` (merge-base), optionally with uncommitted ones."""
+    names = git(path, "diff", "--name-only", "-z", f"{base}...HEAD").split("\0")
+    files = {n for n in names if n}
+    if uncommitted:
+        files.update(n for n in git(path, "diff", "--name-only", "-z", "HEAD").split("\0") if n)
+        files.update(n for n in git(path, "ls-files", "--others", "--exclude-standard", "-z").split("\0")
+                     if n and not is_scratch(n))
+    return sorted(files)
+
+
+def diff_stat(path: Path | str, base: str) -> dict[str, Any]:
+    """{files, insertions, deletions, text} of the branch against its merge-base with `base`."""
+    text = git(path, "diff", "--shortstat", f"{base}...HEAD")
+    nums = {"files": 0, "insertions": 0, "deletions": 0}
+    for n, word in re.findall(r"(\d+) (file|insertion|deletion)", text):
+        nums[{"file": "files", "insertion": "insertions", "deletion": "deletions"}[word]] = int(n)
+    return {**nums, "text": text}
+
+
+def ahead_count(path: Path | str, base: str) -> int:
+    """Commits on HEAD not on `base` (0: the builder committed nothing)."""
+    return int(git(path, "rev-list", "--count", f"{base}..HEAD") or 0)

@@ -1,0 +1,81 @@
+"""The builtin runner: pilothouse's own agent loop (builtin_worker.py) run as a child process.
+
+It is launched like any agent CLI — an argv, an allow-listed environment, config on stdin — so
+dispatch times, confines and kills it exactly like opencode or claude. The config carries the
+path of the sandbox's credential file, never the key.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import TYPE_CHECKING, Any
+
+from pilothouse.providers.runners.base import LaunchSpec, Runner, RunSpec
+
+if TYPE_CHECKING:
+    from pilothouse.providers.contract import RunnerEvent
+
+# What a worker (and the commands its bash tool runs) may inherit from our environment.
+ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM")
+
+
+def worker_env(spec: RunSpec) -> dict[str, str]:
+    sb = spec.sandbox
+    env = {k: os.environ[k] for k in ENV_ALLOW if k in os.environ}
+    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    env.update({"HOME": str(sb.home), "XDG_CONFIG_HOME": str(sb.config), "XDG_DATA_HOME": str(sb.data),
+                "XDG_STATE_HOME": str(sb.state), "XDG_CACHE_HOME": str(sb.cache),
+                "PYTHONDONTWRITEBYTECODE": "1"})
+    return env
+
+
+class BuiltinRunner(Runner):
+    name = "builtin"
+
+    def build(self, spec: RunSpec) -> LaunchSpec:
+        sb = spec.sandbox
+        cfg: dict[str, Any] = {
+            "base_url": spec.base_url, "model": spec.model, "mode": spec.mode,
+            "workdir": str(spec.workdir), "task_file": str(spec.task_file),
+            "conversation": str(sb.state / "conversation.json"),
+            "key_file": str(sb.credential) if sb.credential is not None else None,
+            "step_cap": spec.step_cap, "timeout_s": spec.timeout_s,
+            "session_id": spec.session_id, "resume": bool(spec.resume_of),
+            "max_tokens": getattr(spec.provider, "output_tokens", None),
+        }
+        # -I: the workdir is untrusted; a `pilothouse/` or `json.py` in it must not shadow ours
+        argv = [sys.executable, "-I", "-m", "pilothouse.providers.runners.builtin_worker"]
+        return LaunchSpec(argv=argv, env=worker_env(spec), cwd=spec.workdir,
+                          stdin=(json.dumps(cfg) + "\n").encode())
+
+    def parse_line(self, line: str) -> list[RunnerEvent]:
+        from pilothouse.providers import contract as c
+
+        try:
+            d = json.loads(line)
+            kind = d.get("kind")
+            if kind == "text":
+                return [c.TextEvent(str(d["text"]))]
+            if kind == "tool":
+                return [c.ToolEvent(str(d["name"]), d["status"], str(d.get("brief", "")))]
+            if kind == "usage":
+                return [c.UsageEvent(int(d["input"]), int(d["output"]), int(d["reasoning"]),
+                                     int(d["cache_read"]), int(d["cache_write"]), float(d["cost"]))]
+            if kind == "session":
+                return [c.SessionEvent(str(d["id"]))]
+            if kind == "reasoning":
+                return [c.ReasoningEvent(str(d["text"]))]
+            if kind == "quota":
+                return [c.QuotaEvent(str(d["window"]), d.get("used_pct"), d.get("resets_at"))]
+            if kind == "error":
+                return [c.ErrorEvent(str(d["message"]), d.get("error_class", "fatal"))]
+        except (ValueError, KeyError, TypeError, AttributeError):
+            pass
+        return []
+
+    def version(self) -> str | None:
+        from pilothouse import __version__
+
+        return __version__

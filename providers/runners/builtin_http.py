@@ -1,0 +1,244 @@
+"""A lean OpenAI chat-completions client for the builtin worker: http.client plus a tiny SSE reader.
+
+Why not the `openai` SDK or httpx: the whole builtin explore run has a 0.3 s budget, and the
+worker is a fresh process per run. The SDK takes ~0.8 s to import here and httpx ~0.15 s, while
+http.client is ~20 ms and already does keep-alive, chunked decoding and TLS. Stdlib only: this
+module is imported by the worker, which must not pull in pydantic or anything else heavy.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import ssl
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+
+class ChatError(Exception):
+    def __init__(self, message: str, error_class: str, quota: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.error_class = error_class  # auth | quota | transient | fatal
+        self.quota = quota
+
+
+def _iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _reset_from_headers(h: http.client.HTTPMessage) -> str | None:
+    """Best-effort reset time from the headers vendors actually send."""
+    for name in ("x-pilothouse-reset-at", "anthropic-ratelimit-unified-reset", "x-codex-primary-reset-at",
+                 "anthropic-ratelimit-requests-reset", "x-ratelimit-reset"):
+        v = h.get(name)
+        if not v:
+            continue
+        if v.isdigit():
+            n = int(v)
+            return _iso(n if n > 1_000_000_000 else time.time() + n)
+        if "T" in v:
+            return v
+    ra = h.get("retry-after")
+    if ra:
+        if ra.strip().isdigit():
+            return _iso(time.time() + int(ra.strip()))
+        try:
+            return _iso(parsedate_to_datetime(ra).timestamp())
+        except (TypeError, ValueError):
+            pass
+    v = h.get("x-ratelimit-reset-requests") or h.get("x-ratelimit-reset-tokens")
+    if v:  # OpenAI's "6m0s" / "20ms" durations
+        total, num = 0.0, ""
+        units = {"h": 3600.0, "m": 60.0, "s": 1.0}
+        i = 0
+        while i < len(v):
+            c = v[i]
+            if c.isdigit() or c == ".":
+                num += c
+            elif v[i:i + 2] == "ms":
+                total += float(num or 0) / 1000
+                num, i = "", i + 1
+            elif c in units:
+                total += float(num or 0) * units[c]
+                num = ""
+            i += 1
+        return _iso(time.time() + total)
+    return None
+
+
+def quota_from_headers(h: http.client.HTTPMessage) -> dict[str, Any]:
+    window = (h.get("x-pilothouse-window") or h.get("anthropic-ratelimit-unified-representative-claim")
+              or "rate_limit")
+    used = h.get("x-pilothouse-used-pct") or h.get("x-codex-primary-used-percent")
+    try:
+        used_pct = float(used) if used is not None else None
+    except ValueError:
+        used_pct = None
+    return {"window": window, "used_pct": used_pct, "resets_at": _reset_from_headers(h)}
+
+
+def _error_text(raw: bytes) -> str:
+    try:
+        data = json.loads(raw)
+        err = data.get("error", data) if isinstance(data, dict) else data
+        msg = err.get("message") if isinstance(err, dict) else err
+        return str(msg)[:300]
+    except (ValueError, AttributeError):
+        return raw.decode("utf-8", "replace").strip()[:200]
+
+
+class ChatClient:
+    def __init__(self, base_url: str, api_key: str | None, timeout_s: float,
+                 on_progress: Callable[[], None] | None = None) -> None:
+        u = urlsplit(base_url)
+        if u.scheme not in ("http", "https") or not u.hostname:
+            raise ChatError(f"base_url {base_url!r} is not an http(s) URL", "fatal")
+        self.base_url = base_url
+        self.https = u.scheme == "https"
+        self.host = u.hostname
+        self.port = u.port or (443 if self.https else 80)
+        self.path = (u.path.rstrip("/") or "") + "/chat/completions"
+        self.api_key = api_key
+        self.timeout_s = timeout_s
+        self.on_progress = on_progress
+        self._conn: http.client.HTTPConnection | None = None
+
+    def _connect(self) -> http.client.HTTPConnection:
+        if self._conn is None:
+            if self.https:
+                self._conn = http.client.HTTPSConnection(self.host, self.port, timeout=self.timeout_s,
+                                                         context=ssl.create_default_context())
+            else:
+                self._conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout_s)
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def _send(self, body: bytes) -> http.client.HTTPResponse:
+        headers = {"Content-Type": "application/json", "Accept": "text/event-stream",
+                   "User-Agent": "pilothouse-builtin/1"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        for attempt in (0, 1):
+            conn = self._connect()
+            try:
+                conn.request("POST", self.path, body=body, headers=headers)
+                return conn.getresponse()
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as exc:
+                # a kept-alive connection the server already closed: reconnect once
+                self.close()
+                if attempt:
+                    raise ChatError(f"connection to {self.base_url} closed: {exc}", "transient") from None
+            except TimeoutError:
+                self.close()
+                raise ChatError(f"no answer from {self.base_url} within {self.timeout_s:.0f}s", "transient") from None
+            except OSError as exc:
+                self.close()
+                raise ChatError(f"cannot reach {self.base_url}: {exc.strerror or exc}", "transient") from None
+        raise AssertionError("unreachable")
+
+    def complete(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """One streamed completion, assembled: {text, reasoning, tool_calls, usage, finish_reason}."""
+        resp = self._send(json.dumps(payload).encode())
+        status = resp.status
+        if status != 200:
+            raw = resp.read()
+            self.close()
+            detail = _error_text(raw)
+            if status in (401, 403):
+                raise ChatError(f"authentication failed (HTTP {status}): {detail}", "auth")
+            if status == 429:
+                q = quota_from_headers(resp.headers)
+                raise ChatError(f"quota or rate limit reached (HTTP 429, {q['window']}): {detail}", "quota", q)
+            if status >= 500:
+                raise ChatError(f"server error HTTP {status}: {detail}", "transient")
+            raise ChatError(f"request refused (HTTP {status}): {detail}", "fatal")
+        ctype = (resp.headers.get("content-type") or "").lower()
+        try:
+            if "text/event-stream" in ctype:
+                return self._read_stream(resp)
+            raw = resp.read()
+        except (http.client.IncompleteRead, ConnectionError, http.client.HTTPException) as exc:
+            self.close()
+            raise ChatError(f"the stream from {self.base_url} broke off ({type(exc).__name__})", "transient") from None
+        except TimeoutError:
+            self.close()
+            raise ChatError(f"the stream from {self.base_url} stalled for {self.timeout_s:.0f}s", "transient") from None
+        try:
+            data = json.loads(raw)
+            msg = data["choices"][0]["message"]
+        except (ValueError, KeyError, IndexError, TypeError):
+            self.close()
+            raise ChatError(f"the endpoint at {self.base_url} did not answer with chat completions "
+                            f"(got {raw[:80]!r})", "fatal") from None
+        return {"text": msg.get("content") or "", "reasoning": msg.get("reasoning_content") or "",
+                "tool_calls": msg.get("tool_calls") or [], "usage": data.get("usage") or {},
+                "finish_reason": data["choices"][0].get("finish_reason")}
+
+    def _read_stream(self, resp: http.client.HTTPResponse) -> dict[str, Any]:
+        text: list[str] = []
+        reasoning: list[str] = []
+        calls: dict[int, dict[str, Any]] = {}
+        usage: dict[str, Any] = {}
+        finish = None
+        done = False
+        last_progress = time.monotonic()
+        while True:
+            line = resp.readline()
+            if not line:
+                break
+            now = time.monotonic()
+            if self.on_progress is not None and now - last_progress > 1.0:
+                last_progress = now
+                self.on_progress()
+            line = line.strip()
+            if not line or line.startswith(b":") or not line.startswith(b"data:"):
+                continue
+            data = line[5:].strip()
+            if data == b"[DONE]":
+                done = True
+                break
+            try:
+                chunk = json.loads(data)
+            except ValueError:
+                self.close()
+                raise ChatError(f"the endpoint at {self.base_url} sent a stream chunk that is not JSON "
+                                f"({data[:80]!r})", "fatal") from None
+            if not isinstance(chunk, dict):
+                raise ChatError(f"unexpected stream chunk from {self.base_url}: {data[:80]!r}", "fatal")
+            if chunk.get("error"):
+                raise ChatError(f"the endpoint reported an error mid-stream: {_error_text(data)}", "transient")
+            if chunk.get("usage"):
+                usage = chunk["usage"]
+            for choice in chunk.get("choices") or []:
+                delta = choice.get("delta") or {}
+                if delta.get("content"):
+                    text.append(delta["content"])
+                if delta.get("reasoning_content"):
+                    reasoning.append(delta["reasoning_content"])
+                for tc in delta.get("tool_calls") or []:
+                    slot = calls.setdefault(int(tc.get("index", len(calls))),
+                                            {"id": "", "type": "function", "function": {"name": "", "arguments": ""}})
+                    if tc.get("id"):
+                        slot["id"] = tc["id"]
+                    fn = tc.get("function") or {}
+                    slot["function"]["name"] += fn.get("name") or ""
+                    slot["function"]["arguments"] += fn.get("arguments") or ""
+                if choice.get("finish_reason"):
+                    finish = choice["finish_reason"]
+        if not done and finish is None:
+            self.close()
+            raise ChatError(f"the stream from {self.base_url} closed before the answer finished", "transient")
+        if resp.will_close:
+            self.close()
+        else:
+            resp.read()  # finish the chunked body so the kept-alive connection can carry the next turn
+        return {"text": "".join(text), "reasoning": "".join(reasoning),
+                "tool_calls": [calls[i] for i in sorted(calls)], "usage": usage, "finish_reason": finish}

@@ -1,0 +1,172 @@
+"""The builtin worker process: an agent loop over an OpenAI-compatible chat-completions endpoint.
+
+Run as `python -I -m pilothouse.providers.runners.builtin_worker` by dispatch like any other
+runner's binary (so it is confined, timed and killed the same way). Its config arrives as one
+JSON object on stdin — never argv, never the environment; the key itself is read from the
+credential file in the run's sandbox, whose path is in the config. It prints one normalised
+event per stdout line (kinds as in providers.contract) and saves the conversation after every
+turn in the sandbox, so a resumed run continues the same session with the same tools.
+
+Stdlib only (a fresh process per run has a 0.3 s budget for a whole explore run).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from pilothouse.providers.runners.builtin_http import ChatClient, ChatError
+from pilothouse.providers.runners.builtin_tools import MODE_TOOLS, Tools, tool_schemas
+
+SYSTEM = (
+    "You are a pilothouse worker: you carry out one bounded task inside a workdir with the tools "
+    "you are given; paths are relative to the workdir and nothing outside it is reachable. Do only "
+    "what the task asks, then answer with a short report that ends with the result block the task's "
+    "instructions describe."
+)
+
+
+def emit(obj: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(obj, separators=(",", ":")) + "\n")
+    sys.stdout.flush()
+
+
+def _save(path: Path, convo: dict[str, Any]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(convo, fh)
+    os.replace(tmp, path)
+
+
+def _usage(u: dict[str, Any]) -> dict[str, Any]:
+    """OpenAI usage → our delta: cached prompt tokens and reasoning tokens split out."""
+    prompt = int(u.get("prompt_tokens") or 0)
+    completion = int(u.get("completion_tokens") or 0)
+    cached = int((u.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
+    reasoning = int((u.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0)
+    return {"kind": "usage", "input": max(prompt - cached, 0), "output": max(completion - reasoning, 0),
+            "reasoning": reasoning, "cache_read": cached, "cache_write": 0, "cost": 0.0}
+
+
+def _brief(name: str, args: dict[str, Any]) -> str:
+    v = args.get("path") or args.get("command") or args.get("pattern") or ""
+    return str(v).replace("\n", " ")[:160]
+
+
+def _load_convo(cfg: dict[str, Any], path: Path) -> dict[str, Any]:
+    task = Path(cfg["task_file"]).read_text(encoding="utf-8")
+    if cfg.get("resume"):
+        try:
+            convo = json.loads(path.read_text())
+        except (OSError, ValueError):
+            raise ChatError(f"no saved session to resume in {path.parent}", "fatal") from None
+        want = cfg.get("session_id")
+        if want and want != convo.get("session_id"):
+            raise ChatError(f"session {want} is not the session saved for this run "
+                            f"({convo.get('session_id')})", "fatal")
+        convo["messages"].append({"role": "user", "content": task})
+        return convo
+    return {"session_id": cfg.get("session_id") or uuid.uuid4().hex, "mode": cfg["mode"],
+            "model": cfg["model"],
+            "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": task}]}
+
+
+def run(cfg: dict[str, Any]) -> int:
+    started = time.monotonic()
+    timeout_s = float(cfg.get("timeout_s") or 1800)
+    workdir = Path(cfg["workdir"])
+    convo_path = Path(cfg["conversation"])
+    convo = _load_convo(cfg, convo_path)
+    emit({"kind": "session", "id": convo["session_id"]})
+    # a resumed session keeps the tools of the mode it started in ("resume" itself means code)
+    mode = convo.get("mode") or cfg["mode"]
+    mode = "code" if mode == "resume" or mode not in MODE_TOOLS else mode
+    key = None
+    if cfg.get("key_file"):
+        key = Path(cfg["key_file"]).read_text().strip() or None
+
+    def progress() -> None:
+        emit({"kind": "progress"})
+
+    client = ChatClient(cfg["base_url"], key, timeout_s=float(cfg.get("request_timeout_s") or timeout_s),
+                        on_progress=progress)
+    tools = Tools(workdir, mode, env=dict(os.environ),
+                  deadline=lambda: timeout_s - (time.monotonic() - started), on_progress=progress)
+    schemas = tool_schemas(mode)
+    step_cap = int(cfg.get("step_cap") or 50)
+    steps = 0
+    while True:
+        if steps >= step_cap:
+            emit({"kind": "limit", "reason": "step_cap", "steps": steps})
+            return 0
+        payload: dict[str, Any] = {"model": cfg["model"], "messages": convo["messages"], "tools": schemas,
+                                   "stream": True, "stream_options": {"include_usage": True}}
+        if cfg.get("max_tokens"):
+            payload["max_tokens"] = int(cfg["max_tokens"])
+        answer = client.complete(payload)
+        steps += 1
+        emit(_usage(answer["usage"]))
+        if answer["reasoning"]:
+            emit({"kind": "reasoning", "text": answer["reasoning"]})
+        if answer["text"]:
+            emit({"kind": "text", "text": answer["text"]})
+        msg: dict[str, Any] = {"role": "assistant", "content": answer["text"] or None}
+        calls = answer["tool_calls"]
+        if calls:
+            msg["tool_calls"] = calls
+        convo["messages"].append(msg)
+        if not calls:
+            _save(convo_path, convo)
+            return 0
+        for call in calls:
+            fn = call.get("function") or {}
+            name = str(fn.get("name") or "")
+            try:
+                args = json.loads(fn.get("arguments") or "{}")
+                if not isinstance(args, dict):
+                    raise ValueError
+            except ValueError:
+                args = None
+            brief = _brief(name, args or {})
+            emit({"kind": "tool", "name": name, "status": "started", "brief": brief})
+            if args is None:
+                status, out = "error", "tool arguments are not a JSON object"
+            else:
+                status, out = tools.run(name, args)
+            emit({"kind": "tool", "name": name, "status": status, "brief": brief})
+            convo["messages"].append({"role": "tool", "tool_call_id": call.get("id") or "", "content": out})
+        _save(convo_path, convo)
+
+
+def main() -> int:
+    try:
+        cfg = json.loads(sys.stdin.readline() or "{}")
+        for field in ("base_url", "model", "mode", "workdir", "conversation", "task_file"):
+            if field not in cfg:
+                raise ValueError(f"missing {field}")
+    except ValueError as exc:
+        emit({"kind": "error", "message": f"builtin worker: bad config on stdin ({exc})", "error_class": "fatal"})
+        return 2
+    try:
+        return run(cfg)
+    except ChatError as exc:
+        if exc.quota:
+            emit({"kind": "quota", **exc.quota})
+        emit({"kind": "error", "message": str(exc), "error_class": exc.error_class})
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # a bug of ours: say so as an event; the traceback goes to stderr
+        emit({"kind": "error", "message": f"builtin worker crashed: {type(exc).__name__}: {exc}",
+              "error_class": "fatal"})
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

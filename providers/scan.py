@@ -1,0 +1,124 @@
+"""`pilothouse scan-secrets`: look for leaked credentials where pilothouse writes.
+
+Scans a repository's .ai/runtime (events, state.db, supervisor log, attachments) and the user's
+run logs and provider sandboxes for every configured key — raw, JSON-escaped or URL-encoded, the
+same forms redaction replaces — and for the shapes of common credentials. Hits are reported as
+file:line and kind, never the value. The credential files pilothouse itself keeps in a sandbox
+(and the file key store) are where keys belong and are not scanned; symlinks are not followed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from pilothouse.providers import paths
+from pilothouse.providers.guard import _PATTERNS as CREDENTIAL_PATTERNS
+from pilothouse.providers.redact import REDACTED, Redactor, redactor_for_configured
+
+CREDENTIAL_NAMES = frozenset({"credential"})  # providers/sandbox.py CREDENTIAL
+MAX_FILE_BYTES = 256 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Hit:
+    path: str
+    line: int  # 1-based; for binary files, the line count of the bytes before the hit
+    kind: str
+
+    def as_dict(self) -> dict[str, object]:
+        return {"path": self.path, "line": self.line, "kind": self.kind}
+
+
+def default_roots(target: Path | None) -> list[Path]:
+    """The repo's .ai/runtime (or TARGET itself when it has none), the logs dir, the sandboxes."""
+    roots: list[Path] = []
+    if target is not None:
+        runtime = target / ".ai" / "runtime"
+        roots.append(runtime if runtime.is_dir() else target)
+    else:
+        cwd = Path.cwd()
+        for d in (cwd, *cwd.parents):
+            if (d / ".ai" / "runtime").is_dir():
+                roots.append(d / ".ai" / "runtime")
+                break
+    roots += [paths.logs_dir(), paths.providers_dir()]
+    return [r for r in roots if r.exists()]
+
+
+def _skip(path: Path) -> bool:
+    if path.name in CREDENTIAL_NAMES:
+        return True
+    secrets = paths.secrets_dir()
+    return path == secrets or path.is_relative_to(secrets)
+
+
+def iter_files(roots: Iterable[Path]) -> Iterator[Path]:
+    seen: set[tuple[int, int]] = set()
+    for root in roots:
+        if root.is_file() and not root.is_symlink():
+            candidates: Iterable[Path] = [root]
+        else:
+            candidates = _walk(root)
+        for path in candidates:
+            try:
+                st = path.lstat()
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) in seen or _skip(path):
+                continue
+            seen.add((st.st_dev, st.st_ino))
+            yield path
+
+
+def _walk(root: Path) -> Iterator[Path]:
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        base = Path(dirpath)
+        dirnames[:] = [d for d in dirnames if not _skip(base / d)]
+        for name in filenames:
+            p = base / name
+            if not p.is_symlink():
+                yield p
+
+
+def scan_text(text: str, redactor: Redactor) -> list[tuple[int, str]]:
+    """(line, kind) for every credential in `text`."""
+    hits: list[tuple[int, str]] = []
+    spans: list[tuple[int, int]] = []
+    for m in redactor.finditer(text):
+        spans.append(m.span())
+        hits.append((text.count("\n", 0, m.start()) + 1, "configured provider key"))
+    for kind, pattern in CREDENTIAL_PATTERNS:
+        for m in pattern.finditer(text):
+            if REDACTED in m.group(0):
+                continue  # `API_KEY=[REDACTED]` is redaction having worked
+            if any(a < m.end() and m.start() < b for a, b in spans):
+                continue  # already reported, more precisely, as a configured key
+            hits.append((text.count("\n", 0, m.start()) + 1, kind))
+    return sorted(set(hits))
+
+
+def scan_file(path: Path, redactor: Redactor) -> list[Hit]:
+    try:
+        if path.stat().st_size > MAX_FILE_BYTES:
+            return []
+        data = path.read_bytes()
+    except OSError:
+        return []
+    # binary files (state.db, screenshots) are searched as latin-1 so that every byte maps to one
+    # character and ASCII keys are found wherever they sit; text files as UTF-8
+    text = data.decode("latin-1") if b"\0" in data[:8192] else data.decode("utf-8", errors="replace")
+    return [Hit(str(path), line, kind) for line, kind in scan_text(text, redactor)]
+
+
+def scan(roots: Iterable[Path], secrets: Iterable[str] | None = None) -> tuple[list[Hit], int]:
+    """(hits, number of files scanned)."""
+    redactor = Redactor(secrets) if secrets is not None else redactor_for_configured()
+    hits: list[Hit] = []
+    count = 0
+    for path in iter_files(roots):
+        count += 1
+        hits += scan_file(path, redactor)
+    return hits, count

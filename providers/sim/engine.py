@@ -1,0 +1,92 @@
+"""Pick the scripted answer for a request: which script, which turn, and what it says.
+
+Stateless: the script is chosen from the request's worker prompt (mode marker + substrings)
+and the turn from how many model turns its history already holds, so one sim serves many
+concurrent runs and a resumed session simply continues.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from dataclasses import dataclass
+
+from pilothouse.providers.sim import limits
+from pilothouse.providers.sim.dialect import Unmappable, map_actions
+from pilothouse.providers.sim.request import Reply, SimRequest, Usage
+from pilothouse.providers.sim.resets import ResetBook
+from pilothouse.providers.sim.scenario import ErrorCue, Scenario, Turn, UsageSpec
+
+FINISHED = "sim: script finished"
+
+
+@dataclass
+class Outcome:
+    script: int | None  # index of the script that matched (None: none did)
+    turn: int
+    reply: Reply
+    error: ErrorCue | None = None
+    fault: str | None = None
+    delay_s: float = 0.0
+
+
+def respond(scenario: Scenario, request: SimRequest, book: ResetBook | None = None,
+            now: float | None = None) -> Outcome:
+    prompt = request.prompt
+    turn_index = request.assistant_turns
+    now = time.time() if now is None else now
+    digest = hashlib.sha1(prompt.encode()).hexdigest()[:16]
+    for s_index, script in enumerate(scenario.scripts):
+        if not script.match.fits(prompt):
+            continue
+        keys = [f"{scenario.name}|{s_index}|{pos}|{digest}" for pos in range(len(script.turns))]
+        # error turns whose reset has passed are gone, as if the window had never closed
+        live = [(pos, turn) for pos, turn in enumerate(script.turns)
+                if not (book and turn.error and turn.error.until_reset and book.passed(keys[pos], now))]
+        if turn_index >= len(live):
+            return Outcome(s_index, turn_index, _reply(request, FINISHED, [], None))
+        pos, turn = live[turn_index]
+        outcome = _outcome(request, s_index, turn_index, turn)
+        if book and turn.error and turn.error.until_reset:
+            reset = book.reset_at(keys[pos], limits.retry_after(turn.error), now)
+            outcome.error = turn.error.model_copy(update={"retry_after_s": max(1, math.ceil(reset - now))})
+        return outcome
+    text = f"sim: no script matched this request (scenario {scenario.name})"
+    return Outcome(None, turn_index, _reply(request, text, [], None))
+
+
+def _outcome(request: SimRequest, s_index: int, t_index: int, turn: Turn) -> Outcome:
+    if turn.error is not None:
+        return Outcome(s_index, t_index, _reply(request, "", [], None, zero=True), error=turn.error,
+                       delay_s=turn.delay_s)
+    text = turn.say or ""
+    try:
+        calls = map_actions(turn.actions, request, t_index)
+    except Unmappable as exc:
+        text = f"{text}\n\n{exc}" if text else str(exc)
+        calls = []
+    if turn.fault and not text and not calls:
+        text = "sim: this answer is about to break"
+    reply = _reply(request, text, calls, turn.usage, zero=turn.fault is not None)
+    return Outcome(s_index, t_index, reply, fault=turn.fault, delay_s=turn.delay_s)
+
+
+def _reply(request: SimRequest, text: str, calls: list, spec: UsageSpec | None, zero: bool = False) -> Reply:
+    return Reply(text=text, calls=calls, usage=Usage() if zero else usage_for(request, text, calls, spec))
+
+
+def usage_for(request: SimRequest, text: str, calls: list, spec: UsageSpec | None) -> Usage:
+    """The scenario's numbers, else deterministic ones from text sizes (4 chars a token, at least 1)."""
+    out_chars = len(text) + sum(len(c.name) + len(c.arguments) for c in calls)
+    tools_chars = len(json.dumps([t.name for t in request.tools]))
+    default_in = max(1, (request.chars + tools_chars) // 4)
+    default_out = max(1, out_chars // 4)
+    if spec is None:
+        return Usage(input=default_in, output=default_out)
+    return Usage(
+        input=default_in if spec.input is None else spec.input,
+        output=default_out if spec.output is None else spec.output,
+        reasoning=spec.reasoning, cache_read=spec.cache_read, cache_write=spec.cache_write,
+    )

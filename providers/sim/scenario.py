@@ -1,0 +1,236 @@
+"""Sim scenarios: the YAML that scripts the sim's replies (format in TEAM.md "Sim scenarios").
+
+A bad file raises UserError naming the file, the field and the fix, e.g.
+`data/scenarios/x.yaml: scripts[0].turns[2]: unknown key 'sya' (expected say, actions, …)`.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from pathlib import Path
+from typing import Any, Literal
+
+from pilothouse.providers import paths
+from pilothouse.providers.errors import UserError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+# abstract action -> (required keys, optional keys)
+ACTIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "read": (("path",), ("offset", "limit")),
+    "write": (("path", "content"), ()),
+    "edit": (("path", "old", "new"), ("replace_all",)),
+    "bash": (("command",), ("description", "timeout")),
+    "glob": (("pattern",), ("path",)),
+    "grep": (("pattern",), ("path", "include", "glob")),
+}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Match(_Strict):
+    mode: str | None = None
+    contains: list[str] = Field(default_factory=list)
+
+    def fits(self, prompt: str) -> bool:
+        if self.mode and f"[pilothouse mode: {self.mode}]" not in prompt:
+            return False
+        return all(s in prompt for s in self.contains)
+
+
+class ErrorCue(_Strict):
+    status: int = Field(ge=400, le=599)
+    retry_after_s: int | None = Field(default=None, ge=0)
+    window: str | None = None  # five_hour, seven_day, … (the quota window the 429 names)
+    used_pct: float | None = Field(default=None, ge=0)
+    message: str | None = None
+    # served until its reset time (first sighting + retry_after_s) has passed, then skipped — a quota
+    # window that really resets; the reset time is shared by every sim process (see resets.py)
+    until_reset: bool = False
+
+
+class UsageSpec(_Strict):
+    input: int | None = Field(default=None, ge=0)
+    output: int | None = Field(default=None, ge=0)
+    reasoning: int = Field(default=0, ge=0)
+    cache_read: int = Field(default=0, ge=0)
+    cache_write: int = Field(default=0, ge=0)
+
+
+class Turn(_Strict):
+    say: str | None = None
+    actions: list[dict[str, dict[str, Any]]] = Field(default_factory=list)
+    usage: UsageSpec | None = None
+    error: ErrorCue | None = None
+    fault: Literal["close_mid_stream", "garbage"] | None = None
+    delay_s: float = Field(default=0.0, ge=0)
+
+    @field_validator("actions")
+    @classmethod
+    def _known_actions(cls, actions: list[dict[str, dict[str, Any]]]) -> list[dict[str, dict[str, Any]]]:
+        for i, action in enumerate(actions):
+            if len(action) != 1:
+                raise ValueError(f"[{i}]: each action is one mapping like `read: {{path: src/x.py}}`, "
+                                 f"got keys {sorted(action)}")
+            (kind, args), = action.items()
+            if kind not in ACTIONS:
+                raise ValueError(f"[{i}]: unknown action '{kind}' (expected {', '.join(ACTIONS)})")
+            required, optional = ACTIONS[kind]
+            for key in required:
+                if key not in args:
+                    raise ValueError(f"[{i}].{kind}: missing '{key}' (a {kind} needs {', '.join(required)})")
+            for key in args:
+                if key not in required + optional:
+                    raise ValueError(f"[{i}].{kind}: unknown key '{key}' "
+                                     f"(expected {', '.join(required + optional)})")
+        return actions
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Turn:
+        if self.error and (self.say is not None or self.actions or self.fault):
+            raise ValueError("a turn with 'error' cannot also have say, actions or fault (split it in two turns)")
+        if not (self.say is not None or self.actions or self.error or self.fault):
+            raise ValueError("empty turn: give it say, actions, error or fault")
+        return self
+
+
+class Script(_Strict):
+    match: Match = Field(default_factory=Match)
+    turns: list[Turn] = Field(min_length=1)
+
+
+class Scenario(_Strict):
+    name: str
+    description: str
+    scripts: list[Script] = Field(min_length=1)
+    source: str = Field(default="", exclude=True)  # file it was loaded from (set by load_scenario)
+
+
+# --- loading ------------------------------------------------------------------------------------
+
+def scenario_dirs() -> list[Path]:
+    """User scenarios (config dir) first, then the bundled ones."""
+    return [paths.config_dir() / "scenarios", paths.package_data() / "scenarios"]
+
+
+def _resolve(name_or_path: str | Path) -> Path:
+    text = str(name_or_path)
+    candidate = Path(text).expanduser()
+    if "/" in text or text.endswith((".yaml", ".yml")) or candidate.is_file():
+        if not candidate.is_file():
+            raise UserError(f"scenario file {text} not found (give a bundled name: "
+                            f"{', '.join(n for n, _ in list_scenarios()) or 'none'})")
+        return candidate
+    for folder in scenario_dirs():
+        path = folder / f"{text}.yaml"
+        if path.is_file():
+            return path
+    names = ", ".join(n for n, _ in list_scenarios())
+    raise UserError(f"unknown scenario '{text}' (known: {names}; or give a path to a .yaml file)")
+
+
+def _display(path: Path) -> str:
+    data = paths.package_data()
+    try:
+        return f"data/{path.resolve().relative_to(data.resolve())}"
+    except ValueError:
+        return str(path)
+
+
+def load_scenario(name_or_path: str | Path) -> Scenario:
+    """A validated Scenario from a bundled/user name or a file path; UserError on a bad file."""
+    import yaml
+
+    path = _resolve(name_or_path)
+    where = _display(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f"line {mark.line + 1}: " if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise UserError(f"{where}: {line}YAML syntax error: {problem} (fix the YAML)") from None
+    except OSError as exc:
+        raise UserError(f"{where}: cannot read: {exc.strerror}") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{where}: expected a mapping with name, description and scripts")
+    try:
+        scenario = Scenario.model_validate(data)
+    except ValidationError as exc:
+        raise UserError(f"{where}: {_explain(exc)}") from None
+    scenario.source = str(path)
+    return scenario
+
+
+def list_scenarios() -> list[tuple[str, str]]:
+    """(name, description) of every scenario file, user ones shadowing bundled ones."""
+    import yaml
+
+    seen: dict[str, str] = {}
+    for folder in scenario_dirs():
+        if not folder.is_dir():
+            continue
+        for path in sorted(folder.glob("*.yaml")):
+            if path.stem in seen:
+                continue
+            try:
+                data = yaml.safe_load(path.read_text(encoding="utf-8"))
+                desc = str(data.get("description", "")) if isinstance(data, dict) else "(not a mapping)"
+            except (yaml.YAMLError, OSError):
+                desc = "(unreadable: run `pilothouse sim serve --scenario " + path.stem + "` to see why)"
+            seen[path.stem] = desc
+    return sorted(seen.items())
+
+
+# --- error messages -----------------------------------------------------------------------------
+
+def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The model class whose field the location's last element names."""
+    model: Any = Scenario
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        if not (isinstance(model, type) and issubclass(model, BaseModel)) or part not in model.model_fields:
+            return None
+        model = _unwrap(model.model_fields[part].annotation)
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def _unwrap(annotation: Any) -> Any:
+    origin = typing.get_origin(annotation)
+    if origin in (list, typing.Union, types.UnionType):
+        for arg in typing.get_args(annotation):
+            inner = _unwrap(arg)
+            if isinstance(inner, type) and issubclass(inner, BaseModel):
+                return inner
+    return annotation
+
+
+def _path(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def _explain(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    loc = tuple(err["loc"])
+    kind, msg = err["type"], err["msg"]
+    if kind == "extra_forbidden":
+        model = _model_at(loc)
+        expected = ", ".join(k for k in (model.model_fields if model else {}) if k != "source")
+        return f"{_path(loc[:-1])}: unknown key '{loc[-1]}' (expected {expected})"
+    if kind == "missing":
+        if len(loc) == 1:
+            return f"missing top-level key '{loc[0]}' (add it)"
+        return f"{_path(loc[:-1])}: missing '{loc[-1]}' (add it)"
+    if kind == "value_error":
+        text = msg.removeprefix("Value error, ")
+        sep = "" if text.startswith("[") else ": "
+        return f"{_path(loc)}{sep}{text}"
+    got = err.get("input")
+    shown = f" (got {got!r})" if isinstance(got, str | int | float | bool) or got is None else ""
+    return f"{_path(loc)}: {msg}{shown}"

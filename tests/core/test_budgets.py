@@ -1,0 +1,61 @@
+"""Job token budgets: past budgets.job_tokens nothing new launches; retry needs a raised cap."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from pilothouse.core import budgets, problems, store
+from pilothouse.core.layout import RepoLayout
+from pilothouse.providers.errors import UserError
+
+T0 = datetime(2026, 11, 29, 7, 0, tzinfo=UTC)
+POLICY = 'gates: {fast: "true", full: "true"}\nbudgets: {job_tokens: 1000}\n'
+
+
+@pytest.fixture
+def layout(tmp_path: Path) -> RepoLayout:
+    lay = RepoLayout(tmp_path)
+    lay.ai.mkdir()
+    lay.project_yaml.write_text(POLICY)
+    return lay
+
+
+def test_budget_over_cap_opens_one_problem_and_retry_needs_a_raised_cap(layout: RepoLayout) -> None:
+    conn = store.connect(layout.state_db)
+    conn.execute("INSERT INTO runs(run_id, job, task, role, provider, mode, state, tokens, started_at)"
+                 " VALUES ('r1', 'j', 't', 'builder', 'sim', 'code', 'finished', 600, 'x')")
+    conn.close()
+    assert budgets.enforce(layout, "j") is None
+    conn = store.connect(layout.state_db)
+    conn.execute("INSERT INTO runs(run_id, job, task, role, provider, mode, state, tokens, started_at)"
+                 " VALUES ('r2', 'j', 't', 'builder', 'sim', 'code', 'finished', 500, 'x')")
+    conn.close()
+    p = budgets.enforce(layout, "j", now=T0)
+    assert p is not None and p.kind == "budget" and p.replies == ["retry"] and "1100" in p.summary
+    assert budgets.enforce(layout, "j", now=T0).code == p.code
+    with pytest.raises(UserError, match="raise it in"):
+        problems.act(layout, p.code, "retry")
+    layout.project_yaml.write_text(POLICY.replace("1000", "5000"))
+    problems.act(layout, p.code, "retry")
+    assert budgets.budget_state(layout, "j").over is False
+
+
+def test_launch_hold_names_the_budget_and_the_setup_hold(layout: RepoLayout) -> None:
+    from pilothouse.core import holds
+
+    assert holds.launch_hold(layout, "j", 1000) is None
+    a = problems.open_problem(layout, "j", "a", "setup_failed", "x", {"command": "make", "output_tail": "boom"})
+    b = problems.open_problem(layout, "j", "b", "setup_failed", "x", {"command": "make", "output_tail": "boom"})
+    why = holds.launch_hold(layout, "j", 1000)
+    assert why is not None and a.code in why and b.code in why and "retry" in why
+    problems.act(layout, a.code, "retry")
+    assert holds.launch_hold(layout, "j", 1000) is None
+    conn = store.connect(layout.state_db)
+    conn.execute("INSERT INTO runs(run_id, job, task, role, provider, mode, state, tokens, started_at)"
+                 " VALUES ('r1', 'j', 't', 'builder', 'sim', 'code', 'finished', 1500, 'x')")
+    conn.close()
+    why = holds.launch_hold(layout, "j", 1000)
+    assert why is not None and "budget of 1000" in why
+    assert holds.launch_hold(layout, "j", None) is None

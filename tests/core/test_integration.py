@@ -1,0 +1,177 @@
+"""Integration: merges in a dedicated checkout, rollback, idempotence; the operator's checkout untouched."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import git
+from pilothouse.core import integration as integ
+from pilothouse.core import worktrees as wt
+from pilothouse.core.layout import RepoLayout
+from pilothouse.core.project import ProjectConfig
+from pilothouse.providers.errors import UserError
+
+PY = sys.executable
+# the project's check, without pytest's start-up cost (test_gates runs the real pytest)
+CHECK = f"{PY} -c \"import sys; sys.path.insert(0, 'src'); from calc import add; assert add(2, 3) == 5\""
+
+
+def project(full: str = CHECK, **kw) -> ProjectConfig:
+    return ProjectConfig.model_validate({"gates": {"fast": "true", "full": full}, **kw})
+
+
+@pytest.fixture
+def layout(git_repo: Path) -> RepoLayout:
+    return RepoLayout(git_repo)
+
+
+def task_branch(layout: RepoLayout, task: str, files: dict[str, str], base: str = "pilothouse/integration") -> str:
+    integ.ensure_integration_checkout(layout, project())
+    path, branch = wt.create_worktree(layout, "j", task, base)
+    for name, text in files.items():
+        (path / name).parent.mkdir(parents=True, exist_ok=True)
+        (path / name).write_text(text)
+    assert wt.commit_all(path, f"{task}: work")
+    return branch
+
+
+def test_merge_ok_and_idempotent(layout: RepoLayout) -> None:
+    cfg = project()
+    # the operator has uncommitted edits on their own branch: they must survive everything below
+    (layout.root / "README.md").write_text("# demo project\nlocal edit, not committed\n")
+    checkout = integ.ensure_integration_checkout(layout, cfg)
+    assert not checkout.is_relative_to(layout.root)
+    branch = task_branch(layout, "slug", {"src/slug.py": "def slug(s):\n    return s.lower()\n"})
+    res = integ.merge_task(layout, cfg, branch, "merge j/slug")
+    assert res.ok and res.merged_sha and res.gate and res.gate.passed, res
+    assert git(checkout, "log", "-1", "--format=%s") == "merge j/slug"
+    assert git(checkout, "rev-parse", "HEAD^2") == git(layout.root, "rev-parse", branch)
+    again = integ.merge_task(layout, cfg, branch, "merge j/slug")
+    assert again.ok and again.already_merged and again.merged_sha == res.merged_sha
+    assert git(checkout, "rev-list", "--count", "--merges", "HEAD") == "1"  # no double merge
+    assert integ.integration_head(layout, cfg) == res.merged_sha
+    # operator's checkout: same branch, same HEAD, edit intact, no new files
+    assert git(layout.root, "rev-parse", "--abbrev-ref", "HEAD") == "main"
+    assert "local edit" in (layout.root / "README.md").read_text()
+    assert not (layout.root / "src" / "slug.py").exists()
+    assert git(layout.root, "status", "--porcelain") == "M README.md"
+
+
+def test_conflict_rolls_back(layout: RepoLayout) -> None:
+    cfg = project(full="true")
+    a = task_branch(layout, "a", {"src/calc.py": "def add(a, b):\n    return b + a\n"})
+    b = task_branch(layout, "b", {"src/calc.py": "def add(a, b):\n    return sum((a, b))\n"})
+    assert integ.merge_task(layout, cfg, a, "merge a").ok
+    checkout = integ.integration_path(layout)
+    before = git(checkout, "rev-parse", "HEAD")
+    res = integ.merge_task(layout, cfg, b, "merge b")
+    assert not res.ok and res.conflicts == ["src/calc.py"]
+    assert "merge conflict in src/calc.py" in (res.reason or "") and res.previous_sha == before
+    assert git(checkout, "rev-parse", "HEAD") == before
+    assert git(checkout, "status", "--porcelain") == ""
+
+
+def test_gate_failure_rolls_back(layout: RepoLayout) -> None:
+    cfg = project()
+    branch = task_branch(layout, "bad", {"src/calc.py": "def add(a, b):\n    return a - b\n"})
+    checkout = integ.ensure_integration_checkout(layout, cfg)
+    before = git(checkout, "rev-parse", "HEAD")
+    res = integ.merge_task(layout, cfg, branch, "merge bad")
+    assert not res.ok and res.gate and not res.gate.passed and "failed" in (res.reason or "")
+    assert "rolled back" in (res.reason or "")
+    assert git(checkout, "rev-parse", "HEAD") == before
+    # a later, fixed branch merges cleanly
+    fixed = task_branch(layout, "good", {"src/extra.py": "X = 1\n"})
+    assert integ.merge_task(layout, cfg, fixed, "merge good").ok
+
+
+def test_interrupted_merge_is_redone_not_kept(layout: RepoLayout) -> None:
+    """A supervisor killed mid-gate leaves a merge commit and a pending marker: the next call undoes it
+    and merges again under the gate, so there is exactly one gated merge."""
+    cfg = project(full="true")
+    branch = task_branch(layout, "t", {"f.txt": "x\n"})
+    checkout = integ.ensure_integration_checkout(layout, cfg)
+    previous = git(checkout, "rev-parse", "HEAD")
+    tip = git(checkout, "rev-parse", branch)
+    from pilothouse.providers.fsutil import atomic_write_json
+    atomic_write_json(integ._pending_file(layout), {"branch": branch, "tip": tip, "previous_sha": previous})
+    git(checkout, "merge", "--no-ff", "-m", "half-done", tip)
+    res = integ.merge_task(layout, cfg, branch, "merge t")
+    assert res.ok and not res.already_merged and res.previous_sha == previous
+    assert git(checkout, "log", "--format=%s", f"{previous}..HEAD", "--first-parent") == "merge t"
+
+
+def test_nothing_to_merge_and_missing_branch(layout: RepoLayout) -> None:
+    cfg = project(full="true")
+    integ.ensure_integration_checkout(layout, cfg)
+    wt.create_worktree(layout, "j", "empty", "pilothouse/integration")
+    res = integ.merge_task(layout, cfg, "ph/j/empty", "m")
+    assert not res.ok and "nothing to merge" in (res.reason or "")
+    res = integ.merge_task(layout, cfg, "ph/j/ghost", "m")
+    assert not res.ok and "does not exist" in (res.reason or "")
+
+
+def test_main_refused(layout: RepoLayout) -> None:
+    cfg = project().model_copy(update={"integration_branch": "main"})  # bypasses the yaml check
+    with pytest.raises(UserError, match="'main' is protected"):
+        integ.ensure_integration_checkout(layout, cfg)
+    with pytest.raises(Exception, match="protected"):
+        ProjectConfig.model_validate({"gates": {"fast": "a", "full": "b"}, "integration_branch": "master"})
+
+
+def test_dirty_integration_checkout_refused(layout: RepoLayout) -> None:
+    cfg = project(full="true")
+    branch = task_branch(layout, "t", {"f.txt": "x\n"})
+    checkout = integ.ensure_integration_checkout(layout, cfg)
+    (checkout / "README.md").write_text("edited by hand\n")
+    with pytest.raises(UserError, match="has uncommitted changes \\(README.md\\): commit or discard"):
+        integ.merge_task(layout, cfg, branch, "m")
+
+
+def test_branch_checked_out_by_operator_refused(layout: RepoLayout) -> None:
+    git(layout.root, "checkout", "-q", "-b", "pilothouse/integration")
+    with pytest.raises(UserError, match="is checked out at"):
+        integ.ensure_integration_checkout(layout, project())
+
+
+def test_supervisor_killed_mid_gate(layout: RepoLayout, tmp_path: Path) -> None:
+    """SIGKILL the merging process while its gate runs: the orphaned gate is ended, the half-gated merge
+    undone, and the next merge_task merges the branch exactly once."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import time
+
+    branch = task_branch(layout, "t", {"f.txt": "x\n"})
+    code = ("import sys; from pathlib import Path\n"
+            "from pilothouse.core.integration import merge_task\n"
+            "from pilothouse.core.layout import RepoLayout\n"
+            "from pilothouse.core.project import ProjectConfig\n"
+            "cfg = ProjectConfig.model_validate({'gates': {'fast': 'true', 'full': 'sleep 60'}})\n"
+            "merge_task(RepoLayout(Path(sys.argv[1])), cfg, sys.argv[2], 'merge t')\n")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(layout.root), branch])
+    pending = integ._pending_file(layout)
+    deadline = time.monotonic() + 30
+    pgid = None
+    while time.monotonic() < deadline and pgid is None:
+        try:
+            pgid = json.loads(pending.read_text()).get("gate_pgid")
+        except (FileNotFoundError, ValueError):
+            pass
+        time.sleep(0.05)
+    assert pgid, "the gate never started"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    os.kill(pgid, 0)  # the orphaned gate still runs
+    checkout = integ.integration_path(layout)
+    res = integ.merge_task(layout, project(full="true"), branch, "merge t")
+    assert res.ok and not res.already_merged
+    with pytest.raises(ProcessLookupError):
+        for _ in range(100):  # killed; reaped by init shortly after
+            os.kill(pgid, 0)
+            time.sleep(0.02)
+    assert git(checkout, "rev-list", "--count", "--merges", "HEAD") == "1"
+    assert integ.merge_task(layout, project(full="true"), branch, "merge t").already_merged

@@ -1,0 +1,139 @@
+"""Job records: revisions keep the original, attachments are checked by content."""
+
+from __future__ import annotations
+
+import json
+import struct
+import zlib
+from pathlib import Path
+
+import pytest
+from pilothouse.core import jobs
+from pilothouse.core.events import EventTailer
+from pilothouse.core.layout import RepoLayout
+from pilothouse.providers.errors import UserError
+
+
+def png_bytes() -> bytes:
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    ihdr = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\x00\xff\x00\x00"))
+            + chunk(b"IEND", b""))
+
+
+@pytest.fixture
+def layout(git_repo: Path) -> RepoLayout:
+    return RepoLayout(git_repo)
+
+
+def test_create_update_decide(layout: RepoLayout) -> None:
+    job = jobs.create_job(layout, "first-draft", "Add a slugify helper.", acceptance="slug('A B') == 'a-b'")
+    assert job.revision == 1 and job.request == "Add a slugify helper."
+    on_disk = json.loads((layout.jobs_dir / "first-draft.json").read_text())
+    assert on_disk["revisions"][0]["request"] == "Add a slugify helper."
+    job = jobs.update_job(layout, "first-draft", "Also strip accents.")
+    assert job.revision == 2 and job.request == "Also strip accents."
+    assert job.revisions[0].request == "Add a slugify helper."  # the original is kept
+    job = jobs.decide(layout, "first-draft", "use unicodedata, no new dependency")
+    assert [d.text for d in jobs.load_job(layout, "first-draft").decisions] == ["use unicodedata, no new dependency"]
+    pinned = jobs.pin_coordinator(layout, "first-draft", "sim", "sim-large")
+    again = jobs.pin_coordinator(layout, "first-draft", "other")
+    assert pinned.coordinator and again.coordinator and again.coordinator.provider == "sim"
+    types = [e["type"] for e in EventTailer(layout.events).read_new()]
+    assert types == ["job.created", "job.revised", "job.decided", "job.pinned"]
+    assert [j.name for j in jobs.list_jobs(layout)] == ["first-draft"]
+
+
+def test_refusals(layout: RepoLayout) -> None:
+    with pytest.raises(UserError, match="not valid"):
+        jobs.create_job(layout, "Bad Name", "x")
+    with pytest.raises(UserError, match="request is empty"):
+        jobs.create_job(layout, "j", "  \n")
+    jobs.create_job(layout, "j", "x")
+    with pytest.raises(UserError, match="already exists: correct it with `pilothouse job update j"):
+        jobs.create_job(layout, "j", "y")
+    with pytest.raises(UserError, match="no job named 'nope'"):
+        jobs.update_job(layout, "nope", "y")
+
+
+def test_attachments_by_content(layout: RepoLayout, tmp_path: Path) -> None:
+    real = tmp_path / "screenshot.dat"  # the name says nothing; the bytes say PNG
+    real.write_bytes(png_bytes())
+    fake = tmp_path / "fake.png"
+    fake.write_bytes(b"not an image at all")
+    webp = tmp_path / "w"
+    webp.write_bytes(b"RIFF\x10\x00\x00\x00WEBPVP8 " + b"\x00" * 8)
+    with pytest.raises(UserError, match="fake.png: not a PNG, JPEG, GIF or WebP image"):
+        jobs.create_job(layout, "j", "look", attachments=[real, fake])
+    assert not (layout.jobs_dir / "j.json").exists()  # nothing half-created
+    job = jobs.create_job(layout, "j", "look", attachments=[real, webp])
+    assert [a.mime for a in job.attachments] == ["image/png", "image/webp"]
+    stored = job.attachment_paths(layout)
+    assert all(p.is_relative_to(layout.attachments / "j") and p.exists() for p in stored)
+    assert stored[0].read_bytes() == png_bytes()
+    job = jobs.update_job(layout, "j", "again", attachments=[real])  # same content: not stored twice
+    assert len(job.attachments) == 2
+
+
+def test_attachment_limits(layout: RepoLayout, tmp_path: Path) -> None:
+    big = tmp_path / "big.png"
+    big.write_bytes(png_bytes() + b"\x00" * (8 * 1024 * 1024))
+    with pytest.raises(UserError, match="over the 8 MB limit"):
+        jobs.create_job(layout, "j", "x", attachments=[big])
+    files = []
+    for i in range(11):
+        f = tmp_path / f"{i}.gif"
+        f.write_bytes(b"GIF89a" + bytes([i]) * 10)
+        files.append(f)
+    with pytest.raises(UserError, match="at most 10 screenshots"):
+        jobs.create_job(layout, "j", "x", attachments=files)
+    job = jobs.create_job(layout, "j", "x", attachments=files[:10])
+    assert len(job.attachments) == 10
+    with pytest.raises(UserError, match="at most 10"):
+        jobs.update_job(layout, "j", "y", attachments=files[10:])
+
+
+def test_job_cli(git_repo: Path, tmp_path: Path, cli) -> None:
+    assert cli("init", "--gate-fast", "true", cwd=git_repo).returncode == 0
+    req = tmp_path / "request.md"
+    req.write_text("Add slugify.\n")
+    shot = tmp_path / "shot.bin"
+    shot.write_bytes(png_bytes())
+    proc = cli("job", "create", "first-draft", "--request-file", str(req), "--attach", str(shot), cwd=git_repo)
+    assert proc.returncode == 0, proc.stderr
+    assert "created job first-draft (revision 1, 1 screenshot(s))" in proc.stdout
+    proc = cli("job", "create", "x", "--request-file", str(tmp_path / "missing.md"), cwd=git_repo)
+    assert proc.returncode == 2 and proc.stderr.strip().endswith("no such file")
+    req.write_text("Also handle accents.\n")
+    assert cli("job", "update", "first-draft", "--request-file", str(req), cwd=git_repo).returncode == 0
+    assert cli("job", "decide", "first-draft", "no", "new", "deps", cwd=git_repo).returncode == 0
+    status = json.loads(cli("job", "status", "first-draft", "--json", cwd=git_repo).stdout)
+    assert status["state"] == "not started" and status["revision"] == 2 and status["tasks"] == []
+    listed = json.loads(cli("job", "list", "--json", cwd=git_repo).stdout)
+    assert [(j["name"], j["revision"], j["decisions"], j["attachments"]) for j in listed] == [
+        ("first-draft", 2, 1, 1)]
+    assert "not started" in cli("job", "status", cwd=git_repo).stdout
+
+
+def test_task_define_cli(git_repo: Path, tmp_path: Path, cli) -> None:
+    assert cli("init", "--gate-fast", "true", cwd=git_repo).returncode == 0
+    jobs.create_job(RepoLayout(git_repo), "j", "do it")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("tasks:\n  - id: a\n    title: A\n    kind: NOPE\n  - id: b\n    title: B\n"
+                   "    depends_on: [a, ghost]\n    expected_paths: {write: [/abs]}\n")
+    proc = cli("task", "define", "--file", str(bad), "--job", "j", cwd=git_repo)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    for bit in ("task 'a': kind: unknown kind 'NOPE'", "task 'b': expected_paths.write: '/abs' is absolute",
+                "task 'b': depends_on: unknown task 'ghost'"):
+        assert bit in proc.stderr
+    good = tmp_path / "good.yaml"
+    good.write_text("- id: a\n  title: A\n- id: b\n  title: B\n  depends_on: a\n")
+    proc = cli("task", "define", "--file", str(good), "--job", "j", "--json", cwd=git_repo)
+    assert proc.returncode == 0, proc.stderr
+    assert [t["id"] for t in json.loads(proc.stdout)] == ["a", "b"]
+    assert "- id: b" in (git_repo / ".ai" / "tasks.yaml").read_text()
+    types = [e["type"] for e in EventTailer(RepoLayout(git_repo).events).read_new()]
+    assert types.count("task.defined") == 2
+    proc = cli("task", "define", "--file", str(good), "--job", "nope", cwd=git_repo)
+    assert proc.returncode == 2 and "no job named 'nope'" in proc.stderr

@@ -1,0 +1,119 @@
+"""live / events / why over a real events.jsonl, through the real CLI."""
+
+from __future__ import annotations
+
+import json
+import queue
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from pilothouse.core import store
+from pilothouse.core.commands.live import explain, format_event
+from pilothouse.core.events import EventLog, EventTailer
+from pilothouse.core.layout import RepoLayout
+
+
+@pytest.fixture
+def layout(git_repo: Path) -> RepoLayout:
+    return RepoLayout(git_repo)
+
+
+def seed(layout: RepoLayout) -> EventLog:
+    log = EventLog(layout.events)
+    log.append("job.created", job="j", data={"revision": 1})
+    log.append("task.state", job="j", task="a", data={"from": None, "to": "planned", "reason": "planned in revision 1"})
+    log.append("task.state", job="j", task="a", data={"from": "planned", "to": "running", "reason": "launched builder"})
+    log.append("supervisor.heartbeat", data={"pid": 1})
+    log.append("gate.finished", job="j", task="a", data={"level": "fast", "passed": True})
+    log.append("merge.rolled_back", job="j", task="a",
+               data={"reason": "merge conflict in src/calc.py; rolled back to abc"})
+    log.append("task.state", job="j", task="a", data={"from": "merging", "to": "stopped",
+                                                      "reason": "merge conflict in src/calc.py"})
+    log.append("task.state", job="j", task="b", data={"from": None, "to": "planned", "reason": "planned"})
+    return log
+
+
+def test_live_json_and_filters(layout: RepoLayout, cli) -> None:
+    seed(layout)
+    proc = cli("live", "--json", "--last", "-1", "--task", "a", cwd=layout.root)
+    assert proc.returncode == 0, proc.stderr
+    lines = [json.loads(x) for x in proc.stdout.splitlines()]
+    assert [e["seq"] for e in lines] == [2, 3, 5, 6, 7] and all(e["task"] == "a" for e in lines)
+    proc = cli("live", "--last", "2", cwd=layout.root)
+    out = proc.stdout.splitlines()
+    assert len(out) == 2 and "stopped: merge conflict" in out[0] and "j/b" in out[1]
+    proc = cli("live", "--json", "--type", "merge.", cwd=layout.root)
+    assert [json.loads(x)["type"] for x in proc.stdout.splitlines()] == ["merge.rolled_back"]
+
+
+def test_human_format_is_one_line() -> None:
+    ev = {"seq": 1, "ts": "2026-11-29T07:00:00.123Z", "type": "run.finished", "job": "j", "task": "a",
+          "data": {"role": "builder", "verdict": "completed", "tokens": 1234, "duration_s": 3.2,
+                   "error": "multi\nline"}}
+    line = format_event(ev)
+    assert "\n" not in line and "builder completed, 1234 tokens, 3.2s: multi line" in line
+
+
+def test_follow_sees_appends_from_another_process(layout: RepoLayout) -> None:
+    log = EventLog(layout.events)
+    log.append("job.created", job="j")
+    follower = subprocess.Popen([sys.executable, "-m", "pilothouse", "live", "--follow", "--json", "--last", "1"],
+                                cwd=layout.root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x) for x in follower.stdout], daemon=True).start()  # type: ignore[union-attr]
+    try:
+        first = json.loads(lines.get(timeout=20))
+        assert first["type"] == "job.created"  # history printed: the follower is up
+        code = ("import sys; from pathlib import Path; from pilothouse.core.events import EventLog\n"
+                "log = EventLog(Path(sys.argv[1]))\n"
+                "[log.append('task.state', job='j', task=f't{i}', data={'to': 'ready'}) for i in range(3)]\n")
+        subprocess.run([sys.executable, "-c", code, str(layout.events)], check=True)
+        got = [json.loads(lines.get(timeout=20)) for _ in range(3)]
+        assert [e["task"] for e in got] == ["t0", "t1", "t2"]
+        assert [e["seq"] for e in got] == [2, 3, 4]
+    finally:
+        follower.terminate()
+        follower.wait(timeout=10)
+
+
+def test_events_for_task(layout: RepoLayout, cli) -> None:
+    seed(layout)
+    proc = cli("events", "--task", "b", "--json", cwd=layout.root)
+    assert [json.loads(x)["seq"] for x in proc.stdout.splitlines()] == [8]
+    proc = cli("events", cwd=layout.root)
+    assert proc.returncode == 2 and "--task" in proc.stderr
+
+
+def test_why_explains_the_chain_and_the_wait(layout: RepoLayout, cli) -> None:
+    seed(layout)
+    conn = store.connect(layout.state_db)
+    now = "2026-11-29T07:00:00.000Z"
+    conn.execute("INSERT INTO tasks(job, task, state, kind, depends_on, reason, updated_at) VALUES "
+                 "('j','a','stopped','SAFE_PARALLEL','[]','merge conflict in src/calc.py',?),"
+                 "('j','b','planned','DEPENDENT','[\"a\"]','planned',?)", (now, now))
+    conn.execute("INSERT INTO problems(code, job, task, kind, summary, replies, state, opened_at) VALUES "
+                 "('KXMRTB','j','a','merge_conflict','merge conflict in src/calc.py','[\"retry\",\"skip\"]','open',?)",
+                 (now,))
+    conn.close()
+    report = explain(layout, "j", "a", EventTailer(layout.events).read_new())
+    assert report["state"] == "stopped" and "merge conflict" in report["now"]
+    assert [c["type"] for c in report["chain"]] == ["task.state", "task.state", "gate.finished",
+                                                    "merge.rolled_back", "task.state"]
+    assert any(h.startswith("problem KXMRTB") and "pilothouse problem act KXMRTB retry" in h for h in report["hints"])
+    assert any(h.startswith("last failure: merge.rolled_back") for h in report["hints"])
+    proc = cli("why", "b", cwd=layout.root)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[0] == "j/b: planned — planned"
+    assert "waits for: a (stopped)" in proc.stdout
+    proc = cli("why", "a", "--json", cwd=layout.root)
+    assert json.loads(proc.stdout)["state"] == "stopped"
+    proc = cli("why", "ghost", cwd=layout.root)
+    assert proc.returncode == 2 and "no events for task 'ghost'" in proc.stderr
+
+
+def test_live_on_repo_without_events(layout: RepoLayout, cli) -> None:
+    proc = cli("live", cwd=layout.root)
+    assert proc.returncode == 0 and "no events yet" in proc.stderr

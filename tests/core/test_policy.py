@@ -1,0 +1,86 @@
+"""Model policy: pinned roles, assignments, complexity and mode limits, approved fallbacks."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from pilothouse.core import policy, quota
+from pilothouse.core.layout import RepoLayout
+from pilothouse.core.project import load_project
+from pilothouse.providers.errors import UserError
+
+T0 = datetime(2026, 11, 29, 7, 0, tzinfo=UTC)
+
+POLICY = """
+gates: {fast: "true", full: "true"}
+model_policy:
+  roles: {coordinator: sol/gpt-sol, reviewer: opus}
+  default_assignment: main
+  assignments:
+    main: {provider: sol, model: gpt-sol, fallbacks: [backup]}
+    backup: {provider: opus, model: claude-opus}
+    cheap: {provider: sonnet, complexity: [easy]}
+    local: {provider: qwen, modes: [explore, code], complexity: [standard, complex]}
+budgets: {job_tokens: 1000}
+"""
+
+
+@pytest.fixture
+def layout(tmp_path: Path) -> RepoLayout:
+    lay = RepoLayout(tmp_path)
+    lay.ai.mkdir()
+    lay.project_yaml.write_text(POLICY)
+    return lay
+
+
+def _blocked(*provs: str) -> dict[str, quota.Availability]:
+    return {p: quota.Availability(False, f"{p} five_hour limit reached", T0 + timedelta(hours=1)) for p in provs}
+
+
+def test_default_assignment_first(layout: RepoLayout) -> None:
+    c = policy.choose_worker(load_project(layout), {"id": "t1", "complexity": "standard"}, {})
+    provider, model, why = c
+    assert (provider, model) == ("sol", "gpt-sol") and "default" in why
+
+
+def test_implicit_choice_moves_down_the_list_and_respects_complexity(layout: RepoLayout) -> None:
+    proj = load_project(layout)
+    c = policy.choose_worker(proj, {"id": "t1", "complexity": "complex"}, _blocked("sol", "opus"))
+    assert c.provider == "qwen"  # sonnet takes easy tasks only
+    assert [x["provider"] for x in c.considered] == ["sol", "opus", "sonnet"]
+    c = policy.choose_worker(proj, {"id": "t1", "complexity": "easy"}, _blocked("sol", "opus"))
+    assert c.provider == "sonnet"
+    c = policy.choose_worker(proj, {"id": "t1", "complexity": "standard"}, _blocked("sol", "opus"), mode="review")
+    assert c.provider is None and c.waiting and c.next_check_at == T0 + timedelta(hours=1)
+
+
+def test_explicit_assignment_switches_only_to_approved_fallbacks_for_usage_limits(layout: RepoLayout) -> None:
+    proj = load_project(layout)
+    task = {"id": "t2", "complexity": "standard", "model_assignment": "main"}
+    c = policy.choose_worker(proj, task, _blocked("sol"))
+    assert c.provider == "opus" and c.fallback and "approved fallback" in c.why
+    c = policy.choose_worker(proj, task, _blocked("sol", "opus"))
+    assert c.provider is None and c.waiting  # never to an unapproved provider
+    with pytest.raises(UserError, match="takes only easy"):
+        policy.choose_worker(proj, {"id": "t3", "complexity": "complex", "model_assignment": "cheap"}, {})
+    with pytest.raises(UserError, match="model_assignment 'nope'"):
+        policy.choose_worker(proj, {"id": "t3", "model_assignment": "nope"}, {})
+
+
+def test_a_task_stays_with_the_provider_that_holds_its_session(layout: RepoLayout) -> None:
+    proj = load_project(layout)
+    c = policy.choose_worker(proj, {"id": "t1"}, {}, current=("opus", "claude-opus"))
+    assert c.provider == "opus"
+    c = policy.choose_worker(proj, {"id": "t1"}, _blocked("opus"), current=("opus", "claude-opus"))
+    assert c.provider is None and c.waiting
+
+
+def test_coordinator_pin_never_changes(layout: RepoLayout) -> None:
+    proj = load_project(layout)
+    assert policy.coordinator_pin(proj) == "sol/gpt-sol"
+    # the project's pin changed after the job pinned opus: the job keeps its pin, and waits for it
+    c = policy.role_choice(proj, "coordinator", _blocked("opus"), pinned="opus/claude-opus")
+    assert c.provider is None and c.waiting and "pinned" in c.why
+    assert policy.role_choice(proj, "reviewer", {}).provider == "opus"

@@ -1,0 +1,140 @@
+"""Problems: codes, replies that fit, answers recorded and consumed, skip previews, setup holds."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from pilothouse.core import problems, store
+from pilothouse.core.events import EventTailer
+from pilothouse.core.layout import RepoLayout
+from pilothouse.providers.errors import UserError
+
+T0 = datetime(2026, 11, 29, 7, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def layout(tmp_path: Path) -> RepoLayout:
+    lay = RepoLayout(tmp_path)
+    conn = store.connect(lay.state_db)
+    graph = {"a": [], "b": ["a"], "c": ["b"], "d": [], "e": ["a", "d"], "f": ["c"]}
+    for t, deps in graph.items():
+        conn.execute("INSERT INTO tasks(job, task, state, kind, depends_on, updated_at) VALUES (?,?,?,?,?,?)",
+                     ("j1", t, "done" if t == "f" else "planned", "SAFE_PARALLEL", json.dumps(deps), "x"))
+    conn.close()
+    return lay
+
+
+def events(lay: RepoLayout, type_: str) -> list[dict]:
+    return [e for e in EventTailer(lay.events).read_new() if e["type"] == type_]
+
+
+def test_codes_are_six_unambiguous_letters(layout: RepoLayout) -> None:
+    conn = store.connect(layout.state_db)
+    codes = {problems.open_problem(layout, "j1", f"t{i}", "gate_failed", "x", now=T0, conn=conn).code
+             for i in range(60)}
+    conn.close()
+    assert len(codes) == 60
+    for c in codes:
+        assert len(c) == 6 and c.isalpha() and c.isupper()
+        assert not set(c) & set("ILOQBSZG01")
+
+
+def test_open_is_evented_and_idempotent_per_task_and_kind(layout: RepoLayout) -> None:
+    p = problems.open_problem(layout, "j1", "a", "gate_failed", "Gate fast failed twice.",
+                              {"log": "/x.log", "output_tail": "E assert 1 == 2"}, now=T0)
+    again = problems.open_problem(layout, "j1", "a", "gate_failed", "again", now=T0)
+    assert again.code == p.code
+    assert p.replies == ["retry", "skip", "hint", "plan"]
+    opened = events(layout, "problem.opened")
+    assert len(opened) == 1 and opened[0]["data"]["code"] == p.code and opened[0]["task"] == "a"
+    listed = problems.list_problems(layout)
+    assert [x.code for x in listed] == [p.code] and listed[0].evidence["log"] == "/x.log"
+
+
+def test_reply_must_fit_the_problem(layout: RepoLayout) -> None:
+    p = problems.open_problem(layout, "j1", "a", "setup_failed", "npm missing", now=T0)
+    with pytest.raises(UserError, match="does not fit .*it takes: retry, skip"):
+        problems.act(layout, p.code, "hint", "try harder")
+    with pytest.raises(UserError, match="not a reply"):
+        problems.act(layout, p.code, "yolo")
+    with pytest.raises(UserError, match="takes no words"):
+        problems.act(layout, p.code, "retry", "please")
+    q = problems.open_problem(layout, "j1", "b", "review_rejected", "rejected 3 times", now=T0)
+    with pytest.raises(UserError, match="needs your words"):
+        problems.act(layout, q.code, "hint")
+    with pytest.raises(UserError, match="no problem with code"):
+        problems.act(layout, "AAAAAA", "retry")
+
+
+def test_act_records_who_and_when_then_the_supervisor_consumes(layout: RepoLayout) -> None:
+    p = problems.open_problem(layout, "j1", "b", "review_rejected", "rejected", now=T0)
+    data = problems.act(layout, p.code.lower(), "HINT", "use a dict, not a list", who="ana@cockpit",
+                        now=T0 + timedelta(minutes=5))
+    assert data["who"] == "ana@cockpit" and data["words"] == "use a dict, not a list"
+    answered = events(layout, "problem.answered")
+    assert answered[-1]["data"]["reply"] == "hint" and answered[-1]["data"]["at"].startswith("2026-11-29T07:05")
+    # a second answer before the supervisor took the first is refused
+    with pytest.raises(UserError, match="already has an answer"):
+        problems.act(layout, p.code, "skip")
+    assert problems.list_problems(layout)[0].pending["reply"] == "hint"
+    # operators wrote only `replies`: the problem row is untouched until consumed
+    conn = store.connect(layout.state_db)
+    assert conn.execute("SELECT state FROM problems").fetchone()["state"] == "open"
+    conn.close()
+    got = problems.consume_replies(layout, now=T0 + timedelta(minutes=6))
+    assert [(r.code, r.reply, r.words, r.who) for r in got] == [(p.code, "hint", "use a dict, not a list",
+                                                                   "ana@cockpit")]
+    # unclosed answers come back again (a crashed supervisor re-applies them)
+    assert [r.code for r in problems.consume_replies(layout)] == [p.code]
+    problems.close_problem(layout, p.code, "builder resumed with the hint")
+    assert problems.consume_replies(layout) == []
+    assert problems.list_problems(layout) == []
+    closed = problems.list_problems(layout, open_only=False)[0]
+    assert closed.state == "closed" and closed.answer == "hint" and closed.who == "ana@cockpit"
+    assert events(layout, "problem.closed")[-1]["data"]["code"] == p.code
+    with pytest.raises(UserError, match="already answered"):
+        problems.act(layout, p.code, "hint", "again")
+
+
+def test_skip_preview_lists_the_task_and_its_transitive_dependents(layout: RepoLayout) -> None:
+    p = problems.open_problem(layout, "j1", "a", "gate_failed", "x", now=T0)
+    # f is done already (cannot be cancelled); d does not depend on a
+    assert problems.skip_preview(layout, p.code) == ["a", "b", "e", "c"]
+    data = problems.act(layout, p.code, "skip")
+    assert data["cancels"] == ["a", "b", "e", "c"]
+    assert problems.consume_replies(layout)[0].cancels == ["a", "b", "e", "c"]
+
+
+def test_same_setup_failure_in_two_tasks_holds_the_job_until_one_is_retried(layout: RepoLayout) -> None:
+    tail_a = "Running setup in /tmp/wt/j1-a\nnpm ERR! code ENOENT\nnpm ERR! path /tmp/wt/j1-a/package.json\n"
+    tail_b = "Running setup in /tmp/wt/j1-b\nnpm ERR! code ENOENT\nnpm ERR! path /tmp/wt/j1-b/package.json\n"
+    a = problems.open_problem(layout, "j1", "a", "setup_failed", "setup failed",
+                              {"command": "npm ci", "output_tail": tail_a}, now=T0)
+    assert problems.job_hold(layout, "j1") == []
+    other = problems.open_problem(layout, "j1", "d", "setup_failed", "setup failed",
+                                  {"command": "npm ci", "output_tail": "npm ERR! network timeout"}, now=T0)
+    assert problems.job_hold(layout, "j1") == []  # a different failure does not hold
+    b = problems.open_problem(layout, "j1", "b", "setup_failed", "setup failed",
+                              {"command": "npm ci", "output_tail": tail_b}, now=T0 + timedelta(seconds=1))
+    assert problems.job_hold(layout, "j1") == sorted([a.code, b.code])
+    assert events(layout, "problem.opened")[-1]["data"]["holds_job"] == sorted([a.code, b.code])
+    assert problems.job_hold(layout, "j2") == []
+    problems.act(layout, b.code, "retry", now=T0 + timedelta(minutes=1))
+    assert problems.job_hold(layout, "j1") == []
+    # the retry did not fix it: failing alike again holds the job again
+    problems.consume_replies(layout)
+    problems.close_problem(layout, b.code, "retried")
+    b2 = problems.open_problem(layout, "j1", "b", "setup_failed", "setup failed",
+                               {"command": "npm ci", "output_tail": tail_b}, now=T0 + timedelta(minutes=2))
+    assert problems.job_hold(layout, "j1") == sorted([a.code, b2.code])
+    assert other.code not in problems.job_hold(layout, "j1")
+
+
+def test_fingerprint_ignores_paths_durations_and_counts() -> None:
+    f = problems.setup_fingerprint
+    assert f("make", "failed in 1.2s at /a/b\n3 errors") == f("make", "failed in 0.4s at /c/d\n5 errors")
+    assert f("make", "no rule to make target") != f("make", "permission denied")
+    assert f("make", "x") != f("npm ci", "x")

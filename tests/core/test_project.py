@@ -1,0 +1,149 @@
+"""project.yaml loading and `init` (real git repositories)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import git
+from pilothouse.core import repos
+from pilothouse.core.layout import RepoLayout
+from pilothouse.core.project import ProjectConfig, detect_gates, init_project, load_project, render_project
+from pilothouse.providers.errors import UserError
+
+
+def _write(repo: Path, text: str) -> RepoLayout:
+    (repo / ".ai").mkdir(exist_ok=True)
+    (repo / ".ai" / "project.yaml").write_text(text)
+    return RepoLayout(repo)
+
+
+def test_rendered_template_round_trips(tmp_path: Path) -> None:
+    layout = _write(tmp_path, render_project({"fast": "make check", "full": "make test"}))
+    cfg = load_project(layout)
+    assert cfg.gates == {"fast": "make check", "full": "make test"}
+    assert cfg.workflow.mode == "feature" and cfg.workflow.review == "once"
+    assert cfg.integration_branch == "pilothouse/integration"
+    assert cfg.confinement == "on" and cfg.max_workers == 2 and cfg.availability_poll_seconds == 300
+
+
+def test_bare_on_off_are_not_booleans(tmp_path: Path) -> None:
+    layout = _write(tmp_path, "gates: {fast: a, full: b}\nconfinement: off\n")
+    assert load_project(layout).confinement == "off"
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("gates: {fast: a}\n", "gates: gates must define full"),
+    ("gates: {fast: a, full: b}\nintegration_branch: main\n", "integration_branch: 'main' is protected"),
+    ("gates: {fast: a, full: b}\nworkflow:\n  review: sometimes\n", "workflow.review"),
+    ("gates: {fast: a, full: b}\nbogus: 1\n", "bogus: unknown key"),
+    ("gates: {fast: a, full: b}\nmodel_policy:\n  default_assignment: x\n", "default_assignment 'x'"),
+])
+def test_bad_settings_name_field_and_line(tmp_path: Path, text: str, expected: str) -> None:
+    layout = _write(tmp_path, text)
+    with pytest.raises(UserError) as err:
+        load_project(layout)
+    msg = str(err.value)
+    assert msg.startswith(".ai/project.yaml:") and expected in msg, msg
+    assert "\n" not in msg
+
+
+def test_line_number_of_the_bad_field(tmp_path: Path) -> None:
+    layout = _write(tmp_path, "gates:\n  fast: a\n  full: b\nmax_workers: 0\n")
+    with pytest.raises(UserError, match=r"^\.ai/project\.yaml:4: max_workers"):
+        load_project(layout)
+
+
+def test_yaml_syntax_error_has_line(tmp_path: Path) -> None:
+    layout = _write(tmp_path, "gates:\n  fast: a\n full: [\n")
+    with pytest.raises(UserError, match=r"\.ai/project\.yaml:\d+: invalid YAML"):
+        load_project(layout)
+
+
+def test_missing_file_says_run_init(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="pilothouse init"):
+        load_project(RepoLayout(tmp_path))
+
+
+def test_model_policy(tmp_path: Path) -> None:
+    cfg = ProjectConfig.model_validate({
+        "gates": {"fast": "a", "full": "b"},
+        "model_policy": {"roles": {"coordinator": "sim/sim-large"},
+                         "assignments": {"main": {"provider": "sim", "fallbacks": ["easy"]},
+                                         "easy": {"provider": "sim", "complexity": ["easy"]}},
+                         "default_assignment": "main"}})
+    assert cfg.role_pin("coordinator") == ("sim", "sim-large")
+    assert cfg.role_pin("reviewer") is None
+    assert cfg.model_policy.assignments["main"].complexity == ["easy", "standard", "complex"]
+
+
+def test_detect_gates(tmp_path: Path, git_repo: Path) -> None:
+    assert detect_gates(git_repo) == {"fast": "python -m pytest -q", "full": "python -m pytest -q"}
+    (tmp_path / "package.json").write_text(json.dumps({"scripts": {"test": "vitest run"}}))
+    assert detect_gates(tmp_path) == {"fast": "npm test", "full": "npm test"}
+    (tmp_path / "package.json").write_text(json.dumps({"scripts": {"test": "echo \"Error: no test specified\""}}))
+    assert detect_gates(tmp_path) is None
+
+
+def test_init_writes_project_gitignore_and_registers(git_repo: Path) -> None:
+    done = init_project(git_repo)
+    assert done["written"] and done["detected"]
+    cfg = load_project(RepoLayout(git_repo))
+    assert cfg.gates["full"] == "python -m pytest -q"
+    assert ".ai/runtime/" in (git_repo / ".gitignore").read_text().splitlines()
+    assert git_repo.resolve() in repos.list_repos()
+    again = init_project(git_repo)  # idempotent: keeps the file, no duplicate entries
+    assert not again["written"] and not again["gitignore_updated"] and not again["registered"]
+    assert (git_repo / ".gitignore").read_text().count(".ai/runtime/") == 1
+
+
+def test_init_without_detectable_gates_needs_flags(tmp_path: Path) -> None:
+    repo = tmp_path / "r"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    (repo / "README.md").write_text("x\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "init")
+    with pytest.raises(UserError, match="--gate-fast CMD --gate-full CMD"):
+        init_project(repo, stdin_is_tty=False)
+    init_project(repo, {"fast": "make lint", "full": "make test"})
+    assert load_project(RepoLayout(repo)).gates["fast"] == "make lint"
+
+
+def test_init_refuses_repo_without_commit(tmp_path: Path) -> None:
+    repo = tmp_path / "empty"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    with pytest.raises(UserError, match="no commit yet"):
+        init_project(repo, {"fast": "a", "full": "b"})
+    assert not (repo / ".ai").exists()
+
+
+def test_init_refuses_repo_without_author(git_repo: Path, monkeypatch: pytest.MonkeyPatch,
+                                          tmp_path: Path) -> None:
+    empty = tmp_path / "empty.gitconfig"
+    empty.write_text("")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(empty))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    with pytest.raises(UserError, match=r"no git author configured \(user.name is unset\)"):
+        init_project(git_repo, {"fast": "a", "full": "b"})
+
+
+def test_init_cli(git_repo: Path, cli) -> None:
+    proc = cli("init", "--gate-fast", "true", "--gate-full", "true", cwd=git_repo)
+    assert proc.returncode == 0, proc.stderr
+    assert "project.yaml" in proc.stdout
+    assert load_project(RepoLayout(git_repo)).gates == {"fast": "true", "full": "true"}
+    out = subprocess.run(["git", "status", "--porcelain"], cwd=git_repo, capture_output=True, text=True).stdout
+    assert ".ai/runtime" not in out
+
+
+def test_init_cli_refusal_is_one_line(tmp_path: Path, cli) -> None:
+    repo = tmp_path / "empty"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    proc = cli("init", "--gate-fast", "a", "--gate-full", "b", cwd=repo)
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "no commit yet" in proc.stderr

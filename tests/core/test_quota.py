@@ -1,0 +1,105 @@
+"""Quota windows with an injected clock: hours of windows in milliseconds, no sleeps."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from pilothouse.core import quota
+from pilothouse.core.events import EventTailer
+from pilothouse.core.layout import RepoLayout
+
+T0 = datetime(2026, 11, 29, 7, 0, tzinfo=UTC)
+H = timedelta(hours=1)
+M = timedelta(minutes=1)
+
+
+@pytest.fixture
+def layout(tmp_path: Path) -> RepoLayout:
+    return RepoLayout(tmp_path)
+
+
+def changed(lay: RepoLayout) -> list[dict]:
+    return [e for e in EventTailer(lay.events).read_new() if e["type"] == "quota.changed"]
+
+
+def test_unknown_provider_is_available(layout: RepoLayout) -> None:
+    av = quota.availability(layout, "sim", T0)
+    assert av.available and av.next_check_at is None
+
+
+def test_429_with_reset_waits_until_reset_then_allows_exactly_one_check(layout: RepoLayout) -> None:
+    limited = quota.record_verdict(layout, "sim", {
+        "verdict": "quota", "error_class": "quota",
+        "quota": [{"window": "five_hour", "used_pct": 100, "resets_at": "2026-11-29T09:00:00Z"}]}, T0)
+    assert limited
+    av = quota.availability(layout, "sim", T0 + H)
+    assert not av.available and not av.check_due and av.next_check_at == T0 + 2 * H
+    assert "five_hour" in av.reason and "resets" in av.reason
+    assert quota.availability(layout, "other", T0 + H).available  # other providers keep running
+    # the reset time passed: still not available — a reset permits a check, it proves nothing
+    av = quota.availability(layout, "sim", T0 + 2 * H + M)
+    assert not av.available and av.check_due
+    assert quota.claim_check(layout, "sim", T0 + 2 * H + M, poll_s=300)
+    assert not quota.claim_check(layout, "sim", T0 + 2 * H + M, poll_s=300)  # coalesced
+    assert not quota.availability(layout, "sim", T0 + 2 * H + 2 * M).check_due
+    quota.record_ok(layout, "sim", "check", T0 + 2 * H + 2 * M)
+    assert quota.availability(layout, "sim", T0 + 2 * H + 2 * M).available
+    evs = changed(layout)
+    assert [e["data"].get("blocked") for e in evs] == [True, False]
+    assert evs[0]["data"]["source"] == "http-429" and evs[0]["data"]["resets_at"] == "2026-11-29T09:00:00.000Z"
+
+
+def test_no_reset_time_backs_off_30_then_60_capped(layout: RepoLayout) -> None:
+    quota.record_verdict(layout, "p", {"verdict": "quota", "error_class": "quota", "quota": []}, T0)
+    av = quota.availability(layout, "p", T0)
+    assert not av.available and av.next_check_at == T0 + 30 * M and "no reset time" in av.reason
+    at = T0 + 30 * M
+    assert quota.claim_check(layout, "p", at)
+    quota.check_failed(layout, "p", at)
+    assert quota.availability(layout, "p", at).next_check_at == at + 60 * M
+    at = at + 60 * M
+    assert quota.claim_check(layout, "p", at)
+    quota.check_failed(layout, "p", at)
+    assert quota.availability(layout, "p", at).next_check_at == at + 60 * M  # capped
+    ev = changed(layout)[-1]["data"]
+    assert ev["resets_at"] is None and ev["backoff_s"] == 3600 and "no reset time" in ev["reason"]
+
+
+def test_weekly_block_stands_when_five_hour_resets(layout: RepoLayout) -> None:
+    quota.record_quota(layout, "claude", "five_hour", 100, T0 + 2 * H, "rate_limit_event", T0)
+    quota.record_quota(layout, "claude", "weekly", 100, T0 + 72 * H, "rate_limit_event", T0)
+    av = quota.availability(layout, "claude", T0 + 3 * H)
+    assert not av.available and not av.check_due and av.next_check_at == T0 + 72 * H
+    assert "weekly" in av.reason
+    assert not quota.claim_check(layout, "claude", T0 + 3 * H)
+    assert quota.availability(layout, "claude", T0 + 73 * H).check_due
+
+
+def test_a_later_429_during_the_check_sets_a_new_wait(layout: RepoLayout) -> None:
+    quota.record_quota(layout, "sim", "five_hour", 100, T0 + M, "http-429", T0)
+    assert quota.claim_check(layout, "sim", T0 + 2 * M)
+    quota.record_verdict(layout, "sim", {"verdict": "quota", "error_class": "quota",
+                                         "quota": [{"window": "five_hour", "retry_after_s": 600}]}, T0 + 3 * M)
+    av = quota.availability(layout, "sim", T0 + 4 * M)
+    assert not av.available and av.next_check_at == T0 + 13 * M
+
+
+def test_usage_below_full_is_recorded_not_blocking(layout: RepoLayout) -> None:
+    quota.record_verdict(layout, "codex", {"verdict": "completed", "quota": [
+        {"window": "five_hour", "used_pct": 42.0, "resets_at": "2026-11-29T10:00:00Z"}]}, T0)
+    assert quota.availability(layout, "codex", T0).available
+    w = quota.windows(layout, "codex")[0]
+    assert w["used_pct"] == 42.0 and w["source"] == "run" and not w["blocked"]
+
+
+def test_may_launch_hands_the_due_check_to_one_launcher(layout: RepoLayout) -> None:
+    quota.record_quota(layout, "sim", "five_hour", 100, T0 + M, "http-429", T0)
+    assert not quota.may_launch(layout, "sim", T0).available
+    first = quota.may_launch(layout, "sim", T0 + 2 * M, poll_s=60)
+    assert first.available and "checks" in first.reason
+    assert not quota.may_launch(layout, "sim", T0 + 2 * M, poll_s=60).available
+    # the check's run answered: everyone may go
+    quota.record_verdict(layout, "sim", {"verdict": "completed"}, T0 + 3 * M)
+    assert quota.may_launch(layout, "sim", T0 + 3 * M).available

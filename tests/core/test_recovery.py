@@ -1,0 +1,141 @@
+"""A supervisor killed with SIGKILL mid-build, mid-gate and mid-merge, and started again, finishes
+the job with every task merged exactly once and no task run twice for one attempt."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from pilothouse.core import demo, runs, store, supervisor_ctl
+from pilothouse.core.events import EventTailer
+from pilothouse.core.layout import RepoLayout
+
+
+def _git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+class Events:
+    def __init__(self, layout: RepoLayout) -> None:
+        self.tailer = EventTailer(layout.events)
+        self.seen: list[dict[str, Any]] = []
+
+    def wait(self, pred: Callable[[dict[str, Any]], bool], timeout: float = 60) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for ev in self.tailer.read_new():
+                self.seen.append(ev)
+                if pred(ev):
+                    return ev
+            time.sleep(0.02)
+        raise AssertionError(f"event not seen in {timeout}s; last: {[e['type'] for e in self.seen[-8:]]}")
+
+
+def _kill(pid: int) -> None:
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while runs.process_matches(pid, None) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not runs.process_matches(pid, None)
+
+
+def _slow_project(layout: RepoLayout) -> None:
+    data = yaml.safe_load(layout.project_yaml.read_text())
+    data["workflow"]["review"] = "off"
+    # slow enough to be caught in the middle; the merge runs the full gate
+    data["gates"] = {"fast": "sleep 1.5 && test -s notes/first.txt", "full": "sleep 1.5 && test -s notes/first.txt"}
+    layout.project_yaml.write_text(yaml.safe_dump(data))
+
+
+def test_sigkill_during_build_gate_and_merge(tmp_path: Path) -> None:
+    layout = demo.prepare(tmp_path / "repo", "demo-recovery")
+    _slow_project(layout)
+    operator_head = _git(layout.root, "rev-parse", "main")
+    ev = Events(layout)
+    pid = supervisor_ctl.start(layout)
+    try:
+        # 1. during the build: the builder's dispatch must survive and be adopted
+        started = ev.wait(lambda e: e["type"] == "run.started" and e["task"] == "first")
+        _kill(pid)
+        builder = started["data"]["pid"]
+        assert runs.process_matches(builder, started["data"]["pid_start"]), "the dispatch died with the supervisor"
+        pid = supervisor_ctl.start(layout)
+        # 2. during the task's gate
+        ev.wait(lambda e: e["type"] == "gate.started" and e["task"] == "first")
+        time.sleep(0.3)
+        _kill(pid)
+        pid = supervisor_ctl.start(layout)
+        # 3. during the merge (its full gate runs after git merged)
+        ev.wait(lambda e: e["type"] == "task.state" and e["task"] == "first" and e["data"]["to"] == "merging")
+        time.sleep(0.5)
+        _kill(pid)
+        pid = supervisor_ctl.start(layout)
+        ev.wait(lambda e: e["type"] == "job.accepted", timeout=90)
+    finally:
+        supervisor_ctl.stop(layout)
+
+    conn = store.connect(layout.state_db, readonly=True)
+    tasks = {r["task"]: r for r in conn.execute("SELECT * FROM tasks")}
+    builder_runs = list(conn.execute("SELECT task, attempt, count(*) AS n FROM runs WHERE role='builder'"
+                                     " GROUP BY task, attempt"))
+    conn.close()
+    assert {t: r["state"] for t, r in tasks.items()} == {"first": "done", "second": "done"}
+    assert all(r["n"] == 1 for r in builder_runs), [dict(r) for r in builder_runs]
+    assert {r["task"] for r in builder_runs} == {"first", "second"}
+    # every task branch is merged exactly once on the integration branch's first-parent line
+    merges = _git(layout.root, "log", "--first-parent", "--merges", "--format=%H %P", "pilothouse/integration")
+    for task in ("first", "second"):
+        tip = _git(layout.root, "rev-parse", f"ph/demo/{task}")
+        assert sum(1 for line in merges.splitlines() if line.split()[2:] == [tip]) == 1, task
+        assert _git(layout.root, "rev-parse", "pilothouse/integration") != tip
+    assert _git(layout.root, "rev-parse", "main") == operator_head
+    # the adoption is on record
+    types = [e["type"] for e in ev.seen]
+    assert types.count("supervisor.started") == 4
+    log = layout.supervisor_log.read_text()
+    assert "adopted run" in log
+
+
+@pytest.mark.parametrize("dummy", [0])
+def test_unspawned_launch_is_spawned_once_on_restart(tmp_path: Path, dummy: int) -> None:
+    """A launch recorded but never spawned (killed in between) is spawned by the next supervisor, once."""
+    from pilothouse.core import supervisor_launch as L
+    from pilothouse.core.supervisor import Supervisor
+
+    layout = demo.prepare(tmp_path / "repo", "demo-recovery")
+    sup = Supervisor(layout)
+    sup.acquire()
+    try:
+        launch = runs.Launch(run_id=runs.new_run_id(), job="demo", task=None, role="assigner", provider="sim",
+                             mode="plan", workdir=str(layout.root), task_text="job: demo\n", attempt=1,
+                             scenario="demo-recovery")
+        runs.write_spec(layout, launch)
+        sup.store._txn([runs.record_sql(launch)])  # recorded, then "killed" before spawning
+    finally:
+        sup.release()
+    sup2 = Supervisor(layout)
+    sup2.acquire()
+    try:
+        sup2.recover()
+        assert set(sup2.children) == {launch.run_id}
+        proc = sup2.children[launch.run_id]
+        proc.wait(timeout=60)
+        sup2.collect(launch.run_id)
+        row = sup2.store.run(launch.run_id)
+        assert row is not None and row["state"] == "finished"
+        assert json.loads(row["verdict"])["verdict"] == "completed"
+        assert L.verdict_of(row)["result"]["tasks"]
+    finally:
+        sup2.release()
+    conn = store.connect(layout.state_db, readonly=True)
+    assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 1
+    conn.close()

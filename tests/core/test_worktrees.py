@@ -1,0 +1,75 @@
+"""Task worktrees on real git repositories."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import git
+from pilothouse.core import worktrees as wt
+from pilothouse.core.layout import RepoLayout
+
+
+@pytest.fixture
+def layout(git_repo: Path) -> RepoLayout:
+    return RepoLayout(git_repo)
+
+
+def test_create_commit_list_remove(layout: RepoLayout) -> None:
+    path, branch = wt.create_worktree(layout, "j1", "t1", "HEAD")
+    assert branch == "ph/j1/t1"
+    assert not path.is_relative_to(layout.root) and path.is_relative_to(wt.worktree_root(layout))
+    assert (path / "src" / "calc.py").exists()
+    assert wt.commit_all(path, "nothing") is None
+    assert wt.ahead_count(path, "main") == 0
+    (path / "src" / "slug.py").write_text("def slug(s):\n    return s.lower()\n")
+    (path / "src" / "__pycache__").mkdir()
+    (path / "src" / "__pycache__" / "slug.cpython-311.pyc").write_bytes(b"\x00")
+    sha = wt.commit_all(path, "add slug")
+    assert sha and git(path, "rev-parse", "HEAD") == sha
+    assert wt.changed_files(path, "main") == ["src/slug.py"]  # caches never committed
+    stat = wt.diff_stat(path, "main")
+    assert stat["files"] == 1 and stat["insertions"] == 2
+    listed = wt.list_worktrees(layout)
+    assert [(w["branch"], w["job"], w["task"], w["head"]) for w in listed] == [("ph/j1/t1", "j1", "t1", sha)]
+    # the operator's checkout is on its own branch, untouched
+    assert git(layout.root, "rev-parse", "--abbrev-ref", "HEAD") == "main"
+    assert not (layout.root / "src" / "slug.py").exists()
+    wt.remove_worktree(layout, path)
+    assert not path.exists() and wt.list_worktrees(layout) == []
+    assert git(layout.root, "rev-parse", "ph/j1/t1") == sha  # the branch (and its commit) is kept
+
+
+def test_branch_exists_is_a_clear_error(layout: RepoLayout) -> None:
+    git(layout.root, "branch", "ph/j1/t1")
+    with pytest.raises(wt.WorktreeError, match=r"branch ph/j1/t1 already exists .*git branch -D ph/j1/t1"):
+        wt.create_worktree(layout, "j1", "t1", "HEAD")
+
+
+def test_reuse_returns_the_existing_worktree(layout: RepoLayout) -> None:
+    path, _ = wt.create_worktree(layout, "j1", "t1", "HEAD")
+    again, branch = wt.create_worktree(layout, "j1", "t1", "HEAD", reuse=True)
+    assert again == path and branch == "ph/j1/t1"
+
+
+def test_bad_base(layout: RepoLayout) -> None:
+    with pytest.raises(wt.WorktreeError, match="cannot create"):
+        wt.create_worktree(layout, "j1", "t1", "no-such-ref")
+
+
+def test_remove_job_worktrees(layout: RepoLayout) -> None:
+    a, _ = wt.create_worktree(layout, "j1", "a", "HEAD")
+    wt.create_worktree(layout, "j1", "b", "HEAD")
+    c, _ = wt.create_worktree(layout, "j2", "c", "HEAD")
+    removed = wt.remove_job_worktrees(layout, "j1")
+    assert len(removed) == 2 and not a.exists()
+    assert [w["path"] for w in wt.list_worktrees(layout)] == [str(c)]
+
+
+def test_remove_after_directory_vanished(layout: RepoLayout) -> None:
+    import shutil
+
+    path, _ = wt.create_worktree(layout, "j1", "a", "HEAD")
+    shutil.rmtree(path)
+    wt.remove_worktree(layout, path)
+    assert wt.list_worktrees(layout) == []

@@ -1,0 +1,235 @@
+"""Confinement with the real bwrap: what a confined worker can and cannot write, see and outlive.
+
+These tests FAIL (never skip) when bwrap cannot build a sandbox here: a machine that cannot
+confine workers must not look green.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import git
+from pilothouse.providers import confine, paths
+from pilothouse.providers.errors import UserError
+from pilothouse.providers.probe import WRITER, probe_spec, run_writer
+from pilothouse.providers.runners.base import LaunchSpec, RunSpec
+
+
+def require_confinement() -> None:
+    ok, reason = confine.available()
+    assert ok, f"confinement is not available on this machine: {reason}"
+
+
+@pytest.fixture
+def layout(git_repo: Path, tmp_path: Path) -> dict[str, Path]:
+    """A repo with two task worktrees where pilothouse keeps them (under its data dir)."""
+    require_confinement()
+    wt_root = paths.data_dir() / "worktrees" / "repo-test"
+    own, other = wt_root / "job" / "own", wt_root / "job" / "other"
+    git(git_repo, "worktree", "add", "-q", "-b", "own", str(own))
+    git(git_repo, "worktree", "add", "-q", "-b", "other", str(other))
+    return {"main": git_repo, "own": own, "other": other, "base": tmp_path}
+
+
+def spec_for(layout: dict[str, Path], mode: str = "code") -> RunSpec:
+    return probe_spec(paths.providers_dir() / "sim" / "runs" / f"r-{mode}", layout["own"], mode=mode)
+
+
+def run_confined(spec: RunSpec, code: str, *args: str, env: dict[str, str] | None = None
+                 ) -> subprocess.CompletedProcess[str]:
+    launch = LaunchSpec(argv=[sys.executable, "-I", "-c", code, *args],
+                        env=env or {"PATH": "/usr/bin:/bin", "HOME": str(spec.sandbox.home)},
+                        cwd=spec.workdir)
+    wrapped = confine.wrap(launch, spec)
+    return subprocess.run(wrapped.argv, env=wrapped.env, cwd=wrapped.cwd, capture_output=True, text=True,
+                          timeout=60, stdin=subprocess.DEVNULL)
+
+
+def test_bwrap_is_available_here():
+    require_confinement()
+    st = confine.status()
+    assert st["available"] and st["mode"] == "bwrap" and st["bwrap_version"]
+
+
+def test_writer_can_write_its_worktree_and_nothing_outside(layout, isolated_home):
+    spec = spec_for(layout)
+    targets = {
+        "own": layout["own"] / "ok.txt",
+        "own-nested": layout["own"] / "src" / "new.py",
+        "sandbox": spec.sandbox.home / "note",
+        "other": layout["other"] / "x",
+        "main": layout["main"] / "x",
+        "main-git": layout["main"] / ".git" / "hooks" / "post-checkout",
+        "own-git": layout["own"] / ".git",
+        "home": isolated_home / "x",
+        "home-bashrc": isolated_home / ".bashrc",
+        "tmp": Path("/tmp") / f"pilothouse-escape-{os.getpid()}",
+        "secrets": paths.secrets_dir() / "stolen",
+        "logs": paths.logs_dir() / "x",
+    }
+    (layout["own"] / "src").mkdir(exist_ok=True)
+    before = {p: (p.read_bytes() if p.is_file() else None) for p in targets.values()}
+    out = run_writer(spec, list(targets.values()))
+    assert out[str(targets["own"])] == "ok" and targets["own"].read_text() == "probe\n"
+    assert out[str(targets["own-nested"])] == "ok"
+    assert out[str(targets["sandbox"])] == "ok"
+    for name in ("other", "main", "main-git", "own-git", "home", "home-bashrc", "secrets", "logs"):
+        path = targets[name]
+        assert out[str(path)] in {"EROFS", "ENOENT", "EACCES"}, (name, out[str(path)])
+        now = path.read_bytes() if path.is_file() else None
+        assert now == before[path], f"{name}: {path} changed on the host"
+    # /tmp is private: the write succeeds inside and never reaches the host's /tmp
+    assert not targets["tmp"].exists()
+
+
+def test_explore_and_review_get_no_writable_worktree(layout):
+    for mode in ("explore", "review", "plan"):
+        spec = spec_for(layout, mode)
+        target = layout["own"] / f"{mode}.txt"
+        out = run_writer(spec, [target, spec.sandbox.home / "ok"])
+        assert out[str(target)] == "EROFS", (mode, out)
+        assert out[str(spec.sandbox.home / "ok")] == "ok"
+        assert not target.exists()
+
+
+def test_worker_still_sees_its_worktree_and_git_history_read_only(layout):
+    spec = spec_for(layout, "explore")
+    proc = run_confined(spec, "import subprocess,sys; r=subprocess.run(['git','log','--oneline'],"
+                              "capture_output=True,text=True); print(r.returncode, r.stdout.strip())")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("0 ") and "initial" in proc.stdout
+
+
+def test_private_tmp_and_home_is_the_sandbox_home(layout, isolated_home):
+    spec = spec_for(layout)
+    marker = layout["base"] / "host-only-file"
+    marker.write_text("host")
+    code = ("import os, json, sys; open('/tmp/mine','w').write('x');"
+            "print(json.dumps({'tmp': sorted(os.listdir('/tmp')), 'home': os.environ['HOME'],"
+            " 'real_home_visible': sorted(os.listdir(sys.argv[1])), 'host_tmp_file': os.path.exists(sys.argv[2])}))")
+    proc = run_confined(spec, code, str(isolated_home), str(marker),
+                        env={"PATH": "/usr/bin:/bin", "HOME": str(isolated_home)})
+    assert proc.returncode == 0, proc.stderr
+    seen = json.loads(proc.stdout)
+    # own worktree and sandbox are bound in under /tmp (pytest's tmp dirs), nothing else of the host
+    assert "mine" in seen["tmp"]
+    assert not (Path("/tmp") / "mine").exists()
+    assert seen["host_tmp_file"] is False
+    assert seen["home"] == str(spec.sandbox.home)  # a HOME pointing at the real home is replaced
+    assert ".gitconfig" not in seen["real_home_visible"]
+
+
+def test_child_sees_only_its_own_processes(layout):
+    spec = spec_for(layout)
+    proc = run_confined(spec, "import os; print(sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))")
+    assert proc.returncode == 0, proc.stderr
+    pids = json.loads(proc.stdout)
+    assert os.getpid() not in pids or len(pids) <= 3
+    assert len(pids) <= 3  # bwrap's init, the worker (and possibly its own child)
+
+
+def test_no_capabilities_even_as_root(layout):
+    spec = spec_for(layout)
+    proc = run_confined(spec, "print([l for l in open('/proc/self/status') if l.startswith('CapEff')][0])")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split()[1] == "0000000000000000"
+    proc = run_confined(spec, "import subprocess; print(subprocess.run(['mount','-o','remount,rw','/'],"
+                              "capture_output=True).returncode)")
+    assert proc.stdout.strip() != "0"
+
+
+def test_child_dies_with_its_parent(layout, tmp_path):
+    spec = spec_for(layout)
+    marker = f"pilothouse-orphan-{os.getpid()}-{time.time_ns()}"
+    launch = LaunchSpec(argv=["/bin/sh", "-c", f"exec -a {marker} sleep 300"], env={"PATH": "/usr/bin:/bin"},
+                        cwd=spec.workdir)
+    wrapped = confine.wrap(launch, spec)
+    parent_code = ("import subprocess, sys, json, time\n"
+                   f"p = subprocess.Popen({wrapped.argv!r}, env={wrapped.env!r})\n"
+                   "print(p.pid, flush=True)\n"
+                   "time.sleep(300)\n")
+    parent = subprocess.Popen([sys.executable, "-c", parent_code], stdout=subprocess.PIPE, text=True)
+    assert parent.stdout is not None
+    bwrap_pid = int(parent.stdout.readline())
+
+    def sleeper_alive() -> bool:
+        for pid in os.listdir("/proc"):
+            if pid.isdigit():
+                try:
+                    if marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                        return True
+                except OSError:
+                    pass
+        return False
+
+    deadline = time.monotonic() + 20
+    while not sleeper_alive() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert sleeper_alive(), "the confined child never started"
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.wait()
+    deadline = time.monotonic() + 20
+    while sleeper_alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not sleeper_alive(), "the confined child outlived its parent"
+    assert not Path(f"/proc/{bwrap_pid}").exists() or b"Z" in Path(f"/proc/{bwrap_pid}/stat").read_bytes()
+
+
+def test_credential_is_readable_but_the_key_store_is_not(layout):
+    from pilothouse.providers import keys
+
+    keys.set_key("sim", "sk-sim-own-key-0000000000", use_backend="file")
+    keys.set_key("glm", "sk-glm-other-key-1111111111", use_backend="file")
+    spec = spec_for(layout)
+    cred = spec.sandbox.root / "credential"
+    cred.symlink_to(keys.key_file("sim"))
+    spec.sandbox.credential = cred
+    code = ("import os,sys\n"
+            "print(open(sys.argv[1]).read().strip())\n"
+            "try:\n    print(open(sys.argv[2]).read())\nexcept OSError as e:\n    print('blocked', e.errno)\n")
+    proc = run_confined(spec, code, str(cred), str(keys.key_file("glm")))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "sk-sim-own-key-0000000000"
+    assert lines[1].startswith("blocked")
+    assert "sk-glm-other-key" not in proc.stdout
+
+
+def test_prepare_policy(layout, monkeypatch):
+    spec = spec_for(layout)
+    launch = LaunchSpec(argv=[sys.executable, "-c", "pass"], env={"PATH": "/usr/bin:/bin"}, cwd=spec.workdir)
+    wrapped = confine.prepare(launch, spec)
+    assert Path(wrapped.argv[0]).name == "bwrap" and wrapped.argv[-3:] == launch.argv
+    assert "--die-with-parent" in wrapped.argv and "--unshare-pid" in wrapped.argv
+    assert "--unshare-net" not in wrapped.argv  # the sim/API needs the network
+    # a project that opts out runs unconfined
+    off = spec_for(layout)
+    off.extra["confinement"] = "off"
+    assert confine.prepare(launch, off) is launch
+    # without a working bwrap: writers refused with the fix, read-only modes run unconfined
+    monkeypatch.setenv("PILOTHOUSE_BWRAP", str(layout["base"] / "no-such-bwrap"))
+    assert confine.available()[0] is False
+    with pytest.raises(UserError) as err:
+        confine.prepare(launch, spec)
+    assert "bubblewrap" in str(err.value) and "confinement: off" in str(err.value)
+    assert confine.prepare(launch, spec_for(layout, "explore")) is launch
+    assert confine.prepare(launch, off) is launch
+    st = confine.status("off")
+    assert st["mode"] == "off" and st["available"] is False and "bubblewrap" in st["reason"]
+
+
+def test_writer_workdir_may_not_contain_home(layout, isolated_home):
+    spec = probe_spec(layout["base"] / "sb", isolated_home.parent)
+    with pytest.raises(UserError, match="own worktree"):
+        confine.wrap(LaunchSpec(argv=["true"], env={}, cwd=isolated_home.parent), spec)
+
+
+def test_writer_script_is_what_the_probe_runs():
+    assert "open(path, \"w\")" in WRITER

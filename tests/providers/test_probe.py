@@ -1,0 +1,110 @@
+"""`pilothouse probe`: the functional check, its record, re-probing when bwrap changes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+from pilothouse.providers import confine, probe
+
+
+def require_confinement() -> None:
+    ok, reason = confine.available()
+    assert ok, f"confinement is not available on this machine: {reason}"
+
+
+def test_probe_cli_passes_and_records(cli):
+    require_confinement()
+    res = cli("probe", "--json")
+    assert res.returncode == 0, res.stdout + res.stderr
+    record = json.loads(res.stdout)
+    assert record["ok"] is True
+    checks = {r["check"]: r for r in record["results"]}
+    assert checks["own worktree"]["child"] == "ok" and checks["own worktree"]["reached_host"]
+    for name in ("other worktree", "main checkout", "$HOME", "/tmp outside its own", "explore mode: own worktree"):
+        assert checks[name]["pass"] and not checks[name]["reached_host"], name
+    assert checks["$HOME"]["child"] in {"EROFS", "EACCES", "ENOENT"}
+    on_disk = json.loads(probe.record_path().read_text())
+    assert on_disk["bwrap"]["sha256"] == probe.file_sha256(confine.bwrap_path() or "")
+    assert on_disk["bwrap"]["version"]
+    # nothing left behind in the user's places
+    assert not any(p.name.startswith("pilothouse-probe-") for p in Path.home().iterdir())
+
+
+def test_probe_human_output(cli):
+    require_confinement()
+    res = cli("probe")
+    assert res.returncode == 0, res.stderr
+    assert "confinement works: bwrap" in res.stdout and "other worktree" in res.stdout
+
+
+def test_probe_runner_binary(cli):
+    require_confinement()
+    import pilothouse.providers.runners as runners
+
+    if not hasattr(runners, "get_runner"):  # helper B's registry of runners not there yet
+        return
+    res = cli("probe", "--runner", "builtin", "--json")
+    assert res.returncode == 0, res.stdout + res.stderr
+    record = json.loads(res.stdout)
+    assert any(r["check"] == "runner builtin starts confined" and r["pass"] for r in record["results"])
+    assert record["binaries"]
+
+
+def test_changed_bwrap_binary_reprobes(tmp_path, monkeypatch):
+    require_confinement()
+    first = probe.ensure_probed()
+    assert first["ok"]
+    again = probe.ensure_probed()
+    assert again["time"] == first["time"]  # same binary: the record is trusted, no new probe
+    assert probe.record_path().read_text() == json.dumps(first, indent=2) + "\n"
+    # a different bwrap binary (same program, different bytes) must be probed before it is trusted
+    copy = tmp_path / "bwrap"
+    shutil.copy2(confine.bwrap_path() or "", copy)
+    with open(copy, "ab") as fh:
+        fh.write(b"\0changed")
+    os.chmod(copy, 0o755)
+    monkeypatch.setenv("PILOTHOUSE_BWRAP", str(copy))
+    assert not probe.record_matches_bwrap(first)
+    third = probe.ensure_probed()
+    assert third["ok"] and third["bwrap"]["sha256"] == probe.file_sha256(copy)
+    assert third["bwrap"]["sha256"] != first["bwrap"]["sha256"]
+
+
+def test_changed_runner_binary_reprobes(tmp_path):
+    require_confinement()
+    exe = tmp_path / "fake-cli"
+    exe.write_text("#!/bin/sh\necho fake-cli 1.0\n")
+    exe.chmod(0o755)
+    record = probe.ensure_probed(str(exe))
+    assert str(exe) not in record["binaries"]  # never probed with --runner: bwrap's probe covers it
+    record["binaries"][str(exe)] = probe.binary_check(str(exe), tmp_path / "b1")
+    assert record["binaries"][str(exe)]["pass"], record["binaries"][str(exe)]
+    probe.atomic_write_json(probe.record_path(), record)
+    exe.write_text("#!/bin/sh\necho fake-cli 2.0 changed\n")
+    after = probe.ensure_probed(str(exe))
+    entry = after["binaries"][str(exe)]
+    assert entry["sha256"] == probe.file_sha256(exe) and "2.0" in entry["output"]
+
+
+def test_unavailable_bwrap_says_so_once_with_the_fix(cli, tmp_path):
+    res = cli("probe", env={"PILOTHOUSE_BWRAP": str(tmp_path / "missing")})
+    assert res.returncode == 1
+    lines = [line for line in res.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, res.stderr
+    assert "bubblewrap" in lines[0] and "apt-get install bubblewrap" in lines[0]
+    assert "Traceback" not in res.stderr
+
+
+def test_broken_namespaces_named_with_sysctl(tmp_path, monkeypatch):
+    # a bwrap that cannot create namespaces (simulated by a stand-in that fails like bwrap does)
+    fake = tmp_path / "bwrap"
+    fake.write_text("#!/bin/sh\ncase \"$1\" in --version) echo 'bubblewrap 0.8.0';; --help) echo usage;;"
+                    " *) echo 'bwrap: No permissions to creating new namespace' >&2; exit 1;; esac\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PILOTHOUSE_BWRAP", str(fake))
+    ok, reason = confine.available()
+    assert not ok
+    assert "No permissions to creating new namespace" in reason and "sysctl" in reason

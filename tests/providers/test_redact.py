@@ -1,0 +1,124 @@
+"""Redaction of configured secrets: raw, JSON-escaped, URL-encoded, split across stream chunks."""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from urllib.parse import quote, quote_plus
+
+from pilothouse.providers.redact import (
+    REDACTED,
+    Redactor,
+    StreamRedactor,
+    redactor_for_configured,
+)
+
+KEY = "sk-canary-0123456789abcdef"
+ODD = 'p@ss/w"rd+k\\ey 42'  # a secret whose encoded forms all differ from the raw one
+
+
+def test_raw_secret_replaced_everywhere_in_text():
+    r = Redactor([KEY])
+    text = f"Authorization: Bearer {KEY}\nagain {KEY}{KEY}"
+    out = r.redact(text)
+    assert KEY not in out
+    assert out == f"Authorization: Bearer {REDACTED}\nagain {REDACTED}{REDACTED}"
+
+
+def test_json_escaped_form_is_caught():
+    r = Redactor([ODD])
+    line = json.dumps({"stderr": f"token={ODD}"})
+    assert json.dumps(ODD)[1:-1] in line  # the raw form is not in the JSON text
+    out = r.redact(line)
+    assert json.dumps(ODD)[1:-1] not in out and REDACTED in out
+    assert json.loads(out)["stderr"] == f"token={REDACTED}"
+
+
+def test_url_encoded_forms_are_caught():
+    r = Redactor([ODD])
+    for form in (quote(ODD, safe=""), quote(ODD), quote_plus(ODD)):
+        out = r.redact(f"GET /v1/models?key={form}&x=1")
+        assert form not in out
+        assert out == f"GET /v1/models?key={REDACTED}&x=1"
+
+
+def test_json_with_escaped_slash_and_non_ascii():
+    secret = "key/with/slash-é-ünïcode"
+    r = Redactor([secret])
+    for text in (json.dumps({"k": secret}), json.dumps({"k": secret}, ensure_ascii=False),
+                 json.dumps(secret)[1:-1].replace("/", "\\/")):
+        assert REDACTED in r.redact(text), text
+
+
+def test_short_secrets_ignored_with_reason_never_the_value():
+    r = Redactor(["abc", "", "  ", KEY])
+    assert r.count == 1
+    assert len(r.ignored) == 1
+    assert "3 characters" in r.ignored[0] and "abc" not in r.ignored[0]
+    assert r.redact("abc is fine") == "abc is fine"
+
+
+def test_longer_key_containing_shorter_key_is_replaced_whole():
+    short, long = "abcdef12", "abcdef12-more-stuff"
+    r = Redactor([short, long])
+    assert r.redact(f"x {long} y {short} z") == f"x {REDACTED} y {REDACTED} z"
+
+
+def test_no_secrets_is_identity():
+    r = Redactor([])
+    assert not r
+    assert r.redact("anything") == "anything"
+    s = StreamRedactor(r)
+    assert s.feed("abc") == "abc" and s.flush() == ""
+
+
+def _stream(r: Redactor, chunks: list[str]) -> str:
+    s = StreamRedactor(r)
+    return "".join(s.feed(c) for c in chunks) + s.flush()
+
+
+def test_secret_split_across_chunks_is_caught():
+    r = Redactor([KEY])
+    text = f"prefix {KEY} middle {KEY}"
+    for cut in range(1, len(text)):
+        out = _stream(r, [text[:cut], text[cut:]])
+        assert out == r.redact(text), cut
+
+
+def test_one_char_chunks_and_random_chunkings_equal_whole_redaction():
+    r = Redactor([KEY, ODD, "abcdef12", "abcdef12-more-stuff"])
+    rng = random.Random(7)
+    parts = [KEY, json.dumps(ODD)[1:-1], quote(ODD, safe=""), "abcdef12", "abcdef12-more-stuff",
+             "abcdef1", "plain text ", "\n", "sk-canary-", "é"]
+    for _ in range(200):
+        text = "".join(rng.choice(parts) for _ in range(rng.randint(0, 12)))
+        cuts = sorted(rng.sample(range(len(text) + 1), k=min(len(text) + 1, rng.randint(0, 6))))
+        chunks = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+        assert _stream(r, chunks) == r.redact(text)
+    text = f"a {KEY} b"
+    assert _stream(r, list(text)) == r.redact(text)
+
+
+def test_stream_emits_early_and_holds_only_the_tail():
+    r = Redactor([KEY])
+    s = StreamRedactor(r)
+    emitted = s.feed("x" * 100)
+    # everything but (longest form - 1) characters goes out immediately
+    assert len(emitted) == 100 - (r.max_len - 1)
+    assert s.flush() == "x" * (r.max_len - 1)
+
+
+def test_redactor_for_configured_tolerates_missing_keys_module(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pilothouse.providers.keys", None)  # as before keys.py existed
+    r = redactor_for_configured(extra=[KEY])
+    assert r.redact(KEY) == REDACTED
+
+
+def test_redactor_for_configured_covers_every_configured_key():
+    from pilothouse.providers import keys
+
+    keys.set_key("sim", "sim-key-0123456789", use_backend="file")
+    keys.set_key("glm", "glm-key-abcdefghij", use_backend="file")
+    r = redactor_for_configured()
+    assert r.redact("a sim-key-0123456789 b glm-key-abcdefghij") == f"a {REDACTED} b {REDACTED}"

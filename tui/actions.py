@@ -1,0 +1,233 @@
+"""What the operator's keys do: each goes through core, in a worker thread, and is drawn only
+when its event comes back. A reply core refuses (UserError) becomes a notification with core's
+own message, which names what would fit instead."""
+
+from __future__ import annotations
+
+import getpass
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from textual.binding import Binding
+
+from pilothouse.providers.errors import UserError
+from pilothouse.tui.format import REPLY_KEYS
+
+if TYPE_CHECKING:
+    from pilothouse.core.queries import ProblemRow
+    from pilothouse.tui.app import CockpitApp
+
+REPLY_BINDINGS = [Binding(key, f"reply('{reply}')", reply.capitalize(), id=f"problem.{reply}")
+                  for reply, key in REPLY_KEYS.items()]
+JOB_BINDINGS = [
+    Binding("n", "new_job", "New job", id="job.new"),
+    Binding("e", "edit_job", "Correct job", show=False, id="job.edit"),
+    Binding("x", "abort_run", "Abort worker", show=False, id="run.abort"),
+    Binding("S", "supervisor", "Supervisor", id="supervisor.toggle"),
+]
+# actions that need the dashboard to be the screen in front
+_DASHBOARD_ONLY = {"reply", "new_job", "edit_job", "abort_run", "supervisor"}
+
+
+def who() -> str:
+    try:
+        return f"{getpass.getuser()}@cockpit"
+    except Exception:  # noqa: BLE001 - no passwd entry in a container
+        return "cockpit"
+
+
+class ActionsMixin:
+    """Mixed into CockpitApp (whose BINDINGS list REPLY_BINDINGS and JOB_BINDINGS)."""
+
+    def _app(self) -> CockpitApp:
+        return self  # type: ignore[return-value]
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        app = self._app()
+        if action not in _DASHBOARD_ONLY:
+            return True
+        if app.layout is None or app.screen is not app.screen_stack[0]:
+            return False
+        dash = app.dashboard
+        if action == "reply":
+            problem = dash.current_problem
+            if problem is None:
+                return False
+            return bool(parameters) and parameters[0] in problem.replies
+        if action == "edit_job":
+            return dash.selected_job is not None
+        if action == "abort_run":
+            task = dash.current_task
+            return task is not None and bool(task.run_id) and task.state == "running"
+        return True
+
+    # --- running core calls ---------------------------------------------------------------------
+
+    def call_core(self, what: str, fn: Callable[[], Any], done: str | None = None) -> None:
+        """Run a core call in a thread; UserError → its message, anything else → a short error."""
+        app = self._app()
+
+        def work() -> None:
+            try:
+                fn()
+            except UserError as exc:
+                app.call_from_thread(app.notify, str(exc), title=what, severity="error", timeout=8)
+            except ImportError as exc:
+                app.call_from_thread(app.notify, f"not available in this build: {exc.name}", title=what,
+                                     severity="error")
+            except Exception as exc:  # noqa: BLE001 - keep the cockpit up; say what failed
+                app.call_from_thread(app.notify, f"{type(exc).__name__}: {exc}", title=what, severity="error")
+            else:
+                if done:
+                    app.call_from_thread(app.notify, done, title=what, timeout=3)
+
+        app.run_worker(work, thread=True, group="core", exit_on_error=False)
+
+    # --- problems -------------------------------------------------------------------------------
+
+    def action_reply(self, reply: str) -> None:
+        problem = self._app().dashboard.current_problem
+        if problem is not None:
+            self.answer(problem, reply)
+
+    def answer(self, problem: ProblemRow, reply: str) -> None:
+        app = self._app()
+        layout = app.layout
+        assert layout is not None
+        from pilothouse.tui.screens.modals import ConfirmModal, WordsModal
+
+        def send(words: str | None = None) -> None:
+            from pilothouse.core import problems
+
+            def call() -> None:
+                problems.act(layout, problem.code, reply, words, who=who())
+
+            self.call_core(f"{reply} {problem.code}", call, done=f"{reply} sent for {problem.code}")
+
+        if reply in ("hint", "plan"):
+            prompt = ("Words for the builder, who continues its own session" if reply == "hint"
+                      else "Words for the assigner, who re-plans the job")
+
+            def got(words: str | None) -> None:
+                if words:
+                    send(words)
+
+            app.push_screen(WordsModal(f"{reply} · {problem.code} · {problem.task or problem.job}", prompt), got)
+            return
+        if reply == "skip":
+            try:
+                from pilothouse.core import problems
+
+                cancels = problems.skip_preview(layout, problem.code)
+            except UserError as exc:
+                app.notify(str(exc), title=f"skip {problem.code}", severity="error")
+                return
+            except ImportError:
+                cancels = [problem.task] if problem.task else []
+            lines = [f"Skip {problem.task or problem.job} ({problem.code})? These tasks are cancelled:", ""]
+            lines += [f"  • {t}" for t in cancels] or ["  (none)"]
+
+            def confirmed(ok: bool | None) -> None:
+                if ok:
+                    send()
+
+            app.push_screen(ConfirmModal(f"skip · {problem.code}", "\n".join(lines), "Skip"), confirmed)
+            return
+        send()
+
+    def open_problem(self, code: str) -> None:
+        from pilothouse.tui.screens.problem import ProblemDialog
+
+        problem = self._app().dashboard.problems.problems.get(code)
+        if problem is not None:
+            self._app().push_screen(ProblemDialog(problem))
+
+    def open_run_detail(self, job: str | None, task: str) -> None:
+        from pilothouse.tui.screens.detail import RunDetail
+
+        if job:
+            self._app().push_screen(RunDetail(job, task))
+
+    # --- jobs -----------------------------------------------------------------------------------
+
+    def action_new_job(self) -> None:
+        from pilothouse.tui.screens.jobform import JobForm
+
+        app = self._app()
+
+        def submit(form: dict[str, Any] | None) -> None:
+            if not form:
+                return
+            from pilothouse.core import jobs
+
+            layout = app.layout
+            self.call_core("new job", lambda: jobs.create_job(
+                layout, form["name"], form["request"], acceptance=form["acceptance"] or None,
+                attachments=form["attachments"]), done=f"job {form['name']} created")
+
+        app.push_screen(JobForm(), submit)
+
+    def action_edit_job(self) -> None:
+        from pilothouse.tui.screens.jobform import JobForm, current_request
+
+        app = self._app()
+        name = app.dashboard.selected_job
+        if name is None or app.layout is None:
+            return
+        try:
+            from pilothouse.core import jobs
+
+            request = current_request(jobs.load_job(app.layout, name))
+        except (UserError, ImportError) as exc:
+            app.notify(str(exc), title=f"correct {name}", severity="error")
+            return
+
+        def submit(form: dict[str, Any] | None) -> None:
+            if form:
+                from pilothouse.core import jobs
+
+                self.call_core(f"correct {name}", lambda: jobs.update_job(app.layout, name, form["request"]),
+                               done=f"job {name} corrected")
+
+        app.push_screen(JobForm(name=name, request=request), submit)
+
+    # --- workers and the supervisor -------------------------------------------------------------
+
+    def action_abort_run(self) -> None:
+        from pilothouse.tui.screens.modals import ConfirmModal
+
+        app = self._app()
+        task = app.dashboard.current_task
+        if task is None or not task.run_id:
+            return
+        run_id = task.run_id
+
+        def confirmed(ok: bool | None) -> None:
+            if ok:
+                from pilothouse.core import supervisor_ctl
+
+                self.call_core(f"abort {task.task}", lambda: supervisor_ctl.abort_run(app.layout, run_id),
+                               done=f"abort sent to {run_id}")
+
+        app.push_screen(ConfirmModal(f"abort · {task.task}", f"Abort worker {run_id} ({task.worker})?\n"
+                                     "It is asked to stop, then killed if it does not.", "Abort"), confirmed)
+
+    def action_supervisor(self) -> None:
+        from pilothouse.tui.screens.modals import ConfirmModal
+
+        app = self._app()
+        layout = app.layout
+        if layout is None:
+            return
+        from pilothouse.core import supervisor_ctl
+
+        if not app.supervisor_alive():
+            self.call_core("supervisor", lambda: supervisor_ctl.start(layout), done="supervisor starting")
+            return
+
+        def confirmed(ok: bool | None) -> None:
+            if ok:
+                self.call_core("supervisor", lambda: supervisor_ctl.stop(layout), done="supervisor stopping")
+
+        app.push_screen(ConfirmModal("supervisor", "Stop the supervisor? Running workers keep running and "
+                                     "are adopted when it starts again.", "Stop"), confirmed)

@@ -1,0 +1,193 @@
+"""The cockpit application: one repository's store and event log, drawn live.
+
+Startup reads the store and the last 500 events (never the whole log); a follower thread then
+hands over appended events in coalesced batches and the dashboard re-reads only the rows they
+name. Operator actions go through core (problems, jobs, supervisor_ctl) in worker threads and
+are drawn when their events come back, never optimistically.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.message import Message
+from textual.screen import Screen
+
+from pilothouse.core.events import EventTailer
+from pilothouse.core.layout import RepoLayout
+from pilothouse.core.queries import Queries, SupervisorRow, affected, parse_ts
+from pilothouse.tui import format as fmt
+from pilothouse.tui.actions import JOB_BINDINGS, REPLY_BINDINGS, ActionsMixin
+from pilothouse.tui.live import Follower
+from pilothouse.tui.screens.dashboard import Dashboard, status_text
+
+TAIL_EVENTS = 500
+
+
+class EventsArrived(Message):
+    def __init__(self, events: list[dict[str, Any]]) -> None:
+        super().__init__()
+        self.events = events
+
+
+class CockpitApp(ActionsMixin, App[None]):
+    CSS_PATH = "cockpit.tcss"
+    TITLE = "pilothouse"
+    ENABLE_COMMAND_PALETTE = True
+    BINDINGS = [
+        Binding("q", "quit", "Quit", id="app.quit"),
+        Binding("question_mark", "help", "Help", id="app.help"),
+        Binding("ctrl+t", "toggle_theme", "Theme", show=False, id="app.theme"),
+        *REPLY_BINDINGS,
+        *JOB_BINDINGS,
+    ]
+
+    def __init__(self, layout: RepoLayout | None, repos: Iterable[RepoLayout] = (),
+                 clock: Callable[[], datetime] | None = None, live: bool = True,
+                 tail: int = TAIL_EVENTS) -> None:
+        super().__init__()
+        self.layout = layout
+        self.repos = list(repos)
+        self.clock: Callable[[], datetime] = clock or (lambda: datetime.now(UTC))
+        self.live = live
+        self.tail = tail
+        self.queries: Queries | None = None
+        self.follower: Follower | None = None
+        self.supervisor_row: SupervisorRow | None = None
+        self.supervisor_info: dict[str, Any] | None = None  # core.supervisor_ctl.status(): alive
+        self._ticks = 0
+        self.on_batch: Callable[[list[dict[str, Any]]], None] | None = None  # bench/test hook
+        self.theme = "textual-dark"
+
+    def get_default_screen(self) -> Screen[Any]:
+        return Dashboard()
+
+    @property
+    def dashboard(self) -> Dashboard:
+        screen = self.screen_stack[0]
+        assert isinstance(screen, Dashboard)
+        return screen
+
+    def on_mount(self) -> None:
+        self.set_interval(1, self._tick)
+
+    def dashboard_ready(self) -> None:
+        """Called by the dashboard once its panels exist."""
+        if self.layout is not None:
+            self.open_repo(self.layout)
+        elif self.repos:
+            from pilothouse.tui.screens.picker import RepoPicker
+
+            self.push_screen(RepoPicker(self.repos), self._picked)
+
+    def _picked(self, layout: RepoLayout | None) -> None:
+        if layout is None:
+            self.exit()
+        else:
+            self.open_repo(layout)
+
+    def open_repo(self, layout: RepoLayout) -> None:
+        self._close_repo()
+        self.layout = layout
+        self.queries = Queries(layout)
+        tailer = EventTailer(layout.events)
+        events = tailer.tail(self.tail)
+        self.refresh_supervisor()
+        self.dashboard.load(events)
+        if self.live:
+            self.follower = Follower(layout.events, tailer, lambda b: self.post_message(EventsArrived(b)))
+            self.follower.start()
+
+    def _close_repo(self) -> None:
+        if self.follower is not None:
+            self.follower.stop()
+            self.follower = None
+        if self.queries is not None:
+            self.queries.close()
+            self.queries = None
+
+    def on_unmount(self) -> None:
+        self._close_repo()
+
+    def on_events_arrived(self, message: EventsArrived) -> None:
+        changes = affected(message.events)
+        if changes.supervisor:
+            self.refresh_supervisor()
+        self.dashboard.apply(changes, message.events)
+        for screen in self.screen_stack[1:]:
+            handler = getattr(screen, "on_repo_events", None)
+            if handler is not None:
+                handler(message.events)
+        if self.on_batch is not None:
+            batch = message.events
+            self.call_after_refresh(lambda: self.on_batch and self.on_batch(batch))
+
+    def _tick(self) -> None:
+        self._ticks += 1
+        if self._ticks % 5 == 0:
+            self.refresh_supervisor()  # a supervisor that died says nothing: look now and then
+        if self.screen is self.screen_stack[0]:
+            self.dashboard.tick()
+
+    # --- supervisor -----------------------------------------------------------------------------
+
+    def refresh_supervisor(self) -> None:
+        if self.queries is None or self.layout is None:
+            return
+        self.supervisor_row = self.queries.supervisor()
+        if self.supervisor_row is None or self.supervisor_row.stopped_at:
+            self.supervisor_info = None
+            return
+        from pilothouse.core import supervisor_ctl
+
+        try:
+            self.supervisor_info = supervisor_ctl.status(self.layout)
+        except Exception:  # noqa: BLE001 - a store being created: ask again on the next tick
+            self.supervisor_info = None
+
+    def supervisor_alive(self) -> bool:
+        return self.supervisor_info is not None
+
+    def status_line(self) -> Any:
+        repo = self.layout.root.name if self.layout else "(no repository)"
+        row = self.supervisor_row
+        problems = len(self.dashboard.problems.problems) if self.queries else 0
+        if row is None:
+            return status_text(repo, "never started · S starts", "dim", problems)
+        if not self.supervisor_alive():
+            return status_text(repo, "stopped · S starts", "yellow", problems)
+        beat = parse_ts(row.heartbeat_at)
+        age = fmt.duration((self.clock() - beat).total_seconds()) if beat else "?"
+        return status_text(repo, f"running pid {row.pid} · beat {age} ago", "green", problems)
+
+    # --- app-wide actions -----------------------------------------------------------------------
+
+    def action_help(self) -> None:
+        from pilothouse.tui.screens.help import HelpScreen
+
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def action_toggle_theme(self) -> None:
+        self.theme = "textual-light" if self.theme == "textual-dark" else "textual-dark"
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        yield SystemCommand("Toggle light/dark", "Switch between the light and dark theme",
+                            self.action_toggle_theme)
+        yield SystemCommand("Help: keys", "Every key of the cockpit", self.action_help)
+        if self.layout is not None:
+            yield SystemCommand("New job", "Write a request and create a job", self.action_new_job)
+            yield SystemCommand("Start/stop supervisor", "Start the supervisor, or stop the running one",
+                                self.action_supervisor)
+            yield SystemCommand("Follow events", "Jump to the newest event and follow",
+                                self.dashboard.action_follow)
+
+
+def run_cockpit(layout: RepoLayout | None, repos: Iterable[RepoLayout] = ()) -> int:
+    CockpitApp(layout, repos).run()
+    return 0

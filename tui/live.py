@@ -1,0 +1,144 @@
+"""Following files live: the repository's events.jsonl and a run's normalised stream.
+
+A follower runs in a thread, sleeps in watchfiles until the watched directory changes (watching
+the parent directory sees creation and replacement; watchfiles polls by itself where inotify is
+deaf), reads only what was appended, and hands over one batch per wake-up, no more often than
+`min_interval` — a burst of a thousand lines becomes a few messages, not a thousand repaints.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pilothouse.core.events import EventTailer
+
+
+class LineTailer:
+    """Like core.events.EventTailer, for any JSON-lines file (a run's normalised stream)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.offset = 0
+        self.inode: int | None = None
+        self._partial = b""
+
+    def read_new(self) -> list[dict[str, Any]]:
+        try:
+            fh = open(self.path, "rb")
+        except FileNotFoundError:
+            return []
+        with fh:
+            st = os.fstat(fh.fileno())
+            if (self.inode is not None and st.st_ino != self.inode) or st.st_size < self.offset:
+                self.offset, self._partial = 0, b""
+            self.inode = st.st_ino
+            if st.st_size == self.offset:
+                return []
+            fh.seek(self.offset)
+            chunk = fh.read()
+        self.offset += len(chunk)
+        data = self._partial + chunk
+        cut = data.rfind(b"\n") + 1
+        self._partial = data[cut:]
+        out = []
+        for raw in data[:cut].split(b"\n"):
+            if raw.strip():
+                try:
+                    value = json.loads(raw)
+                except ValueError:
+                    continue
+                if isinstance(value, dict):
+                    out.append(value)
+        return out
+
+
+class Follower:
+    """Calls `deliver(batch)` from a daemon thread whenever `tailer` has new lines."""
+
+    def __init__(self, path: Path, tailer: EventTailer | LineTailer,
+                 deliver: Callable[[list[dict[str, Any]]], None], min_interval: float = 1 / 30) -> None:
+        self.path = Path(path)
+        self.tailer = tailer
+        self.deliver = deliver
+        self.min_interval = min_interval
+        self.stop_event = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> Follower:
+        self._thread = threading.Thread(target=self._run, name=f"follow:{self.path.name}", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=2)
+
+    def _pump(self) -> None:
+        batch = self.tailer.read_new()
+        if batch and not self.stop_event.is_set():
+            self.deliver(batch)
+
+    def _run(self) -> None:
+        from watchfiles import watch
+
+        parent = self.path.parent
+        while not parent.exists() and not self.stop_event.wait(0.5):
+            pass  # a repository with no runtime dir yet: wait for the first job
+        target = os.path.abspath(self.path)
+        last = 0.0
+        self._pump()
+        try:
+            # yield_on_timeout: a wake-up each second with no change closes the tiny window between
+            # the first read and the watch starting, and covers a deaf notifier
+            for _changes in watch(parent, watch_filter=lambda _c, p: os.path.abspath(p) == target,
+                                  debounce=30, step=5, rust_timeout=1000, yield_on_timeout=True,
+                                  stop_event=self.stop_event, raise_interrupt=False, recursive=False):
+                if self.stop_event.is_set():
+                    return
+                gap = time.monotonic() - last
+                if gap < self.min_interval:
+                    time.sleep(self.min_interval - gap)  # coalesce: the next read takes the rest
+                last = time.monotonic()
+                self._pump()
+        except Exception:  # noqa: BLE001 - a vanished directory must not kill the app; poll instead
+            while not self.stop_event.wait(0.5):
+                self._pump()
+
+
+def scan_back(path: Path, want: Callable[[dict[str, Any]], bool], limit_bytes: int = 8 << 20,
+              max_hits: int = 50) -> list[dict[str, Any]]:
+    """Events matching `want` among the last `limit_bytes` of a JSON-lines file, oldest first.
+
+    For a detail view that needs a task's last gate output: bounded, never the whole log."""
+    hits: list[dict[str, Any]] = []
+    try:
+        with open(path, "rb") as fh:
+            end = fh.seek(0, os.SEEK_END)
+            start = max(0, end - limit_bytes)
+            fh.seek(start)
+            data = fh.read()
+    except FileNotFoundError:
+        return []
+    lines = data.split(b"\n")
+    if start > 0:
+        lines = lines[1:]
+    for raw in reversed(lines):
+        if not raw.strip():
+            continue
+        try:
+            ev = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(ev, dict) and want(ev):
+            hits.append(ev)
+            if len(hits) >= max_hits:
+                break
+    hits.reverse()
+    return hits

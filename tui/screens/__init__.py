@@ -1,0 +1,1 @@
+"""Cockpit screens and dialogs."""

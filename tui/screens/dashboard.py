@@ -1,0 +1,257 @@
+"""The one dashboard: jobs, tasks of the selected job, providers and quota, problems, events.
+
+It draws only what the store says. `load()` reads everything once (startup, repo switch);
+`apply()` re-reads just the rows a batch of events names (core.queries.affected), so a busy
+job costs a few primary-key lookups per frame and rows change in place.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Input, Static
+
+from pilothouse.core.queries import Changes, JobRow, ProblemRow, TaskRow
+from pilothouse.tui.widgets.events import EventStream
+from pilothouse.tui.widgets.panels import JobsTable, ProblemsTable, ProvidersTable, TasksTable
+
+if TYPE_CHECKING:
+    from pilothouse.tui.app import CockpitApp
+
+# numbered in screen order (also the tab order): left to right, top to bottom
+PANELS = ("jobs-table", "providers-table", "tasks-table", "problems-table", "events")
+TITLES = ("Jobs", "Providers & quota", "Tasks", "Problems", "Events")
+
+
+class Dashboard(Screen[None]):
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]
+    BINDINGS = [
+        *(Binding(str(n), f"panel({n - 1})", TITLES[n - 1], show=False, id=f"panel.{n}") for n in range(1, 6)),
+        Binding("slash", "filter", "Filter", id="filter"),
+        Binding("f", "follow", "Follow", show=False, id="events.follow"),
+        Binding("escape", "clear_filter", "Clear filter", show=False, id="back"),
+    ]
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="status")
+        with Horizontal(id="top"):
+            yield JobsTable(classes="panel")
+            yield ProvidersTable(classes="panel")
+        yield TasksTable(classes="panel")
+        yield ProblemsTable(classes="panel")
+        yield EventStream(id="events", classes="panel")
+        yield Input(placeholder="filter this panel (enter keeps, esc clears)", id="filter")
+        yield Footer()
+
+    @property
+    def cockpit(self) -> CockpitApp:
+        return self.app  # type: ignore[return-value]
+
+    @property
+    def jobs(self) -> JobsTable:
+        return self.query_one(JobsTable)
+
+    @property
+    def tasks(self) -> TasksTable:
+        return self.query_one(TasksTable)
+
+    @property
+    def providers(self) -> ProvidersTable:
+        return self.query_one(ProvidersTable)
+
+    @property
+    def problems(self) -> ProblemsTable:
+        return self.query_one(ProblemsTable)
+
+    @property
+    def events(self) -> EventStream:
+        return self.query_one(EventStream)
+
+    def on_mount(self) -> None:
+        for n, panel_id in enumerate(PANELS):
+            self.query_one(f"#{panel_id}").border_title = f"{n + 1} {TITLES[n]}"
+        self.events.border_subtitle = "following"
+        self.query_one("#filter", Input).display = False
+        self.jobs.focus()
+        self.cockpit.dashboard_ready()
+
+    # --- data -----------------------------------------------------------------------------------
+
+    @property
+    def selected_job(self) -> str | None:
+        return self.tasks.job
+
+    def load(self, events: list[dict[str, Any]]) -> None:
+        q, now = self.cockpit.queries, self.cockpit.clock()
+        if q is None:
+            return
+        jobs = q.jobs()
+        self.jobs.show(jobs, now)
+        job = self._default_job(jobs)
+        if job is not None:
+            self.jobs.select_key(job)
+        self._show_tasks(job, now)
+        self.providers.show(q.providers(), now)
+        self._show_problems(q.problems())
+        self.events.push(events)
+        self.update_status()
+
+    @staticmethod
+    def _default_job(jobs: list[JobRow]) -> str | None:
+        live = [j for j in jobs if not j.final]
+        pick = live[-1] if live else jobs[-1] if jobs else None
+        return pick.job if pick else None
+
+    def _show_tasks(self, job: str | None, now: datetime) -> None:
+        q = self.cockpit.queries
+        tasks = q.tasks(job) if (q is not None and job) else []
+        self.tasks.show(job, tasks, now)
+        self.tasks.border_title = f"3 Tasks · {job}" if job else "3 Tasks"
+
+    def _show_problems(self, problems: list[ProblemRow]) -> None:
+        self.problems.show(problems)
+        self.problems.border_title = f"4 Problems · {len(problems)} open" if problems else "4 Problems"
+        self.bindings_may_change()
+
+    def apply(self, changes: Changes, events: list[dict[str, Any]]) -> None:
+        q, now = self.cockpit.queries, self.cockpit.clock()
+        if q is None:
+            return
+        for name in sorted(changes.jobs):
+            job = q.job(name)
+            if job is not None:
+                self.jobs.put(job, now)
+        if self.tasks.job is None and self.jobs.jobs:
+            self._show_tasks(self._default_job(list(self.jobs.jobs.values())), now)
+        elif self.tasks.job in changes.task_lists:
+            self._show_tasks(self.tasks.job, now)
+        else:
+            for job_name, task_name in sorted(changes.tasks):
+                if job_name != self.tasks.job:
+                    continue
+                task = q.task(job_name, task_name)
+                if task is None:
+                    continue
+                if task_name in self.tasks.tasks:
+                    self.tasks.put(task, now)
+                else:
+                    self._show_tasks(job_name, now)  # a new task: the tree order may change
+                    break
+        if changes.problems:
+            self._show_problems(q.problems())
+        if changes.providers:
+            self.providers.show(q.providers(), now)
+        self.events.push(events)
+        if changes.supervisor or changes.problems:
+            self.update_status()
+
+    def tick(self) -> None:
+        now = self.cockpit.clock()
+        self.jobs.tick(now)
+        self.tasks.tick(now)
+        if self.providers.region.height > 0:  # countdowns tick only while on screen
+            self.providers.tick(now)
+        self.update_status()
+
+    def update_status(self) -> None:
+        self.query_one("#status", Static).update(self.cockpit.status_line())
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.data_table is self.jobs and event.row_key.value != self.tasks.job:
+            self._show_tasks(event.row_key.value, self.cockpit.clock())
+        self.bindings_may_change()
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        if event.data_table is self.jobs:
+            self.tasks.focus()
+        elif event.data_table is self.tasks and event.row_key.value:
+            self.cockpit.open_run_detail(self.tasks.job, event.row_key.value)
+        elif event.data_table is self.problems and event.row_key.value:
+            self.cockpit.open_problem(event.row_key.value)
+
+    # --- what the keys act on -------------------------------------------------------------------
+
+    def bindings_may_change(self) -> None:
+        """Refresh the footer once, after the current burst, and only if what the keys act on
+        changed: a footer rebuild costs more than everything else on a frame."""
+        if not getattr(self, "_bindings_pending", False):
+            self._bindings_pending = True
+            self.call_after_refresh(self._refresh_bindings_now)
+
+    def _refresh_bindings_now(self) -> None:
+        self._bindings_pending = False
+        problem, task = self.current_problem, self.current_task
+        key = (problem.code if problem else None, problem.replies if problem else None,
+               self.selected_job, task.state if task else None, task.run_id if task else None)
+        if key != getattr(self, "_bindings_key", None):
+            self._bindings_key = key
+            self.app.refresh_bindings()
+
+    @property
+    def current_task(self) -> TaskRow | None:
+        key = self.tasks.current_key
+        return self.tasks.tasks.get(key) if key else None
+
+    @property
+    def current_problem(self) -> ProblemRow | None:
+        """The selected task's open problem when the Tasks panel has focus, else the Problems row."""
+        if self.focused is self.tasks and self.current_task is not None:
+            for p in self.problems.problems.values():
+                if p.task == self.current_task.task and p.job == self.current_task.job:
+                    return p
+        return self.problems.current
+
+    # --- actions --------------------------------------------------------------------------------
+
+    def action_panel(self, index: int) -> None:
+        self.query_one(f"#{PANELS[index]}").focus()
+
+    def on_descendant_focus(self) -> None:
+        self.bindings_may_change()  # the Tasks panel's stopped task may own the reply keys
+
+    def action_follow(self) -> None:
+        self.events.follow = True
+
+    def action_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        target = self.focused if self.focused is not None and self.focused.id in PANELS else self.events
+        self._filter_target = target.id
+        box.value = getattr(target, "filter_text", "")
+        box.display = True
+        box.focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "filter":
+            target = self.query_one(f"#{getattr(self, '_filter_target', 'events')}")
+            target.set_filter(event.value)  # type: ignore[attr-defined]
+            base = target.border_title or ""
+            base = str(base).split("  /", 1)[0]
+            target.border_title = f"{base}  /{event.value}" if event.value else base
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "filter":
+            event.input.display = False
+            self.query_one(f"#{getattr(self, '_filter_target', 'events')}").focus()
+
+    def action_clear_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        if box.display or box.value:
+            box.value = ""
+            box.display = False
+            self.query_one(f"#{getattr(self, '_filter_target', 'events')}").focus()
+
+
+def status_text(repo: str, supervisor: str, sup_style: str, problems: int) -> Text:
+    t = Text(" pilothouse ", style="bold reverse") + Text(f" {repo} ", style="bold")
+    t += Text("│ supervisor ") + Text(supervisor, style=sup_style)
+    if problems:
+        t += Text(" │ ") + Text(f"{problems} problem{'s' if problems != 1 else ''} waiting", style="bold red")
+    t += Text(" │ ? help", style="dim")
+    return t

@@ -1,0 +1,317 @@
+"""Run detail (enter on a task): the worker's live stream, gate output, review findings, diff stat, logs.
+
+The stream is the run's normalised `.jsonl` (providers/contract.py events), followed live the
+same way as the event log. Opening a long run reads only the last 256 KB of it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, VerticalScroll
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, RichLog, Static
+
+from pilothouse.core.queries import TASK_ACTIVE, RunRow, TaskRow, run_log_paths
+from pilothouse.tui import format as fmt
+from pilothouse.tui.live import Follower, LineTailer, scan_back
+from pilothouse.tui.widgets.table import Cell, Col, KeyedTable
+
+if TYPE_CHECKING:
+    from pilothouse.tui.app import CockpitApp
+
+STREAM_TAIL_BYTES = 256 * 1024
+
+
+class RunsTable(KeyedTable):
+    COLUMNS = (Col("run", "run", 26, flex=1), Col("role", "role", 8), Col("mode", "mode", 7),
+               Col("state", "state", 8), Col("verdict", "verdict", 9), Col("tokens", "tokens", 6))
+
+
+class RunLines(Message):
+    def __init__(self, run_id: str, lines: list[dict[str, Any]]) -> None:
+        super().__init__()
+        self.run_id, self.lines = run_id, lines
+
+
+def gate_text(events: list[dict[str, Any]]) -> Text:
+    if not events:
+        return Text("no gate has run for this task yet", style="dim")
+    ev = events[-1]
+    data = ev.get("data") or {}
+    ok = data.get("passed", data.get("exit_code") == 0)
+    out = Text(f"{fmt.clock(ev.get('ts'))} ", style="dim")
+    out.append(f"{data.get('level') or data.get('gate') or 'gate'} ", style="bold")
+    out.append("passed" if ok else "failed", style="green" if ok else "bold red")
+    if data.get("command"):
+        out.append(f"\n$ {data['command']}", style="dim")
+    if "exit_code" in data:
+        out.append(f"  (exit {data['exit_code']})", style="dim")
+    tail = data.get("output_tail") or data.get("output") or data.get("tail") or ""
+    for line in str(tail).rstrip().splitlines()[-15:]:
+        out.append(f"\n{line}")
+    return out
+
+
+def findings_text(runs: list[RunRow], events: list[dict[str, Any]]) -> Text:
+    findings: list[dict[str, Any]] = []
+    overall = None
+    for r in runs:
+        result = (r.verdict or {}).get("result") if r.role == "reviewer" else None
+        if isinstance(result, dict):
+            overall = result.get("overall", overall)
+            findings = list(result.get("findings") or [])
+    if overall is None and events:
+        data = events[-1].get("data") or {}
+        overall = data.get("overall")
+        found = data.get("findings")
+        findings = list(found) if isinstance(found, list) else \
+            [{"summary": s} for s in data.get("summaries") or []]
+    if overall is None:
+        return Text("no review yet", style="dim")
+    out = Text(str(overall), style="green bold" if overall == "PASS" else "bold red")
+    for f in findings:
+        if isinstance(f, dict):
+            out.append(f"\n• [{f.get('severity', '?')}] ", style="yellow")
+            out.append(f"{f.get('file_line', '')} ", style="dim")
+            out.append(str(f.get("summary", "")))
+    return out
+
+
+def diff_stat(app: CockpitApp, task: TaskRow) -> str:
+    """The branch's diff stat against the integration branch (core.worktrees), read-only."""
+    from pilothouse.core import project, worktrees
+
+    layout = app.layout
+    assert layout is not None
+    base = project.load_project(layout).integration_branch
+    if task.worktree and Path(task.worktree).exists():
+        stat = worktrees.diff_stat(task.worktree, base)
+        return str(stat.get("text") or "no changes yet")
+    if not task.branch:
+        return "no branch yet"
+    # the worktree is gone (merged, cleaned up): the branch still tells
+    proc = subprocess.run(["git", "diff", "--shortstat", f"{base}...{task.branch}"], cwd=layout.root,
+                          capture_output=True, text=True, timeout=10)
+    return proc.stdout.strip() or proc.stderr.strip() or "no changes"
+
+
+class RunDetail(Screen[None]):
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
+    BINDINGS = [
+        Binding("escape", "app.pop_screen", "Back", id="back"),
+        Binding("f", "follow", "Follow", id="detail.follow"),
+        Binding("left_square_bracket", "run(-1)", "Prev run", id="detail.prev"),
+        Binding("right_square_bracket", "run(1)", "Next run", id="detail.next"),
+    ]
+
+    def __init__(self, job: str, task: str) -> None:
+        super().__init__()
+        self.job, self.task_id = job, task
+        self.run_id: str | None = None
+        self.follower: Follower | None = None
+        self.totals: dict[str, int] = {}
+        self._text = ""
+        self._text_ts: str | None = None
+
+    @property
+    def cockpit(self) -> CockpitApp:
+        return self.app  # type: ignore[return-value]
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="detail-head")
+        yield RunsTable(id="runs", classes="panel")
+        with Horizontal(id="detail-body"):
+            yield RichLog(id="stream", classes="panel", max_lines=3000, wrap=True, markup=False)
+            with VerticalScroll(id="side", classes="panel"):
+                yield Static(id="gate")
+                yield Static(id="review")
+                yield Static(id="diff")
+                yield Static(id="logs")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#runs").border_title = f"runs of {self.task_id}"
+        self.query_one("#side").border_title = "gate · review · diff · logs"
+        self.refresh_all()
+        self.query_one("#stream").focus()
+
+    def on_unmount(self) -> None:
+        self._stop_follow()
+
+    # --- data -----------------------------------------------------------------------------------
+
+    def refresh_all(self) -> None:
+        q = self.cockpit.queries
+        task = q.task(self.job, self.task_id) if q else None
+        runs = q.runs(self.job, self.task_id) if q else []
+        if task is None:
+            self.query_one("#detail-head", Static).update(Text(f"{self.job}/{self.task_id}: no such task"))
+            return
+        table = self.query_one(RunsTable)
+        rows: list[tuple[str, dict[str, Cell]]] = []
+        for r in runs:
+            verdict = (r.verdict or {}).get("verdict", "")
+            rows.append((r.run_id, {"run": r.run_id, "role": r.role, "mode": r.mode,
+                                    "state": fmt.state_text(r.state), "verdict": verdict,
+                                    "tokens": fmt.tokens(r.tokens)}))
+        table.set_rows(rows)
+        if self.run_id is None:
+            pick = task.run_id or (runs[-1].run_id if runs else None)
+            if pick:
+                table.select_key(pick)
+                self.show_run(pick)
+        self._head(task)
+        self._side(task, runs)
+
+    def _head(self, task: TaskRow) -> None:
+        now = self.cockpit.clock()
+        end = None if task.state in TASK_ACTIVE else task.updated_at
+        t = Text(f"{task.job} / ", style="dim") + Text(task.task, style="bold") + Text("  ")
+        t += fmt.state_text(task.state)
+        t += Text(f"  {task.kind}  attempt {task.attempt}  review round {task.review_round}", style="dim")
+        t += Text(f"\nworker {task.worker or '—'}  run {self.run_id or '—'}  tokens {fmt.tokens(task.tokens)}"
+                  f"  elapsed {fmt.elapsed(task.started_at, end, now) or '—'}")
+        if task.activity:
+            t += Text(f"  now: {task.activity}", style="cyan")
+        if task.reason:
+            t += Text(f"\n{task.reason}", style="yellow")
+        self.query_one("#detail-head", Static).update(t)
+
+    def _side(self, task: TaskRow, runs: list[RunRow]) -> None:
+        layout = self.cockpit.layout
+        assert layout is not None
+
+        def mine(ev: dict[str, Any]) -> bool:
+            return ev.get("job") == self.job and ev.get("task") == self.task_id and \
+                str(ev.get("type")) in ("gate.finished", "review.finished")
+
+        found = scan_back(layout.events, mine)
+        gates = [e for e in found if e.get("type") == "gate.finished"]
+        reviews = [e for e in found if e.get("type") == "review.finished"]
+        self.query_one("#gate", Static).update(Text("gate\n", style="bold underline") + gate_text(gates))
+        self.query_one("#review", Static).update(
+            Text("\nreview\n", style="bold underline") + findings_text(runs, reviews))
+        if task.branch or task.worktree:
+            self.query_one("#diff", Static).update(Text("\ndiff stat\n", style="bold underline") +
+                                                    Text("…", style="dim"))
+            self._load_diff(task)
+        else:
+            self._set_diff("no branch yet")
+        logs = Text("\nlogs\n", style="bold underline")
+        run = next((r for r in runs if r.run_id == self.run_id), None)
+        if run is not None:
+            files = run_log_paths(run.provider, run.run_id, run.log)
+            logs.append(fmt.tilde(files["events"].parent) + "/\n", style="dim")
+            for path in files.values():
+                logs.append(f"  {path.name}\n")
+        logs.append(fmt.tilde(layout.supervisor_log), style="dim")
+        self.query_one("#logs", Static).update(logs)
+
+    def _load_diff(self, task: TaskRow) -> None:
+        app = self.cockpit
+
+        def work() -> None:
+            try:
+                text = diff_stat(app, task)
+            except Exception as exc:  # noqa: BLE001
+                text = f"diff stat unavailable: {exc}"
+            app.call_from_thread(self._set_diff, text)
+
+        self.run_worker(work, thread=True, group="diff", exclusive=True, exit_on_error=False)
+
+    def _set_diff(self, text: str) -> None:
+        if self.is_attached:
+            self.query_one("#diff", Static).update(Text("\ndiff stat\n", style="bold underline") + Text(text))
+
+    # --- the run's stream -----------------------------------------------------------------------
+
+    def show_run(self, run_id: str) -> None:
+        if run_id == self.run_id:
+            return
+        self._stop_follow()
+        self.run_id = run_id
+        self.totals, self._text = {}, ""
+        log = self.query_one("#stream", RichLog)
+        log.clear()
+        q = self.cockpit.queries
+        run = q.run(run_id) if q else None
+        if run is None:
+            log.write(Text("no record of this run yet", style="dim"))
+            return
+        path = run_log_paths(run.provider, run.run_id, run.log)["events"]
+        log.border_title = f"activity · {run.role} {run.mode} · {run.provider}/{run.model or '?'}"
+        tailer = LineTailer(path)
+        try:
+            size = path.stat().st_size
+            if size > STREAM_TAIL_BYTES:
+                tailer.offset = size - STREAM_TAIL_BYTES
+                tailer.inode = path.stat().st_ino
+                tailer._partial = b"\x00"  # the first (cut) line is dropped as undecodable
+        except FileNotFoundError:
+            log.write(Text(f"waiting for {fmt.tilde(path)}", style="dim"))
+        if self.cockpit.live:
+            self.follower = Follower(path, tailer, lambda b: self.post_message(RunLines(run_id, b))).start()
+        else:
+            self._write(tailer.read_new())
+
+    def _stop_follow(self) -> None:
+        if self.follower is not None:
+            self.follower.stop()
+            self.follower = None
+
+    def on_run_lines(self, message: RunLines) -> None:
+        if message.run_id == self.run_id:
+            self._write(message.lines)
+
+    def _write(self, lines: list[dict[str, Any]]) -> None:
+        log = self.query_one("#stream", RichLog)
+        for ev in lines:
+            if ev.get("kind") == "text":
+                if not self._text:
+                    self._text_ts = ev.get("ts")
+                self._text += str(ev.get("text", ""))
+                continue
+            self._flush(log)
+            line = fmt.activity_text(ev, self.totals)
+            if line is not None:
+                log.write(line)
+        self._flush(log)
+        if self.totals:
+            log.border_subtitle = (f"{fmt.tokens(self.totals.get('input', 0))} in · "
+                                   f"{fmt.tokens(self.totals.get('output', 0))} out")
+
+    def _flush(self, log: RichLog) -> None:
+        if self._text.strip():
+            log.write(Text(fmt.clock(self._text_ts) + " ", style="dim") + Text(" ".join(self._text.split())))
+        self._text = ""
+
+    def on_repo_events(self, events: list[dict[str, Any]]) -> None:
+        if any(e.get("job") == self.job and e.get("task") == self.task_id for e in events):
+            self.refresh_all()
+
+    # --- keys -----------------------------------------------------------------------------------
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.row_key.value:
+            self.show_run(event.row_key.value)
+            q = self.cockpit.queries
+            task = q.task(self.job, self.task_id) if q else None
+            if task is not None:
+                self._head(task)
+
+    def action_follow(self) -> None:
+        log = self.query_one("#stream", RichLog)
+        log.auto_scroll = True
+        log.scroll_end(animate=False)
+
+    def action_run(self, step: int) -> None:
+        table = self.query_one(RunsTable)
+        if table.row_count:
+            table.move_cursor(row=max(0, min(table.row_count - 1, table.cursor_row + step)))

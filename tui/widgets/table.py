@@ -1,0 +1,154 @@
+"""A DataTable whose rows are keyed by domain ids and updated in place.
+
+Columns have fixed widths except the `flex` ones, which share what the panel has left — so the
+same table reads well at 80 and at 200 columns. A row that already exists is updated cell by
+cell (`update_cell`); only a change in the set or order of rows rebuilds the table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rich.text import Text
+from textual.binding import Binding
+from textual.widgets import DataTable
+from textual.widgets.data_table import RowDoesNotExist
+
+Cell = str | Text
+
+
+@dataclass(frozen=True)
+class Col:
+    key: str
+    label: str
+    width: int = 8        # fixed width, or the minimum of a flex column
+    flex: int = 0         # share of the spare room (0: fixed)
+    wide_only: bool = False  # dropped below WIDE columns
+
+
+WIDE = 110
+
+
+class KeyedTable(DataTable[Cell]):
+    BINDINGS = [
+        Binding("j", "cursor_down", "Down", show=False, id="nav.down"),
+        Binding("k", "cursor_up", "Up", show=False, id="nav.up"),
+    ]
+    COLUMNS: tuple[Col, ...] = ()
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(cursor_type="row", zebra_stripes=False, **kwargs)
+        self._rows: list[tuple[str, dict[str, Cell]]] = []
+        self._layout: tuple[tuple[str, int], ...] = ()
+        self.filter_text = ""
+
+    # --- layout ---------------------------------------------------------------------------------
+
+    def _compute_layout(self) -> tuple[tuple[str, int], ...]:
+        # outer width less border/padding: unlike `size`, it does not shrink when the scrollbar
+        # appears, so a rebuild can never flip the scrollbar and trigger another rebuild
+        width = (self.outer_size.width - self.styles.gutter.width) if self.outer_size.width else 80
+        cols = [c for c in self.COLUMNS if width >= WIDE or not c.wide_only]
+        pad = 2 * self.cell_padding
+        used = sum(c.width + pad for c in cols) + 1  # 1: the vertical scrollbar's room
+        spare = max(0, width - used)
+        shares = sum(c.flex for c in cols)
+        return tuple((c.key, c.width + (spare * c.flex // shares if c.flex else 0)) for c in cols)
+
+    def on_resize(self) -> None:
+        layout = self._compute_layout()
+        if layout != self._layout:
+            self._rebuild(layout)
+
+    def on_mount(self) -> None:
+        self._rebuild(self._compute_layout())
+
+    def _rebuild(self, layout: tuple[tuple[str, int], ...] | None = None) -> None:
+        cursor_key = self.current_key
+        if layout is not None:
+            self._layout = layout
+            self.clear(columns=True)
+            labels = {c.key: c.label for c in self.COLUMNS}
+            for key, width in self._layout:
+                self.add_column(labels[key], width=width, key=key)
+        else:
+            self.clear()
+        for key, cells in self._visible(self._rows):
+            self.add_row(*self._cells(cells), key=key)
+        if cursor_key is not None:
+            self.select_key(cursor_key)
+
+    def _cells(self, cells: dict[str, Cell]) -> list[Cell]:
+        return [cells.get(k, "") for k, _ in self._layout]
+
+    def _visible(self, rows: list[tuple[str, dict[str, Cell]]]) -> list[tuple[str, dict[str, Cell]]]:
+        if not self.filter_text:
+            return rows
+        needle = self.filter_text.lower()
+        return [(k, c) for k, c in rows if any(needle in str(v).lower() for v in c.values())]
+
+    # --- rows -------------------------------------------------------------------------------------
+
+    @property
+    def current_key(self) -> str | None:
+        if not self.row_count or self.cursor_row < 0:
+            return None
+        try:
+            return self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
+        except Exception:  # noqa: BLE001 - cursor outside the (just cleared) table
+            return None
+
+    def select_key(self, key: str) -> None:
+        try:
+            self.move_cursor(row=self.get_row_index(key))
+        except RowDoesNotExist:
+            pass
+
+    def set_rows(self, rows: list[tuple[str, dict[str, Cell]]]) -> None:
+        """Show exactly these rows; rows already shown in the same order are updated in place."""
+        old_keys = [k for k, _ in self._visible(self._rows)]
+        self._rows = rows
+        new = self._visible(rows)
+        if [k for k, _ in new] != old_keys or not self._layout:
+            self._rebuild(None if self._layout else self._compute_layout())
+            return
+        for key, cells in new:
+            self._update_row(key, cells)
+
+    def upsert(self, key: str, cells: dict[str, Cell]) -> None:
+        """Update one row by key (in place), or append it."""
+        for i, (k, _) in enumerate(self._rows):
+            if k == key:
+                self._rows[i] = (key, cells)
+                break
+        else:
+            self._rows.append((key, cells))
+            if self._visible([(key, cells)]):
+                self.add_row(*self._cells(cells), key=key)
+            return
+        if key in self.rows:
+            self._update_row(key, cells)
+        elif self._visible([(key, cells)]):
+            self._rebuild()
+
+    def remove_key(self, key: str) -> None:
+        self._rows = [(k, c) for k, c in self._rows if k != key]
+        if key in self.rows:
+            self.remove_row(key)
+
+    def _update_row(self, key: str, cells: dict[str, Cell]) -> None:
+        current = self.get_row(key)
+        for (col, _), old, value in zip(self._layout, current, self._cells(cells), strict=False):
+            if old != value:
+                self.update_cell(key, col, value)
+
+    def set_filter(self, text: str) -> None:
+        self.filter_text = text
+        self._rebuild()
+
+    def cells_of(self, key: str) -> dict[str, Cell] | None:
+        for k, c in self._rows:
+            if k == key:
+                return c
+        return None
