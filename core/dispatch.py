@@ -85,6 +85,10 @@ def read_task(opts: DispatchOptions) -> str:
 
 def _project_settings(workdir: Path) -> dict[str, Any]:
     """`confinement` / `network` from the nearest .ai/project.yaml (for providers.confine)."""
+    # (helper F) from the main checkout, never a worktree's own copy: its worker can edit that one
+    from pilothouse.providers.confine import trusted_project_root
+
+    workdir = trusted_project_root(workdir)
     for d in (workdir, *workdir.parents):
         f = d / ".ai" / "project.yaml"
         if f.is_file():
@@ -114,7 +118,7 @@ class Prepared:
     step_cap: int
     timeout_s: float
     idle_timeout_s: float
-    scenario: Any = None
+    scenario: str | None = None  # sim only: scenario name or path
     resume_of: str | None = None
     session: str | None = None
 
@@ -140,6 +144,12 @@ def prepare(opts: DispatchOptions) -> Prepared:
     key = keys.get_key(prov.key)
     if prov.needs_key and not key:
         raise UserError(f"no API key for provider '{prov.key}'; set it with `pilothouse key set {prov.key}`")
+    if prov.is_sim and not key:
+        # a throwaway key: the sim then refuses anything without it, so every runner's real auth
+        # path (credential file in the sandbox → header) is exercised, and it is redacted like a key
+        import secrets as _secrets
+
+        key = "sim-" + _secrets.token_hex(16)
     secrets = keys.configured_secrets()
     if key and key not in secrets:
         secrets.append(key)
@@ -165,10 +175,8 @@ def prepare(opts: DispatchOptions) -> Prepared:
             session = previous_session(prov.key, opts.resume_of)
     scenario = None
     if prov.is_sim:
-        from pilothouse.providers.sim.server import load_scenario
-
-        name = opts.scenario or os.environ.get("PILOTHOUSE_SIM_SCENARIO") or prov.scenario or "explore-basic"
-        scenario = load_scenario(name)
+        # loaded (and validated) by execute() while the worker boots: see dispatch_run
+        scenario = opts.scenario or os.environ.get("PILOTHOUSE_SIM_SCENARIO") or prov.scenario or "explore-basic"
     elif opts.scenario:
         raise UserError(f"--scenario only applies to the simulator; provider '{prov.key}' is not one")
     return Prepared(opts=opts, provider=prov, runner=runner, workdir=workdir, task=task, key=key,

@@ -38,7 +38,9 @@ class ProcOutcome:
 class WorkerProcess:
     """Spawned at construction; `watch()` streams it to the end."""
 
-    def __init__(self, launch: LaunchSpec) -> None:
+    def __init__(self, launch: LaunchSpec, defer_stdin: bool = False) -> None:
+        """defer_stdin: open stdin as a pipe but write nothing yet; call feed() later (dispatch
+        starts the worker before the sim is up, so both boot in parallel)."""
         self.outcome = ProcOutcome()
         self.abort_reason: str | None = None
         self._wake_r, self._wake_w = os.pipe()
@@ -47,27 +49,44 @@ class WorkerProcess:
         try:
             self.proc = subprocess.Popen(
                 launch.argv, env=launch.env, cwd=launch.cwd,
-                stdin=subprocess.PIPE if launch.stdin is not None else subprocess.DEVNULL,
+                stdin=subprocess.PIPE if launch.stdin is not None or defer_stdin else subprocess.DEVNULL,
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, close_fds=True)
         except OSError as exc:
             self.outcome.spawn_error = f"cannot start {launch.argv[0]}: {exc.strerror or exc}"
             return
         self.outcome.pid = self.proc.pid
-        if launch.stdin is not None:
-            data = launch.stdin
-            stdin = self.proc.stdin
-            assert stdin is not None
+        if launch.stdin is not None and not defer_stdin:
+            self.feed(launch.stdin)
 
-            def feed() -> None:  # a thread: a large stdin must not deadlock against a full stdout pipe
-                try:
-                    stdin.write(data)
-                    stdin.close()
-                except OSError:
-                    pass
-            if len(data) < 16384:
-                feed()
-            else:
-                threading.Thread(target=feed, daemon=True).start()
+    def feed(self, data: bytes) -> None:
+        """Write the worker's whole stdin and close it."""
+        assert self.proc is not None
+        stdin = self.proc.stdin
+        if stdin is None:
+            return
+
+        def write() -> None:  # a thread for big inputs: must not deadlock against a full stdout pipe
+            try:
+                stdin.write(data)
+                stdin.close()
+            except OSError:
+                pass
+        if len(data) < 16384:
+            write()
+        else:
+            threading.Thread(target=write, daemon=True).start()
+
+    def kill(self) -> None:
+        """Immediate end (the run never started as far as anyone else knows)."""
+        if self.proc is not None:
+            self._signal_group(signal.SIGKILL)
+            self.proc.wait()
+            for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+                if stream is not None:
+                    try:
+                        stream.close()
+                    except OSError:
+                        pass
 
     def request_abort(self, reason: str) -> None:
         """Thread- and signal-safe: ask watch() to end the worker."""
@@ -80,6 +99,13 @@ class WorkerProcess:
 
     def _signal_group(self, sig: int) -> None:
         assert self.proc is not None
+        if sig == signal.SIGTERM:
+            # (helper F) a confined worker sits under bwrap, which does not forward signals and, killed,
+            # takes the sandbox down with SIGKILL: the graceful SIGTERM goes to the processes inside
+            from pilothouse.providers.confine import signal_sandbox
+
+            if signal_sandbox(self.proc.pid, sig):
+                return
         try:
             os.killpg(self.proc.pid, sig)
         except (ProcessLookupError, PermissionError):

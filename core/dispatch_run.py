@@ -29,7 +29,6 @@ from pilothouse.core.dispatch_verdict import (
 from pilothouse.core.events import utc_now_iso
 from pilothouse.providers import sandbox
 from pilothouse.providers.errors import UserError
-from pilothouse.providers.fsutil import atomic_write_text
 from pilothouse.providers.runners.base import RunSpec
 
 EventHook = Callable[[Any], None]
@@ -78,7 +77,14 @@ def execute(prep: Prepared, on_event: EventHook | None = None,
     redactor = Redactor(prep.secrets)
     label = f"{prov.key}/{prep.run_id}"
     sb = sandbox.make_sandbox(prov.key, prep.run_id, prep.resume_of)
-    sandbox.acquire_lock(sb.root)
+    try:
+        sandbox.acquire_lock(sb.root)
+    except UserError as exc:  # the original run is still going: leave no half-made resume behind
+        link = sandbox.runs_dir(prov.key) / prep.run_id
+        if link.is_symlink():
+            link.unlink()
+        refuse_line(label, str(exc))
+        raise
     logs = sandbox.RunLogs(prov.key, prep.run_id)
     sim = None
     try:
@@ -86,16 +92,24 @@ def execute(prep: Prepared, on_event: EventHook | None = None,
         sandbox.link_credential(sb, key_file, prep.key)
         run_json = sb.root / "run.json"
         if not run_json.exists():  # a resume shares the original's sandbox and keeps its record
-            atomic_write_text(run_json, json.dumps({"run_id": prep.run_id, "provider": prov.key,
-                                                    "mode": opts.mode, "workdir": str(prep.workdir)}) + "\n")
+            sandbox.write_private(run_json, json.dumps({"run_id": prep.run_id, "provider": prov.key,
+                                                        "mode": opts.mode, "workdir": str(prep.workdir)}) + "\n")
         task_file = sb.root / "task.md"
-        atomic_write_text(task_file, compose_prompt(opts.mode, prep.task), mode=0o600)
+        sandbox.write_private(task_file, compose_prompt(opts.mode, prep.task))
         base_url = prov.base_url
-        if prep.scenario is not None:
-            from pilothouse.providers.sim.server import SimServer
-
-            sim = SimServer(prep.scenario, api_key=prep.key, served_log=sb.state / "served.jsonl")
+        # The builtin worker takes its endpoint on stdin, so for the sim it is started first and
+        # boots (another process, another core) while we import and start the sim (~0.1 s of
+        # pydantic + YAML); it gets its config once the sim listens.
+        deferred = prep.scenario is not None and prov.runner == "builtin"
+        # (helper F) under `network: none` the sandbox relays exactly the model's port (providers/
+        # netrelay.py), which must be known when the launch is wrapped: no early start then
+        if str({**_project(prep), **opts.extra}.get("network", "")).lower() == "none":
+            deferred = False
+        if prep.scenario is not None and not deferred:
+            sim = _sim(prep, sb)
             base_url = sim.start() + "/v1"
+        elif deferred:
+            base_url = "http://127.0.0.1:9/v1"  # replaced before the worker reads its config
         spec = RunSpec(run_id=prep.run_id, provider=prov, mode=opts.mode, model=prep.model, base_url=base_url,
                        workdir=prep.workdir, sandbox=sb, task_text=prep.task, task_file=task_file,
                        step_cap=prep.step_cap, timeout_s=prep.timeout_s, idle_timeout_s=prep.idle_timeout_s,
@@ -107,6 +121,20 @@ def execute(prep: Prepared, on_event: EventHook | None = None,
         if isinstance(exc, UserError):
             refuse_line(label, redactor.redact(str(exc)))
         raise
+    early: WorkerProcess | None = None
+    if deferred:
+        early = WorkerProcess(launch, defer_stdin=True)
+        try:
+            sim = _sim(prep, sb)
+            spec.base_url = sim.start() + "/v1"
+            if early.proc is not None:
+                early.feed(prep.runner.build(spec).stdin or b"")
+        except BaseException as exc:
+            early.kill()
+            _cleanup(sb, sim)
+            if isinstance(exc, UserError):
+                refuse_line(label, redactor.redact(str(exc)))
+            raise
     files = _Files(logs, redactor.redact, StreamRedactor(redactor))
     state = RunState()
     started = {"run_id": prep.run_id, "provider": prov.key, "runner": prov.runner, "model": prep.model,
@@ -114,7 +142,7 @@ def execute(prep: Prepared, on_event: EventHook | None = None,
                "latest_log": str(logs.latest), "timeout_s": prep.timeout_s, "idle_timeout_s": prep.idle_timeout_s}
     with SignalGuard() as guard:
         emit(redactor.redact(started_line(started)))
-        worker = WorkerProcess(launch)
+        worker = early or WorkerProcess(launch)
         guard.worker = worker
         if guard.received:
             worker.request_abort("interrupted")
@@ -125,7 +153,12 @@ def execute(prep: Prepared, on_event: EventHook | None = None,
             + (f" (resuming {prep.resume_of})" if prep.resume_of else "")))
 
         def on_stdout(line: str) -> None:
-            for ev in prep.runner.parse_line(line):
+            try:
+                events = prep.runner.parse_line(line)
+            except Exception as exc:  # a parser bug must not cost the run its verdict
+                files.stderr_chunk(f"pilothouse: {prov.runner} parser failed on a line: {exc!r}\n".encode())
+                return
+            for ev in events:
                 state.add(ev)
                 files.event(ev)
                 if ev.kind == "tool" and ev.status != "started":
@@ -147,13 +180,25 @@ def execute(prep: Prepared, on_event: EventHook | None = None,
             files.close()
             _cleanup(sb, sim)
         verdict = _judge(prep, state, outcome, redactor, logs, t0)
-    line = redactor.redact(verdict_line(verdict))
-    atomic_write_text(logs.verdict, line + "\n", mode=0o600)
+    try:
+        line = redactor.redact(verdict_line(verdict))
+    except Exception as exc:  # e.g. a runner reported a value the contract rejects: still answer
+        verdict.update(verdict="error", error_class="fatal", result=None,
+                       error=f"pilothouse could not build the verdict: {type(exc).__name__}: {exc}"[:500])
+        line = redactor.redact(json.dumps({"type": "pilothouse.verdict", "schema": 1, **verdict}, default=str))
+    sandbox.write_private(logs.verdict, line + "\n")
     marker = "DONE" if verdict["verdict"] in ("completed", "partial") else "FAILED"
     why = f" {verdict['error_class'] or ''}: {verdict['error']}" if verdict.get("error") else ""
     sandbox.latest_line(redactor.redact(f"{label} pid {pid} {marker} {human_summary(verdict)}{why}"))
     emit(line)
     return json.loads(line)
+
+
+def _sim(prep: Prepared, sb: Any) -> Any:
+    from pilothouse.providers.sim.server import SimServer, load_scenario
+
+    return SimServer(load_scenario(prep.scenario or "explore-basic"), api_key=prep.key,
+                     served_log=sb.state / "served.jsonl")
 
 
 def _project(prep: Prepared) -> dict[str, Any]:
@@ -175,7 +220,7 @@ def _judge(prep: Prepared, state: RunState, out: ProcOutcome, redactor: Any, log
     prov, mode = prep.provider, prep.opts.mode
     text = final_text(state, prep.runner)
     d = decide(state, out, mode, text, prep.step_cap)
-    atomic_write_text(logs.report, redactor.redact(text or "(the worker produced no text)\n"), mode=0o600)
+    sandbox.write_private(logs.report, redactor.redact(text or "(the worker produced no text)\n"))
     cost = state.cost or cost_from_tokens(state.tokens, getattr(prov, "cost", None))
     tail = state.stderr_tail.decode("utf-8", "replace")[-2000:]
     return {

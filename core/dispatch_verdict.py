@@ -109,8 +109,9 @@ def decide(state: RunState, out: ProcOutcome, mode: str, text: str | None, step_
             error = _why_ended(out, step_cap) or f"the worker exited with code {out.exit_code} and no text"
     else:
         verdict = "partial"
-    if error is None and (out.timed_out or out.idle_timed_out or out.interrupted or step_capped):
-        error = _why_ended(out, step_cap, step_capped)
+    if out.timed_out or out.idle_timed_out or out.interrupted or step_capped:
+        why = _why_ended(out, step_cap, step_capped)
+        error = f"{why} (then: {error})" if error and why and why not in error else (why or error)
     return {"verdict": verdict, "parse_state": parsed.state, "parse_error": parsed.error,
             "result": parsed.result, "error_class": error_class, "error": error}
 

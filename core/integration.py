@@ -22,7 +22,7 @@ from typing import Any
 from pilothouse.core.gates import DEFAULT_TIMEOUT_S, GateResult, kill_orphan_gate, run_gate
 from pilothouse.core.layout import RepoLayout
 from pilothouse.core.project import PROTECTED_BRANCHES, ProjectConfig
-from pilothouse.core.worktrees import GitError, branch_exists, git, git_ok, is_scratch, worktree_root
+from pilothouse.core.worktrees import GitError, branch_exists, git, git_ok, git_run, is_scratch, worktree_root
 from pilothouse.providers.errors import UserError
 from pilothouse.providers.fsutil import atomic_write_json
 
@@ -176,12 +176,14 @@ def merge_task(layout: RepoLayout, project: ProjectConfig, branch: str, message:
         pending = _pending_file(layout)
         atomic_write_json(pending, {"branch": branch, "tip": tip, "previous_sha": previous})
         try:
-            proc_ok = git_ok(checkout, "merge", "--no-ff", "--no-edit", "-m", message, tip)
-            if not proc_ok:
+            proc = git_run(checkout, "merge", "--no-ff", "--no-edit", "-m", message, tip)
+            if proc.returncode != 0:
                 conflicts = [p for p in git(checkout, "diff", "--name-only", "--diff-filter=U").splitlines() if p]
                 _rollback(checkout, previous)
                 pending.unlink(missing_ok=True)
-                what = f"merge conflict in {', '.join(conflicts[:5])}" if conflicts else "merge failed"
+                detail = (proc.stderr or proc.stdout).strip().splitlines()
+                what = (f"merge conflict in {', '.join(conflicts[:5])}" if conflicts
+                        else f"merge failed: {detail[-1] if detail else 'git merge exited ' + str(proc.returncode)}")
                 return MergeResult(False, None, previous, reason=f"{what}; rolled back to {previous[:10]}",
                                    conflicts=conflicts)
             merged = git(checkout, "rev-parse", "HEAD")
@@ -220,3 +222,20 @@ def run_integration_gate(layout: RepoLayout, project: ProjectConfig, level: str 
     with _merge_lock(layout):
         checkout = ensure_integration_checkout(layout, project)
         return run_gate(project, level, checkout, timeout=timeout, env=env)
+
+
+def sync_integration(layout: RepoLayout, project: ProjectConfig, ref: str = "HEAD") -> dict[str, Any]:
+    """Bring the operator's newer commits (`ref` of their checkout) into the integration branch when that
+    is a fast-forward, so a new job builds on them. Never merges or rewrites: a diverged history is
+    reported (`state: diverged`) for the caller to decide.
+    """
+    with _merge_lock(layout):
+        checkout = ensure_integration_checkout(layout, project)
+        target = git(layout.root, "rev-parse", "--verify", f"{ref}^{{commit}}")
+        head = git(checkout, "rev-parse", "HEAD")
+        if head == target or git_ok(checkout, "merge-base", "--is-ancestor", target, head):
+            return {"state": "up-to-date", "head": head}
+        if git_ok(checkout, "merge-base", "--is-ancestor", head, target):
+            git(checkout, "merge", "-q", "--ff-only", target)
+            return {"state": "fast-forwarded", "head": target, "previous": head}
+        return {"state": "diverged", "head": head, "operator": target}

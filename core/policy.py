@@ -95,7 +95,8 @@ def choose_worker(project: Any, task: Any, availability: AvailabilityOf | None =
                             "add an assignment (name: {provider: ...})")
         av = _avail(availability, default[0])
         if av.available:
-            return Choice(default[0], default[1], f"{tid}: default provider {default[0]} (no assignments set)")
+            extra = f"; {av.reason}" if av.check_due else ""
+            return Choice(default[0], default[1], f"{tid}: default provider {default[0]} (no assignments set){extra}")
         return Choice(None, None, f"{tid}: waits for {default[0]}: {av.reason}", waiting=True,
                       next_check_at=av.next_check_at)
 
@@ -135,6 +136,8 @@ def choose_worker(project: Any, task: Any, availability: AvailabilityOf | None =
             why = f"{tid}: '{name}' ({a.provider}), the first assignment that fits and is available"
         else:
             why = f"{tid}: '{name}' ({a.provider}), the {'default' if name == mp.default_assignment else 'first'} assignment"
+        if av.check_due:  # granted the one due availability check: this run is it
+            why += f"; {av.reason}"
         return Choice(a.provider, a.model, why, assignment=name, fallback=is_fallback, considered=considered)
     if not waits:
         raise UserError(f"task {tid} ({complexity}, mode {mode}): no assignment in project.yaml "

@@ -10,9 +10,7 @@ hands it back again until it is closed, so applying an answer must be idempotent
 from __future__ import annotations
 
 import getpass
-import hashlib
 import json
-import re
 import secrets
 import sqlite3
 from collections.abc import Iterator
@@ -116,30 +114,6 @@ def normalise_code(code: str) -> str:
     return code.strip().upper()
 
 
-_VOLATILE = [
-    (re.compile(r"\b\d+(\.\d+)?\s*(s|ms|sec|seconds)\b"), "<dur>"),
-    (re.compile(r"0x[0-9a-fA-F]+"), "<addr>"),
-    (re.compile(r"\b[0-9a-f]{7,40}\b"), "<sha>"),
-    (re.compile(r"(/[\w.@+-]+)+"), "<path>"),
-    (re.compile(r"\d{4}-\d\d-\d\dT[\d:.]+Z?"), "<ts>"),
-    (re.compile(r"\b\d+\b"), "<n>"),
-    (re.compile(r"[ \t]+"), " "),
-]
-
-
-def setup_fingerprint(command: str, output_tail: str) -> str:
-    """The same setup failure in two worktrees gives the same fingerprint.
-
-    Worktree paths, durations, addresses, hashes and counts differ between tasks failing the
-    same way, so they are masked before hashing; only the last lines (the error) count.
-    """
-    lines = [ln for ln in output_tail.strip().splitlines() if ln.strip()][-8:]
-    text = "\n".join(lines)
-    for pattern, repl in _VOLATILE:
-        text = pattern.sub(repl, text)
-    return hashlib.sha256(f"{command.strip()}\n{text.strip()}".encode()).hexdigest()[:16]
-
-
 def _row_to_problem(row: sqlite3.Row) -> Problem:
     ans = json.loads(row["answer"]) if row["answer"] else {}
     return Problem(code=row["code"], job=row["job"], task=row["task"], kind=row["kind"],
@@ -181,6 +155,8 @@ def open_problem(layout: Any, job: str, task: str | None, kind: str, summary: st
         raise ValueError(f"unknown replies {unknown} for problem kind {kind}")
     ev = dict(evidence or {})
     if kind == "setup_failed" and "fingerprint" not in ev:
+        from pilothouse.core.holds import setup_fingerprint
+
         ev["fingerprint"] = setup_fingerprint(str(ev.get("command", "")), str(ev.get("output_tail", "")))
     log = log or EventLog(layout.events)
     at = now_iso(now)
@@ -196,6 +172,8 @@ def open_problem(layout: Any, job: str, task: str | None, kind: str, summary: st
                 "INSERT INTO problems(code, job, task, kind, summary, evidence, replies, state, opened_at)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, 'open', ?)",
                 (code, job, task, kind, summary, json.dumps(ev, default=str), json.dumps(allowed), at))
+        from pilothouse.core.holds import job_hold
+
         hold = job_hold(layout, job, conn=db)
         problem = get_problem(layout, code, conn=db)
     data: dict[str, Any] = {"code": code, "kind": kind, "summary": summary, "replies": allowed,
@@ -395,34 +373,3 @@ def open_problem_for(layout: RepoLayout, job: str, task: str, *,
         row = db.execute("SELECT code FROM problems WHERE job = ? AND task = ? AND state = 'open'"
                          " ORDER BY opened_at DESC", (job, task)).fetchone()
         return get_problem(layout, row["code"], conn=db) if row else None
-
-
-def job_hold(layout: RepoLayout, job: str, *, conn: sqlite3.Connection | None = None) -> list[str]:
-    """Codes of the open setup problems that hold this job, or [] when nothing holds it.
-
-    Two or more open setup_failed problems with one fingerprint hold the job: no new launches
-    until the operator retries one of them, so no tokens go to sessions that would fail alike.
-    A retry answer on any problem of that fingerprint (waiting or taken) releases the hold.
-    """
-    with _db(layout, conn) as db:
-        rows = db.execute("SELECT code, evidence, state, opened_at FROM problems"
-                          " WHERE job = ? AND kind = 'setup_failed'", (job,)).fetchall()
-        retried = {r["code"]: r["at"] for r in db.execute(
-            "SELECT code, max(at) AS at FROM replies WHERE reply = 'retry' AND code IN"
-            " (SELECT code FROM problems WHERE job = ? AND kind = 'setup_failed') GROUP BY code", (job,))}
-    groups: dict[str, list[str]] = {}
-    newest: dict[str, str] = {}
-    last_retry: dict[str, str] = {}
-    for r in rows:
-        fp = json.loads(r["evidence"] or "{}").get("fingerprint")
-        if not fp:
-            continue
-        if r["code"] in retried:
-            last_retry[fp] = max(last_retry.get(fp, ""), retried[r["code"]])
-        if r["state"] == "open" and r["code"] not in retried:
-            groups.setdefault(fp, []).append(r["code"])
-            newest[fp] = max(newest.get(fp, ""), r["opened_at"])
-    # a retry after the group's newest failure releases it; failing alike again re-forms it
-    held = [codes for fp, codes in groups.items()
-            if len(codes) >= 2 and last_retry.get(fp, "") < newest[fp]]
-    return sorted(c for codes in held for c in codes)

@@ -231,7 +231,11 @@ def detect_gates(root: Path) -> dict[str, str] | None:
         or any((root / d).is_dir() and any((root / d).rglob("test_*.py")) for d in ("tests", "test"))
     )
     if has_pytest:
-        return {"fast": "python -m pytest -q", "full": "python -m pytest -q"}
+        import shutil
+
+        # Debian-like systems without python-is-python3 have only `python3`
+        py = "python" if shutil.which("python") or not shutil.which("python3") else "python3"
+        return {"fast": f"{py} -m pytest -q", "full": f"{py} -m pytest -q"}
     package = root / "package.json"
     if package.exists():
         try:

@@ -140,20 +140,35 @@ def record_verdict(layout: RepoLayout, provider: str, verdict: dict[str, Any], n
     if limited and not reported:
         record_quota(layout, provider, "unknown", None, None, "http-429", at, blocked=True, **kw)
     if not limited and verdict.get("verdict") in ("completed", "partial"):
-        record_ok(layout, provider, "run", at, **{k: v for k, v in kw.items() if k in ("conn", "log")})
+        since = None
+        if kw.get("run"):
+            # only a run that started after a block was observed proves anything about it
+            with _db(layout, kw.get("conn")) as db:
+                row = db.execute("SELECT started_at FROM runs WHERE run_id = ?", (kw["run"],)).fetchone()
+            since = parse_ts(row["started_at"]) if row is not None else None
+        record_ok(layout, provider, "run", at, since=since,
+                  **{k: v for k, v in kw.items() if k in ("conn", "log")})
     return limited
 
 
 def record_ok(layout: RepoLayout, provider: str, source: str, now: datetime | None = None, *,
-              conn: sqlite3.Connection | None = None, log: EventLog | None = None) -> None:
-    """A request to the provider succeeded: every blocked window of it is lifted."""
+              since: datetime | None = None, conn: sqlite3.Connection | None = None,
+              log: EventLog | None = None) -> None:
+    """A request to the provider succeeded: its blocked windows are lifted.
+
+    `since`: when the successful work started; blocks observed after it stand (a run already
+    under way when a 429 arrived may have made its last request before the limit hit)."""
     at = _now(now)
+    cutoff = now_iso(since) if since is not None else now_iso(at)
     with _db(layout, conn) as db:
         with _tx(db):
-            blocked = db.execute("SELECT window FROM quota_windows WHERE provider = ? AND blocked = 1",
-                                 (provider,)).fetchall()
-            db.execute("UPDATE quota_windows SET blocked = 0, backoff_s = 0, next_check_at = NULL,"
-                       " observed_at = ?, source = ? WHERE provider = ?", (now_iso(at), source, provider))
+            blocked = db.execute("SELECT window FROM quota_windows WHERE provider = ? AND blocked = 1"
+                                 " AND observed_at <= ?", (provider, cutoff)).fetchall()
+            # a lifted window's last percentage (100) is no longer true, and the new one is unknown
+            db.execute("UPDATE quota_windows SET used_pct = CASE WHEN blocked = 1 THEN NULL ELSE used_pct END,"
+                       " blocked = 0, backoff_s = 0, next_check_at = NULL, observed_at = ?, source = ?"
+                       " WHERE provider = ? AND (blocked = 0 OR observed_at <= ?)",
+                       (now_iso(at), source, provider, cutoff))
     if blocked:
         (log or EventLog(layout.events)).append("quota.changed", data={
             "provider": provider, "blocked": False, "source": source, "observed_at": now_iso(at),

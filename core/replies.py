@@ -24,7 +24,7 @@ KIND_REPLIES: dict[str, tuple[str, ...]] = {
     "review_rejected": ("hint", "accept", "skip", "plan"),
     "unchanged_resubmission": ("hint", "accept", "skip", "plan"),
     "reviewer_failed": ("retry", "accept", "skip"),
-    "builder_blocked": ("dismiss", "hint", "skip", "plan"),
+    "builder_blocked": ("retry", "hint", "skip", "plan", "dismiss"),
     "needs_files": ("dismiss", "hint", "skip", "plan"),
     "worker_crashed": ("retry", "hint", "skip", "plan"),
     "setup_failed": ("retry", "skip"),

@@ -72,6 +72,8 @@ class Supervisor:
         self.adopted: set[str] = set()            # run ids of a previous supervisor's live dispatches
         self.tails: dict[str, runs.RunTail] = {}
         self.inflight: set[tuple[str, ...]] = set()  # gates and merges running in threads
+        self.preparing: dict[tuple[str, str], Any] = {}  # tasks whose worktree is being made (their defs)
+        self.worktree_lock = threading.Lock()
         self.activity_sent: dict[str, tuple[float, str | None]] = {}
         self.usage_sent: dict[str, tuple[float, int]] = {}
         self.stopping = False
@@ -212,6 +214,8 @@ class Supervisor:
                     on_done(result, error)
                 elif kind == "fs" and "logs" in payload:
                     self.read_logs()
+                elif kind == "verdict":
+                    self.collect_verdict(payload)
             self.flush_activity()
 
     def idle(self) -> bool:
@@ -290,6 +294,18 @@ class Supervisor:
             return
         verdict = runs.read_verdict(self.layout, run_id, row["provider"])
         self.finish(row, verdict or runs.synth_verdict(self.layout, row, "the dispatch exited without a verdict"))
+
+    def collect_verdict(self, run_id: str) -> None:
+        """A dispatch wrote its verdict.json: take it now rather than when the process has wound down
+        (its exit is still watched, to reap it)."""
+        if run_id not in self.live_runs():
+            return
+        row = self.store.run(run_id)
+        if row is None or row["state"] == "finished":
+            return
+        verdict = runs.read_verdict(self.layout, run_id, row["provider"])
+        if verdict is not None:
+            self.finish(row, verdict)
 
     def finish(self, row: sqlite3.Row, verdict: dict[str, Any]) -> None:
         tail = self.tails.pop(row["run_id"], None)

@@ -8,18 +8,13 @@ rerun, a recorded merge intent is redone through the idempotent merge_task).
 from __future__ import annotations
 
 import json
-import time
-from fnmatch import fnmatch
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pilothouse.core import runs
 from pilothouse.core import supervisor_launch as L
 from pilothouse.core import supervisor_review as review
-from pilothouse.core.events import utc_now_iso
 from pilothouse.core.supervisor_replies import apply_replies  # noqa: F401  (the loop calls it through here)
-from pilothouse.core.supervisor_state import ACTIVE, TERMINAL, counters, stop_task
-from pilothouse.providers.errors import UserError
+from pilothouse.core.supervisor_sched import launch_ready, resume_builder  # noqa: F401
+from pilothouse.core.supervisor_state import TERMINAL, counters, stop_task
 
 if TYPE_CHECKING:
     import sqlite3
@@ -64,6 +59,7 @@ def step_job(sup: Supervisor, job: str, planned: bool) -> list[tuple[str, Any, A
     rows = sup.store.tasks(job)
     states = {r["task"]: r["state"] for r in rows}
     ready: list[tuple[str, Any, Any]] = []
+    hold = launch_hold(sup, job) if rows else None
     for r in rows:
         if r["state"] in TERMINAL or r["state"] == "stopped":
             continue
@@ -76,8 +72,20 @@ def step_job(sup: Supervisor, job: str, planned: bool) -> list[tuple[str, Any, A
                           kind="worker_crashed", evidence={"error": repr(exc)})
             except Exception:  # noqa: BLE001
                 sup.log.exception("cannot stop task %s/%s", job, r["task"])
-    review.finish_job(sup, job, planned)
+    if hold:
+        for _, r, _ in ready:
+            if r is not None and r["reason"] != hold:
+                sup.store.update_task(job, r["task"], reason=hold)
+        ready = []
+    review.finish_job(sup, job, planned, hold)
     return ready
+
+
+def launch_hold(sup: Supervisor, job: str) -> str | None:
+    """Why nothing new may launch for the job now (budget, a shared setup failure), or None."""
+    from pilothouse.core import holds
+
+    return holds.launch_hold(sup.layout, job, sup.project.budgets.job_tokens, conn=sup.conn, log=sup.events)
 
 
 def _step_task(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any, states: dict[str, str], planned: bool,
@@ -93,10 +101,12 @@ def _step_task(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any, states: dic
     if st == "ready" and planned:
         ready.append((job, sup.store.task(job, tid), tdef))
     elif st == "waiting":
-        if _available(sup, r["provider"]):
-            c = counters(r)
+        c = counters(r)
+        providers = list(c.get("wait_for") or ([r["provider"]] if r["provider"] else []))
+        if not providers or any(_available(sup, p) for p in providers):
             target = c.pop("wait_then", "ready")
-            sup.store.set_task(job, tid, target, f"{r['provider'] or 'the provider'} is available again",
+            c.pop("wait_for", None)
+            sup.store.set_task(job, tid, target, f"{', '.join(providers) or 'the provider'} may take work again",
                                counters=c)
             if planned and target == "ready":
                 ready.append((job, sup.store.task(job, tid), tdef))
@@ -118,9 +128,10 @@ def _available(sup: Supervisor, provider: str | None) -> bool:
     from pilothouse.core import quota
 
     av = quota.availability(sup.layout, provider, conn=sup.conn)
-    if not av.available and av.next_check_at is not None:
+    if not av.available and not av.check_due and av.next_check_at is not None:
         sup.wake_at(av.next_check_at.timestamp())  # look again then, without polling meanwhile
-    return av.available
+    # a due check makes the task ready; the launch claims the one check (quota.may_launch)
+    return av.available or av.check_due
 
 
 def note_quota(sup: Supervisor, row: sqlite3.Row, verdict: dict[str, Any]) -> None:
@@ -133,162 +144,82 @@ def note_quota(sup: Supervisor, row: sqlite3.Row, verdict: dict[str, Any]) -> No
         quota.record_verdict(sup.layout, row["provider"], verdict, conn=sup.conn, log=sup.events)
 
 
-# --- launching -------------------------------------------------------------------------------
-
-def _overlap(a: str, b: str) -> bool:
-    a, b = a.rstrip("/"), b.rstrip("/")
-    return a == b or a.startswith(b + "/") or b.startswith(a + "/") or fnmatch(a, b) or fnmatch(b, a)
-
-
-def _hot(sup: Supervisor, t: Any) -> bool:
-    return bool(t.kind == "HOTSPOT" or any(_overlap(w, h) for w in t.expected_paths.write
-                                            for h in sup.project.hotspots))
-
-
-def conflict(sup: Supervisor, t: Any, others: list[Any]) -> Any | None:
-    """The active task whose paths this one may not share (write/write; a HOTSPOT shares nothing)."""
-    mine_w = list(t.expected_paths.write)
-    mine_all = mine_w + list(t.expected_paths.read)
-    for o in others:
-        theirs_w = list(o.expected_paths.write)
-        if any(_overlap(x, y) for x in mine_w for y in theirs_w):
-            return o
-        if (_hot(sup, t) or _hot(sup, o)) and any(
-                _overlap(x, y) for x in mine_all for y in theirs_w + list(o.expected_paths.read)):
-            return o
-    return None
-
-
-def launch_ready(sup: Supervisor, candidates: list[tuple[str, Any, Any]]) -> None:
-    defs = _defs(sup)
-    capacity = sup.max_workers - sup.busy_count()
-    marks = ",".join("?" * len(ACTIVE))
-    active = [defs[(r["job"], r["task"])] for r in sup.conn.execute(
-        f"SELECT job, task FROM tasks WHERE state IN ({marks})", ACTIVE) if (r["job"], r["task"]) in defs]
-    for job, r, tdef in candidates:
-        if capacity <= 0:
-            return
-        if r is None or r["state"] != "ready":
-            continue
-        other = conflict(sup, tdef, active)
-        if other is not None:
-            why = f"waits for {other.id}, which works on the same paths"
-            if r["reason"] != why:
-                sup.store.update_task(job, r["task"], reason=why)
-            continue
-        if launch_builder(sup, job, r, tdef):
-            capacity -= 1
-            active.append(tdef)
-
-
-def launch_builder(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any) -> bool:
-    from pilothouse.core import policy
-    from pilothouse.core.gates import run_setup
-    from pilothouse.core.worktrees import create_worktree, head
-
-    tid = r["task"]
-    try:
-        choice = policy.choose_worker(sup.project, tdef, lambda p: _availability(sup, p), mode="code",
-                                      default=sup.default_provider)
-    except UserError as exc:
-        stop_task(sup.store, job, tid, str(exc), kind="setup_failed")
-        return False
-    if choice.waiting or not choice.provider:
-        sup.store.set_task(job, tid, "waiting", choice.why)
-        return False
-    started = time.monotonic()
-    try:
-        if r["worktree"] and Path(r["worktree"]).is_dir():
-            path, branch = Path(r["worktree"]), r["branch"]
-        else:
-            base_ref = sup.good_head or sup.project.integration_branch
-            path, branch = create_worktree(sup.layout, job, tid, base_ref, reuse=True)
-    except UserError as exc:
-        stop_task(sup.store, job, tid, str(exc), kind="worktree_failed")
-        return False
-    worktree_ms = round((time.monotonic() - started) * 1000, 1)
-    if sup.project.setup and not r["worktree"]:
-        from pilothouse.core import stops
-
-        failed = run_setup(sup.project, path)
-        if failed is not None:
-            d = stops.after_gate(failed.to_dict(), counters(r), setup=True)
-            stop_task(sup.store, job, tid, d.reason, kind=d.kind or "setup_failed", evidence=d.evidence)
-            return False
-    base = head(path)
-    c = counters(r)
-    c.setdefault("base", base)
-    launch = runs.Launch(run_id=runs.new_run_id(), job=job, task=tid, role="builder", provider=choice.provider,
-                         mode="code", workdir=str(path), task_text=L.build_text(job, tdef),
-                         attempt=int(r["attempt"]) + 1, model=choice.model, scenario=sup.project.sim_scenario)
-    c["builder_run"] = launch.run_id
-    L.start(sup, launch, task_state="running", reason=choice.why,
-            fields={"attempt": launch.attempt, "provider": choice.provider, "model": choice.model,
-                    "branch": branch, "worktree": str(path), "commit_sha": base, "started_at": utc_now_iso(),
-                    "session_id": None, "review_round": 0, "counters": c},
-            event_extra={"worktree_ms": worktree_ms})
-    return True
-
-
-def _availability(sup: Supervisor, provider: str) -> Any:
-    from pilothouse.core import quota
-
-    return quota.availability(sup.layout, provider, conn=sup.conn)
-
-
-def resume_builder(sup: Supervisor, job: str, r: sqlite3.Row, text: str, reason: str,
-                   counters_update: dict[str, Any] | None = None, state_fields: dict[str, Any] | None = None) -> bool:
-    """The same builder continues its own session with `text` (findings, gate output, a hint)."""
-    c = counters(r)
-    if not r["session_id"]:
-        return False
-    c.update(counters_update or {})
-    launch = runs.Launch(run_id=runs.new_run_id(), job=job, task=r["task"], role="builder",
-                         provider=r["provider"], mode="resume", workdir=r["worktree"], task_text=text,
-                         attempt=int(r["attempt"]), model=r["model"], session_id=r["session_id"],
-                         resume_of=c.get("builder_run"), scenario=sup.project.sim_scenario)
-    c["builder_run"] = launch.run_id
-    L.start(sup, launch, task_state="running", reason=reason, fields={"counters": c, **(state_fields or {})})
-    return True
-
-
 # --- after the builder -----------------------------------------------------------------------
 
 def builder_done(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any, run: sqlite3.Row) -> None:
+    """The builder's run finished: commit its work (in a thread), then decide what comes next."""
     from pilothouse.core import stops
-    from pilothouse.core.worktrees import GitError, commit_all, head
+    from pilothouse.core.worktrees import commit_all, head
 
-    tid = r["task"]
+    tid, run_id = r["task"], run["run_id"]
+    key = ("commit", job, tid)
+    if key in sup.inflight:
+        return
+    if stops.classify_verdict(L.verdict_of(run)) != "ok":
+        _after_builder(sup, job, tid, tdef, run_id, None, None)
+        return
+    if run["mode"] == "explore":
+        _research_done(sup, job, r, run)
+        return
+    worktree = r["worktree"]
+    message = f"{tid}: {tdef.title}\n\njob: {job}\ntask: {tid}\nrun: {run_id}"
+
+    def commit() -> str:
+        return commit_all(worktree, message) or head(worktree)
+
+    sup.work(key, commit, lambda res, exc: _after_builder(sup, job, tid, tdef, run_id, res, exc))
+
+
+def _after_builder(sup: Supervisor, job: str, tid: str, tdef: Any, run_id: str, now: str | None,
+                   exc: BaseException | None) -> None:
+    from pilothouse.core import stops
+
+    r = sup.store.task(job, tid)
+    run = sup.store.run(run_id)
+    if r is None or run is None or r["state"] != "running" or r["run_id"] != run_id:
+        return
     v = L.verdict_of(run)
+    if exc is not None:
+        stop_task(sup.store, job, tid, f"cannot commit the builder's work: {exc}", kind="worker_crashed",
+                  evidence={"run": run_id, "log": run["log"]})
+        return
     session = v.get("session_id") or r["session_id"]
-    c = counters(r)
     resumed = run["mode"] == "resume"
-    commit: str | None = None
-    if stops.classify_verdict(v) == "ok":
-        try:
-            commit_all(r["worktree"], f"{tid}: {tdef.title}\n\njob: {job}\ntask: {tid}\nrun: {run['run_id']}")
-            now = head(r["worktree"])
-        except (GitError, OSError) as exc:
-            stop_task(sup.store, job, tid, f"cannot commit the builder's work: {exc}", kind="worker_crashed",
-                      evidence={"run": run["run_id"], "log": run["log"]})
-            return
-        # on a first run, the attempt's base is recorded in commit_sha: no move means no commit
-        commit = now if (resumed or now != r["commit_sha"]) else None
-    d = stops.after_builder(v, c, commit=commit, last_submitted=r["commit_sha"] if resumed else None,
+    # on a first run, the attempt's base is recorded in commit_sha: no move means no commit
+    commit = now if now is not None and (resumed or now != r["commit_sha"]) else None
+    d = stops.after_builder(v, counters(r), commit=commit, last_submitted=r["commit_sha"] if resumed else None,
                             log=run["log"])
     if d.action == stops.PROCEED:
         assert commit is not None
         sup.store.set_task(job, tid, "gating", f"{d.reason} ({v.get('verdict')})", commit_sha=commit,
                            session_id=session, activity=None, counters=d.counters)
+        start_gate(sup, job, sup.store.task(job, tid), tdef)  # type: ignore[arg-type]
     elif d.action == stops.WAIT:
         # a usage limit is not a failure: the attempt is given back and the task waits
+        c = dict(d.counters)
+        c["wait_for"] = [r["provider"]]
+        c["quota_waits"] = int(c.get("quota_waits", 0)) + 1
         sup.store.set_task(job, tid, "waiting", d.reason, attempt=max(0, int(r["attempt"]) - 1),
-                           session_id=session, counters=d.counters)
+                           session_id=session, counters=c)
     elif d.action == stops.RERUN:
         sup.store.set_task(job, tid, "ready", d.reason, counters=d.counters)
     else:
         stop_task(sup.store, job, tid, d.reason, kind=d.kind or "worker_crashed", evidence=d.evidence,
                   counters=d.counters, session_id=session)
+
+
+def _research_done(sup: Supervisor, job: str, r: sqlite3.Row, run: sqlite3.Row) -> None:
+    """A RESEARCH task: nothing to commit, gate or merge; its facts are its result."""
+    v = L.verdict_of(run)
+    result = v.get("result") if v.get("parse_state") == "parsed" else None
+    facts = list((result or {}).get("facts") or [])
+    if not facts:
+        stop_task(sup.store, job, r["task"], "the research run returned no facts "
+                  f"({v.get('parse_error') or v.get('parse_state')})", kind="builder_blocked",
+                  evidence={"run": run["run_id"], "log": run["log"]})
+        return
+    sup.store.set_task(job, r["task"], "done", f"research: {len(facts)} facts", activity=None,
+                       event_data={"facts": facts[:20], "truncated": bool((result or {}).get("truncated"))})
 
 
 def start_gate(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any) -> None:

@@ -151,9 +151,17 @@ def _coordinator(sup: Supervisor, job: Any) -> tuple[str, str | None]:
 def _launch_assigner(sup: Supervisor, job: Any, revision: int, previous: sqlite3.Row | None,
                      errors: list[str] | None = None) -> None:
     from pilothouse.core.integration import ensure_integration_checkout
+    from pilothouse.core.supervisor_flow import launch_hold
 
+    hold = launch_hold(sup, job.name)
+    if hold:
+        if sup.store.job(job.name)["reason"] != hold:  # type: ignore[index]
+            sup.store.set_job(job.name, "job.blocked", reason=hold, state="blocked")
+        return
     provider, model = _coordinator(sup, job)
     checkout = ensure_integration_checkout(sup.layout, sup.project)
+    if previous is None and not sup.inflight and not sup.live_runs():
+        _sync(sup)
     if previous is None:
         existing = [{"task": t["task"], "state": t["state"]} for t in sup.store.tasks(job.name)]
         text = L.plan_text(job, job.name, revision, L.repo_summary(checkout), existing)
@@ -176,3 +184,18 @@ def _stop_planning(sup: Supervisor, job: str, revision: int, errors: list[str], 
     sup.store.set_job(job, "job.blocked", reason=summary, state="blocked")
     problems.open_problem(sup.layout, job, None, "plan_invalid", summary, {"run": run_id, "errors": errors},
                           conn=sup.conn, log=sup.events)
+
+
+def _sync(sup: Supervisor) -> None:
+    """With nothing in flight, bring the operator's newer commits into the integration branch (a
+    fast-forward only), so a new plan builds on what they committed since the last job."""
+    from pilothouse.core.integration import sync_integration
+
+    try:
+        result = sync_integration(sup.layout, sup.project)
+    except Exception as exc:  # noqa: BLE001 - planning goes on from the current integration head
+        sup.log.warning("could not sync the integration branch: %s", exc)
+        return
+    if result.get("state") == "fast-forwarded":
+        sup.good_head = None  # recomputed at the next launch
+        sup.log.info("integration branch fast-forwarded to %s", result.get("head"))

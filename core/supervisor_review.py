@@ -51,13 +51,21 @@ def after_gate(sup: Supervisor, job: str, r: sqlite3.Row) -> None:
 
 
 def launch_reviewer(sup: Supervisor, job: str, r: sqlite3.Row) -> None:
+    from pilothouse.core.supervisor_flow import launch_hold
     from pilothouse.core.worktrees import diff_stat
 
     tdef = _def(sup, job, r["task"])
-    who = _reviewer(sup)
     round_no = int(r["review_round"]) + 1
+    hold = launch_hold(sup, job)
+    if hold:
+        if r["state"] != "reviewing":
+            sup.store.set_task(job, r["task"], "reviewing", hold)  # the reviewer starts once the hold lifts
+        return
+    who = _reviewer(sup)
     if who is None:
-        sup.store.set_task(job, r["task"], "waiting", "the reviewer's provider is at a usage limit")
+        c = counters(r)
+        c.update(wait_then="gating", wait_for=[sup.project.model_policy.roles.reviewer or "sim"])
+        sup.store.set_task(job, r["task"], "waiting", "the reviewer's provider is at a usage limit", counters=c)
         return
     base = counters(r).get("base") or sup.project.integration_branch
     stat = diff_stat(r["worktree"], base).get("text", "")
@@ -100,6 +108,7 @@ def step(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any) -> None:
     elif d.action == stops.WAIT:
         c = dict(d.counters)
         c["wait_then"] = "gating"  # once the reviewer's provider is back: gate again, then a fresh review
+        c["wait_for"] = [run["provider"]]
         sup.store.set_task(job, r["task"], "waiting", d.reason, counters=c)
     else:
         stop_task(sup.store, job, r["task"], d.reason, kind=d.kind or "review_rejected",
@@ -116,18 +125,25 @@ def _review_event(sup: Supervisor, job: str, r: Any, run: Any, overall: str | No
 
 # --- the job's end ---------------------------------------------------------------------------
 
-def finish_job(sup: Supervisor, job: str, planned: bool) -> None:
+def finish_job(sup: Supervisor, job: str, planned: bool, hold: str | None = None) -> None:
     rows = sup.store.tasks(job)
     jr = sup.store.job(job)
     if not rows or jr is None or not planned:
         return
     state = jr["state"]
     if any(r["state"] not in TERMINAL for r in rows):
-        moving = any(r["state"] in (*ACTIVE, "ready", "waiting") and not _awaits_operator(sup, r) for r in rows)
-        if not moving and not sup.inflight and state != "blocked":
+        if hold:
+            # held: only work already under way moves; ready tasks wait for the operator
+            live = {rid for rid in sup.live_runs()}
+            moving = any(r["state"] in ("gating", "approved", "merging") or
+                         (r["state"] in ("running", "reviewing") and r["run_id"] in live) for r in rows)
+        else:
+            moving = any(r["state"] in (*ACTIVE, "ready", "waiting") and not _awaits_operator(sup, r)
+                         for r in rows)
+        if not moving and not any(k[1] == job for k in sup.inflight if len(k) > 1) and state != "blocked":
             stopped = [r["task"] for r in rows if r["state"] == "stopped" or _awaits_operator(sup, r)]
-            sup.store.set_job(job, "job.blocked", reason="waiting for the operator: " + ", ".join(stopped),
-                              state="blocked", event_data={"tasks": stopped})
+            why = hold or ("waiting for the operator: " + ", ".join(stopped))
+            sup.store.set_job(job, "job.blocked", reason=why, state="blocked", event_data={"tasks": stopped})
         elif moving and state == "blocked":
             sup.store.set_job(job, None, reason="work resumed", state="running")
         return

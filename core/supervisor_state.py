@@ -24,7 +24,7 @@ _ANY_OPEN = ("cancelled", "skipped", "stopped", "needs_replan", "waiting")
 TRANSITIONS: dict[str, tuple[str, ...]] = {
     "planned": ("ready", *_ANY_OPEN),
     "ready": ("running", "planned", *_ANY_OPEN),
-    "running": ("gating", "running", "ready", *_ANY_OPEN),
+    "running": ("gating", "running", "ready", "done", *_ANY_OPEN),  # done: a RESEARCH task (nothing to merge)
     "gating": ("reviewing", "approved", "running", *_ANY_OPEN),
     "reviewing": ("approved", "running", "reviewing", "gating", *_ANY_OPEN),
     "approved": ("merging", *_ANY_OPEN),

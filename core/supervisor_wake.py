@@ -94,6 +94,9 @@ class FileWatcher(threading.Thread):
             return None
         p = Path(path)
         if p.is_relative_to(self.logs):
+            if path.endswith(".verdict.json"):
+                self.waker.inbox.put(("verdict", p.name[: -len(".verdict.json")]))
+                return "logs"
             return "logs" if path.endswith(".jsonl") else None
         if p.is_relative_to(self.runtime):
             # the operator writes state.db (replies); the event log carries every other process's news

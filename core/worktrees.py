@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ BRANCH_PREFIX = "ph/"
 # never counted as "the gate changed files".
 SCRATCH_PATTERNS = ("__pycache__/", "*.pyc", ".pytest_cache/", ".mypy_cache/", ".ruff_cache/",
                     ".coverage", "node_modules/", ".venv/", ".tox/", ".DS_Store")
-_MIN_FREE_BYTES = 64 * 1024 * 1024
+_MIN_FREE_MB_DEFAULT = 64  # below this, `git worktree add` would leave a half-written checkout
 
 
 class GitError(Exception):
@@ -46,11 +47,21 @@ def git(cwd: Path | str, *args: str, check: bool = True, env: dict[str, str] | N
     if env:
         full_env = dict(os.environ)
         full_env.update(env)
-    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, env=full_env,
-                          stdin=subprocess.DEVNULL)
+    for attempt in range(4):
+        proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, env=full_env,
+                              stdin=subprocess.DEVNULL)
+        # another git (the operator's, or a parallel worktree add) holds a ref or index lock: brief wait
+        if proc.returncode == 0 or ".lock': File exists" not in proc.stderr or attempt == 3:
+            break
+        time.sleep(0.05 * (attempt + 1))
     if check and proc.returncode != 0:
         raise GitError(list(args), proc.returncode, proc.stderr or proc.stdout)
     return proc.stdout.strip() if strip else proc.stdout
+
+
+def git_run(cwd: Path | str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run git and return the completed process (for callers that need the exit code and stderr)."""
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
 
 
 def git_ok(cwd: Path | str, *args: str) -> bool:
@@ -97,8 +108,12 @@ def _check_free_space(where: Path) -> None:
     probe = where
     while not probe.exists():
         probe = probe.parent
+    try:
+        min_mb = int(os.environ.get("PILOTHOUSE_MIN_FREE_MB") or _MIN_FREE_MB_DEFAULT)
+    except ValueError:
+        min_mb = _MIN_FREE_MB_DEFAULT
     free = shutil.disk_usage(probe).free
-    if free < _MIN_FREE_BYTES:
+    if free < min_mb * 1024 * 1024:
         raise WorktreeError(f"disk full: {free // (1024 * 1024)} MB free under {probe}; free some space "
                             "(pilothouse maintain worktrees list shows old worktrees)")
 

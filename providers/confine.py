@@ -10,7 +10,8 @@ launch goes through prepare(), which wraps the runner's argv in `bwrap`:
   worktrees, logs, the file key store) and XDG_RUNTIME_DIR (keyring / D-Bus sockets) hidden under
   empty read-only tmpfs; only what the runner needs is bound back in, read-only (its interpreter,
   its installed CLI, the run's credential);
-- read-write: the run's own sandbox (its HOME/XDG dirs), the provider's shared cache, the runner's
+- read-write: the run's own sandbox dirs (its HOME/XDG dirs; the sandbox's own records stay
+  read-only), the provider's shared cache, the runner's
   declared writable paths and — for code/resume/test only — the worktree. The worktree's `.git`
   stays read-only so a worker cannot plant hooks or repoint it for git commands run later outside;
 - a user namespace with every capability dropped even when pilothouse runs as root (root keeps
@@ -34,12 +35,10 @@ import re
 import shutil
 import subprocess
 import sys
-from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from pilothouse.providers import paths
 from pilothouse.providers.errors import UserError
 from pilothouse.providers.runners.base import LaunchSpec, RunSpec
 
@@ -115,7 +114,16 @@ def _probe_bwrap() -> tuple[bool, str, str | None, bool]:
         st = os.stat(bwrap)
     except OSError as exc:
         return False, f"bwrap at {bwrap} is unreadable ({exc}); {INSTALL_FIX}", None, False
-    return _smoke(bwrap, (st.st_mtime_ns, st.st_size))
+    stamp = (st.st_mtime_ns, st.st_size)
+    # a passed probe of this very binary (same path, mtime and size) already proved it works here:
+    # trust it and save each dispatch three bwrap start-ups (~20 ms)
+    from pilothouse.providers import probe
+
+    record = probe.load_record()
+    known = (record or {}).get("bwrap") or {}
+    if record and record.get("ok") and known.get("path") == bwrap and known.get("stat") == list(stamp):
+        return True, "", known.get("version"), bool(known.get("disable_userns"))
+    return _smoke(bwrap, stamp)
 
 
 def available() -> tuple[bool, str]:
@@ -128,8 +136,58 @@ def bwrap_version() -> str | None:
     return _probe_bwrap()[2]
 
 
+def project_setting_near(start: Path | None = None) -> str | None:
+    """`confinement:` of the nearest .ai/project.yaml (a line match: status must not pay for YAML)."""
+    here = (start or Path.cwd()).resolve()
+    for d in (here, *here.parents):
+        f = d / ".ai" / "project.yaml"
+        if f.is_file():
+            try:
+                m = re.search(r"(?m)^confinement:\s*[\"']?(\w+)", f.read_text(errors="replace"))
+            except OSError:
+                return None
+            if not m:
+                return None
+            return "off" if m.group(1).lower() in {"off", "false", "no"} else "on"
+        if (d / ".git").exists():
+            return None
+    return None
+
+
+def trusted_project_root(workdir: Path) -> Path:
+    """Where a run's project settings must be read from: the main checkout, not the worktree.
+
+    A worktree's own .ai/project.yaml is a file its worker can edit: reading `confinement: off`
+    from there would let a confined worker switch off the confinement of its next run (resume).
+    For a linked worktree this follows .git → gitdir → commondir to the main checkout.
+    """
+    here = workdir.resolve()
+    for d in (here, *here.parents):
+        dotgit = d / ".git"
+        if dotgit.is_dir():
+            return d
+        if dotgit.is_file():
+            m = re.match(r"gitdir:\s*(.+)", dotgit.read_text(errors="replace").strip())
+            if not m:
+                return d
+            gitdir = (d / m.group(1).strip()).resolve()
+            common = gitdir / "commondir"
+            if common.is_file():
+                common_dir = (gitdir / common.read_text().strip()).resolve()
+                if common_dir.name == ".git":
+                    return common_dir.parent
+            return d
+    return here
+
+
 def status(project_setting: str | None = None) -> dict[str, Any]:
-    """For `pilothouse status` and the cockpit: is confinement in force, and if not, why."""
+    """For `pilothouse status` and the cockpit: is confinement in force, and if not, why.
+
+    mode: "bwrap" (writers confined), "off" (the project opted out: show it in red),
+    "unavailable" (writers refuse to launch; `reason` says why and how to fix it).
+    """
+    if project_setting is None:
+        project_setting = project_setting_near()
     ok, reason, version, _du = _probe_bwrap()
     from pilothouse.providers import probe
 
@@ -137,6 +195,7 @@ def status(project_setting: str | None = None) -> dict[str, Any]:
     probed = bool(ok and record and record.get("ok") and probe.record_matches_bwrap(record))
     if str(project_setting or "").lower() == "off":
         mode = "off"  # shown in red: the project chose to run writers unconfined
+        reason = reason or "the project sets `confinement: off`: writers run unconfined"
     elif ok:
         mode = "bwrap"
     else:
@@ -170,175 +229,34 @@ def prepare(launch: LaunchSpec, spec: RunSpec) -> LaunchSpec:
     return wrap(launch, spec)
 
 
-# --- building the bwrap argv -------------------------------------------------------------------
+def prepare_command(argv: list[str], env: dict[str, str], workdir: Path, scratch: Path, *,
+                    settings: dict[str, Any] | None = None) -> LaunchSpec:
+    """A command that runs code the worker wrote (gate, setup) confined like a test-mode run.
 
-def _real(p: Path | str) -> Path:
-    return Path(os.path.realpath(os.path.expanduser(str(p))))
+    Gates execute the worktree's tests — i.e. worker-written code (a conftest.py is enough) — so
+    running them unconfined would undo the worker's confinement. The command may write its
+    worktree and `scratch` (its HOME/XDG dirs are made there); everything else as for a worker.
+    `settings` are the project's (`confinement`, `network`); same refusal rules as prepare().
+    """
+    from pilothouse.providers.runners.base import Sandbox
 
-
-def _within(child: Path, parent: Path) -> bool:
-    return child == parent or child.is_relative_to(parent)
-
-
-def hidden_roots(spec: RunSpec | None = None) -> list[Path]:
-    """Trees the worker must not see at all (they hold keys, other runs, other worktrees, logs)."""
-    roots = [_real(Path.home()), paths.config_dir(), paths.data_dir(), paths.state_dir(),
-             paths.cache_dir(), paths.secrets_dir()]
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if runtime:
-        roots.append(Path(runtime))
-    if Path("/run/user").is_dir():
-        roots.append(Path("/run/user"))
-    out: list[Path] = []
-    for r in roots:
-        r = _real(r)
-        if r != Path("/") and r.is_dir() and r not in out and not _within(Path("/tmp"), r):
-            out.append(r)
-    return out
-
-
-def _runtime_paths(launch: LaunchSpec) -> list[Path]:
-    """What the runner needs to start: its interpreter/prefix, its binary, its PATH, its package."""
-    found: list[Path] = []
-    for p in {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(sys.executable)}:
-        found.append(_real(p))
-    found.append(_real(Path(__file__).resolve().parent.parent))  # the pilothouse package (editable)
-    found += [_real(p) for p in sys.path if p and os.path.isabs(p) and os.path.exists(p)]
-    found.append(_real(paths.runners_dir()))
-    env_path = launch.env.get("PATH", os.environ.get("PATH", ""))
-    found += [_real(p) for p in env_path.split(os.pathsep) if p and os.path.isabs(p)]
-    if launch.argv:
-        exe = shutil.which(launch.argv[0], path=env_path) or launch.argv[0]
-        if os.path.isabs(exe):
-            target = _real(exe)
-            found.append(target.parent)
-            if not target.is_relative_to("/tmp"):
-                found.append(target.parent.parent)  # the prefix of bin/ (lib/, node_modules)
-    return found
-
-
-def _git_paths(workdir: Path) -> tuple[list[Path], list[Path]]:
-    """(read-only paths inside the worktree, read-only git dirs outside it) for git to work read-only."""
-    dotgit = workdir / ".git"
-    inside = [dotgit] if dotgit.exists() else []
-    outside: list[Path] = []
-    if dotgit.is_file():
-        m = re.match(r"gitdir:\s*(.+)", dotgit.read_text(errors="replace").strip())
-        if m:
-            gitdir = _real(workdir / m.group(1).strip())
-            outside.append(gitdir)
-            common = gitdir / "commondir"
-            if common.is_file():
-                outside.append(_real(gitdir / common.read_text().strip()))
-    return inside, outside
+    dirs = {name: scratch / name for name in ("home", "config", "data", "state", "cache")}
+    for d in dirs.values():
+        d.mkdir(parents=True, exist_ok=True)
+    sb = Sandbox(root=scratch, shared_cache=dirs["cache"], **dirs)
+    spec = RunSpec(run_id=scratch.name, provider=None, mode="test", model="", base_url="", workdir=workdir,
+                   sandbox=sb, task_text="", task_file=scratch / "none", step_cap=0, timeout_s=0,
+                   idle_timeout_s=0, extra=dict(settings or {}))
+    child_env = {**env, "HOME": str(sb.home), "XDG_CONFIG_HOME": str(sb.config), "XDG_DATA_HOME": str(sb.data),
+                 "XDG_STATE_HOME": str(sb.state), "XDG_CACHE_HOME": str(sb.cache)}
+    return prepare(LaunchSpec(argv=list(argv), env=child_env, cwd=workdir), spec)
 
 
 def wrap(launch: LaunchSpec, spec: RunSpec, *, extra_ro: list[Path] | None = None) -> LaunchSpec:
-    """argv prefixed with bwrap for this run (no policy checks: prepare() and the probe call this)."""
-    bwrap = bwrap_path()
-    if bwrap is None:
-        raise UserError(f"bubblewrap (bwrap) is not installed: {INSTALL_FIX}")
-    workdir = _real(spec.workdir)
-    hidden = hidden_roots(spec)
-    for h in hidden:
-        if spec.mode in WRITER_MODES and _within(h, workdir):
-            raise UserError(f"workdir {workdir} contains {h}; a writer needs its own worktree, "
-                            "not a directory above your home or pilothouse's data")
-    # (path, kind): kind 0 = tmpfs hide, 1 = rw bind, 2 = ro bind; applied parents first
-    ops: dict[Path, int] = {}
+    """argv prefixed with bwrap for this run, no policy checks (prepare() and the probe use it)."""
+    from pilothouse.providers import confine_mounts
 
-    def add(p: Path, kind: int) -> None:
-        p = _real(p)
-        if p == Path("/") or not p.exists():
-            return
-        if kind == 2 and any(_within(h, p) for h in hidden):
-            return  # binding it back would re-expose a hidden tree (e.g. a PATH entry of $HOME)
-        rank = {0: 0, 2: 1, 1: 2}  # the same path asked twice: rw beats ro beats hidden
-        if p not in ops or rank[kind] > rank[ops[p]]:
-            ops[p] = kind
-
-    for h in hidden:
-        add(h, 0)
-    for p in _runtime_paths(launch) + list(launch.readonly) + list(extra_ro or []):
-        if any(_within(_real(p), h) for h in [*hidden, Path("/tmp")]):
-            add(p, 2)
-    if spec.sandbox.credential is not None:
-        add(Path(os.path.realpath(spec.sandbox.credential)), 2)
-    git_inside, git_outside = _git_paths(workdir)
-    for p in git_outside:
-        add(p, 2)
-    writable = [spec.sandbox.root, spec.sandbox.shared_cache, *launch.writable]
-    for p in writable:
-        add(p, 1)
-    if spec.mode in WRITER_MODES:
-        add(workdir, 1)
-        for p in git_inside:
-            add(p, 2)
-    else:
-        add(workdir, 2)
-
-    args = [bwrap, "--unshare-user", "--cap-drop", "ALL", "--unshare-pid", "--unshare-ipc",
-            "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--new-session"]
-    if _probe_bwrap()[3]:
-        args.append("--disable-userns")
-    if _cut_network(spec):
-        args.append("--unshare-net")
-    args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-    args += _tmp_skeleton(ops)
-    for p, kind in sorted(ops.items(), key=lambda item: (len(item[0].parts), item[1])):
-        if kind == 0:
-            args += ["--perms", "0755", "--tmpfs", str(p)]
-        elif kind == 1:
-            args += ["--bind", str(p), str(p)]
-        else:
-            args += ["--ro-bind", str(p), str(p)]
-    for p, kind in ops.items():
-        if kind == 0:
-            args += ["--remount-ro", str(p)]  # the hidden tree's stand-in is not a place to write either
-    env = dict(launch.env)
-    home = env.get("HOME")
-    if not home or not _within(_real(home), _real(spec.sandbox.root)):
-        env["HOME"] = str(spec.sandbox.home)
-    env.pop("TMPDIR", None)  # the host's TMPDIR may be hidden; /tmp is private anyway
-    args += ["--chdir", str(workdir), "--"]
-    return replace(launch, argv=args + list(launch.argv), env=env)
-
-
-def _tmp_skeleton(ops: dict[Path, int]) -> list[str]:
-    """Read-only stand-ins for the /tmp directories that lead to what is bound under /tmp.
-
-    /tmp is a private writable tmpfs; the parents bwrap would create there for a bind mount point
-    (say the main checkout around its .git) would be writable and turn a blocked write into one
-    that silently lands in the private /tmp. Made 0555 up front, they refuse it (EACCES: the
-    worker has no capabilities, so owner permission bits hold even for uid 0).
-    """
-    tmp = Path("/tmp")
-    dirs: set[Path] = set()
-    for p in ops:
-        if p.is_relative_to(tmp) and p != tmp:
-            for parent in p.parents:
-                if parent == tmp:
-                    break
-                if parent not in ops:
-                    dirs.add(parent)
-    out: list[str] = []
-    for d in sorted(dirs, key=lambda d: len(d.parts)):
-        out += ["--perms", "0555", "--dir", str(d)]
-    return out
-
-
-def _cut_network(spec: RunSpec) -> bool:
-    """Whether this run gets its own, empty network namespace (`network: none` in the project).
-
-    Workers call their model API from inside the sandbox, so a remote provider needs the network
-    and the option cannot apply to it (one warning). A local provider is served on the host's
-    loopback, which a new network namespace does not share.
-    """
-    if str(spec.extra.get("network", "")).lower() != "none":
-        return False
-    _warn_once(f"network: none is not applied to provider endpoint {spec.base_url!r}: the worker "
-               "reaches its model from inside the sandbox")
-    return False
+    return confine_mounts.wrap(launch, spec, extra_ro=extra_ro)
 
 
 def _children_map() -> dict[int, list[int]]:
@@ -371,9 +289,13 @@ def signal_sandbox(pid: int, sig: int) -> bool:
     their own session, so the launcher's process-group signal misses them. Returns False when
     `pid` is not a bwrap process or nothing inside was signalled (the caller then signals as usual).
     """
-    if _comm(pid) != "bwrap":
-        return False
     children = _children_map()
+    if _comm(pid) != "bwrap":
+        # under `network: none` the launch is netrelay → bwrap: look one level down
+        below = [c for c in children.get(pid, []) if _comm(c) == "bwrap"]
+        if not below:
+            return False
+        pid = below[0]
     todo, found = list(children.get(pid, [])), []
     while todo:
         p = todo.pop()

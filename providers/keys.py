@@ -17,7 +17,6 @@ from typing import Any
 
 from pilothouse.providers import paths
 from pilothouse.providers.errors import UserError
-from pilothouse.providers.fsutil import atomic_write_json, ensure_private_dir
 
 SERVICE = "pilothouse"
 BACKENDS = ("keyring", "file")
@@ -52,6 +51,8 @@ def _state() -> dict[str, Any]:
 
 
 def _save_state(data: dict[str, Any]) -> None:
+    from pilothouse.providers.fsutil import atomic_write_json, ensure_private_dir
+
     ensure_private_dir(state_file().parent)
     atomic_write_json(state_file(), data, mode=0o600)
 
@@ -108,6 +109,8 @@ def set_key(provider: str, value: str, use_backend: str | None = None) -> str:
     if chosen not in BACKENDS:
         raise UserError(f"unknown key backend '{chosen}'; use keyring or file")
     if chosen == "file":
+        from pilothouse.providers.fsutil import ensure_private_dir
+
         ensure_private_dir(paths.secrets_dir())
         path = key_file(provider)
         tmp = path.with_name(f".{path.name}.tmp")

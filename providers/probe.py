@@ -73,12 +73,19 @@ def bwrap_fingerprint() -> dict[str, Any]:
     path = confine.bwrap_path()
     if path is None:
         return {"path": None, "version": None, "sha256": None}
-    return {"path": path, "version": confine.bwrap_version(), "sha256": file_sha256(path)}
+    st = os.stat(path)
+    ok, _reason, version, disable_userns = confine._smoke(path, (st.st_mtime_ns, st.st_size))
+    return {"path": path, "version": version, "sha256": file_sha256(path),
+            "stat": [st.st_mtime_ns, st.st_size], "disable_userns": disable_userns}
 
 
 def record_matches_bwrap(record: dict[str, Any]) -> bool:
-    current = bwrap_fingerprint()
-    return bool(current["sha256"]) and (record.get("bwrap") or {}).get("sha256") == current["sha256"]
+    from pilothouse.providers import confine
+
+    path = confine.bwrap_path()
+    if path is None:
+        return False
+    return (record.get("bwrap") or {}).get("sha256") == file_sha256(path)
 
 
 def _git(cwd: Path, *args: str) -> None:

@@ -21,10 +21,30 @@ from pathlib import Path
 
 from pilothouse.providers import paths
 from pilothouse.providers.errors import UserError
-from pilothouse.providers.fsutil import ensure_private_dir
 from pilothouse.providers.runners.base import Sandbox
 
 SUBDIRS = ("home", "config", "data", "state", "cache")
+
+
+def ensure_private_dir(path: Path) -> Path:
+    # same as fsutil.ensure_private_dir; fsutil imports tempfile (~5 ms) that dispatch does not need
+    path.mkdir(parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
+    return path
+
+
+def write_private(path: Path, text: str) -> None:
+    """Atomic 0600 write (temp name + rename): readers never see half a verdict or report."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{_secrets.token_hex(3)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 CREDENTIAL = "credential"
 LOCK = "run.lock"
 

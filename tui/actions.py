@@ -8,10 +8,9 @@ import getpass
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from textual.binding import Binding
-
 from pilothouse.providers.errors import UserError
 from pilothouse.tui.format import REPLY_KEYS
+from textual.binding import Binding
 
 if TYPE_CHECKING:
     from pilothouse.core.queries import ProblemRow
@@ -63,13 +62,13 @@ class ActionsMixin:
 
     # --- running core calls ---------------------------------------------------------------------
 
-    def call_core(self, what: str, fn: Callable[[], Any], done: str | None = None) -> None:
+    def call_core(self, what: str, fn: Callable[[], Any], done: str | Callable[[Any], str] | None = None) -> None:
         """Run a core call in a thread; UserError → its message, anything else → a short error."""
         app = self._app()
 
         def work() -> None:
             try:
-                fn()
+                result = fn()
             except UserError as exc:
                 app.call_from_thread(app.notify, str(exc), title=what, severity="error", timeout=8)
             except ImportError as exc:
@@ -78,8 +77,9 @@ class ActionsMixin:
             except Exception as exc:  # noqa: BLE001 - keep the cockpit up; say what failed
                 app.call_from_thread(app.notify, f"{type(exc).__name__}: {exc}", title=what, severity="error")
             else:
-                if done:
-                    app.call_from_thread(app.notify, done, title=what, timeout=3)
+                message = done(result) if callable(done) else done
+                if message:
+                    app.call_from_thread(app.notify, message, title=what, timeout=3)
 
         app.run_worker(work, thread=True, group="core", exit_on_error=False)
 
@@ -207,7 +207,7 @@ class ActionsMixin:
                 from pilothouse.core import supervisor_ctl
 
                 self.call_core(f"abort {task.task}", lambda: supervisor_ctl.abort_run(app.layout, run_id),
-                               done=f"abort sent to {run_id}")
+                               done=lambda ok: f"{run_id} aborted" if ok else f"{run_id} was not running")
 
         app.push_screen(ConfirmModal(f"abort · {task.task}", f"Abort worker {run_id} ({task.worker})?\n"
                                      "It is asked to stop, then killed if it does not.", "Abort"), confirmed)
@@ -222,7 +222,8 @@ class ActionsMixin:
         from pilothouse.core import supervisor_ctl
 
         if not app.supervisor_alive():
-            self.call_core("supervisor", lambda: supervisor_ctl.start(layout), done="supervisor starting")
+            self.call_core("supervisor", lambda: supervisor_ctl.start(layout),
+                           done=lambda pid: f"supervisor started (pid {pid})")
             return
 
         def confirmed(ok: bool | None) -> None:

@@ -12,11 +12,6 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from textual.app import App, SystemCommand
-from textual.binding import Binding
-from textual.message import Message
-from textual.screen import Screen
-
 from pilothouse.core.events import EventTailer
 from pilothouse.core.layout import RepoLayout
 from pilothouse.core.queries import Queries, SupervisorRow, affected, parse_ts
@@ -24,6 +19,11 @@ from pilothouse.tui import format as fmt
 from pilothouse.tui.actions import JOB_BINDINGS, REPLY_BINDINGS, ActionsMixin
 from pilothouse.tui.live import Follower
 from pilothouse.tui.screens.dashboard import Dashboard, status_text
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.css.query import NoMatches
+from textual.message import Message
+from textual.screen import Screen
 
 TAIL_EVENTS = 500
 
@@ -122,16 +122,20 @@ class CockpitApp(ActionsMixin, App[None]):
             handler = getattr(screen, "on_repo_events", None)
             if handler is not None:
                 handler(message.events)
-        if self.on_batch is not None:
+        hook = self.on_batch
+        if hook is not None:
             batch = message.events
-            self.call_after_refresh(lambda: self.on_batch and self.on_batch(batch))
+            self.call_after_refresh(hook, batch)
 
     def _tick(self) -> None:
         self._ticks += 1
         if self._ticks % 5 == 0:
             self.refresh_supervisor()  # a supervisor that died says nothing: look now and then
-        if self.screen is self.screen_stack[0]:
-            self.dashboard.tick()
+        if self.screen is self.screen_stack[0] and not self._exit_renderables and self.is_running:
+            try:
+                self.dashboard.tick()
+            except NoMatches:  # shutting down: the panels are already gone
+                pass
 
     # --- supervisor -----------------------------------------------------------------------------
 

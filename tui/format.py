@@ -6,23 +6,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from pilothouse.core.queries import parse_ts
 from rich.text import Text
 
-from pilothouse.core.queries import parse_ts
-
-STATE_STYLE = {
-    "running": "bold $accent", "gating": "bold $accent", "reviewing": "bold $accent",
-    "merging": "bold $accent", "planning": "bold $accent",
-    "done": "$success", "accepted": "bold $success", "approved": "$success",
-    "ready": "$foreground", "planned": "$text-muted", "created": "$text-muted",
-    "waiting": "$warning", "blocked": "bold $error", "stopped": "bold $error", "failed": "bold $error",
-    "needs_replan": "$warning", "skipped": "$text-muted", "cancelled": "$text-muted",
-}
 # rich styles (Text objects cannot resolve Textual variables)
 _RICH_STATE = {
     "running": "bold cyan", "gating": "bold cyan", "reviewing": "bold cyan", "merging": "bold cyan",
     "planning": "bold cyan", "done": "green", "accepted": "bold green", "approved": "green",
-    "waiting": "yellow", "blocked": "bold red", "stopped": "bold red", "failed": "bold red",
+    "new": "italic", "waiting": "yellow", "blocked": "bold red", "stopped": "bold red", "failed": "bold red",
     "needs_replan": "yellow", "skipped": "dim", "cancelled": "dim", "planned": "dim", "created": "dim",
 }
 
@@ -100,16 +91,59 @@ def tilde(path: str | Path | None) -> str:
     return "~" + p[len(home):] if p == home or p.startswith(home + "/") else p
 
 
-def _brief(data: dict[str, Any]) -> str:
-    """The few data fields worth a glance, in a stable order."""
-    keys = ("state", "from", "to", "reason", "tool", "activity", "verdict", "gate", "exit_code",
-            "overall", "reply", "words", "code", "summary", "window", "used_pct", "tokens", "revision")
-    parts = []
-    for k in keys:
-        if k in data and data[k] not in (None, "", [], {}):
-            v = data[k]
-            parts.append(f"{k}={v}" if k not in ("state", "summary", "reason", "activity") else str(v))
-    return " ".join(parts)
+def _short(value: Any, width: int = 90) -> str:
+    text = " ".join(str(value).split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def describe(ev: dict[str, Any]) -> str:
+    """What an event says, in a few words (the cockpit's own wording of DESIGN §4.1 types)."""
+    etype = str(ev.get("type", ""))
+    d = ev.get("data") if isinstance(ev.get("data"), dict) else {}
+    d = d or {}
+    reason = _short(d["reason"]) if d.get("reason") else ""
+    if etype == "task.state":
+        arrow = f"{d.get('from') or '∅'} → {d.get('to')}"
+        return f"{arrow}  {reason}".rstrip()
+    if etype == "gate.finished":
+        verdict = "passed" if d.get("passed") else "failed"
+        where = f" in {d['where']}" if d.get("where") == "integration" else ""
+        return f"{d.get('level') or d.get('gate') or 'gate'}{where} {verdict}  {reason}".rstrip()
+    if etype == "gate.started":
+        return f"{d.get('level', '')} in {d.get('where', 'worktree')}"
+    if etype == "merge.finished":
+        if d.get("ok") is False:
+            return f"failed  {reason}".rstrip()
+        return f"merged {str(d.get('sha') or d.get('merged') or '')[:10]}".rstrip()
+    if etype == "review.finished":
+        return f"round {d.get('round', '?')}: {d.get('overall')}  {d.get('findings', '')} finding(s)"
+    if etype == "run.started":
+        return " ".join(str(d[k]) for k in ("role", "mode", "provider", "model") if d.get(k))
+    if etype == "run.finished":
+        tok = d.get("tokens")
+        total = sum(v for v in tok.values() if isinstance(v, int)) if isinstance(tok, dict) else tok
+        return f"{d.get('verdict', '')}  {tokens(total) + ' tok' if total else ''}".rstrip()
+    if etype == "run.activity":
+        return str(d.get("tool") or d.get("activity") or "")
+    if etype == "run.usage":
+        tok = d.get("tokens")
+        if isinstance(tok, dict):
+            return f"{tokens(tok.get('input'))} in / {tokens(tok.get('output'))} out"
+        return ""
+    if etype.startswith("problem."):
+        what = d.get("reply") or d.get("kind") or d.get("outcome") or ""
+        words = f" “{_short(d['words'], 40)}”" if d.get("words") else ""
+        return f"{d.get('code', '')} {what}{words}  {_short(d.get('summary') or '', 60)}".rstrip()
+    if etype == "quota.changed":
+        pct = d.get("used_pct")
+        return " ".join(x for x in (str(d.get("provider") or ""), str(d.get("window") or ""),
+                                     f"{pct}%" if pct is not None else "",
+                                     "blocked" if d.get("blocked") else "") if x)
+    parts = [reason] if reason else []
+    for k in ("state", "revision", "tasks", "verdict", "code", "summary"):
+        if d.get(k) not in (None, "", [], {}) and k != "reason":
+            parts.append(f"{k}={_short(d[k], 40)}")
+    return "  ".join(parts)
 
 
 def event_text(ev: dict[str, Any]) -> Text:
@@ -118,11 +152,10 @@ def event_text(ev: dict[str, Any]) -> Text:
     style = {"problem": "bold red", "job": "bold", "quota": "yellow", "gate": "magenta",
              "review": "magenta", "merge": "green", "supervisor": "dim", "run": "cyan"}.get(noun, "")
     where = "/".join(str(x) for x in (ev.get("job"), ev.get("task")) if x)
-    data = ev.get("data") if isinstance(ev.get("data"), dict) else {}
     line = Text(clock(ev.get("ts")), style="dim") + " " + Text(f"{etype:<16}", style=style)
     if where:
         line += Text(f" {where}")
-    brief = _brief(data or {})
+    brief = describe(ev)
     if brief:
         line += Text(f"  {brief}", style="dim" if noun == "run" else "")
     return line

@@ -164,7 +164,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from pilothouse.core.dispatch_verdict import human_summary
     from pilothouse.providers.errors import UserError
 
-    if getattr(args, "watch", False):
+    if getattr(args, "watch", False) or getattr(args, "once", False):
         from pilothouse.core.commands.supervise import run_supervisor
 
         return int(run_supervisor(args))

@@ -108,8 +108,10 @@ def _summary(job: Any) -> dict[str, Any]:
 def _create(args: Any) -> int:
     from pilothouse.core import jobs
     from pilothouse.core.commands._out import emit_json
+    from pilothouse.core.project import load_project
 
     layout = _layout(args)
+    load_project(layout)  # not set up (or a broken project.yaml): say so now, not when the job starts
     job = jobs.create_job(layout, args.name, _read(args.request_file, "--request-file") or "",
                           acceptance=_read(args.acceptance_file, "--acceptance-file"), attachments=args.attach)
     if args.json:
@@ -148,26 +150,40 @@ def _decide(args: Any) -> int:
     return 0
 
 
-def job_states(layout: Any) -> tuple[dict[str, dict[str, Any]], dict[str, list[dict[str, Any]]]]:
-    """(jobs_state rows by job, task rows by job) from state.db, read-only; empty when absent."""
+def job_states(layout: Any, with_problems: bool = False) -> Any:
+    """(jobs_state rows by job, task rows by job[, open problems by job]) from state.db, read-only;
+    empty when the store does not exist yet."""
+    import json
     import sqlite3
 
     from pilothouse.core.store import connect
 
+    empty: Any = ({}, {}, {}) if with_problems else ({}, {})
     if not layout.state_db.exists():
-        return {}, {}
+        return empty
     try:
         conn = connect(layout.state_db, readonly=True)
     except sqlite3.Error:
-        return {}, {}
+        return empty
     try:
         states = {r["job"]: dict(r) for r in conn.execute("SELECT * FROM jobs_state")}
         tasks: dict[str, list[dict[str, Any]]] = {}
         for r in conn.execute("SELECT * FROM tasks ORDER BY job, started_at IS NULL, started_at, task"):
             tasks.setdefault(r["job"], []).append(dict(r))
-        return states, tasks
+        if not with_problems:
+            return states, tasks
+        problems: dict[str, list[dict[str, Any]]] = {}
+        for r in conn.execute("SELECT code, job, task, kind, summary, replies FROM problems "
+                              "WHERE state != 'closed' ORDER BY opened_at"):
+            item = dict(r)
+            try:
+                item["replies"] = json.loads(item["replies"] or "[]")
+            except ValueError:
+                item["replies"] = []
+            problems.setdefault(r["job"], []).append(item)
+        return states, tasks, problems
     except sqlite3.Error:
-        return {}, {}
+        return empty
     finally:
         conn.close()
 
@@ -204,7 +220,7 @@ def _status(args: Any) -> int:
 
     layout = _layout(args)
     selected = [jobs.load_job(layout, args.name)] if args.name else jobs.list_jobs(layout)
-    states, tasks = job_states(layout)
+    states, tasks, problems = job_states(layout, with_problems=True)
     out = []
     for j in selected:
         st = states.get(j.name)
@@ -215,7 +231,8 @@ def _status(args: Any) -> int:
                         f"{j.coordinator.provider}/{j.coordinator.model or ''}".rstrip("/") if j.coordinator else None),
                     "tasks": [{k: t.get(k) for k in ("task", "state", "kind", "attempt", "review_round", "provider",
                                                      "branch", "merged_sha", "reason", "activity", "tokens")}
-                              for t in tasks.get(j.name, [])]})
+                              for t in tasks.get(j.name, [])],
+                    "problems": problems.get(j.name, [])})
     if args.json:
         emit_json(out[0] if args.name else out)
         return 0
@@ -238,4 +255,7 @@ def _status(args: Any) -> int:
                           t["reason"] or t["activity"] or ""] for t in s["tasks"]])
         elif s["state"] == "not started":
             print(f"  not started: pilothouse job start {s['job']}")
+        for p in s["problems"]:
+            where = f"{p['task']}: " if p["task"] else ""
+            print(f"  problem {p['code']} ({where}{p['kind']}): {p['summary']}  [{' | '.join(p['replies'])}]")
     return 0

@@ -27,7 +27,8 @@ def register(sub: Any) -> None:
                    help="only events whose type starts with PREFIX (repeatable), e.g. task. or merge.")
     p.add_argument("--last", "-n", type=int, default=50, metavar="N",
                    help="how many past events to print first (default 50; 0: none; -1: all)")
-    p.add_argument("--heartbeats", action="store_true", help="include supervisor heartbeats and run activity")
+    p.add_argument("--all", dest="heartbeats", action="store_true",
+                   help="include supervisor heartbeats and token-usage updates (always in --json)")
     _add_common(p)
     p.set_defaults(func=_live)
 
@@ -46,7 +47,7 @@ def register(sub: Any) -> None:
 
 # ---------------------------------------------------------------- formatting
 
-_NOISY = ("supervisor.heartbeat", "run.activity", "run.usage")
+_NOISY = ("supervisor.heartbeat", "run.usage")
 
 
 def _short(value: Any, width: int = 80) -> str:
@@ -83,6 +84,33 @@ def _describe(ev: dict[str, Any]) -> str:
         if d.get("replies"):
             parts.append("[" + " | ".join(map(str, d["replies"])) + "]")
         return "  ".join(parts)
+    if t == "run.activity":
+        return f"{d.get('role', 'worker')}: {_short(d.get('tool') or d.get('activity') or '…', 100)}"
+    if t == "gate.started":
+        where = f" in {d['where']}" if d.get("where") else ""
+        return f"gate {d.get('level', '?')}{where}" + (f": {_short(d['command'], 80)}" if d.get("command") else "")
+    if t == "run.usage":
+        tok = d.get("tokens")
+        total = sum(v for v in tok.values() if isinstance(v, int | float)) if isinstance(tok, dict) else tok
+        return f"{total or 0} tokens" + (" (final)" if d.get("final") else " so far")
+    if t == "gate.finished":
+        verdict = "passed" if d.get("passed") else "FAILED"
+        where = f" in {d['where']}" if d.get("where") else ""
+        took = f" ({d['duration_s']}s)" if d.get("duration_s") is not None else ""
+        return f"gate {d.get('level', '?')}{where} {verdict}{took}" + (
+            f": {_short(reason, 120)}" if reason and not d.get("passed") else "")
+    if t == "merge.finished":
+        if d.get("ok"):
+            sha = str(d.get("merged_sha") or "")[:10]
+            return f"merged {sha}" + (" (already merged)" if d.get("already_merged") else "")
+        return f"merge failed: {_short(reason or '?', 120)}"
+    if t == "review.finished":
+        text = f"review round {d.get('round', '?')}: {d.get('overall') or 'no verdict'}"
+        if d.get("findings"):
+            text += f", {d['findings']} finding(s)"
+            if d.get("summaries"):
+                text += f": {_short(d['summaries'][0], 80)}"
+        return text
     keys = [k for k in d if k != "reason" and not isinstance(d[k], dict | list)]
     text = " ".join(f"{k}={_short(d[k], 40)}" for k in keys[:6])
     if reason:
@@ -114,7 +142,8 @@ def _matches(ev: dict[str, Any], args: Any) -> bool:
     types = getattr(args, "types", None)
     if types and not any(str(ev.get("type", "")).startswith(p) for p in types):
         return False
-    if not types and not getattr(args, "heartbeats", True) and ev.get("type") in _NOISY:
+    noisy_ok = getattr(args, "heartbeats", True) or getattr(args, "json", False)
+    if not types and not noisy_ok and ev.get("type") in _NOISY:
         return False
     return True
 
@@ -224,7 +253,7 @@ def _why(args: Any) -> int:
 
 # ---------------------------------------------------------------- why
 
-_CHAIN_TYPES = ("task.", "run.started", "run.finished", "gate.", "review.", "merge.", "problem.")
+_CHAIN_TYPES = ("task.", "run.started", "run.finished", "gate.finished", "review.", "merge.", "problem.")
 _JOB_TYPES = ("job.revised", "job.blocked", "job.planned", "budget.exceeded", "quota.changed")
 
 
@@ -302,7 +331,12 @@ def explain(layout: Any, job: str, task: str, events: list[dict[str, Any]]) -> d
                 and isinstance(c["data"], dict) and (c["data"].get("passed") is False
                                                       or c["type"] == "merge.rolled_back"
                                                       or c["data"].get("overall") in ("CHANGES", "REJECT"))]
-    if failures:
+    if state == "done":
+        merged = [c for c in chain if c["type"] == "merge.finished" and isinstance(c["data"], dict)
+                  and c["data"].get("ok")]
+        if merged:
+            hints.append(f"merged as {str(merged[-1]['data'].get('merged_sha') or '')[:10]}")
+    elif failures:
         last = failures[-1]
         hints.append(f"last failure: {last['type']} — {_short(last['data'].get('reason') or _describe(last), 140)}")
     return {"job": job, "task": task, "state": state, "now": now, "chain": chain, "hints": hints}

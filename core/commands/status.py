@@ -54,10 +54,10 @@ def _confinement() -> dict[str, Any] | None:
 
 
 def collect() -> dict[str, Any]:
+    import threading
+
     from pilothouse.core.commands.providers import provider_rows
     from pilothouse.providers import keys, paths
-
-    import threading
 
     # the confinement check spawns bwrap; let it run while this thread imports the runners
     conf: dict[str, Any] = {}
@@ -70,10 +70,11 @@ def collect() -> dict[str, Any]:
                   "runner_version": runners[r["runner"]]["version"], "model": r["model_id"],
                   "endpoint": r["base_url"], "source": r.get("source")} for r in rows]
     backend = keys.backend()
+    t.join()
     return {"providers": providers, "runners": list(runners.values()),
             "keys": {"backend": backend,
                      "location": str(paths.secrets_dir()) if backend == "file" else "OS keyring (service pilothouse)"},
-            "confinement": (t.join(), conf.get("result"))[1]}
+            "confinement": conf.get("result")}
 
 
 def cmd_status(args: argparse.Namespace) -> int:

@@ -1,22 +1,24 @@
-"""A lean OpenAI chat-completions client for the builtin worker: http.client plus a tiny SSE reader.
+"""A lean OpenAI chat-completions client for the builtin worker: a tiny HTTP/1.1 client plus an
+SSE reader.
 
 Why not the `openai` SDK or httpx: the whole builtin explore run has a 0.3 s budget, and the
-worker is a fresh process per run. The SDK takes ~0.8 s to import here and httpx ~0.15 s, while
-http.client is ~20 ms and already does keep-alive, chunked decoding and TLS. Stdlib only: this
-module is imported by the worker, which must not pull in pydantic or anything else heavy.
+worker is a fresh process per run. The SDK takes ~0.8 s to import here and httpx ~0.15 s; even
+http.client costs ~25 ms (it imports the email package). builtin_wire.py does what we need on a
+bare socket. Stdlib only: the worker must not pull in pydantic or anything else heavy.
 """
 
 from __future__ import annotations
 
-import http.client
 import json
-import ssl
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from typing import Any
-from urllib.parse import urlsplit
+
+try:
+    from pilothouse.providers.runners.builtin_wire import Connection, Response, WireError
+except ImportError:  # run as a plain script by the worker (see builtin_worker.py)
+    from builtin_wire import Connection, Response, WireError  # type: ignore[no-redef]
 
 
 class ChatError(Exception):
@@ -30,7 +32,7 @@ def _iso(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _reset_from_headers(h: http.client.HTTPMessage) -> str | None:
+def _reset_from_headers(h: dict[str, str]) -> str | None:
     """Best-effort reset time from the headers vendors actually send."""
     for name in ("x-pilothouse-reset-at", "anthropic-ratelimit-unified-reset", "x-codex-primary-reset-at",
                  "anthropic-ratelimit-requests-reset", "x-ratelimit-reset"):
@@ -46,6 +48,8 @@ def _reset_from_headers(h: http.client.HTTPMessage) -> str | None:
     if ra:
         if ra.strip().isdigit():
             return _iso(time.time() + int(ra.strip()))
+        from email.utils import parsedate_to_datetime  # lazy: the email package is slow to import
+
         try:
             return _iso(parsedate_to_datetime(ra).timestamp())
         except (TypeError, ValueError):
@@ -70,7 +74,7 @@ def _reset_from_headers(h: http.client.HTTPMessage) -> str | None:
     return None
 
 
-def quota_from_headers(h: http.client.HTTPMessage) -> dict[str, Any]:
+def quota_from_headers(h: dict[str, str]) -> dict[str, Any]:
     window = (h.get("x-pilothouse-window") or h.get("anthropic-ratelimit-unified-representative-claim")
               or "rate_limit")
     used = h.get("x-pilothouse-used-pct") or h.get("x-codex-primary-used-percent")
@@ -94,51 +98,47 @@ def _error_text(raw: bytes) -> str:
 class ChatClient:
     def __init__(self, base_url: str, api_key: str | None, timeout_s: float,
                  on_progress: Callable[[], None] | None = None) -> None:
-        u = urlsplit(base_url)
-        if u.scheme not in ("http", "https") or not u.hostname:
+        scheme, _, rest = base_url.partition("://")
+        hostport, _, path = rest.partition("/")
+        if hostport.startswith("["):  # [::1]:8080
+            host, _, after = hostport[1:].partition("]")
+            port = after.lstrip(":")
+        else:
+            host, _, port = hostport.partition(":")
+        if scheme not in ("http", "https") or not host or (port and not port.isdigit()):
             raise ChatError(f"base_url {base_url!r} is not an http(s) URL", "fatal")
         self.base_url = base_url
-        self.https = u.scheme == "https"
-        self.host = u.hostname
-        self.port = u.port or (443 if self.https else 80)
-        self.path = (u.path.rstrip("/") or "") + "/chat/completions"
+        self.https = scheme == "https"
+        self.path = "/" + (path.rstrip("/") + "/" if path.strip("/") else "") + "chat/completions"
         self.api_key = api_key
         self.timeout_s = timeout_s
         self.on_progress = on_progress
-        self._conn: http.client.HTTPConnection | None = None
-
-    def _connect(self) -> http.client.HTTPConnection:
-        if self._conn is None:
-            if self.https:
-                self._conn = http.client.HTTPSConnection(self.host, self.port, timeout=self.timeout_s,
-                                                         context=ssl.create_default_context())
-            else:
-                self._conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout_s)
-        return self._conn
+        self._conn = Connection(host, int(port or (443 if self.https else 80)), self.https,
+                                timeout_s)
 
     def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        self._conn.close()
 
-    def _send(self, body: bytes) -> http.client.HTTPResponse:
+    def _send(self, body: bytes) -> Response:
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream",
                    "User-Agent": "pilothouse-builtin/1"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         for attempt in (0, 1):
-            conn = self._connect()
+            reused = self._conn.connected
             try:
-                conn.request("POST", self.path, body=body, headers=headers)
-                return conn.getresponse()
-            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as exc:
-                # a kept-alive connection the server already closed: reconnect once
+                return self._conn.post(self.path, body, headers)
+            except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError) as exc:
                 self.close()
-                if attempt:
+                if attempt or not reused:
                     raise ChatError(f"connection to {self.base_url} closed: {exc}", "transient") from None
+                # a kept-alive connection the server had already closed: reconnect once
             except TimeoutError:
                 self.close()
                 raise ChatError(f"no answer from {self.base_url} within {self.timeout_s:.0f}s", "transient") from None
+            except WireError as exc:
+                self.close()
+                raise ChatError(f"the endpoint at {self.base_url} did not answer HTTP ({exc})", "fatal") from None
             except OSError as exc:
                 self.close()
                 raise ChatError(f"cannot reach {self.base_url}: {exc.strerror or exc}", "transient") from None
@@ -149,7 +149,10 @@ class ChatClient:
         resp = self._send(json.dumps(payload).encode())
         status = resp.status
         if status != 200:
-            raw = resp.read()
+            try:
+                raw = resp.read()
+            except (WireError, OSError):
+                raw = b""
             self.close()
             detail = _error_text(raw)
             if status in (401, 403):
@@ -165,7 +168,7 @@ class ChatClient:
             if "text/event-stream" in ctype:
                 return self._read_stream(resp)
             raw = resp.read()
-        except (http.client.IncompleteRead, ConnectionError, http.client.HTTPException) as exc:
+        except (WireError, ConnectionError) as exc:
             self.close()
             raise ChatError(f"the stream from {self.base_url} broke off ({type(exc).__name__})", "transient") from None
         except TimeoutError:
@@ -182,7 +185,7 @@ class ChatClient:
                 "tool_calls": msg.get("tool_calls") or [], "usage": data.get("usage") or {},
                 "finish_reason": data["choices"][0].get("finish_reason")}
 
-    def _read_stream(self, resp: http.client.HTTPResponse) -> dict[str, Any]:
+    def _read_stream(self, resp: Response) -> dict[str, Any]:
         text: list[str] = []
         reasoning: list[str] = []
         calls: dict[int, dict[str, Any]] = {}
@@ -190,10 +193,7 @@ class ChatClient:
         finish = None
         done = False
         last_progress = time.monotonic()
-        while True:
-            line = resp.readline()
-            if not line:
-                break
+        for line in resp.lines():
             now = time.monotonic()
             if self.on_progress is not None and now - last_progress > 1.0:
                 last_progress = now
@@ -236,9 +236,11 @@ class ChatClient:
         if not done and finish is None:
             self.close()
             raise ChatError(f"the stream from {self.base_url} closed before the answer finished", "transient")
+        try:
+            resp.read()  # finish the body so the kept-alive connection can carry the next turn
+        except (WireError, OSError):
+            self.close()
         if resp.will_close:
             self.close()
-        else:
-            resp.read()  # finish the chunked body so the kept-alive connection can carry the next turn
         return {"text": "".join(text), "reasoning": "".join(reasoning),
                 "tool_calls": [calls[i] for i in sorted(calls)], "usage": usage, "finish_reason": finish}

@@ -11,7 +11,6 @@ import errno
 import fnmatch
 import os
 import re
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -138,6 +137,8 @@ class Tools:
         return f"edited {self._rel(p)}"
 
     def t_bash(self, command: str) -> str:
+        import subprocess  # lazy: read-only modes never run commands
+
         budget = max(1.0, min(600.0, self.deadline()))
         try:
             proc = subprocess.Popen(["bash", "-c", command], cwd=self.root, env=self.env, text=True,

@@ -1,7 +1,6 @@
 """The builtin worker process: an agent loop over an OpenAI-compatible chat-completions endpoint.
 
-Run as `python -I -m pilothouse.providers.runners.builtin_worker` by dispatch like any other
-runner's binary (so it is confined, timed and killed the same way). Its config arrives as one
+Run as `python -I -S <this file>` by dispatch like any other runner's binary (so it is confined, timed and killed the same way). Its config arrives as one
 JSON object on stdin — never argv, never the environment; the key itself is read from the
 credential file in the run's sandbox, whose path is in the config. It prints one normalised
 event per stdout line (kinds as in providers.contract) and saves the conversation after every
@@ -20,8 +19,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from pilothouse.providers.runners.builtin_http import ChatClient, ChatError
-from pilothouse.providers.runners.builtin_tools import MODE_TOOLS, Tools, tool_schemas
+if __package__:
+    from pilothouse.providers.runners.builtin_http import ChatClient, ChatError
+    from pilothouse.providers.runners.builtin_tools import MODE_TOOLS, Tools, tool_schemas
+else:  # run as a plain script with `python -I -S` (see BuiltinRunner.build): siblings by path
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from builtin_http import ChatClient, ChatError  # type: ignore[no-redef]
+    from builtin_tools import MODE_TOOLS, Tools, tool_schemas  # type: ignore[no-redef]
 
 SYSTEM = (
     "You are a pilothouse worker: you carry out one bounded task inside a workdir with the tools "
@@ -94,7 +98,8 @@ def run(cfg: dict[str, Any]) -> int:
     def progress() -> None:
         emit({"kind": "progress"})
 
-    client = ChatClient(cfg["base_url"], key, timeout_s=float(cfg.get("request_timeout_s") or timeout_s),
+    # dispatch owns the overall and idle timeouts; the socket timeout is only a backstop behind them
+    client = ChatClient(cfg["base_url"], key, timeout_s=float(cfg.get("request_timeout_s") or timeout_s + 60),
                         on_progress=progress)
     tools = Tools(workdir, mode, env=dict(os.environ),
                   deadline=lambda: timeout_s - (time.monotonic() - started), on_progress=progress)

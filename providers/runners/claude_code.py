@@ -5,7 +5,7 @@ CLAUDE_CONFIG_DIR and HOME are inside the run's sandbox; its settings.json holds
 no argv and no environment. Only those user settings load (`--setting-sources user`), and no
 MCP server from the repository (`--strict-mcp-config`): a task's repository cannot change where
 the key goes or what runs. Retries are capped (CLAUDE_CODE_MAX_RETRIES) because the CLI's
-default retries a 401 ten times with backoff (a minute); a bad key now ends in ~2 s.
+default retries a 401 ten times with backoff (a minute); a bad key now ends in about a second.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pilothouse.providers.runners.npm import NpmRunner
 if TYPE_CHECKING:
     from pilothouse.providers.contract import RunnerEvent
 
-MAX_RETRIES = "2"
+MAX_RETRIES = "1"
 _DENIED = re.compile(r"permission|denied|haven't granted|not allowed|blocked", re.I)
 _WINDOW = re.compile(r"\(([a-z0-9_]+) window\)|\b(five_hour|seven_day|weekly|daily|hourly)\b", re.I)
 READ_ONLY_BASH = ("ls", "grep", "rg", "find", "head", "tail", "wc", "pwd", "tree", "git status", "git log",

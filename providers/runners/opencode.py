@@ -106,6 +106,8 @@ class OpenCodeRunner(NpmRunner):
             "OPENCODE_DISABLE_SHARE": "1", "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
             "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1", "OPENCODE_DISABLE_PROJECT_CONFIG": "1",
             "OPENCODE_DISABLE_CLAUDE_CODE": "1", "OPENCODE_DISABLE_EXTERNAL_SKILLS": "1",
+            # a one-shot run needs no inotify watch over the whole worktree
+            "OPENCODE_EXPERIMENTAL_DISABLE_FILEWATCHER": "1",
         })
         # --title: without it opencode first asks the model for a session title (an extra,
         # unaccounted request on the user's quota)
@@ -145,7 +147,7 @@ class OpenCodeRunner(NpmRunner):
             out.append(c.TextEvent(str(part["text"])))
         elif kind == "reasoning" and part.get("text"):
             out.append(c.ReasoningEvent(str(part["text"])))
-        elif kind == "tool_use":
+        elif kind == "tool_use" and part.get("tool"):
             out.append(_tool_event(part))
         elif kind == "step_finish":
             tok = part.get("tokens") or {}

@@ -148,7 +148,7 @@ def fill_arguments(action: Action, tool: ToolDecl, ctx: Context) -> dict[str, An
     for key, value in action.args.items():
         prop = _property_for(key, props)
         if prop is None:
-            if key in ("path",) and action.kind in ("read", "write", "edit"):
+            if key == "path" and action.kind in ("read", "write", "edit"):
                 raise Unmappable(f"sim: tool '{tool.name}' has no path property "
                                  f"(properties: {', '.join(props) or 'none'})")
             continue  # optional extras the tool does not take (description, include…)

@@ -151,5 +151,5 @@ def content_text(content: Any) -> str:
 
 
 def pieces(text: str, size: int = 16) -> list[str]:
-    """Split text into stream deltas (never returns an empty list for non-empty text)."""
-    return [text[i:i + size] for i in range(0, len(text), size)] or []
+    """Split text into stream deltas (none for empty text)."""
+    return [text[i:i + size] for i in range(0, len(text), size)]

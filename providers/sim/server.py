@@ -233,17 +233,19 @@ class _Handler(BaseHTTPRequestHandler):
         path = self._path()
         raw = self._read_body()
         sim = self.server.sim
-        if path.endswith("/messages/count_tokens"):
-            self._send_json(200, {"input_tokens": max(1, len(raw) // 4)})
-            return
-        wire = _wire(path)
+        counting = path.endswith("/messages/count_tokens")
+        wire = _wire(path.removesuffix("/count_tokens"))
         if wire is None:
             self._send_json(404, {"error": {"message": f"sim: no endpoint {path}", "type": "not_found"}})
             return
         if not self._authorized():
             message, code = limits.error_message(401, None)
-            sim.record(wire.NAME, None, 401, None)
+            if not counting:
+                sim.record(wire.NAME, None, 401, None)
             self._send_json(401, wire.error_body(401, message, code, None), {"x-should-retry": "false"})
+            return
+        if counting:  # Claude Code may ask before sending; not a served answer, so not recorded
+            self._send_json(200, {"input_tokens": max(1, len(raw) // 4)})
             return
         try:
             body = json.loads(raw or b"{}")
@@ -257,6 +259,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         outcome = respond(sim.scenario, req, sim.resets)
         if outcome.delay_s and sim.stopping.wait(outcome.delay_s):
+            self.close_connection = True  # stopped while waiting: hang up instead of answering
             return
         if outcome.error is not None:
             self._error(wire, outcome, req, outcome.error)

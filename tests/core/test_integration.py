@@ -175,3 +175,24 @@ def test_supervisor_killed_mid_gate(layout: RepoLayout, tmp_path: Path) -> None:
             time.sleep(0.02)
     assert git(checkout, "rev-list", "--count", "--merges", "HEAD") == "1"
     assert integ.merge_task(layout, project(full="true"), branch, "merge t").already_merged
+
+
+def test_sync_integration_fast_forwards_only(layout: RepoLayout) -> None:
+    cfg = project(full="true")
+    checkout = integ.ensure_integration_checkout(layout, cfg)
+    assert integ.sync_integration(layout, cfg)["state"] == "up-to-date"
+    (layout.root / "NEW.md").write_text("operator's new commit\n")
+    git(layout.root, "add", "NEW.md")
+    git(layout.root, "commit", "-qm", "operator work")
+    res = integ.sync_integration(layout, cfg)
+    assert res["state"] == "fast-forwarded" and (checkout / "NEW.md").exists()
+    branch = task_branch(layout, "t", {"f.txt": "x\n"})
+    assert integ.merge_task(layout, cfg, branch, "m").ok
+    assert integ.sync_integration(layout, cfg)["state"] == "up-to-date"  # main is behind: nothing to do
+    (layout.root / "OTHER.md").write_text("more\n")
+    git(layout.root, "add", "OTHER.md")
+    git(layout.root, "commit", "-qm", "diverging work")
+    head = git(checkout, "rev-parse", "HEAD")
+    assert integ.sync_integration(layout, cfg)["state"] == "diverged"
+    assert git(checkout, "rev-parse", "HEAD") == head
+    assert git(layout.root, "rev-parse", "--abbrev-ref", "HEAD") == "main"

@@ -137,3 +137,34 @@ def test_task_define_cli(git_repo: Path, tmp_path: Path, cli) -> None:
     assert types.count("task.defined") == 2
     proc = cli("task", "define", "--file", str(good), "--job", "nope", cwd=git_repo)
     assert proc.returncode == 2 and "no job named 'nope'" in proc.stderr
+
+
+def test_job_status_reads_the_store(git_repo: Path, cli) -> None:
+    from pilothouse.core import store
+
+    layout = RepoLayout(git_repo)
+    jobs.create_job(layout, "j", "do it")
+    conn = store.connect(layout.state_db)
+    now = "2026-11-29T07:00:00.000Z"
+    conn.execute("INSERT INTO jobs_state(job, state, revision, planned_revision, tokens, created_at, updated_at) "
+                 "VALUES ('j', 'running', 1, 1, 4200, ?, ?)", (now, now))
+    conn.execute("INSERT INTO tasks(job, task, state, kind, reason, updated_at) VALUES "
+                 "('j', 'a', 'stopped', 'SAFE_PARALLEL', 'gate fast failed: exit 1', ?)", (now,))
+    conn.execute("INSERT INTO problems(code, job, task, kind, summary, replies, state, opened_at) VALUES "
+                 "('KXMRTB', 'j', 'a', 'gate_failed', 'gate fast failed', '[\"retry\", \"skip\"]', 'open', ?)", (now,))
+    conn.close()
+    status = json.loads(cli("job", "status", "j", "--json", cwd=git_repo).stdout)
+    assert status["state"] == "running" and status["tokens"] == 4200
+    assert [(t["task"], t["state"], t["reason"]) for t in status["tasks"]] == [
+        ("a", "stopped", "gate fast failed: exit 1")]
+    assert status["problems"][0]["code"] == "KXMRTB" and status["problems"][0]["replies"] == ["retry", "skip"]
+    human = cli("job", "status", cwd=git_repo).stdout
+    assert "job j: running (revision 1, planned 1, 4200 tokens)" in human
+    assert "problem KXMRTB (a: gate_failed): gate fast failed  [retry | skip]" in human
+
+
+def test_job_create_needs_init(git_repo: Path, tmp_path: Path, cli) -> None:
+    req = tmp_path / "r.md"
+    req.write_text("x\n")
+    proc = cli("job", "create", "j", "--request-file", str(req), cwd=git_repo)
+    assert proc.returncode == 2 and "run `pilothouse init`" in proc.stderr

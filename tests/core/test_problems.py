@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from pilothouse.core import problems, store
+from pilothouse.core import holds, problems, store
 from pilothouse.core.events import EventTailer
 from pilothouse.core.layout import RepoLayout
 from pilothouse.providers.errors import UserError
@@ -113,28 +113,39 @@ def test_same_setup_failure_in_two_tasks_holds_the_job_until_one_is_retried(layo
     tail_b = "Running setup in /tmp/wt/j1-b\nnpm ERR! code ENOENT\nnpm ERR! path /tmp/wt/j1-b/package.json\n"
     a = problems.open_problem(layout, "j1", "a", "setup_failed", "setup failed",
                               {"command": "npm ci", "output_tail": tail_a}, now=T0)
-    assert problems.job_hold(layout, "j1") == []
+    assert holds.job_hold(layout, "j1") == []
     other = problems.open_problem(layout, "j1", "d", "setup_failed", "setup failed",
                                   {"command": "npm ci", "output_tail": "npm ERR! network timeout"}, now=T0)
-    assert problems.job_hold(layout, "j1") == []  # a different failure does not hold
+    assert holds.job_hold(layout, "j1") == []  # a different failure does not hold
     b = problems.open_problem(layout, "j1", "b", "setup_failed", "setup failed",
                               {"command": "npm ci", "output_tail": tail_b}, now=T0 + timedelta(seconds=1))
-    assert problems.job_hold(layout, "j1") == sorted([a.code, b.code])
+    assert holds.job_hold(layout, "j1") == sorted([a.code, b.code])
     assert events(layout, "problem.opened")[-1]["data"]["holds_job"] == sorted([a.code, b.code])
-    assert problems.job_hold(layout, "j2") == []
+    assert holds.job_hold(layout, "j2") == []
     problems.act(layout, b.code, "retry", now=T0 + timedelta(minutes=1))
-    assert problems.job_hold(layout, "j1") == []
+    assert holds.job_hold(layout, "j1") == []
     # the retry did not fix it: failing alike again holds the job again
     problems.consume_replies(layout)
     problems.close_problem(layout, b.code, "retried")
     b2 = problems.open_problem(layout, "j1", "b", "setup_failed", "setup failed",
                                {"command": "npm ci", "output_tail": tail_b}, now=T0 + timedelta(minutes=2))
-    assert problems.job_hold(layout, "j1") == sorted([a.code, b2.code])
-    assert other.code not in problems.job_hold(layout, "j1")
+    assert holds.job_hold(layout, "j1") == sorted([a.code, b2.code])
+    assert other.code not in holds.job_hold(layout, "j1")
 
 
 def test_fingerprint_ignores_paths_durations_and_counts() -> None:
-    f = problems.setup_fingerprint
+    f = holds.setup_fingerprint
     assert f("make", "failed in 1.2s at /a/b\n3 errors") == f("make", "failed in 0.4s at /c/d\n5 errors")
     assert f("make", "no rule to make target") != f("make", "permission denied")
     assert f("make", "x") != f("npm ci", "x")
+
+
+def test_same_setup_failure_lists_the_siblings_to_retry_together(layout: RepoLayout) -> None:
+    ev = {"command": "npm ci", "output_tail": "npm ERR! missing /x/y"}
+    a = problems.open_problem(layout, "j1", "a", "setup_failed", "x", ev, now=T0)
+    b = problems.open_problem(layout, "j1", "b", "setup_failed", "x", {**ev, "output_tail": "npm ERR! missing /z"},
+                              now=T0)
+    problems.open_problem(layout, "j1", "d", "setup_failed", "x", {**ev, "output_tail": "other"}, now=T0)
+    assert holds.same_setup_failure(layout, a.code) == [b.code]
+    g = problems.open_problem(layout, "j1", "c", "gate_failed", "x", now=T0)
+    assert holds.same_setup_failure(layout, g.code) == []

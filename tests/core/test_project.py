@@ -147,3 +147,25 @@ def test_init_cli_refusal_is_one_line(tmp_path: Path, cli) -> None:
     proc = cli("init", "--gate-fast", "a", "--gate-full", "b", cwd=repo)
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "no commit yet" in proc.stderr
+
+
+def test_init_asks_on_a_tty(tmp_path: Path) -> None:
+    import os
+    import pty
+    import sys
+
+    repo = tmp_path / "r"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    (repo / "README.md").write_text("x\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "init")
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "pilothouse", "init"], cwd=repo, stdin=slave,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    os.close(slave)
+    os.write(master, b"make lint\n\n")  # fast, then Enter: full defaults to fast
+    out, err = proc.communicate(timeout=30)
+    os.close(master)
+    assert proc.returncode == 0, err
+    assert load_project(RepoLayout(repo)).gates == {"fast": "make lint", "full": "make lint"}

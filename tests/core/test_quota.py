@@ -103,3 +103,18 @@ def test_may_launch_hands_the_due_check_to_one_launcher(layout: RepoLayout) -> N
     # the check's run answered: everyone may go
     quota.record_verdict(layout, "sim", {"verdict": "completed"}, T0 + 3 * M)
     assert quota.may_launch(layout, "sim", T0 + 3 * M).available
+
+
+def test_a_run_started_before_the_block_does_not_lift_it(layout: RepoLayout) -> None:
+    from pilothouse.core import store
+
+    conn = store.connect(layout.state_db)
+    for rid, start in (("early", T0), ("late", T0 + 10 * M)):
+        conn.execute("INSERT INTO runs(run_id, role, provider, mode, state, started_at) VALUES (?, 'builder',"
+                     " 'sim', 'code', 'finished', ?)", (rid, quota.now_iso(start)))
+    quota.record_quota(layout, "sim", "five_hour", 100, T0 + 8 * M, "http-429", T0 + M, conn=conn)
+    quota.record_verdict(layout, "sim", {"verdict": "completed"}, T0 + 2 * M, conn=conn, run="early")
+    assert not quota.availability(layout, "sim", T0 + 2 * M, conn=conn).available
+    quota.record_verdict(layout, "sim", {"verdict": "completed"}, T0 + 11 * M, conn=conn, run="late")
+    assert quota.availability(layout, "sim", T0 + 11 * M, conn=conn).available
+    conn.close()

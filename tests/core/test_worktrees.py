@@ -73,3 +73,20 @@ def test_remove_after_directory_vanished(layout: RepoLayout) -> None:
     shutil.rmtree(path)
     wt.remove_worktree(layout, path)
     assert wt.list_worktrees(layout) == []
+
+
+def test_disk_full_is_a_clear_error(layout: RepoLayout, monkeypatch: pytest.MonkeyPatch) -> None:
+    # more free space than any disk has: the real free-space check must refuse before git writes anything
+    monkeypatch.setenv("PILOTHOUSE_MIN_FREE_MB", str(10**12))
+    with pytest.raises(wt.WorktreeError, match=r"^disk full: \d+ MB free under "):
+        wt.create_worktree(layout, "j1", "t1", "HEAD")
+    assert not wt.branch_exists(layout.root, "ph/j1/t1")
+
+
+def test_parallel_creation(layout: RepoLayout) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(6) as pool:
+        made = list(pool.map(lambda i: wt.create_worktree(layout, "j", f"t{i}", "HEAD"), range(6)))
+    assert sorted(b for _, b in made) == [f"ph/j/t{i}" for i in range(6)]
+    assert len(wt.list_worktrees(layout)) == 6

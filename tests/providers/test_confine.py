@@ -73,14 +73,20 @@ def test_writer_can_write_its_worktree_and_nothing_outside(layout, isolated_home
         "tmp": Path("/tmp") / f"pilothouse-escape-{os.getpid()}",
         "secrets": paths.secrets_dir() / "stolen",
         "logs": paths.logs_dir() / "x",
+        "sandbox-record": spec.sandbox.root / "task.md",
+        "project-settings": layout["own"] / ".ai" / "project.yaml",
+        "runtime-store": layout["own"] / ".ai" / "runtime" / "events.jsonl",
     }
+    (layout["own"] / ".ai" / "runtime").mkdir(parents=True)
+    (layout["own"] / ".ai" / "project.yaml").write_text("confinement: on\n")
     (layout["own"] / "src").mkdir(exist_ok=True)
     before = {p: (p.read_bytes() if p.is_file() else None) for p in targets.values()}
     out = run_writer(spec, list(targets.values()))
     assert out[str(targets["own"])] == "ok" and targets["own"].read_text() == "probe\n"
     assert out[str(targets["own-nested"])] == "ok"
     assert out[str(targets["sandbox"])] == "ok"
-    for name in ("other", "main", "main-git", "own-git", "home", "home-bashrc", "secrets", "logs"):
+    for name in ("other", "main", "main-git", "own-git", "home", "home-bashrc", "secrets", "logs",
+                 "sandbox-record", "project-settings", "runtime-store"):
         path = targets[name]
         assert out[str(path)] in {"EROFS", "ENOENT", "EACCES"}, (name, out[str(path)])
         now = path.read_bytes() if path.is_file() else None
@@ -233,3 +239,54 @@ def test_writer_workdir_may_not_contain_home(layout, isolated_home):
 
 def test_writer_script_is_what_the_probe_runs():
     assert "open(path, \"w\")" in WRITER
+
+
+def test_abort_reaches_the_confined_worker_gracefully(layout):
+    """dispatch's SIGTERM (abort, timeout) reaches the worker inside bwrap, which does not forward it."""
+    import threading
+
+    from pilothouse.core.dispatch_proc import WorkerProcess
+
+    spec = spec_for(layout)
+    script = 'trap "echo got-TERM; exit 3" TERM; echo ready; sleep 300 & wait'
+    launch = LaunchSpec(argv=["/bin/sh", "-c", script], env={"PATH": "/usr/bin:/bin"}, cwd=spec.workdir)
+    worker = WorkerProcess(confine.wrap(launch, spec))
+    lines: list[str] = []
+
+    def on_stdout(line: str) -> None:
+        lines.append(line)
+        if line == "ready":
+            threading.Thread(target=worker.request_abort, args=("interrupted",)).start()
+
+    outcome = worker.watch(on_stdout, lambda _b: None, timeout_s=60, idle_timeout_s=60)
+    assert lines == ["ready", "got-TERM"], lines
+    assert outcome.interrupted and outcome.exit_code == 3
+
+
+def test_status_reads_the_project_opt_out(git_repo, monkeypatch):
+    require_confinement()
+    (git_repo / ".ai").mkdir()
+    (git_repo / ".ai" / "project.yaml").write_text("gates: {fast: 'true', full: 'true'}\nconfinement: off\n")
+    monkeypatch.chdir(git_repo / "src")
+    st = confine.status()
+    assert st["mode"] == "off" and "confinement: off" in st["reason"]
+    (git_repo / ".ai" / "project.yaml").write_text("gates: {fast: 'true', full: 'true'}\nconfinement: on\n")
+    assert confine.status()["mode"] == "bwrap"
+
+
+def test_gate_command_runs_confined(layout, isolated_home):
+    """A gate runs worker-written code (tests, conftest.py): it gets the worker's confinement."""
+    (layout["own"] / "conftest_like.py").write_text(
+        f"import pathlib\ntry:\n    pathlib.Path({str(isolated_home / 'gate-pwned')!r}).write_text('x')\n"
+        "    print('escaped')\nexcept OSError as e:\n    print('blocked', e.errno)\n"
+        "pathlib.Path('gate-ok.txt').write_text('ok')\n")
+    scratch = paths.cache_dir() / "gates" / "g1"
+    launch = confine.prepare_command([sys.executable, "-I", "conftest_like.py"], {"PATH": "/usr/bin:/bin"},
+                                     layout["own"], scratch)
+    proc = subprocess.run(launch.argv, env=launch.env, cwd=launch.cwd, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("blocked")
+    assert not (isolated_home / "gate-pwned").exists()
+    assert (layout["own"] / "gate-ok.txt").read_text() == "ok"
+    off = confine.prepare_command(["true"], {}, layout["own"], scratch, settings={"confinement": "off"})
+    assert off.argv == ["true"]

@@ -17,6 +17,9 @@ BUILTIN_TOOLS = [
                     ("bash", ("command",)), ("glob", ("pattern",)), ("grep", ("pattern",)))
 ]
 
+# the sim is on loopback: never route it through a proxy from the environment
+HTTP = httpx.Client(trust_env=False, timeout=10)
+
 
 def prompt(mode: str, text: str = "do the task") -> str:
     return f"[pilothouse mode: {mode}]\n\nYou are a worker.\n\n{text}"
@@ -33,7 +36,7 @@ def sse(resp: httpx.Response) -> list[dict]:
 def chat(url: str, messages: list[dict], stream: bool = True, tools: list | None = None, **extra) -> httpx.Response:
     body = {"model": "sim-1", "messages": messages, "tools": BUILTIN_TOOLS if tools is None else tools,
             "stream": stream, **extra}
-    return httpx.post(f"{url}/v1/chat/completions", json=body, timeout=10)
+    return HTTP.post(f"{url}/v1/chat/completions", json=body, timeout=10)
 
 
 def assemble(chunks: list[dict]) -> tuple[str, list[dict], str | None, dict | None]:
@@ -127,13 +130,13 @@ def test_api_key_bearer_or_x_api_key() -> None:
     with SimServer("explore-basic", api_key="sk-sim-canary") as sim:
         url = f"{sim.base_url}/v1/chat/completions"
         body = {"model": "sim-1", "messages": [{"role": "user", "content": prompt("explore")}]}
-        bad = httpx.post(url, json=body, headers={"authorization": "Bearer nope"})
+        bad = HTTP.post(url, json=body, headers={"authorization": "Bearer nope"})
         assert bad.status_code == 401
         assert bad.json()["error"]["code"] == "invalid_api_key" and bad.headers["x-should-retry"] == "false"
         assert "sk-sim-canary" not in bad.text
-        assert httpx.post(url, json=body).status_code == 401
-        assert httpx.post(url, json=body, headers={"authorization": "Bearer sk-sim-canary"}).status_code == 200
-        assert httpx.post(url, json=body, headers={"x-api-key": "sk-sim-canary"}).status_code == 200
+        assert HTTP.post(url, json=body).status_code == 401
+        assert HTTP.post(url, json=body, headers={"authorization": "Bearer sk-sim-canary"}).status_code == 200
+        assert HTTP.post(url, json=body, headers={"x-api-key": "sk-sim-canary"}).status_code == 200
 
 
 def test_scripted_401_and_429_headers(tmp_path: Path) -> None:
@@ -184,7 +187,7 @@ def test_delay_and_stop_do_not_hang(tmp_path: Path) -> None:
         assert time.monotonic() - started >= 0.3
     with SimServer("slow") as sim:  # a request waiting out its delay must not hold stop() up
         with pytest.raises(httpx.ReadTimeout):
-            httpx.post(f"{sim.base_url}/v1/chat/completions", timeout=0.2,
+            HTTP.post(f"{sim.base_url}/v1/chat/completions", timeout=0.2,
                        json={"messages": [{"role": "user", "content": "hi"}]})
     assert sim.stopping.is_set()
 
@@ -192,6 +195,23 @@ def test_delay_and_stop_do_not_hang(tmp_path: Path) -> None:
 def test_models_endpoint_says_simulator() -> None:
     with SimServer("explore-basic") as sim:
         for path in ("/v1/models", "/models"):
-            body = httpx.get(sim.base_url + path).json()
+            body = HTTP.get(sim.base_url + path).json()
             assert body["data"][0]["id"] == "sim-1" and "simulator" in body["note"]
-        assert httpx.get(sim.base_url + "/nope").status_code == 404
+        assert HTTP.get(sim.base_url + "/nope").status_code == 404
+
+
+def test_until_reset_429_over_http_then_the_script_continues(tmp_path: Path) -> None:
+    scen = tmp_path / "qw.yaml"
+    scen.write_text("name: qw\ndescription: d\nscripts:\n  - turns:\n"
+                    "      - error: {status: 429, retry_after_s: 600, window: five_hour, until_reset: true}\n"
+                    "      - say: after the wait\n")
+    resets = tmp_path / "resets.json"
+    msgs = [{"role": "user", "content": prompt("code")}]
+    with SimServer(scen, resets_file=resets) as sim:
+        first = chat(sim.base_url, msgs, stream=False)
+        assert first.status_code == 429 and 595 <= int(first.headers["retry-after"]) <= 600
+        book = json.loads(resets.read_text())
+        resets.write_text(json.dumps({k: time.time() - 1 for k in book}))  # the window has reset
+    with SimServer(scen, resets_file=resets) as sim:  # a new dispatch's sim reads the same book
+        after = chat(sim.base_url, msgs, stream=False)
+    assert after.status_code == 200 and after.json()["choices"][0]["message"]["content"] == "after the wait"

@@ -12,6 +12,9 @@ from pathlib import Path
 
 import httpx
 
+# the sim is on loopback: never route it through a proxy from the environment
+HTTP = httpx.Client(trust_env=False, timeout=10)
+
 
 def test_serve_answers_then_exits_cleanly_on_sigint(tmp_path: Path) -> None:
     served = tmp_path / "served.jsonl"
@@ -26,7 +29,7 @@ def test_serve_answers_then_exits_cleanly_on_sigint(tmp_path: Path) -> None:
         banner = proc.stdout.readline()
         assert "simulated model server, loopback only" in banner and "scenario explore-basic" in banner
         url = re.search(r"http://127\.0\.0\.1:\d+", banner).group(0)
-        resp = httpx.post(f"{url}/v1/chat/completions", headers={"authorization": "Bearer sk-sim-test"},
+        resp = HTTP.post(f"{url}/v1/chat/completions", headers={"authorization": "Bearer sk-sim-test"},
                           json={"model": "sim-1", "messages": [{"role": "user", "content": "[pilothouse mode: explore]"}],
                                 "tools": [{"type": "function", "function": {"name": "read", "parameters": {
                                     "type": "object", "properties": {"path": {"type": "string"}}}}}]}, timeout=10)
@@ -41,12 +44,18 @@ def test_serve_answers_then_exits_cleanly_on_sigint(tmp_path: Path) -> None:
     assert json.loads(served.read_text())["status"] == 200
 
 
-def test_list_json_and_refusals(cli) -> None:
-    res = cli("sim", "list", "--json")
-    assert res.returncode == 0
-    names = {row["name"] for row in json.loads(res.stdout)}
+def test_list_json_and_refusals(capsys) -> None:
+    from pilothouse.core.cli import main
+
+    # in-process (the same main() the console script runs): cheap, and the serve test above covers a real process
+    assert main(["sim", "list", "--json"]) == 0
+    names = {row["name"] for row in json.loads(capsys.readouterr().out)}
     assert {"explore-basic", "code-basic", "quota-429"} <= names
-    res = cli("sim", "serve", "--scenario", "explore-basic", "--host", "0.0.0.0")
-    assert res.returncode == 2 and "127.0.0.1 only" in res.stderr and "Traceback" not in res.stderr
-    res = cli("sim", "serve", "--scenario", "no-such-scenario")
-    assert res.returncode == 2 and "unknown scenario 'no-such-scenario'" in res.stderr
+    assert main(["sim", "serve", "--list"]) == 0
+    assert "quota-429" in capsys.readouterr().out
+    assert main(["sim", "serve", "--scenario", "explore-basic", "--host", "0.0.0.0"]) == 2
+    assert "127.0.0.1 only" in capsys.readouterr().err
+    assert main(["sim", "serve", "--scenario", "no-such-scenario"]) == 2
+    assert "unknown scenario 'no-such-scenario'" in capsys.readouterr().err
+    assert main(["sim", "serve"]) == 2
+    assert "--scenario NAME is required" in capsys.readouterr().err

@@ -28,6 +28,9 @@ CODEX_TOOLS = [
     {"type": "custom", "name": "apply_patch", "description": "Apply a patch", "format": {"type": "grammar"}},
 ]
 
+# the sim is on loopback: never route it through a proxy from the environment
+HTTP = httpx.Client(trust_env=False, timeout=10)
+
 
 def events(resp: httpx.Response) -> list[tuple[str, dict]]:
     out, name = [], None
@@ -56,7 +59,7 @@ def served(tmp_path: Path) -> list[dict]:
 def messages(url: str, msgs: list[dict], stream: bool = True, headers: dict | None = None) -> httpx.Response:
     body = {"model": "claude-sim", "max_tokens": 1000, "system": CLAUDE_SYSTEM, "tools": CLAUDE_TOOLS,
             "messages": msgs, "stream": stream}
-    return httpx.post(f"{url}/v1/messages?beta=true", json=body, headers=headers or {}, timeout=10)
+    return HTTP.post(f"{url}/v1/messages?beta=true", json=body, headers=headers or {}, timeout=10)
 
 
 def test_messages_stream_text_tool_use_and_usage(sim: SimServer, tmp_path: Path) -> None:
@@ -107,7 +110,7 @@ def test_messages_errors_in_anthropic_shape() -> None:
         assert resp.status_code == 401 and resp.json()["error"]["type"] == "authentication_error"
         ok = messages(sim.base_url, [{"role": "user", "content": "hi"}], headers={"x-api-key": "k-123"})
         assert ok.status_code == 200
-        count = httpx.post(f"{sim.base_url}/v1/messages/count_tokens", json={"messages": []},
+        count = HTTP.post(f"{sim.base_url}/v1/messages/count_tokens", json={"messages": []},
                            headers={"x-api-key": "k-123"})
         assert count.json()["input_tokens"] >= 1
 
@@ -117,7 +120,7 @@ def test_messages_errors_in_anthropic_shape() -> None:
 def responses(url: str, items: list[dict], stream: bool = True) -> httpx.Response:
     body = {"model": "sim-1", "instructions": "You are Codex.", "input": items, "tools": CODEX_TOOLS,
             "stream": stream, "store": False}
-    return httpx.post(f"{url}/v1/responses", json=body, timeout=10)
+    return HTTP.post(f"{url}/v1/responses", json=body, timeout=10)
 
 
 ENV = {"type": "message", "role": "user", "content": [
@@ -195,8 +198,15 @@ def test_faults_on_every_wire(path: str) -> None:
     body = {"model": "m", "input": "hi", "messages": [{"role": "user", "content": "hi"}], "stream": True}
     with SimServer("close-mid-stream") as sim:
         with pytest.raises(httpx.HTTPError):
-            httpx.post(sim.base_url + path, json=body)
+            HTTP.post(sim.base_url + path, json=body)
     with SimServer("garbage") as sim:
-        resp = httpx.post(sim.base_url + path, json=body)
+        resp = HTTP.post(sim.base_url + path, json=body)
         assert resp.status_code == 200 and b"sim garbage" in resp.content
         assert b"message_stop" not in resp.content and b"response.completed" not in resp.content
+
+
+def test_count_tokens_needs_the_key_too() -> None:
+    with SimServer("explore-basic", api_key="k-1") as sim:
+        url = f"{sim.base_url}/v1/messages/count_tokens"
+        assert HTTP.post(url, json={"messages": []}).status_code == 401
+        assert HTTP.post(url, json={"messages": []}, headers={"x-api-key": "k-1"}).status_code == 200

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from pilothouse.core import events as core_events
 from pilothouse.core.events import EventLog
 from pilothouse.core.layout import RepoLayout
@@ -177,3 +176,8 @@ def make_app() -> Callable[..., Any]:
         return CockpitApp(layout, clock=frozen_clock, live=live, **kw)
 
     return make
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"

@@ -10,16 +10,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from pilothouse.core.queries import Changes, JobRow, ProblemRow, TaskRow
+from pilothouse.tui.widgets.events import EventStream
+from pilothouse.tui.widgets.panels import JobsTable, ProblemsTable, ProvidersTable, TasksTable
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
-
-from pilothouse.core.queries import Changes, JobRow, ProblemRow, TaskRow
-from pilothouse.tui.widgets.events import EventStream
-from pilothouse.tui.widgets.panels import JobsTable, ProblemsTable, ProvidersTable, TasksTable
 
 if TYPE_CHECKING:
     from pilothouse.tui.app import CockpitApp
@@ -164,15 +163,17 @@ class Dashboard(Screen[None]):
         self.query_one("#status", Static).update(self.cockpit.status_line())
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        if event.data_table is self.jobs and event.row_key.value != self.tasks.job:
-            self._show_tasks(event.row_key.value, self.cockpit.clock())
+        # the cursor's key *now*: a rebuild's passing highlights are stale by the time they arrive
+        job = self.jobs.current_key
+        if event.data_table is self.jobs and job is not None and job != self.tasks.job:
+            self._show_tasks(job, self.cockpit.clock())
         self.bindings_may_change()
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         if event.data_table is self.jobs:
             self.tasks.focus()
         elif event.data_table is self.tasks and event.row_key.value:
-            self.cockpit.open_run_detail(self.tasks.job, event.row_key.value)
+            self.cockpit.open_run_detail(self.selected_job, event.row_key.value)
         elif event.data_table is self.problems and event.row_key.value:
             self.cockpit.open_problem(event.row_key.value)
 

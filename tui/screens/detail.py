@@ -10,6 +10,10 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pilothouse.core.queries import TASK_ACTIVE, RunRow, TaskRow, run_log_paths
+from pilothouse.tui import format as fmt
+from pilothouse.tui.live import Follower, LineTailer, scan_back
+from pilothouse.tui.widgets.table import Cell, Col, KeyedTable
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -17,11 +21,6 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, RichLog, Static
-
-from pilothouse.core.queries import TASK_ACTIVE, RunRow, TaskRow, run_log_paths
-from pilothouse.tui import format as fmt
-from pilothouse.tui.live import Follower, LineTailer, scan_back
-from pilothouse.tui.widgets.table import Cell, Col, KeyedTable
 
 if TYPE_CHECKING:
     from pilothouse.tui.app import CockpitApp
@@ -246,7 +245,7 @@ class RunDetail(Screen[None]):
             log.write(Text("no record of this run yet", style="dim"))
             return
         path = run_log_paths(run.provider, run.run_id, run.log)["events"]
-        log.border_title = f"activity · {run.role} {run.mode} · {run.provider}/{run.model or '?'}"
+        log.border_title = f"activity · {run.role} {run.mode} · {run.provider}" + (f"/{run.model}" if run.model else "")
         tailer = LineTailer(path)
         try:
             size = path.stat().st_size

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pilothouse.tui.actions import JOB_BINDINGS, REPLY_BINDINGS
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -9,8 +10,6 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
-
-from pilothouse.tui.actions import JOB_BINDINGS, REPLY_BINDINGS
 
 NAVIGATION = [
     ("j k ↑ ↓", "move in the focused panel", "nav.down/up"),

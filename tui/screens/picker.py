@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
+from pilothouse.core.layout import RepoLayout
+from pilothouse.tui.format import tilde
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Label, OptionList
 from textual.widgets.option_list import Option
-
-from pilothouse.core.layout import RepoLayout
-from pilothouse.tui.format import tilde
 
 
 class RepoPicker(ModalScreen[RepoLayout | None]):

@@ -5,15 +5,14 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from pilothouse.core.queries import ProblemRow
+from pilothouse.tui import format as fmt
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Label, Static
-
-from pilothouse.core.queries import ProblemRow
-from pilothouse.tui import format as fmt
 
 if TYPE_CHECKING:
     from pilothouse.tui.app import CockpitApp

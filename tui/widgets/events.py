@@ -9,14 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from pilothouse.tui import format as fmt
 from rich.segment import Segment
 from textual.binding import Binding
 from textual.geometry import Size
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
-
-from pilothouse.tui import format as fmt
 
 HIDDEN_TYPES = frozenset({"supervisor.heartbeat"})
 

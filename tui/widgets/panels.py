@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from rich.text import Text
-
 from pilothouse.core.queries import TASK_ACTIVE, JobRow, ProblemRow, ProviderRow, TaskRow, depth
 from pilothouse.tui import format as fmt
 from pilothouse.tui.widgets.table import Cell, Col, KeyedTable
+from rich.text import Text
 
 
 class JobsTable(KeyedTable):
@@ -76,7 +75,7 @@ class TasksTable(KeyedTable):
 
     def show(self, job: str | None, tasks: list[TaskRow], now: datetime) -> None:
         if job != self.job:
-            self._rows = []
+            self._rows.clear()
         self.job = job
         self.tasks = {t.task: t for t in tasks}
         self._depth = depth(tasks)

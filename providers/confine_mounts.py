@@ -1,0 +1,216 @@
+"""The mount plan of a confined run: what the worker sees, what it may write (see confine.py).
+
+Kept apart from the policy (confine.py): this is the part a reviewer audits line by line.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from pilothouse.providers import paths
+from pilothouse.providers.confine import INSTALL_FIX, WRITER_MODES, _probe_bwrap, _warn_once, bwrap_path
+from pilothouse.providers.errors import UserError
+from pilothouse.providers.runners.base import LaunchSpec, RunSpec
+
+
+def _real(p: Path | str) -> Path:
+    return Path(os.path.realpath(os.path.expanduser(str(p))))
+
+
+def _within(child: Path, parent: Path) -> bool:
+    return child == parent or child.is_relative_to(parent)
+
+
+def hidden_roots(spec: RunSpec | None = None) -> list[Path]:
+    """Trees the worker must not see at all (they hold keys, other runs, other worktrees, logs)."""
+    roots = [_real(Path.home()), paths.config_dir(), paths.data_dir(), paths.state_dir(),
+             paths.cache_dir(), paths.secrets_dir()]
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime:
+        roots.append(Path(runtime))
+    if Path("/run/user").is_dir():
+        roots.append(Path("/run/user"))
+    out: list[Path] = []
+    for r in roots:
+        r = _real(r)
+        if r != Path("/") and r.is_dir() and r not in out and not _within(Path("/tmp"), r):
+            out.append(r)
+    return out
+
+
+def _runtime_paths(launch: LaunchSpec) -> list[Path]:
+    """What the runner needs to start: its interpreter/prefix, its binary, its PATH, its package."""
+    found: list[Path] = []
+    for p in {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(sys.executable)}:
+        found.append(_real(p))
+    found.append(_real(Path(__file__).resolve().parent.parent))  # the pilothouse package (editable)
+    found += [_real(p) for p in sys.path if p and os.path.isabs(p) and os.path.exists(p)]
+    found.append(_real(paths.runners_dir()))
+    env_path = launch.env.get("PATH", os.environ.get("PATH", ""))
+    found += [_real(p) for p in env_path.split(os.pathsep) if p and os.path.isabs(p)]
+    if launch.argv:
+        exe = shutil.which(launch.argv[0], path=env_path) or launch.argv[0]
+        if os.path.isabs(exe):
+            target = _real(exe)
+            found.append(target.parent)
+            if not target.is_relative_to("/tmp"):
+                found.append(target.parent.parent)  # the prefix of bin/ (lib/, node_modules)
+    return found
+
+
+def _git_paths(workdir: Path) -> tuple[list[Path], list[Path]]:
+    """(read-only paths inside the worktree, read-only git dirs outside it) for git to work read-only."""
+    dotgit = workdir / ".git"
+    inside = [dotgit] if dotgit.exists() else []
+    outside: list[Path] = []
+    if dotgit.is_file():
+        m = re.match(r"gitdir:\s*(.+)", dotgit.read_text(errors="replace").strip())
+        if m:
+            gitdir = _real(workdir / m.group(1).strip())
+            outside.append(gitdir)
+            common = gitdir / "commondir"
+            if common.is_file():
+                outside.append(_real(gitdir / common.read_text().strip()))
+    return inside, outside
+
+
+def wrap(launch: LaunchSpec, spec: RunSpec, *, extra_ro: list[Path] | None = None) -> LaunchSpec:
+    """argv prefixed with bwrap for this run (no policy checks: prepare() and the probe call this)."""
+    bwrap = bwrap_path()
+    if bwrap is None:
+        raise UserError(f"bubblewrap (bwrap) is not installed: {INSTALL_FIX}")
+    workdir = _real(spec.workdir)
+    hidden = hidden_roots(spec)
+    for h in hidden:
+        if spec.mode in WRITER_MODES and _within(h, workdir):
+            raise UserError(f"workdir {workdir} contains {h}; a writer needs its own worktree, "
+                            "not a directory above your home or pilothouse's data")
+    # (path, kind): kind 0 = tmpfs hide, 1 = rw bind, 2 = ro bind; applied parents first
+    ops: dict[Path, int] = {}
+
+    def add(p: Path, kind: int) -> None:
+        p = _real(p)
+        if p == Path("/") or not p.exists():
+            return
+        if kind == 2 and any(_within(h, p) for h in hidden):
+            return  # binding it back would re-expose a hidden tree (e.g. a PATH entry of $HOME)
+        rank = {0: 0, 2: 1, 1: 2}  # the same path asked twice: rw beats ro beats hidden
+        if p not in ops or rank[kind] > rank[ops[p]]:
+            ops[p] = kind
+
+    for h in hidden:
+        add(h, 0)
+    for p in _runtime_paths(launch) + list(launch.readonly) + list(extra_ro or []):
+        if any(_within(_real(p), h) for h in [*hidden, Path("/tmp")]):
+            add(p, 2)
+    if spec.sandbox.credential is not None:
+        add(Path(os.path.realpath(spec.sandbox.credential)), 2)
+    git_inside, git_outside = _git_paths(workdir)
+    for p in git_outside:
+        add(p, 2)
+    # the sandbox's own files (run.json, task.md, the credential link, the lock) stay read-only:
+    # dispatch reads them back; only the worker's HOME and XDG dirs are its to write
+    sb = spec.sandbox
+    add(sb.root, 2)
+    for p in (sb.home, sb.config, sb.data, sb.state, sb.cache, sb.shared_cache, *launch.writable):
+        add(p, 1)
+    if spec.mode in WRITER_MODES:
+        add(workdir, 1)
+        # also read-only inside the worktree: what pilothouse itself reads back and trusts
+        # (the project's settings and gates, the runtime store when the workdir is the main checkout)
+        for p in (*git_inside, workdir / ".ai" / "project.yaml", workdir / ".ai" / "runtime"):
+            add(p, 2)
+    else:
+        add(workdir, 2)
+    target = _net_target(spec)
+    sock_dir = None
+    if target is not None:
+        # short path: unix socket paths are limited to 108 bytes; bound into the private /tmp
+        sock_dir = Path(tempfile.mkdtemp(prefix="pilothouse-net-", dir="/tmp"))
+        add(sock_dir, 1)
+
+    args = [bwrap, "--unshare-user", "--cap-drop", "ALL", "--unshare-pid", "--unshare-ipc",
+            "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--new-session"]
+    if _probe_bwrap()[3]:
+        args.append("--disable-userns")
+    if target is not None:
+        args.append("--unshare-net")
+    args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    args += _tmp_skeleton(ops)
+    for p, kind in sorted(ops.items(), key=lambda item: (len(item[0].parts), item[1])):
+        if kind == 0:
+            args += ["--perms", "0755", "--tmpfs", str(p)]
+        elif kind == 1:
+            args += ["--bind", str(p), str(p)]
+        else:
+            args += ["--ro-bind", str(p), str(p)]
+    for p, kind in ops.items():
+        if kind == 0:
+            args += ["--remount-ro", str(p)]  # the hidden tree's stand-in is not a place to write either
+    env = dict(launch.env)
+    home = env.get("HOME")
+    if not home or not _within(_real(home), _real(spec.sandbox.root)):
+        env["HOME"] = str(spec.sandbox.home)
+    env.pop("TMPDIR", None)  # the host's TMPDIR may be hidden; /tmp is private anyway
+    args += ["--chdir", str(workdir), "--"]
+    argv = list(launch.argv)
+    if target is not None and sock_dir is not None:
+        sock, hostport = str(sock_dir / "s"), f"[{target[0]}]:{target[1]}"
+        relay = [sys.executable, "-I", "-m", "pilothouse.providers.netrelay"]
+        args = [*relay, "outer", "--sock", sock, "--target", hostport, "--", *args,
+                *relay, "inner", "--sock", sock, "--listen", hostport, "--"]
+    return replace(launch, argv=args + argv, env=env)
+
+
+def _tmp_skeleton(ops: dict[Path, int]) -> list[str]:
+    """Read-only stand-ins for the /tmp directories that lead to what is bound under /tmp.
+
+    /tmp is a private writable tmpfs; the parents bwrap would create there for a bind mount point
+    (say the main checkout around its .git) would be writable and turn a blocked write into one
+    that silently lands in the private /tmp. Made 0555 up front, they refuse it (EACCES: the
+    worker has no capabilities, so owner permission bits hold even for uid 0).
+    """
+    tmp = Path("/tmp")
+    dirs: set[Path] = set()
+    for p in ops:
+        if p.is_relative_to(tmp) and p != tmp:
+            for parent in p.parents:
+                if parent == tmp:
+                    break
+                if parent not in ops:
+                    dirs.add(parent)
+    out: list[str] = []
+    for d in sorted(dirs, key=lambda d: len(d.parts)):
+        out += ["--perms", "0555", "--dir", str(d)]
+    return out
+
+
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def _net_target(spec: RunSpec) -> tuple[str, int] | None:
+    """(host, port) of the model when this run gets no network (`network: none`), else None.
+
+    Workers call their model from inside the sandbox. A local provider (served on the host's
+    loopback) stays reachable through providers/netrelay.py and nothing else does; a remote
+    provider needs the network, so the option cannot apply to it (one warning says so).
+    """
+    if str(spec.extra.get("network", "")).lower() != "none":
+        return None
+    url = urlsplit(str(spec.base_url or ""))
+    try:
+        port = url.port or (443 if url.scheme == "https" else 80)
+    except ValueError:
+        port = None
+    if url.hostname in LOOPBACK_HOSTS and port:
+        return url.hostname, port
+    _warn_once(f"network: none is not applied to {getattr(spec.provider, 'key', 'this provider')}: its "
+               f"endpoint {url.hostname or spec.base_url!r} is not on this machine and the worker must reach it")
+    return None

@@ -1,0 +1,235 @@
+"""The supervisor: one per repository, stops that leave the rest going, replies, planning paths,
+`job wait` exit codes, and the task state machine."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from pilothouse.core import demo, problems, store, supervisor_ctl
+from pilothouse.core.events import EventLog
+from pilothouse.core.layout import RepoLayout
+from pilothouse.core.supervisor_state import IllegalTransition, StateStore
+
+BLOCKED = """
+name: blocked-builder
+description: the first plan is invalid; one builder is blocked, the other finishes
+scripts:
+  - match: {mode: plan}
+    turns:
+      - say: |
+          <!--RESULT-->{"tasks":[{"id":"one","title":"One","kind":"WEIRD","expected_paths":{"write":["one.txt"]}}]}<!--/RESULT-->
+      - say: |
+          Fixed the kind.
+          <!--RESULT-->{"tasks":[{"id":"one","title":"One","kind":"SAFE_PARALLEL","expected_paths":{"write":["one.txt"]}},
+          {"id":"two","title":"Two","kind":"SAFE_PARALLEL","expected_paths":{"write":["two.txt"]}}]}<!--/RESULT-->
+  - match: {mode: code, contains: ["task: one"]}
+    turns:
+      - say: |
+          The toolchain is missing here.
+          <!--RESULT-->{"status":"blocked","files_changed":[],"validation":{"commands":[],"passed":false},"risks":[],"blocked_reason":"no compiler installed"}<!--/RESULT-->
+  - match: {mode: code, contains: ["task: two"]}
+    turns:
+      - say: "Writing two.txt"
+        actions:
+          - write: {path: two.txt, content: "two\\n"}
+      - say: |
+          <!--RESULT-->{"status":"complete","files_changed":["two.txt"],"validation":{"commands":[],"passed":true},"risks":[]}<!--/RESULT-->
+"""
+
+
+def _git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def _quick_project(layout: RepoLayout, **changes: object) -> None:
+    data = yaml.safe_load(layout.project_yaml.read_text())
+    data["workflow"]["review"] = "off"
+    data["gates"] = {"fast": "true", "full": "true"}
+    data.update(changes)
+    layout.project_yaml.write_text(yaml.safe_dump(data))
+
+
+def test_stop_keeps_others_going_then_wait_exits_3_and_a_reply_finishes(tmp_path: Path, cli) -> None:
+    scenario = tmp_path / "blocked.yaml"
+    scenario.write_text(BLOCKED)
+    layout = demo.prepare(tmp_path / "repo", str(scenario))
+    _quick_project(layout)
+    pid = supervisor_ctl.start(layout)
+    try:
+        # one per repository: a second supervisor refuses, `job start` finds the running one
+        second = subprocess.run([sys.executable, "-m", "pilothouse.core.supervisor", "--repo", str(layout.root)],
+                                capture_output=True, text=True, timeout=30)
+        assert second.returncode == 2
+        assert "already running" in second.stderr and f"pid {pid}" in second.stderr
+        again = cli("job", "start", "--repo", str(layout.root))
+        assert again.returncode == 0 and "already running" in again.stdout
+
+        w = cli("job", "wait", "demo", "--repo", str(layout.root), timeout=90)
+        assert w.returncode == 3, w.stdout + w.stderr
+        open_problems = problems.list_problems(layout, True, job="demo")
+        assert [(p.task, p.kind) for p in open_problems] == [("one", "builder_blocked")]
+        code = open_problems[0].code
+        line = next(x for x in w.stdout.splitlines() if x.startswith(code))
+        assert line.split("#")[0].split() == [code, *open_problems[0].replies]
+
+        conn = store.connect(layout.state_db, readonly=True)
+        states = {r["task"]: (r["state"], r["reason"]) for r in conn.execute("SELECT * FROM tasks")}
+        assistants = list(conn.execute("SELECT * FROM runs WHERE role='assigner' ORDER BY started_at"))
+        conn.close()
+        assert states["two"][0] == "done"  # not depending on the stopped task: it went on and merged
+        assert states["one"] == ("stopped", states["one"][1]) and "no compiler" in states["one"][1]
+        # the invalid plan went back to the same assigner once, with the errors
+        assert len(assistants) == 2 and assistants[1]["mode"] == "plan"
+        spec = (layout.runtime / "runs" / f"{assistants[1]['run_id']}.task.md").read_text()
+        assert "WEIRD" in spec or "kind" in spec
+
+        problems.act(layout, code, "skip")
+        w = cli("job", "wait", "demo", "--repo", str(layout.root), timeout=90)
+        assert w.returncode == 0, w.stdout + w.stderr
+    finally:
+        supervisor_ctl.stop(layout)
+    assert supervisor_ctl.status(layout) is None
+    merges = _git(layout.root, "log", "--first-parent", "--merges", "--format=%s", "pilothouse/integration")
+    assert merges.splitlines() == ["Merge two: Two"]
+
+
+def test_operator_defined_graph_runs_with_run_once(tmp_path: Path, cli) -> None:
+    from pilothouse.core.project import load_project
+    from pilothouse.core.taskgraph import save_tasks, validate_tasks
+
+    quick = tmp_path / "quick.yaml"
+    bundled = Path(demo._data() / "scenarios" / "demo-recovery.yaml").read_text()
+    quick.write_text(bundled.replace("delay_s: 3", "delay_s: 0"))
+    layout = demo.prepare(tmp_path / "repo", str(quick))
+    _quick_project(layout)
+    entries = [{"id": "first", "title": "First", "expected_paths": {"write": ["notes/first.txt"]}},
+               {"id": "second", "title": "Second", "depends_on": ["first"], "kind": "DEPENDENT",
+                "expected_paths": {"write": ["notes/second.txt"]}}]
+    save_tasks(layout, validate_tasks(entries, load_project(layout), job="demo"))
+    r = cli("job", "plan-ready", "demo", "--repo", str(layout.root))
+    assert r.returncode == 0, r.stderr
+    done = subprocess.run([sys.executable, "-m", "pilothouse.core.supervisor", "--repo", str(layout.root), "--once"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    conn = store.connect(layout.state_db, readonly=True)
+    job = conn.execute("SELECT * FROM jobs_state WHERE job='demo'").fetchone()
+    roles = [r["role"] for r in conn.execute("SELECT role FROM runs")]
+    conn.close()
+    assert job["state"] == "accepted"
+    assert "assigner" not in roles and roles.count("builder") == 2
+
+
+def test_job_wait_exit_codes_from_the_store(tmp_path: Path, git_repo: Path, cli) -> None:
+    from pilothouse.core.jobs import create_job
+    from pilothouse.core.project import init_project
+
+    init_project(git_repo, {"fast": "true", "full": "true"}, stdin_is_tty=False)
+    layout = RepoLayout(git_repo)
+    create_job(layout, "j1", "do a thing")
+    conn = store.connect(layout.state_db)
+    s = StateStore(layout, conn, EventLog(layout.events))
+    s.ensure_job("j1", 1)
+    s.set_job("j1", None, reason="every task was skipped", state="failed")
+    assert cli("job", "wait", "j1", "--repo", str(git_repo)).returncode == 1
+    s.set_job("j1", None, reason="ok", state="accepted")
+    assert cli("job", "wait", "j1", "--repo", str(git_repo)).returncode == 0
+    s.set_job("j1", None, reason="waiting", state="running")
+    r = cli("job", "wait", "j1", "--repo", str(git_repo))
+    assert r.returncode == 2 and "no supervisor is running" in r.stderr
+    assert cli("job", "wait", "nope", "--repo", str(git_repo)).returncode == 2
+    conn.close()
+
+
+def test_state_machine_refuses_illegal_changes(git_repo: Path) -> None:
+    layout = RepoLayout(git_repo)
+    conn = store.connect(layout.runtime / "state.db")
+    events = EventLog(layout.events)
+    s = StateStore(layout, conn, events)
+    s.ensure_job("j", 1)
+    s.add_tasks("j", [{"id": "a", "kind": "SAFE_PARALLEL"}], 1)
+    s.set_task("j", "a", "ready", "no dependencies")
+    with pytest.raises(IllegalTransition):
+        s.set_task("j", "a", "done", "skipping ahead")
+    s.set_task("j", "a", "running", "launched")
+    row = s.task("j", "a")
+    assert row is not None and row["state"] == "running" and row["reason"] == "launched"
+    lines = layout.events.read_text().splitlines()
+    assert sum('"task.state"' in line for line in lines) == 3
+    conn.close()
+
+
+def test_path_conflicts() -> None:
+    from types import SimpleNamespace
+
+    from pilothouse.core.supervisor_sched import conflict
+
+    sup = SimpleNamespace(project=SimpleNamespace(hotspots=["config/"]))
+
+    def task(tid: str, write: list[str], read: list[str] = (), kind: str = "SAFE_PARALLEL") -> SimpleNamespace:  # type: ignore[assignment]
+        return SimpleNamespace(id=tid, kind=kind, expected_paths=SimpleNamespace(write=write, read=list(read)))
+
+    a = task("a", ["src/a.py"])
+    assert conflict(sup, task("b", ["src/b.py"]), [a]) is None
+    assert conflict(sup, task("b", ["src/"]), [a]) is a
+    assert conflict(sup, task("b", ["src/*.py"]), [a]) is a
+    hot = task("h", ["docs/x.md"], read=["src/a.py"], kind="HOTSPOT")
+    assert conflict(sup, hot, [a]) is a  # a HOTSPOT does not even share what it reads
+    cfg = task("c", ["config/app.yaml"])
+    assert conflict(sup, task("d", ["docs/y.md"], read=["config/app.yaml"]), [cfg]) is cfg
+
+
+SLOW_ONE = """
+name: slow-one
+description: one task whose builder takes a while
+scripts:
+  - match: {mode: plan}
+    turns:
+      - say: |
+          <!--RESULT-->{"tasks":[{"id":"one","title":"One","expected_paths":{"write":["one.txt"]}}]}<!--/RESULT-->
+  - match: {mode: code}
+    turns:
+      - say: "Thinking hard."
+        delay_s: 2
+        actions:
+          - write: {path: one.txt, content: "one\\n"}
+      - say: |
+          <!--RESULT-->{"status":"complete","files_changed":["one.txt"],"validation":{"commands":[],"passed":true},"risks":[]}<!--/RESULT-->
+"""
+
+
+def test_abort_run_interrupts_one_dispatch_and_the_task_is_retried_once(tmp_path: Path, cli) -> None:
+    import json
+    import time
+
+    from pilothouse.core.events import EventTailer
+
+    scenario = tmp_path / "slow.yaml"
+    scenario.write_text(SLOW_ONE)
+    layout = demo.prepare(tmp_path / "repo", str(scenario))
+    _quick_project(layout)
+    supervisor_ctl.start(layout)
+    try:
+        tailer = EventTailer(layout.events)
+        run_id = None
+        deadline = time.monotonic() + 60
+        while run_id is None and time.monotonic() < deadline:
+            run_id = next((e["run"] for e in tailer.read_new() if e["type"] == "run.started" and e["task"] == "one"),
+                          None)
+            time.sleep(0.05)
+        assert run_id is not None
+        assert supervisor_ctl.abort_run(layout, run_id) is True
+        w = cli("job", "wait", "demo", "--repo", str(layout.root), timeout=90)
+        assert w.returncode == 0, w.stdout + w.stderr
+    finally:
+        supervisor_ctl.stop(layout)
+    conn = store.connect(layout.state_db, readonly=True)
+    builders = list(conn.execute("SELECT * FROM runs WHERE role='builder' ORDER BY started_at"))
+    conn.close()
+    assert [b["attempt"] for b in builders] == [1, 2]
+    first = json.loads(builders[0]["verdict"])
+    assert first["verdict"] != "completed" or first.get("interrupted")
+    assert supervisor_ctl.abort_run(layout, builders[1]["run_id"]) is False  # finished: nothing to abort

@@ -1,0 +1,200 @@
+"""Shared driver for the real-CLI runner tests (test_runner_{opencode,claude,codex}.py).
+
+Each real agent CLI runs against the sim through `pilothouse dispatch --provider sim-<cli>`,
+with a canary key stored for the provider (file backend) so the CLI's real auth path is used:
+the sim answers 401 to any request without that exact key. The binaries come from
+$PILOTHOUSE_TEST_RUNNERS (scripts/install-runners fills it; scripts/test exports it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+SCENARIOS = HERE / "scenarios"
+RECORDED = HERE / "recorded"
+
+
+def require_cli(runner: str) -> Path:
+    """The CLI's binary from the tests' prefix; a clear failure (never a skip) when it is missing."""
+    from pilothouse.providers.runners.npm import find_binary
+    from pilothouse.providers.runners.pins import pin
+
+    prefix = os.environ.get("PILOTHOUSE_TEST_RUNNERS")
+    binary = find_binary(runner)
+    if not prefix or binary is None:
+        p = pin(runner)
+        pytest.fail(f"the {runner} CLI ({p.spec}) was not found in $PILOTHOUSE_TEST_RUNNERS "
+                    f"({prefix or 'unset'}); run scripts/install-runners and export "
+                    "PILOTHOUSE_TEST_RUNNERS=$PWD/.runners (scripts/test does both)", pytrace=False)
+    return binary
+
+
+@dataclass
+class Run:
+    started: dict[str, Any]
+    verdict: dict[str, Any]
+    stdout: str
+    stderr: str
+    wall_s: float
+    served: list[dict[str, Any]] = field(default_factory=list)  # what the sim served for this run
+
+    @property
+    def tokens(self) -> dict[str, int]:
+        return self.verdict["tokens"]
+
+
+class Driver:
+    """Dispatches one real CLI against the sim and collects what it left behind."""
+
+    def __init__(self, cli: Any, provider: str, runner: str) -> None:
+        self.cli, self.provider, self.runner = cli, provider, runner
+        self.canary = "sk-canary-" + secrets.token_hex(12)
+        require_cli(runner)
+        r = cli("key", "set", provider, "--from-stdin", "--backend", "file", input=self.canary + "\n")
+        assert r.returncode == 0, r.stderr
+
+    def sandbox(self, run_id: str) -> Path:
+        from pilothouse.providers import paths
+
+        return (paths.providers_dir() / self.provider / "runs" / run_id).resolve()
+
+    def _served(self, run_id: str) -> list[dict[str, Any]]:
+        log = self.sandbox(run_id) / "state" / "served.jsonl"
+        if not log.exists():
+            return []
+        return [json.loads(ln) for ln in log.read_text().splitlines() if ln.strip()]
+
+    def dispatch(self, mode: str, workdir: Path, scenario: str, task: str = "Do the task.",
+                 resume_of: str | None = None, timeout: float = 120) -> Run:
+        task_file = workdir.parent / f"task-{secrets.token_hex(4)}.md"
+        task_file.write_text(task + "\n")
+        sc = str(SCENARIOS / f"{scenario}.yaml") if (SCENARIOS / f"{scenario}.yaml").exists() else scenario
+        args = ["dispatch", "--provider", self.provider, "--mode", mode, "--workdir", str(workdir),
+                "--task-file", str(task_file), "--scenario", sc, "--timeout", "90", "--idle-timeout", "60"]
+        before = len(self._served(resume_of)) if resume_of else 0
+        if resume_of:
+            args += ["--resume-of", resume_of]
+        t0 = time.monotonic()
+        r = self.cli(*args, timeout=timeout)
+        wall = time.monotonic() - t0
+        lines = [ln for ln in r.stdout.splitlines() if ln.strip()]
+        assert r.returncode == 0 and len(lines) == 2, f"dispatch failed ({r.returncode}): {r.stdout}\n{r.stderr}"
+        started, verdict = json.loads(lines[0]), json.loads(lines[1])
+        served = self._served(verdict["run_id"])[before:]
+        return Run(started, verdict, r.stdout, r.stderr, wall, served)
+
+    def events(self, run: Run) -> list[dict[str, Any]]:
+        return [json.loads(ln) for ln in Path(run.started["log"]).read_text().splitlines() if ln.strip()]
+
+
+def served_tokens(run: Run) -> dict[str, int]:
+    total = dict.fromkeys(("input", "output", "reasoning", "cache_read", "cache_write"), 0)
+    for rec in run.served:
+        if rec.get("status") == 200 and rec.get("usage"):
+            for k in total:
+                total[k] += int(rec["usage"].get(k) or 0)
+    return total
+
+
+def assert_tokens_match(run: Run) -> None:
+    assert run.served, "the sim served nothing for this run"
+    assert run.tokens == served_tokens(run), (run.tokens, served_tokens(run))
+
+
+def assert_no_canary(drv: Driver, *runs: Run) -> None:
+    """The canary key appears in no dispatch output, log, report, verdict, event or sandbox config."""
+    from pilothouse.providers import paths
+
+    for run in runs:
+        assert drv.canary not in run.stdout and drv.canary not in run.stderr
+    roots = [paths.logs_dir()] + [drv.sandbox(r.verdict["run_id"]) for r in runs]
+    for root in roots:
+        for p in root.rglob("*"):
+            if p.is_symlink() or not p.is_file() or p.name == "credential":
+                continue
+            data = p.read_bytes()
+            assert drv.canary.encode() not in data, f"canary key found in {p}"
+
+
+def assert_canary_not_in_launch(drv: Driver, mode: str, workdir: Path) -> None:
+    """Build the launch the way dispatch does and look for the key in argv, env and stdin."""
+    from pilothouse.providers import provider_index, sandbox
+    from pilothouse.providers.runners import get_runner
+    from pilothouse.providers.runners.base import RunSpec
+
+    prov = provider_index.record(drv.provider)
+    run_id = sandbox.new_run_id()
+    sb = sandbox.make_sandbox(prov.key, run_id)
+    sandbox.link_credential(sb, None, drv.canary)
+    task = sb.root / "task.md"
+    task.write_text("[pilothouse mode: explore]\n\nhello\n")
+    spec = RunSpec(run_id=run_id, provider=prov, mode=mode, model=prov.model_id, base_url="http://127.0.0.1:9/v1",
+                   workdir=workdir, sandbox=sb, task_text="hello", task_file=task, step_cap=5, timeout_s=10,
+                   idle_timeout_s=10)
+    launch = get_runner(prov.runner).build(spec)
+    assert not any(drv.canary in a for a in launch.argv)
+    assert not any(drv.canary in v for v in launch.env.values())
+    assert drv.canary.encode() not in (launch.stdin or b"")
+    sandbox.drop_credential(sb)
+    for p in sb.root.rglob("*"):
+        if p.is_file() and not p.is_symlink():
+            assert drv.canary.encode() not in p.read_bytes(), f"canary key written to {p}"
+
+
+def replay(runner: Any, name: str) -> list[Any]:
+    """Every normalised event a runner makes of a recorded stream (tests/providers/recorded/)."""
+    events: list[Any] = []
+    for line in (RECORDED / name).read_text().splitlines():
+        events.extend(runner.parse_line(line))
+    return events
+
+
+def summarize(events: list[Any]) -> dict[str, Any]:
+    tokens = dict.fromkeys(("input", "output", "reasoning", "cache_read", "cache_write"), 0)
+    out: dict[str, Any] = {"sessions": set(), "texts": [], "tools": [], "errors": [], "quota": [],
+                           "steps": 0, "tokens": tokens, "cost": 0.0}
+    for ev in events:
+        if ev.kind == "session":
+            out["sessions"].add(ev.id)
+        elif ev.kind == "text":
+            out["texts"].append(ev.text)
+        elif ev.kind == "tool":
+            out["tools"].append((ev.name, ev.status))
+        elif ev.kind == "error":
+            out["errors"].append(ev.error_class)
+        elif ev.kind == "quota":
+            out["quota"].append(ev.window)
+        elif ev.kind == "usage":
+            out["steps"] += 1
+            out["cost"] += ev.cost
+            for k in tokens:
+                tokens[k] += getattr(ev, k)
+    return out
+
+
+def _secs(ts: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+
+
+def assert_auth_fails_fast(drv: Driver, run: Run) -> None:
+    """A 401 ends the run as an auth error without the CLI's retry storm (their defaults retry a 401
+    up to ten times over a minute). Measured from the first refusal the sim served to the error
+    event, so a busy machine's slow CLI start-up does not count; the whole run is ~1-5 s idle."""
+    assert run.verdict["verdict"] == "error", run.verdict
+    assert run.verdict["error_class"] == "auth", run.verdict
+    refused = [r for r in run.served if r.get("status") == 401]
+    assert 1 <= len(refused) <= 3, refused
+    errors = [e for e in drv.events(run) if e["kind"] == "error" and e["error_class"] == "auth"]
+    assert errors, "no auth error event"
+    assert _secs(errors[0]["ts"]) - _secs(refused[0]["ts"]) < 5

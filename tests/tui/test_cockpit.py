@@ -1,0 +1,299 @@
+"""The cockpit against real state: a real state.db, a real events.jsonl appended by EventLog while the
+app runs, and the real core calls behind each key (problems.act, jobs.create_job/update_job)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from pilothouse.core.events import EventLog
+from pilothouse.core.layout import RepoLayout
+from pilothouse.core.store import connect
+
+pytestmark = pytest.mark.anyio  # anyio's pytest plugin runs the async tests (asyncio backend)
+
+
+async def wait_for(pilot: Any, predicate: Callable[[], Any], timeout: float = 8.0) -> None:
+    for _ in range(int(timeout / 0.05)):
+        if predicate():
+            return
+        await pilot.pause(0.05)
+    assert predicate(), "condition not met in time"
+
+
+def replies(layout: RepoLayout) -> list[sqlite3.Row]:
+    conn = connect(layout.state_db, readonly=True)
+    try:
+        return conn.execute("SELECT * FROM replies ORDER BY id").fetchall()
+    finally:
+        conn.close()
+
+
+def events_of(layout: RepoLayout, etype: str) -> list[dict[str, Any]]:
+    with open(layout.events) as fh:
+        return [e for e in map(json.loads, fh) if e["type"] == etype]
+
+
+async def test_dashboard_draws_the_store(cockpit_repo, make_app) -> None:
+    app = make_app(cockpit_repo)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        dash = app.dashboard
+        assert list(dash.jobs.jobs) == ["hello-world", "first-draft"]
+        assert dash.tasks.job == "first-draft"  # the unfinished job is selected
+        assert [k.value for k in dash.tasks.rows] == ["calendar-store", "calendar-api", "calendar-ui",
+                                                      "calendar-sync", "calendar-docs"]
+        assert "KTRWMB" in dash.problems.problems
+        assert {k.value for k in dash.providers.rows} == {"sim\tfive_hour", "sim\tweekly", "sim-b\tfive_hour"}
+        assert dash.events.lines[-1].startswith("07:10:30 run.activity")
+        assert "supervisor.heartbeat" not in " ".join(dash.events.lines)
+        assert "stopped" in app.status_line().plain
+        await pilot.press("2")
+        assert app.focused is dash.providers
+        await pilot.press("1", "enter")  # enter on a job: its tasks
+        assert app.focused is dash.tasks
+
+
+async def test_events_update_rows_in_place(cockpit_repo, make_app) -> None:
+    """A supervisor's write + event reach the screen; the row changes in place, the log follows."""
+    app = make_app(cockpit_repo, live=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        tasks = app.dashboard.tasks
+        before = tasks.row_count
+        db = connect(cockpit_repo.state_db)
+        db.execute("UPDATE tasks SET activity='bash python -m pytest', tokens=17000 "
+                   "WHERE job='first-draft' AND task='calendar-api'")
+        EventLog(cockpit_repo.events).append("run.activity", job="first-draft", task="calendar-api",
+                                             data={"tool": "bash python -m pytest"})
+        await wait_for(pilot, lambda: "bash python" in str(tasks.get_cell("calendar-api", "activity")))
+        assert tasks.row_count == before
+        assert tasks.get_cell("calendar-api", "tokens") == "17.0k"
+        assert "bash python -m pytest" in app.dashboard.events.lines[-1]
+        # a task planned by a re-plan: the table grows
+        db.execute("INSERT INTO tasks (job, task, state, kind, depends_on, updated_at) VALUES "
+                   "('first-draft', 'calendar-i18n', 'planned', 'SAFE_PARALLEL', '[\"calendar-ui\"]', 'x')")
+        EventLog(cockpit_repo.events).append("task.state", job="first-draft", task="calendar-i18n",
+                                             data={"from": None, "to": "planned"})
+        await wait_for(pilot, lambda: "calendar-i18n" in tasks.tasks)
+        assert tasks.row_count == before + 1
+        # a problem closes: its row goes
+        db.execute("UPDATE problems SET state='closed' WHERE code='KTRWMB'")
+        EventLog(cockpit_repo.events).append("problem.closed", job="first-draft", task="calendar-ui",
+                                             data={"code": "KTRWMB"})
+        await wait_for(pilot, lambda: app.dashboard.problems.row_count == 0)
+        db.close()
+
+
+async def test_scrolling_up_pauses_follow(cockpit_repo, make_app) -> None:
+    app = make_app(cockpit_repo, live=True)
+    log = EventLog(cockpit_repo.events)
+    for n in range(30):
+        log.append("run.usage", job="first-draft", task="calendar-api", data={"tokens": {"input": n}})
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        events = app.dashboard.events
+        await pilot.press("5")
+        assert app.focused is events and events.follow
+        await pilot.press("k", "k")
+        assert not events.follow
+        log.append("merge.finished", job="first-draft", task="calendar-store", data={"sha": "abc"})
+        log.append("merge.finished", job="first-draft", task="calendar-api", data={"sha": "def"})
+        await wait_for(pilot, lambda: events.new_count == 2)
+        assert "paused · 2 new" in str(events.border_subtitle)
+        await pilot.press("f")
+        assert events.follow and events.new_count == 0
+        assert events.scroll_y == events.max_scroll_y
+
+
+async def test_filter_narrows_the_focused_panel(cockpit_repo, make_app) -> None:
+    app = make_app(cockpit_repo)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("3", "slash", *"stopped", "enter")
+        assert [k.value for k in app.dashboard.tasks.rows] == ["calendar-ui"]
+        await pilot.press("slash", "escape")
+        assert app.dashboard.tasks.row_count == 5
+
+
+async def test_retry_by_key_reaches_store_and_log(cockpit_repo, make_app) -> None:
+    app = make_app(cockpit_repo, live=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("4", "r")
+        await wait_for(pilot, lambda: replies(cockpit_repo))
+        row = replies(cockpit_repo)[0]
+        assert (row["code"], row["reply"], row["words"]) == ("KTRWMB", "retry", None)
+        assert row["who"].endswith("@cockpit")
+        answered = events_of(cockpit_repo, "problem.answered")
+        assert answered[-1]["data"]["reply"] == "retry"
+        # drawn from the event log once it comes back, not before
+        await wait_for(pilot, lambda: any("problem.answered" in line for line in app.dashboard.events.lines))
+
+
+async def test_refused_reply_shows_cores_message(cockpit_repo, make_app) -> None:
+    from pilothouse.core import problems
+
+    problems.act(cockpit_repo, "KTRWMB", "retry", who="someone@cli")
+    app = make_app(cockpit_repo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("4", "a")
+        await wait_for(pilot, lambda: app._notifications)
+        message = next(iter(app._notifications)).message
+        assert "already has an answer waiting" in message
+        assert len(replies(cockpit_repo)) == 1
+
+
+async def test_skip_confirms_listing_the_cancelled_tasks(cockpit_repo, make_app) -> None:
+    from pilothouse.tui.screens.modals import ConfirmModal
+
+    app = make_app(cockpit_repo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("4", "s")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal))
+        body = app.screen.body
+        assert "calendar-ui" in body and "calendar-docs" in body  # the task and its dependent
+        await pilot.press("n")  # cancel: nothing written
+        assert not replies(cockpit_repo)
+        await pilot.press("s", "y")
+        await wait_for(pilot, lambda: replies(cockpit_repo))
+        assert replies(cockpit_repo)[0]["reply"] == "skip"
+        assert events_of(cockpit_repo, "problem.answered")[-1]["data"]["cancels"] == ["calendar-ui",
+                                                                                      "calendar-docs"]
+
+
+async def test_hint_takes_words(cockpit_repo, make_app) -> None:
+    app = make_app(cockpit_repo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("4", "enter", "h")  # through the problem dialog
+        await pilot.press(*"render 7 columns", "enter")
+        await wait_for(pilot, lambda: replies(cockpit_repo))
+        row = replies(cockpit_repo)[0]
+        assert (row["reply"], row["words"]) == ("hint", "render 7 columns")
+
+
+async def test_dismiss_and_plan_on_a_problem_that_takes_them(cockpit_repo, make_app) -> None:
+    db = connect(cockpit_repo.state_db)
+    db.execute("INSERT INTO problems (code, job, task, kind, summary, replies, state, opened_at) VALUES "
+               "('HXPQRT', 'first-draft', 'calendar-api', 'scope_request', 'wants src/db.py too', "
+               "'[\"dismiss\", \"plan\"]', 'open', '2026-11-29T07:29:00.000Z')")
+    db.close()
+    app = make_app(cockpit_repo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("4", "j", "p", *"split the db work out", "enter")
+        await wait_for(pilot, lambda: replies(cockpit_repo))
+        assert [(r["code"], r["reply"], r["words"]) for r in replies(cockpit_repo)] == [
+            ("HXPQRT", "plan", "split the db work out")]
+    from pilothouse.core import problems
+
+    db = connect(cockpit_repo.state_db)
+    db.execute("DELETE FROM replies")  # as if the supervisor had consumed it and re-opened a fresh ask
+    db.close()
+    app = make_app(cockpit_repo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("4", "j", "d")
+        await wait_for(pilot, lambda: replies(cockpit_repo))
+        assert replies(cockpit_repo)[0]["reply"] == "dismiss"
+    assert problems  # core's own module is what the keys called
+
+
+async def test_new_job_and_correction(cockpit_repo, make_app) -> None:
+    from pilothouse.core import jobs
+
+    app = make_app(cockpit_repo, live=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("n", *"week-view", "tab", *"Show a week view.", "ctrl+s")
+        await wait_for(pilot, lambda: "week-view" in app.dashboard.jobs.jobs)
+        assert jobs.load_job(cockpit_repo, "week-view").request == "Show a week view."
+        assert app.dashboard.jobs.jobs["week-view"].state == "new"
+        app.dashboard.jobs.select_key("week-view")
+        await pilot.pause()
+        await pilot.press("e", "end", *" Start on Monday.", "ctrl+s")
+        await wait_for(pilot, lambda: jobs.load_job(cockpit_repo, "week-view").revision == 2)
+        assert jobs.load_job(cockpit_repo, "week-view").request == "Show a week view. Start on Monday."
+        await wait_for(pilot, lambda: app.dashboard.jobs.jobs["week-view"].revision == 2)
+
+
+async def test_bad_job_name_is_refused_in_the_form(cockpit_repo, make_app) -> None:
+    app = make_app(cockpit_repo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("n", *"Bad Name", "tab", *"x", "ctrl+s")
+        await pilot.pause()
+        assert "name:" in next(iter(app._notifications)).message
+        await pilot.press("escape")
+        assert not (cockpit_repo.jobs_dir / "Bad Name.json").exists()
+
+
+async def test_repo_picker(tmp_path, make_app) -> None:
+    from pilothouse.tui.app import CockpitApp
+    from pilothouse.tui.screens.picker import RepoPicker
+
+    a, b = RepoLayout(tmp_path / "alpha"), RepoLayout(tmp_path / "beta")
+    app = CockpitApp(None, [a, b], live=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert isinstance(app.screen, RepoPicker)
+        await pilot.press("j", "enter")
+        await pilot.pause()
+        assert app.layout == b
+        assert "beta" in app.status_line().plain
+
+
+def test_view_outside_any_repo_says_what_to_do(cli, tmp_path) -> None:
+    proc = cli("view", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "not inside a git repository" in proc.stderr and "Traceback" not in proc.stderr
+    proc = cli("view", "no-such-repo", cwd=tmp_path)
+    assert proc.returncode == 2 and "registered" in proc.stderr
+
+
+async def test_a_fresh_repository_fills_in_live(git_repo, make_app) -> None:
+    """No .ai/ yet: the cockpit opens empty, then picks up the first job as soon as it is written."""
+    from pilothouse.core import jobs
+
+    layout = RepoLayout(git_repo)
+    app = make_app(layout, live=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert app.dashboard.jobs.row_count == 0
+        assert "never started" in app.status_line().plain
+        jobs.create_job(layout, "first", "Add a subtract() helper.")
+        await wait_for(pilot, lambda: "first" in app.dashboard.jobs.jobs)
+        assert any("job.created" in line for line in app.dashboard.events.lines)
+
+
+async def test_abort_a_running_worker(cockpit_repo, make_app) -> None:
+    """x on a running task: core.supervisor_ctl.abort_run interrupts the worker's process group."""
+    import os
+    import subprocess
+
+    from pilothouse.core.runs import pid_start
+
+    worker = subprocess.Popen(["sleep", "60"], start_new_session=True)  # a dispatch leads its own group
+    db = connect(cockpit_repo.state_db)
+    db.execute("UPDATE runs SET pid=?, pid_start=? WHERE run_id='20261129T071200Z-a11ce001'",
+               (worker.pid, pid_start(worker.pid)))
+    db.close()
+    app = make_app(cockpit_repo)
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            await pilot.press("3", "j")
+            assert app.dashboard.current_task.task == "calendar-api"
+            await pilot.press("x", "y")
+            await wait_for(pilot, lambda: worker.poll() is not None)
+            await wait_for(pilot, lambda: any("aborted" in n.message for n in app._notifications))
+    finally:
+        if worker.poll() is None:
+            os.killpg(worker.pid, 9)
+            worker.wait()

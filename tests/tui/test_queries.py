@@ -1,0 +1,69 @@
+"""core/queries.py: read-only views of state.db, and which rows a batch of events invalidates."""
+
+from __future__ import annotations
+
+from pilothouse.core.layout import RepoLayout
+from pilothouse.core.queries import Queries, affected, depth
+
+
+def test_queries_read_the_fixture(cockpit_repo) -> None:
+    q = Queries(cockpit_repo)
+    jobs = {j.job: j for j in q.jobs()}
+    assert jobs["first-draft"].done == 1 and jobs["first-draft"].total == 5
+    assert jobs["hello-world"].final and not jobs["first-draft"].final
+    tasks = q.tasks("first-draft")
+    order = [t.task for t in tasks]
+    assert order.index("calendar-store") < order.index("calendar-api") < order.index("calendar-docs")
+    assert depth(tasks)["calendar-docs"] == 2
+    assert q.task("first-draft", "calendar-api").worker == "sim/sim-coder"
+    assert [p.code for p in q.problems()] == ["KTRWMB"]
+    assert q.problem("KTRWMB").replies == ("retry", "accept", "skip", "hint")
+    providers = {p.provider: p for p in q.providers()}
+    assert not providers["sim-b"].available(None) and providers["sim"].available(None)
+    assert providers["sim"].next_check_at is not None
+    assert [r.role for r in q.runs("first-draft", "calendar-store")] == ["builder", "reviewer"]
+    assert q.supervisor().stopped_at is not None
+    q.close()
+
+
+def test_the_connection_is_read_only(cockpit_repo) -> None:
+    q = Queries(cockpit_repo)
+    try:
+        q.conn.execute("DELETE FROM jobs_state")
+    except Exception as exc:  # noqa: BLE001
+        assert "readonly" in str(exc)
+    else:
+        raise AssertionError("a view could write")
+    assert len(q.jobs()) == 2
+
+
+def test_no_store_yet_answers_empty_then_opens(tmp_path, cockpit_repo) -> None:
+    q = Queries(RepoLayout(tmp_path / "fresh"))
+    assert q.jobs() == [] and q.problems() == [] and q.supervisor() is None and q.conn is None
+
+
+def test_a_job_written_but_not_yet_supervised_shows_as_new(cockpit_repo) -> None:
+    cockpit_repo.jobs_dir.mkdir(parents=True, exist_ok=True)
+    (cockpit_repo.jobs_dir / "week-view.json").write_text(
+        '{"name": "week-view", "created_at": "2026-11-29T07:29:00.000Z", '
+        '"revisions": [{"revision": 1, "request": "x", "at": "2026-11-29T07:29:00.000Z"}]}')
+    (cockpit_repo.jobs_dir / "broken.json").write_text("{")
+    q = Queries(cockpit_repo)
+    assert [j.job for j in q.jobs()][-1] == "week-view"
+    assert q.job("week-view").state == "new"
+    assert q.job("broken") is None
+
+
+def test_affected_names_only_what_changed() -> None:
+    ch = affected([
+        {"type": "task.state", "job": "j", "task": "a", "run": "r1", "data": {}},
+        {"type": "run.activity", "job": "j", "task": "b", "run": "r2", "data": {}},
+        {"type": "supervisor.heartbeat", "data": {}},
+    ])
+    assert ch.jobs == {"j"} and ch.tasks == {("j", "a"), ("j", "b")} and ch.runs == {"r1", "r2"}
+    assert ch.supervisor and not ch.problems and not ch.providers and not ch.task_lists
+    assert affected([{"type": "problem.answered", "job": "j", "data": {}}]).problems
+    assert affected([{"type": "quota.changed", "data": {}}]).providers
+    assert affected([{"type": "job.revised", "job": "j"}]).task_lists == {"j"}
+    assert not affected([{"type": "something.new"}])
+
