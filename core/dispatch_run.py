@@ -101,9 +101,10 @@ def execute(prep: Prepared, on_event: EventHook | None = None,
         # boots (another process, another core) while we import and start the sim (~0.1 s of
         # pydantic + YAML); it gets its config once the sim listens.
         deferred = prep.scenario is not None and prov.runner == "builtin"
+        extra = {**_project(prep), **opts.extra}
         # (helper F) under `network: none` the sandbox relays exactly the model's port (providers/
         # netrelay.py), which must be known when the launch is wrapped: no early start then
-        if str({**_project(prep), **opts.extra}.get("network", "")).lower() == "none":
+        if str(extra.get("network", "")).lower() == "none":
             deferred = False
         if prep.scenario is not None and not deferred:
             sim = _sim(prep, sb)
@@ -114,7 +115,7 @@ def execute(prep: Prepared, on_event: EventHook | None = None,
                        workdir=prep.workdir, sandbox=sb, task_text=prep.task, task_file=task_file,
                        step_cap=prep.step_cap, timeout_s=prep.timeout_s, idle_timeout_s=prep.idle_timeout_s,
                        session_id=prep.session, resume_of=prep.resume_of,
-                       extra={**_project(prep), **opts.extra})
+                       extra=extra)
         launch = confine.prepare(prep.runner.build(spec), spec)
     except BaseException as exc:
         _cleanup(sb, sim)

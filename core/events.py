@@ -76,6 +76,10 @@ class EventLog:
                     line = json.dumps(event, separators=(",", ":"), default=str)
                     if self._redact is not None:
                         line = self._redact(line)
+                    else:  # (helper F) by default every configured key is kept out of the event log
+                        from pilothouse.providers.redact import configured_redactor
+
+                        line = configured_redactor().redact(line)
                     fh.seek(0, os.SEEK_END)
                     # a torn last line from a crashed writer must not swallow ours
                     if fh.tell() > 0:

@@ -74,6 +74,7 @@ class Supervisor:
         self.inflight: set[tuple[str, ...]] = set()  # gates and merges running in threads
         self.preparing: dict[tuple[str, str], Any] = {}  # tasks whose worktree is being made (their defs)
         self.worktree_lock = threading.Lock()
+        self.setup_proven: set[str] = set()  # jobs with a worktree that got through `setup:`
         self.activity_sent: dict[str, tuple[float, str | None]] = {}
         self.usage_sent: dict[str, tuple[float, int]] = {}
         self.stopping = False

@@ -63,6 +63,10 @@ def launch_ready(sup: Supervisor, candidates: list[tuple[str, Any, Any]]) -> Non
             return
         if r is None or r["state"] != "ready" or (job, r["task"]) in sup.preparing:
             continue
+        if sup.project.setup and job not in sup.setup_proven and any(j == job for j, _ in sup.preparing):
+            # until one worktree of the job got through `setup:`, try one at a time: a setup that
+            # fails fails alike everywhere, and two alike failures hold the job (core.holds)
+            continue
         other = conflict(sup, tdef, active)
         if other is not None:
             why = f"waits for {other.id}, which works on the same paths"
@@ -139,6 +143,8 @@ def launch_builder(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any) -> bool
             stop_task(sup.store, job, tid, d.reason, kind=d.kind or "setup_failed", evidence=d.evidence,
                       worktree=str(path), branch=branch)
             return
+        if project.setup:
+            sup.setup_proven.add(job)
         _spawn_builder(sup, job, tid, tdef, choice, (path, branch, took))
 
     sup.work(("prepare", job, tid), prepare, prepared)

@@ -11,20 +11,24 @@ launch goes through prepare(), which wraps the runner's argv in `bwrap`:
   empty read-only tmpfs; only what the runner needs is bound back in, read-only (its interpreter,
   its installed CLI, the run's credential);
 - read-write: the run's own sandbox dirs (its HOME/XDG dirs; the sandbox's own records stay
-  read-only), the provider's shared cache, the runner's
-  declared writable paths and — for code/resume/test only — the worktree. The worktree's `.git`
-  stays read-only so a worker cannot plant hooks or repoint it for git commands run later outside;
+  read-only), the provider's shared cache, the runner's declared writable paths and — for
+  code/resume/test only — the worktree. Inside it, `.git` (no planted hooks, no repointing for git
+  commands run later outside), `.ai/project.yaml` and `.ai/runtime` stay read-only;
 - a user namespace with every capability dropped even when pilothouse runs as root (root keeps
   CAP_SYS_ADMIN under bwrap otherwise and could simply remount / read-write), no nested user
   namespaces, its own pid/ipc/uts namespaces, a new session (no TIOCSTI into our terminal), and
   --die-with-parent so an aborted dispatch leaves nothing behind.
 
-A write outside then fails in the kernel with EROFS (or ENOENT for hidden trees), which the runners
-report as tool errors and dispatch counts as permission denials.
+A write outside then fails in the kernel with EROFS/EACCES (ENOENT for hidden trees), which the
+runners report as tool errors and dispatch counts as permission denials. The network stays (workers
+call their API from inside); `network: none` gives the run an empty network namespace in which only
+a local model on the host's loopback stays reachable (providers/netrelay.py). The mount plan itself
+is in confine_mounts.py.
 
 Policy: writers (code/resume/test) never launch unconfined unless the project says
-`confinement: off` (RunSpec.extra["confinement"] == "off"); read-only modes run unconfined with
-one warning when bwrap cannot work here. Before trusting bwrap the first time (and whenever its
+`confinement: off` (RunSpec.extra["confinement"] == "off", read by dispatch from the main
+checkout — never from the worktree, which its worker can edit); read-only modes run unconfined
+with one warning when bwrap cannot work here. Gates run worker-written code: prepare_command(). Before trusting bwrap the first time (and whenever its
 binary changes) the functional probe in providers/probe.py is run.
 """
 

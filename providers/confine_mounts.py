@@ -11,6 +11,7 @@ import shutil
 import sys
 import tempfile
 from dataclasses import replace
+from functools import lru_cache
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -35,8 +36,9 @@ def hidden_roots(spec: RunSpec | None = None) -> list[Path]:
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     if runtime:
         roots.append(Path(runtime))
-    if Path("/run/user").is_dir():
-        roots.append(Path("/run/user"))
+    # /run holds the host's unix sockets (system D-Bus, docker, databases): a worker that can
+    # connect to them talks to host services as the user pilothouse runs as (root, here and there)
+    roots.append(Path("/run"))
     out: list[Path] = []
     for r in roots:
         r = _real(r)
@@ -45,14 +47,21 @@ def hidden_roots(spec: RunSpec | None = None) -> list[Path]:
     return out
 
 
-def _runtime_paths(launch: LaunchSpec) -> list[Path]:
-    """What the runner needs to start: its interpreter/prefix, its binary, its PATH, its package."""
-    found: list[Path] = []
-    for p in {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(sys.executable)}:
-        found.append(_real(p))
+@lru_cache(maxsize=1)
+def _interpreter_paths() -> tuple[Path, ...]:
+    """This Python and the pilothouse package (the builtin worker and netrelay run on them)."""
+    found = [_real(p) for p in {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(sys.executable)}]
     found.append(_real(Path(__file__).resolve().parent.parent))  # the pilothouse package (editable)
     found += [_real(p) for p in sys.path if p and os.path.isabs(p) and os.path.exists(p)]
+    return tuple(found)
+
+
+def _runtime_paths(launch: LaunchSpec) -> list[Path]:
+    """What the runner needs to start: its interpreter/prefix, its binary, its PATH, its package."""
+    found = list(_interpreter_paths())
     found.append(_real(paths.runners_dir()))
+    # name resolution: resolv.conf is often a link into /run (systemd-resolved), which is hidden
+    found += [_real("/etc/resolv.conf"), _real("/etc/hosts")]
     env_path = launch.env.get("PATH", os.environ.get("PATH", ""))
     found += [_real(p) for p in env_path.split(os.pathsep) if p and os.path.isabs(p)]
     if launch.argv:
@@ -107,8 +116,9 @@ def wrap(launch: LaunchSpec, spec: RunSpec, *, extra_ro: list[Path] | None = Non
 
     for h in hidden:
         add(h, 0)
-    for p in _runtime_paths(launch) + list(launch.readonly) + list(extra_ro or []):
-        if any(_within(_real(p), h) for h in [*hidden, Path("/tmp")]):
+    covered = [*hidden, Path("/tmp")]
+    for p in {_real(p) for p in (*_runtime_paths(launch), *launch.readonly, *(extra_ro or []))}:
+        if any(_within(p, h) for h in covered):
             add(p, 2)
     if spec.sandbox.credential is not None:
         add(Path(os.path.realpath(spec.sandbox.credential)), 2)

@@ -87,6 +87,9 @@ def _run(argv: list[str], on_signal: Callable[[subprocess.Popen[bytes], int], No
 
 def outer(sock_path: str, target: str) -> Callable[[list[str]], int]:
     host, port = _split(target)
+    os.makedirs(os.path.dirname(sock_path), mode=0o700, exist_ok=True)  # a relaunch of the same launch
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(sock_path)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(sock_path)
     listener.listen(64)

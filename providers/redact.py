@@ -17,6 +17,7 @@ its output is byte-for-byte what Redactor.redact would give for the whole text.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterable
 from urllib.parse import quote, quote_plus
@@ -154,3 +155,27 @@ def configured_secrets_or_empty() -> list[str]:
 def redactor_for_configured(extra: Iterable[str] = ()) -> Redactor:
     """A Redactor for every key configured for any provider (plus `extra`, e.g. a run's own key)."""
     return Redactor([*configured_secrets_or_empty(), *extra])
+
+
+_cached: tuple[object, Redactor] | None = None
+
+
+def configured_redactor() -> Redactor:
+    """A process-wide redactor_for_configured(), rebuilt when a key is set or removed.
+
+    For writers that append often (events): building one reads every key (the keyring can cost
+    ~0.2 s), so it is kept until keys.json — which every `key set/remove` rewrites — changes.
+    """
+    global _cached
+    import importlib
+
+    try:
+        keys = importlib.import_module("pilothouse.providers.keys")
+        st = os.stat(keys.state_file())
+        stamp: object = (st.st_mtime_ns, st.st_size, st.st_ino)
+    except (ImportError, AttributeError, OSError):
+        stamp = None
+    if _cached is None or _cached[0] != stamp:
+        _cached = (stamp, redactor_for_configured())
+    return _cached[1]
+

@@ -157,30 +157,32 @@ def source_files() -> list[Path]:
 
 def load_providers() -> dict[str, ProviderConfig]:
     """Every provider by key, user overrides applied. Raises UserError on the first bad file."""
-    raw: dict[str, tuple[dict[str, Any], str]] = {}
+    bundled: dict[str, tuple[dict[str, Any], Path]] = {}
     for path in _files(bundled_dir()):
         data = _read_yaml(path)
-        key = data.get("key")
-        if not isinstance(key, str):
+        if not isinstance(data.get("key"), str):
             raise UserError(f"{path}: missing required field 'key'; add it")
-        raw[key] = (data, str(path))
+        bundled[data["key"]] = (data, path)
+    user: dict[str, tuple[dict[str, Any], Path]] = {}
     for path in _files(user_dir()):
         data = _read_yaml(path)
         key = data.get("key")
         if not isinstance(key, str):
             raise UserError(f"{path}: missing required field 'key' (the provider to add or override); add it")
-        if key in raw and "(override" not in raw[key][1] and raw[key][1].startswith(str(bundled_dir())):
-            base, origin = raw[key]
-            raw[key] = ({**base, **data}, f"{path} (override of {origin})")
-        elif key in raw:
-            raise UserError(f"{path}: provider '{key}' is also defined in {raw[key][1]}; keep one of them")
-        else:
-            raw[key] = (data, str(path))
+        if key in user:
+            raise UserError(f"{path}: provider '{key}' is also defined in {user[key][1]}; keep one of them")
+        user[key] = (data, path)
     out: dict[str, ProviderConfig] = {}
-    for key, (data, source) in raw.items():
-        out[key] = _validate(data, source.split(" (override")[0] if "(override" in source else source)
-        out[key]._source = source
-    return dict(sorted(out.items()))
+    for key in sorted({*bundled, *user}):
+        if key in user and key in bundled:
+            data, path = user[key]
+            cfg = _validate({**bundled[key][0], **data}, str(path))  # errors name the user's file
+            cfg._source = f"{path} (override of {bundled[key][1]})"
+        else:
+            data, path = user.get(key) or bundled[key]
+            cfg = _validate(data, str(path))
+        out[key] = cfg
+    return out
 
 
 def get_provider(key: str) -> ProviderConfig:

@@ -20,6 +20,12 @@ _RICH_STATE = {
 REPLY_KEYS = {"retry": "r", "accept": "a", "skip": "s", "dismiss": "d", "hint": "h", "plan": "p"}
 
 
+def styled(text: str, style: str = "") -> Text:
+    """Styled text that stays styled only where it is: `Text(x, style=s) + more` would give its
+    style to everything appended after it."""
+    return Text().append(text, style or None)
+
+
 def state_text(state: str) -> Text:
     return Text(state, style=_RICH_STATE.get(state, ""))
 
@@ -72,7 +78,7 @@ def bar(pct: float | None, width: int = 10, blocked: bool = False) -> Text:
     pct = max(0.0, min(100.0, pct))
     full = round(pct / 100 * width)
     style = "red" if blocked or pct >= 90 else "yellow" if pct >= 70 else "green"
-    return Text("█" * full, style=style) + Text("░" * (width - full), style="dim")
+    return styled("█" * full, style) + Text("░" * (width - full), style="dim")
 
 
 def clock(ts: str | None) -> str:
@@ -152,7 +158,7 @@ def event_text(ev: dict[str, Any]) -> Text:
     style = {"problem": "bold red", "job": "bold", "quota": "yellow", "gate": "magenta",
              "review": "magenta", "merge": "green", "supervisor": "dim", "run": "cyan"}.get(noun, "")
     where = "/".join(str(x) for x in (ev.get("job"), ev.get("task")) if x)
-    line = Text(clock(ev.get("ts")), style="dim") + " " + Text(f"{etype:<16}", style=style)
+    line = styled(clock(ev.get("ts")), "dim") + " " + Text(f"{etype:<16}", style=style)
     if where:
         line += Text(f" {where}")
     brief = describe(ev)
@@ -172,7 +178,7 @@ def event_matches(ev: dict[str, Any], needle: str) -> bool:
 def activity_text(ev: dict[str, Any], totals: dict[str, int]) -> Text | None:
     """One line of a worker's normalised run stream (providers/contract.py events)."""
     kind = ev.get("kind")
-    ts = Text(clock(ev.get("ts")) + " ", style="dim")
+    ts = styled(clock(ev.get("ts")) + " ", "dim")
     if kind == "tool":
         status = str(ev.get("status", ""))
         mark = {"started": "▶", "ok": "✓", "error": "✗", "denied": "⊘"}.get(status, "·")

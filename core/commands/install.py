@@ -21,6 +21,8 @@ def register(sub: Any) -> None:
     p.add_argument("words", nargs="+", metavar="WORD")
     p.add_argument("--global-key", action="store_true",
                    help="also set the provider's API key (hidden prompt, or the first line of stdin)")
+    p.add_argument("--backend", choices=("keyring", "file"),
+                   help="with --global-key: where to keep keys (remembered, as for `key set`)")
     p.add_argument("--json", action="store_true", help="print what changed as JSON")
     p.set_defaults(func=_install)
     u = sub.add_parser("uninstall", help="remove a runner, a provider from a host, a route, a key, or a host",
@@ -76,11 +78,9 @@ def _install(args: Any) -> int:
         _check_provider(provider)
         done = []
         if args.global_key:
-            done.append(_set_key(provider))
-        else:
-            warn = _missing_key_warning(provider)
-            if warn:
-                print(warn, file=sys.stderr)
+            done.append(_set_key(provider, args.backend))
+        for note in _notes(provider, check_key=not args.global_key):
+            print(note, file=sys.stderr)
         done += hosts.add_provider(host, provider, mode)
         return _report(done, args.json)
     raise _usage("install")
@@ -118,7 +118,7 @@ def _check_provider(key: str) -> None:
     provider_index.record(key)  # UserError listing the known keys
 
 
-def _set_key(provider: str) -> str:
+def _set_key(provider: str, backend: str | None) -> str:
     from pilothouse.providers import keys
     from pilothouse.providers.errors import UserError
 
@@ -131,15 +131,21 @@ def _set_key(provider: str) -> str:
     value = value.strip()
     if not value:
         raise UserError(f"no key given for {provider}; type it at the prompt or pipe it on stdin")
-    keys.set_key(provider, value)
+    keys.set_key(provider, value, backend)
     return f"stored the key of {provider}"
 
 
-def _missing_key_warning(provider: str) -> str | None:
+def _notes(provider: str, check_key: bool) -> list[str]:
+    """What the host's worker will still lack: its key, its runner."""
     from pilothouse.providers import keys, provider_index
+    from pilothouse.providers.runners import get_runner
 
     rec = provider_index.record(provider)
-    if getattr(rec, "needs_key", True) and not keys.has_key(provider):
-        return (f"pilothouse: note: {provider} has no API key yet; add --global-key or run "
-                f"`pilothouse key set {provider}`")
-    return None
+    out = []
+    if check_key and getattr(rec, "needs_key", True) and not keys.has_key(provider):
+        out.append(f"pilothouse: note: {provider} has no API key yet; add --global-key or run "
+                   f"`pilothouse key set {provider}`")
+    if not get_runner(rec.runner).installed():
+        out.append(f"pilothouse: note: {provider} runs on {rec.runner}, which is not installed; run "
+                   f"`pilothouse install runner {rec.runner}`")
+    return out

@@ -192,14 +192,22 @@ def wait_for_job(layout: Any, name: str, timeout: float | None = None, on_event:
     layout.runtime.mkdir(parents=True, exist_ok=True)
     last_alive = time.monotonic()
     outcome, reason = job_outcome(layout, name)
+    settled_at: float | None = None
+    closing = {"accepted": "job.accepted", "waiting": "job.blocked", "failed": "job.blocked"}
     for _changes in _watch(watch, layout):
+        seen = set()
         for ev in tailer.read_new():
+            seen.add((ev.get("type"), ev.get("job")))
             if on_event is not None:
                 on_event(ev)
         outcome, reason = job_outcome(layout, name)
-        if outcome is not None:
-            break
         now = time.monotonic()
+        if outcome is not None:
+            # the store commits just before the closing event is appended: let a follower print it
+            if on_event is None or (closing[outcome], name) in seen or (settled_at and now - settled_at > 1.0):
+                break
+            settled_at = settled_at or now
+            continue
         if now - last_alive > 2.0:
             last_alive = now
             if supervisor_ctl.status(layout) is None:

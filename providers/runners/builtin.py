@@ -49,7 +49,9 @@ class BuiltinRunner(Runner):
         # The worker is stdlib-only and runs as a script: `-I` keeps the (untrusted) workdir and any
         # PYTHON* variables off its import path; `-S` skips site-packages and the editable-install
         # finder (~15-60 ms of start-up the worker does not need). `python -m pilothouse...` works too.
-        argv = [sys.executable, "-I", "-S", str(Path(__file__).with_name("builtin_worker.py"))]
+        # -I drops PYTHONDONTWRITEBYTECODE, so carry that choice over as -B.
+        flags = ["-I", "-S"] + (["-B"] if sys.flags.dont_write_bytecode else [])
+        argv = [sys.executable, *flags, str(Path(__file__).with_name("builtin_worker.py"))]
         return LaunchSpec(argv=argv, env=worker_env(spec), cwd=spec.workdir,
                           stdin=(json.dumps(cfg) + "\n").encode())
 

@@ -146,12 +146,21 @@ class Tools:
                                     start_new_session=True)
         except OSError as exc:
             raise ToolFailed(f"cannot run bash: {exc.strerror}") from None
-        try:
-            out, _ = proc.communicate(timeout=budget)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)
-            out, _ = proc.communicate()
-            raise ToolFailed(f"command timed out after {budget:.0f}s: {out[-2000:]}") from None
+        import time
+
+        end = time.monotonic() + budget
+        while True:
+            try:
+                # in slices, with a progress line between them: a long test run is not an idle worker
+                out, _ = proc.communicate(timeout=max(0.01, min(5.0, end - time.monotonic())))
+                break
+            except subprocess.TimeoutExpired:
+                if time.monotonic() >= end:
+                    os.killpg(proc.pid, 9)
+                    out, _ = proc.communicate()
+                    raise ToolFailed(f"command timed out after {budget:.0f}s: {out[-2000:]}") from None
+                if self.on_progress is not None:
+                    self.on_progress()
         out = out[-MAX_OUTPUT:]
         if proc.returncode != 0 and ("Read-only file system" in out or "Permission denied" in out):
             raise Denied(f"exit code {proc.returncode} (permission denied)\n{out}")

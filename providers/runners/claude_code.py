@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     from pilothouse.providers.contract import RunnerEvent
 
 MAX_RETRIES = "1"
-_DENIED = re.compile(r"permission|denied|haven't granted|not allowed|blocked", re.I)
+_DENIED = re.compile(r"permission|denied|haven't granted|not allowed|blocked|read-only file system|"
+                     r"operation not permitted", re.I)
 _WINDOW = re.compile(r"\(([a-z0-9_]+) window\)|\b(five_hour|seven_day|weekly|daily|hourly)\b", re.I)
 READ_ONLY_BASH = ("ls", "grep", "rg", "find", "head", "tail", "wc", "pwd", "tree", "git status", "git log",
                   "git diff", "git show", "git blame")

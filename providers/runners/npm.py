@@ -135,8 +135,10 @@ def _npm_run(args: list[str], what: str) -> None:
                         "and try again") from None
     if proc.returncode != 0:
         lines = [ln.strip() for ln in (proc.stderr or proc.stdout).splitlines() if ln.strip()]
-        why = next((ln for ln in lines if "ERR!" in ln and "code" not in ln.split()[:3]), None)
-        why = why or (lines[-1] if lines else f"npm exited with code {proc.returncode}")
+        # npm ends with "A complete log of this run…"; the first real error line says what went wrong
+        useful = [ln for ln in lines if ("npm error" in ln or "ERR!" in ln) and "complete log" not in ln
+                  and not re.match(r"npm (error|ERR!) code\b", ln)]
+        why = (useful or lines or [f"npm exited with code {proc.returncode}"])[0]
         raise UserError(f"{what} failed: {why[:240]}")
 
 

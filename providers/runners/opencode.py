@@ -29,6 +29,7 @@ PROVIDER_ID = "pilothouse"
 _RATE_LIMIT = re.compile(r"\b429\b|rate.?limit|quota|usage limit|too many requests", re.I)
 _WINDOW = re.compile(r"\(([a-z0-9_]+) window\)|\b(five_hour|seven_day|weekly|daily|hourly|minute)\b", re.I)
 _DENIED = re.compile(r"permission|denied|rejected|not allowed", re.I)
+_REFUSED = re.compile(r"read-only file system|permission denied|operation not permitted", re.I)
 
 # Read-only commands explore/review/plan may run; everything else in bash is denied.
 READ_ONLY_BASH = ("ls*", "cat *", "head *", "tail *", "wc *", "grep *", "rg *", "find *", "tree*",
@@ -193,6 +194,10 @@ def _tool_event(part: dict[str, Any]) -> RunnerEvent:
     inp = state.get("input") or {}
     brief = str(state.get("title") or inp.get("filePath") or inp.get("command") or inp.get("pattern") or "")
     if state.get("status") == "completed":
+        meta = state.get("metadata") or {}
+        exit_code = meta.get("exit") if isinstance(meta, dict) else None
+        if exit_code not in (0, None) and _REFUSED.search(str(state.get("output") or "")):
+            return c.ToolEvent(name, "denied", brief[:200])  # the kernel refused a write (confinement)
         return c.ToolEvent(name, "ok", brief[:200])
     error = str(state.get("error") or "")
     status = "denied" if _DENIED.search(error) else "error"

@@ -164,7 +164,8 @@ def test_idle_timeout_and_timeout(cli, git_repo, tmp_path):
     assert v["timed_out"] and "timed out" in v["error"]
 
 
-def test_sigint_still_prints_an_interrupted_verdict(git_repo, tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_still_prints_an_interrupted_verdict(git_repo, tmp_path, sig):
     p = subprocess.Popen([sys.executable, "-m", "pilothouse", "dispatch", "--provider", "sim", "--mode", "explore",
                           "--workdir", str(git_repo), "--task-file", task(tmp_path), "--scenario", "slow"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -172,7 +173,7 @@ def test_sigint_still_prints_an_interrupted_verdict(git_repo, tmp_path):
     started = json.loads(p.stdout.readline())
     assert started["type"] == "pilothouse.started"
     time.sleep(0.3)
-    p.send_signal(signal.SIGINT)
+    p.send_signal(sig)
     rest, err = p.communicate(timeout=20)
     v = json.loads(rest.strip().splitlines()[-1])
     assert p.returncode == 0, err
@@ -232,3 +233,20 @@ def test_first_user_message_is_preamble_blank_line_task():
         msg = compose_prompt(mode, "Do the thing.\n")
         assert msg.startswith(f"[pilothouse mode: {mode}]\n")
         assert msg.endswith("<!--/RESULT-->\n\nDo the thing.\n") or "\n\nDo the thing.\n" in msg
+
+
+def test_runner_not_installed_is_one_line(cli, git_repo, tmp_path):
+    from pilothouse.providers.runners import get_runner
+
+    env = {"PILOTHOUSE_TEST_RUNNERS": str(tmp_path / "no-runners"), "PATH": "/usr/bin:/bin"}
+    d = paths.config_dir() / "providers"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "cx.yaml").write_text("key: cx\nprovider_id: x\nmodel_id: m\nbase_url: http://127.0.0.1:9/v1\n"
+                               "display_name: cx\nrunner: codex\nneeds_key: false\n")
+    r = cli("dispatch", "--provider", "cx", "--mode", "explore", "--workdir", str(git_repo),
+            "--task-file", task(tmp_path), env=env)
+    if r.returncode == 0:
+        pytest.skip("a codex binary is reachable here")
+    assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert "install runner codex" in r.stderr, r.stderr
+    assert get_runner("builtin").installed()

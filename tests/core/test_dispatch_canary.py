@@ -46,11 +46,11 @@ def test_canary_key_never_leaks(cli, git_repo, tmp_path):
     # 2. while a (slow) run is live, no child carries it in argv or environment
     p = subprocess.Popen([sys.executable, "-m", "pilothouse", "dispatch", "--provider", "sim", "--mode", "code",
                           "--workdir", str(git_repo), "--task-file", str(task), "--scenario", "slow",
-                          "--timeout", "4"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                          "--timeout", "2.5"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert p.stdout is not None
     json.loads(p.stdout.readline())
     seen: set[int] = set()
-    deadline = time.monotonic() + 2.0
+    deadline = time.monotonic() + 1.5
     while time.monotonic() < deadline:
         for pid in _descendants(p.pid):
             for what in ("cmdline", "environ"):

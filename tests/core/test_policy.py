@@ -84,3 +84,21 @@ def test_coordinator_pin_never_changes(layout: RepoLayout) -> None:
     c = policy.role_choice(proj, "coordinator", _blocked("opus"), pinned="opus/claude-opus")
     assert c.provider is None and c.waiting and "pinned" in c.why
     assert policy.role_choice(proj, "reviewer", {}).provider == "opus"
+
+
+def test_models_cli_shows_policy_and_availability(git_repo: Path, cli) -> None:
+    import json
+
+    (git_repo / ".ai").mkdir()
+    (git_repo / ".ai/project.yaml").write_text(POLICY)
+    now = datetime.now(UTC)  # the CLI reads availability at the real time
+    quota.record_quota(RepoLayout(git_repo), "opus", "weekly", 100, now + timedelta(days=3), "rate_limit_event",
+                       now)
+    out = cli("models", "--json", cwd=git_repo)
+    assert out.returncode == 0, out.stderr
+    rep = json.loads(out.stdout)
+    assert rep["roles"] == {"coordinator": "sol/gpt-sol", "reviewer": "opus"}
+    assert rep["assignments"]["main"]["fallbacks"] == ["backup"]
+    assert rep["availability"]["sol"]["available"] and not rep["availability"]["opus"]["available"]
+    text = cli("models", cwd=git_repo).stdout
+    assert "main*" in text and "weekly" in text and "easy" in text

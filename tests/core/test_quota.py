@@ -118,3 +118,18 @@ def test_a_run_started_before_the_block_does_not_lift_it(layout: RepoLayout) -> 
     quota.record_verdict(layout, "sim", {"verdict": "completed"}, T0 + 11 * M, conn=conn, run="late")
     assert quota.availability(layout, "sim", T0 + 11 * M, conn=conn).available
     conn.close()
+
+
+def test_providers_check_and_status_through_the_cli(git_repo: Path, cli) -> None:
+    import json
+
+    out = cli("providers", "check", "sim", "--json", cwd=git_repo, env={"PILOTHOUSE_SIM_SCENARIO": "quota-429"})
+    assert out.returncode == 1, out.stderr
+    res = json.loads(out.stdout)[0]
+    assert res["outcome"] == "usage limit" and not res["availability"]["available"]
+    st = json.loads(cli("providers", "status", "--json", cwd=git_repo).stdout)
+    w = st["sim"]["windows"][0]
+    assert w["window"] == "five_hour" and w["blocked"] and w["resets_at"] and w["source"] == "http-429"
+    out = cli("providers", "check", "sim", cwd=git_repo, env={"PILOTHOUSE_SIM_SCENARIO": "explore-basic"})
+    assert out.returncode == 0 and "sim: available" in out.stdout, out.stdout + out.stderr
+    assert json.loads(cli("providers", "status", "sim", "--json", cwd=git_repo).stdout)["sim"]["available"]

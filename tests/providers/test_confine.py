@@ -141,12 +141,27 @@ def test_child_sees_only_its_own_processes(layout):
     assert len(pids) <= 3  # bwrap's init, the worker (and possibly its own child)
 
 
+def test_host_sockets_under_run_are_hidden(layout):
+    spec = spec_for(layout)
+    proc = run_confined(spec, "import os; print(sorted(os.listdir('/run')))")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]", proc.stdout  # no D-Bus, docker or database sockets
+    proc = run_confined(spec, "print(open('/etc/resolv.conf').read() != '')")
+    assert proc.stdout.strip() == "True", proc.stderr
+
+
 def test_no_capabilities_even_as_root(layout):
     spec = spec_for(layout)
     proc = run_confined(spec, "print([l for l in open('/proc/self/status') if l.startswith('CapEff')][0])")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split()[1] == "0000000000000000"
     proc = run_confined(spec, "import subprocess; print(subprocess.run(['mount','-o','remount,rw','/'],"
+                              "capture_output=True).returncode)")
+    assert proc.stdout.strip() != "0"
+    # and no way to get capabilities back through a nested user namespace (bwrap >= 0.8)
+    if "--disable-userns" not in confine.wrap(LaunchSpec(argv=["true"], env={}, cwd=spec.workdir), spec).argv:
+        return
+    proc = run_confined(spec, "import subprocess; print(subprocess.run(['unshare','-U','true'],"
                               "capture_output=True).returncode)")
     assert proc.stdout.strip() != "0"
 

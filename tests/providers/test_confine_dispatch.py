@@ -216,3 +216,59 @@ def test_worker_cannot_switch_off_its_own_confinement(cli, worktrees, tmp_path):
     r = cli(*dispatch_args(worktrees["own"], scen, task, "off-2"))
     assert json.loads(r.stdout.splitlines()[-1])["tool_errors"]["permission_denied"] == 0
     assert (Path.home() / "pwned-off").exists()
+
+
+def _processes_with(needle: bytes) -> list[str]:
+    hits = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            for part in ("cmdline", "environ"):
+                try:
+                    if needle in Path(f"/proc/{entry}/{part}").read_bytes():
+                        hits.append(f"{entry}/{part}")
+                except OSError:
+                    pass
+    return hits
+
+
+def _bwrap_running_for(where: Path) -> bool:
+    """A bwrap of this test's pilothouse (other suites may run their own in parallel)."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if cmdline.split(b"\0")[0].endswith(b"bwrap") and str(where).encode() in cmdline:
+                return True
+    return False
+
+
+@pytest.mark.slow
+def test_canary_key_over_a_whole_sim_job(cli, tmp_path):
+    """The demo job (plan → build ×4 → gate → review → integrate, confined builders) with a canary
+    key for the sim: no process's argv or environment, and no file pilothouse writes, holds it."""
+    require_confinement()
+    keys.set_key("sim", CANARY, use_backend="file")
+    dest = tmp_path / "scratch"
+    proc = subprocess.Popen([sys.executable, "-m", "pilothouse", "demo", "--follow", "--dir", str(dest)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ))
+    leaks: set[str] = set()
+    saw_bwrap = False
+    while proc.poll() is None:
+        leaks.update(_processes_with(CANARY.encode()))
+        saw_bwrap = saw_bwrap or _bwrap_running_for(paths.data_dir())
+        time.sleep(0.1)
+    stdout, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 0, stdout[-2000:] + stderr[-2000:]
+    assert b"job.accepted" in stdout
+    assert saw_bwrap, "no worker of the job ran under bwrap"
+    assert not leaks, f"the key is in the argv/environment of {sorted(leaks)}"
+    assert CANARY.encode() not in stdout + stderr
+    # every file pilothouse wrote (runtime store, events, logs, reports, verdicts, sandboxes but their
+    # credential link), checked by `pilothouse scan-secrets` itself, and the job's git history
+    scan = cli("scan-secrets", str(dest), "--json")
+    assert scan.returncode == 0, scan.stdout
+    assert json.loads(scan.stdout)["files"] > 20
+    history = subprocess.run(["git", "log", "-p", "--all"], cwd=dest, capture_output=True).stdout
+    assert CANARY.encode() not in history

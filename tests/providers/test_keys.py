@@ -63,3 +63,16 @@ def test_unknown_provider_for_key(cli):
     r = cli("key", "set", "nope", "--from-stdin", "--backend", "file", input=CANARY + "\n")
     assert r.returncode == 2 and "unknown provider 'nope'" in r.stderr
     assert not os.path.exists(paths.secrets_dir() / "nope.key")
+
+
+def test_status_imports_neither_pydantic_nor_keyring(cli):
+    import subprocess
+    import sys
+
+    cli("key", "set", "glm", "--from-stdin", "--backend", "file", input=CANARY + "\n")
+    cli("providers")  # builds the provider index once, as any earlier command would have
+    code = ("import sys, io, contextlib\nfrom pilothouse.core import cli\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n    cli.main(['status'])\n"
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'pydantic', 'keyring', 'yaml'}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr

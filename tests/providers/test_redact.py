@@ -122,3 +122,15 @@ def test_redactor_for_configured_covers_every_configured_key():
     keys.set_key("glm", "glm-key-abcdefghij", use_backend="file")
     r = redactor_for_configured()
     assert r.redact("a sim-key-0123456789 b glm-key-abcdefghij") == f"a {REDACTED} b {REDACTED}"
+
+
+def test_event_log_redacts_configured_keys_by_default(tmp_path):
+    from pilothouse.core.events import EventLog
+    from pilothouse.providers import keys
+
+    log = EventLog(tmp_path / "events.jsonl")
+    log.append("job.created", job="j", data={"request": "no key yet"})
+    keys.set_key("glm", "glm-key-for-events-123", use_backend="file")  # set after the first append
+    log.append("job.created", job="j", data={"request": "use glm-key-for-events-123 please"})
+    text = (tmp_path / "events.jsonl").read_text()
+    assert "glm-key-for-events-123" not in text and REDACTED in text

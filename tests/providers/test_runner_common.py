@@ -21,6 +21,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 SCENARIOS = HERE / "scenarios"
 RECORDED = HERE / "recorded"
+DEFAULT_PREFIX = HERE.parent.parent / ".runners"
 
 
 def require_cli(runner: str) -> Path:
@@ -29,9 +30,12 @@ def require_cli(runner: str) -> Path:
     from pilothouse.providers.runners.pins import pin
 
     prefix = os.environ.get("PILOTHOUSE_TEST_RUNNERS")
+    if not prefix and (DEFAULT_PREFIX / "node_modules" / ".bin").is_dir():
+        # scripts/install-runners' prefix, so a plain `pytest` works once it has run
+        prefix = os.environ["PILOTHOUSE_TEST_RUNNERS"] = str(DEFAULT_PREFIX)
+    p = pin(runner)
     binary = find_binary(runner)
-    if not prefix or binary is None:
-        p = pin(runner)
+    if not prefix or binary is None or binary != Path(prefix) / "node_modules" / ".bin" / p.binary:
         pytest.fail(f"the {runner} CLI ({p.spec}) was not found in $PILOTHOUSE_TEST_RUNNERS "
                     f"({prefix or 'unset'}); run scripts/install-runners and export "
                     "PILOTHOUSE_TEST_RUNNERS=$PWD/.runners (scripts/test does both)", pytrace=False)
@@ -194,7 +198,7 @@ def assert_auth_fails_fast(drv: Driver, run: Run) -> None:
     assert run.verdict["verdict"] == "error", run.verdict
     assert run.verdict["error_class"] == "auth", run.verdict
     refused = [r for r in run.served if r.get("status") == 401]
-    assert 1 <= len(refused) <= 3, refused
+    assert 1 <= len(refused) <= 4, refused  # Codex retries once and re-reads its key once
     errors = [e for e in drv.events(run) if e["kind"] == "error" and e["error_class"] == "auth"]
     assert errors, "no auth error event"
     assert _secs(errors[0]["ts"]) - _secs(refused[0]["ts"]) < 5

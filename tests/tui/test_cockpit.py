@@ -16,7 +16,7 @@ from pilothouse.core.store import connect
 pytestmark = pytest.mark.anyio  # anyio's pytest plugin runs the async tests (asyncio backend)
 
 
-async def wait_for(pilot: Any, predicate: Callable[[], Any], timeout: float = 8.0) -> None:
+async def wait_for(pilot: Any, predicate: Callable[[], Any], timeout: float = 30.0) -> None:
     for _ in range(int(timeout / 0.05)):
         if predicate():
             return
@@ -250,9 +250,10 @@ async def test_repo_picker(tmp_path, make_app) -> None:
 
 
 def test_view_outside_any_repo_says_what_to_do(cli, tmp_path) -> None:
-    proc = cli("view", cwd=tmp_path)
-    assert proc.returncode == 2
-    assert "not inside a git repository" in proc.stderr and "Traceback" not in proc.stderr
+    for args in (("view",), ()):  # bare `pilothouse` is `pilothouse view`
+        proc = cli(*args, cwd=tmp_path)
+        assert proc.returncode == 2
+        assert "not inside a git repository" in proc.stderr and "Traceback" not in proc.stderr
     proc = cli("view", "no-such-repo", cwd=tmp_path)
     assert proc.returncode == 2 and "registered" in proc.stderr
 

@@ -61,7 +61,7 @@ def sim_jobs(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRe
         if reply not in procs:
             procs[reply] = launch(reply)
         if reply not in jobs:
-            out, _ = procs[reply].communicate(timeout=240)
+            out, _ = procs[reply].communicate(timeout=420)
             assert procs[reply].returncode == 3, f"{SCENARIOS[reply]} did not stop for the operator:\n{out}"
             jobs[reply] = RepoLayout(base / reply)
         return jobs[reply]
@@ -86,7 +86,7 @@ def _events(layout: RepoLayout) -> list[dict[str, Any]]:
     return [json.loads(line) for line in layout.events.read_text().splitlines() if line.strip()]
 
 
-async def wait_for(pilot: Any, predicate: Any, timeout: float = 20.0) -> None:
+async def wait_for(pilot: Any, predicate: Any, timeout: float = 40.0) -> None:
     for _ in range(int(timeout / 0.1)):
         if predicate():
             return
@@ -118,7 +118,7 @@ async def _answer(layout: RepoLayout, reply: str) -> None:
         assert answered and answered[0]["data"]["reply"] == reply
         # the supervisor acts: consumes the reply, the problem leaves `open`, the work moves on
         await wait_for(pilot, lambda: _rows(layout, "SELECT consumed_at FROM replies WHERE code=?", code)[0][0],
-                       timeout=90)
+                       timeout=180)
         after = [e for e in _events(layout) if e["seq"] > answered[0]["seq"]]
         assert any(e["type"] in ("task.state", "job.started", "job.planned", "problem.closed") for e in after)
         # and the cockpit draws it from the event log: the problem is gone from the open list

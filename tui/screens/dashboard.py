@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from pilothouse.core.queries import Changes, JobRow, ProblemRow, TaskRow
+from pilothouse.tui.format import styled
 from pilothouse.tui.widgets.events import EventStream
 from pilothouse.tui.widgets.panels import JobsTable, ProblemsTable, ProvidersTable, TasksTable
 from rich.text import Text
@@ -250,7 +251,7 @@ class Dashboard(Screen[None]):
 
 
 def status_text(repo: str, supervisor: str, sup_style: str, problems: int) -> Text:
-    t = Text(" pilothouse ", style="bold reverse") + Text(f" {repo} ", style="bold")
+    t = styled(" pilothouse ", "bold reverse") + Text(f" {repo} ", style="bold")
     t += Text("│ supervisor ") + Text(supervisor, style=sup_style)
     if problems:
         t += Text(" │ ") + Text(f"{problems} problem{'s' if problems != 1 else ''} waiting", style="bold red")

@@ -45,7 +45,7 @@ def gate_text(events: list[dict[str, Any]]) -> Text:
     ev = events[-1]
     data = ev.get("data") or {}
     ok = data.get("passed", data.get("exit_code") == 0)
-    out = Text(f"{fmt.clock(ev.get('ts'))} ", style="dim")
+    out = fmt.styled(f"{fmt.clock(ev.get('ts'))} ", "dim")
     out.append(f"{data.get('level') or data.get('gate') or 'gate'} ", style="bold")
     out.append("passed" if ok else "failed", style="green" if ok else "bold red")
     if data.get("command"):
@@ -74,7 +74,7 @@ def findings_text(runs: list[RunRow], events: list[dict[str, Any]]) -> Text:
             [{"summary": s} for s in data.get("summaries") or []]
     if overall is None:
         return Text("no review yet", style="dim")
-    out = Text(str(overall), style="green bold" if overall == "PASS" else "bold red")
+    out = fmt.styled(str(overall), "green bold" if overall == "PASS" else "bold red")
     for f in findings:
         if isinstance(f, dict):
             out.append(f"\n• [{f.get('severity', '?')}] ", style="yellow")
@@ -146,7 +146,8 @@ class RunDetail(Screen[None]):
 
     # --- data -----------------------------------------------------------------------------------
 
-    def refresh_all(self) -> None:
+    def refresh_all(self, side: bool = True) -> None:
+        """Re-read the task and its runs; `side` also re-reads gate, review and diff (costlier)."""
         q = self.cockpit.queries
         task = q.task(self.job, self.task_id) if q else None
         runs = q.runs(self.job, self.task_id) if q else []
@@ -167,12 +168,13 @@ class RunDetail(Screen[None]):
                 table.select_key(pick)
                 self.show_run(pick)
         self._head(task)
-        self._side(task, runs)
+        if side:
+            self._side(task, runs)
 
     def _head(self, task: TaskRow) -> None:
         now = self.cockpit.clock()
         end = None if task.state in TASK_ACTIVE else task.updated_at
-        t = Text(f"{task.job} / ", style="dim") + Text(task.task, style="bold") + Text("  ")
+        t = fmt.styled(f"{task.job} / ", "dim") + Text(task.task, style="bold") + Text("  ")
         t += fmt.state_text(task.state)
         t += Text(f"  {task.kind}  attempt {task.attempt}  review round {task.review_round}", style="dim")
         t += Text(f"\nworker {task.worker or '—'}  run {self.run_id or '—'}  tokens {fmt.tokens(task.tokens)}"
@@ -194,16 +196,16 @@ class RunDetail(Screen[None]):
         found = scan_back(layout.events, mine)
         gates = [e for e in found if e.get("type") == "gate.finished"]
         reviews = [e for e in found if e.get("type") == "review.finished"]
-        self.query_one("#gate", Static).update(Text("gate\n", style="bold underline") + gate_text(gates))
+        self.query_one("#gate", Static).update(fmt.styled("gate\n", "bold underline") + gate_text(gates))
         self.query_one("#review", Static).update(
-            Text("\nreview\n", style="bold underline") + findings_text(runs, reviews))
+            fmt.styled("\nreview\n", "bold underline") + findings_text(runs, reviews))
         if task.branch or task.worktree:
-            self.query_one("#diff", Static).update(Text("\ndiff stat\n", style="bold underline") +
+            self.query_one("#diff", Static).update(fmt.styled("\ndiff stat\n", "bold underline") +
                                                     Text("…", style="dim"))
             self._load_diff(task)
         else:
             self._set_diff("no branch yet")
-        logs = Text("\nlogs\n", style="bold underline")
+        logs = fmt.styled("\nlogs\n", "bold underline")
         run = next((r for r in runs if r.run_id == self.run_id), None)
         if run is not None:
             files = run_log_paths(run.provider, run.run_id, run.log)
@@ -227,7 +229,7 @@ class RunDetail(Screen[None]):
 
     def _set_diff(self, text: str) -> None:
         if self.is_attached:
-            self.query_one("#diff", Static).update(Text("\ndiff stat\n", style="bold underline") + Text(text))
+            self.query_one("#diff", Static).update(fmt.styled("\ndiff stat\n", "bold underline") + Text(text))
 
     # --- the run's stream -----------------------------------------------------------------------
 
@@ -288,12 +290,19 @@ class RunDetail(Screen[None]):
 
     def _flush(self, log: RichLog) -> None:
         if self._text.strip():
-            log.write(Text(fmt.clock(self._text_ts) + " ", style="dim") + Text(" ".join(self._text.split())))
+            log.write(fmt.styled(fmt.clock(self._text_ts) + " ", "dim") + Text(" ".join(self._text.split())))
         self._text = ""
 
     def on_repo_events(self, events: list[dict[str, Any]]) -> None:
-        if any(e.get("job") == self.job and e.get("task") == self.task_id for e in events):
-            self.refresh_all()
+        mine = [e for e in events if e.get("job") == self.job and e.get("task") == self.task_id]
+        if mine:
+            # activity and usage come often: only a gate, a review, a merge or a new run redraws the side
+            heavy = {"gate.finished", "review.finished", "merge.finished", "run.started", "run.finished"}
+            self.refresh_all(side=any(e.get("type") in heavy for e in mine))
+            started = [e["run"] for e in mine if e.get("type") == "run.started" and e.get("run")]
+            if started:  # a new worker on this task (a resume, a reviewer): follow it
+                self.query_one(RunsTable).select_key(started[-1])
+                self.show_run(started[-1])
 
     # --- keys -----------------------------------------------------------------------------------
 

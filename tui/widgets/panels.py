@@ -106,11 +106,11 @@ class ProvidersTable(KeyedTable):
         rows: list[tuple[str, dict[str, Cell]]] = []
         for p in providers:
             if not p.windows:
-                rows.append((p.provider, {"provider": Text("○ ", style="dim") + Text(p.provider),
+                rows.append((p.provider, {"provider": fmt.styled("○ ", "dim") + Text(p.provider),
                                           "window": Text("no report", style="dim")}))
                 continue
             ok = p.available(now)
-            name = Text("● ", style="green" if ok else "bold red") + Text(p.provider)
+            name = fmt.styled("● ", "green" if ok else "bold red") + Text(p.provider)
             for i, w in enumerate(p.windows):
                 pct = "  ?" if w.used_pct is None else f"{w.used_pct:3.0f}%"
                 rows.append((f"{p.provider}\t{w.window}", {
