@@ -40,7 +40,7 @@ def _cpu() -> float:
 def _wall(argv: list[str], env: dict[str, str], cwd: Path) -> float:
     c = _cpu()
     t = time.perf_counter()
-    r = subprocess.run(argv, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    r = subprocess.run(argv, env=env, cwd=cwd, capture_output=True)
     dt = time.perf_counter() - t
     CPU.append(_cpu() - c)
     if r.returncode != 0:

@@ -147,9 +147,7 @@ def prepare(opts: DispatchOptions) -> Prepared:
     if prov.is_sim and not key:
         # a throwaway key: the sim then refuses anything without it, so every runner's real auth
         # path (credential file in the sandbox → header) is exercised, and it is redacted like a key
-        import secrets as _secrets
-
-        key = "sim-" + _secrets.token_hex(16)
+        key = "sim-" + os.urandom(16).hex()
     secrets = keys.configured_secrets()
     if key and key not in secrets:
         secrets.append(key)
@@ -218,8 +216,8 @@ def find_previous_run(run_id: str) -> dict[str, Any]:
 
 
 def prefetch_contract() -> None:
-    """Import the pydantic contract on a thread: it costs ~100 ms of CPU that overlaps the
-    worker's own start-up (another process) while this thread mostly waits on its pipes."""
+    """Import the pydantic contract on a thread: ~100 ms of CPU that runs while the main thread
+    waits (bwrap checks, the worker's start-up in another process, the worker's model turns)."""
     def _load() -> None:
         import pilothouse.providers.contract  # noqa: F401
 

@@ -73,6 +73,7 @@ def execute(prep: Prepared, on_event: EventHook | None = None,
     from pilothouse.providers.redact import Redactor, StreamRedactor
 
     t0 = time.monotonic()
+    prefetch_contract()  # uses the waits below (bwrap checks, the worker's start-up) to import pydantic
     prov, opts = prep.provider, prep.opts
     redactor = Redactor(prep.secrets)
     label = f"{prov.key}/{prep.run_id}"
@@ -147,7 +148,6 @@ def execute(prep: Prepared, on_event: EventHook | None = None,
         guard.worker = worker
         if guard.received:
             worker.request_abort("interrupted")
-        prefetch_contract()
         pid = worker.outcome.pid
         sandbox.latest_line(redactor.redact(
             f"{label} pid {pid} START {opts.mode} {prov.runner}/{prep.model} in {prep.workdir}"

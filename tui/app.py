@@ -29,9 +29,7 @@ TAIL_EVENTS = 500
 
 
 class EventsArrived(Message):
-    def __init__(self, events: list[dict[str, Any]]) -> None:
-        super().__init__()
-        self.events = events
+    """New lines wait in the follower (the message carries none: it takes them all when handled)."""
 
 
 class CockpitApp(ActionsMixin, App[None]):
@@ -99,7 +97,7 @@ class CockpitApp(ActionsMixin, App[None]):
         self.refresh_supervisor()
         self.dashboard.load(events)
         if self.live:
-            self.follower = Follower(layout.events, tailer, lambda b: self.post_message(EventsArrived(b)))
+            self.follower = Follower(layout.events, tailer, lambda: self.post_message(EventsArrived()))
             self.follower.start()
 
     def _close_repo(self) -> None:
@@ -114,18 +112,24 @@ class CockpitApp(ActionsMixin, App[None]):
         self._close_repo()
 
     def on_events_arrived(self, message: EventsArrived) -> None:
-        changes = affected(message.events)
+        if self.follower is None:
+            return
+        events = self.follower.take()
+        if events:
+            self.apply_events(events)
+
+    def apply_events(self, events: list[dict[str, Any]]) -> None:
+        changes = affected(events)
         if changes.supervisor:
             self.refresh_supervisor()
-        self.dashboard.apply(changes, message.events)
+        self.dashboard.apply(changes, events)
         for screen in self.screen_stack[1:]:
             handler = getattr(screen, "on_repo_events", None)
             if handler is not None:
-                handler(message.events)
+                handler(events)
         hook = self.on_batch
         if hook is not None:
-            batch = message.events
-            self.call_after_refresh(hook, batch)
+            self.call_after_refresh(hook, events)
 
     def _tick(self) -> None:
         self._ticks += 1

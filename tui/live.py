@@ -59,16 +59,29 @@ class LineTailer:
 
 
 class Follower:
-    """Calls `deliver(batch)` from a daemon thread whenever `tailer` has new lines."""
+    """Follows `path` from a daemon thread; `wake()` is called when new lines wait in `take()`.
 
-    def __init__(self, path: Path, tailer: EventTailer | LineTailer,
-                 deliver: Callable[[list[dict[str, Any]]], None], min_interval: float = 1 / 30) -> None:
+    At most one wake-up is outstanding: lines that arrive while the consumer is still busy join
+    the waiting batch instead of queueing another message, so a slow frame never builds a backlog.
+    """
+
+    def __init__(self, path: Path, tailer: EventTailer | LineTailer, wake: Callable[[], None],
+                 min_interval: float = 1 / 30) -> None:
         self.path = Path(path)
         self.tailer = tailer
-        self.deliver = deliver
+        self.wake = wake
         self.min_interval = min_interval
         self.stop_event = threading.Event()
         self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._pending: list[dict[str, Any]] = []
+        self._woken = False
+
+    def take(self) -> list[dict[str, Any]]:
+        """Everything read since the last take (called by the consumer after a wake-up)."""
+        with self._lock:
+            batch, self._pending, self._woken = self._pending, [], False
+        return batch
 
     def start(self) -> Follower:
         self._thread = threading.Thread(target=self._run, name=f"follow:{self.path.name}", daemon=True)
@@ -82,8 +95,14 @@ class Follower:
 
     def _pump(self) -> None:
         batch = self.tailer.read_new()
-        if batch and not self.stop_event.is_set():
-            self.deliver(batch)
+        if not batch or self.stop_event.is_set():
+            return
+        with self._lock:
+            self._pending.extend(batch)
+            if self._woken:
+                return
+            self._woken = True
+        self.wake()
 
     def _run(self) -> None:
         from watchfiles import watch

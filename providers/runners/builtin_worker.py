@@ -15,7 +15,6 @@ import json
 import os
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +75,7 @@ def _load_convo(cfg: dict[str, Any], path: Path) -> dict[str, Any]:
                             f"({convo.get('session_id')})", "fatal")
         convo["messages"].append({"role": "user", "content": task})
         return convo
-    return {"session_id": cfg.get("session_id") or uuid.uuid4().hex, "mode": cfg["mode"],
+    return {"session_id": cfg.get("session_id") or os.urandom(16).hex(), "mode": cfg["mode"],
             "model": cfg["model"],
             "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": task}]}
 

@@ -7,7 +7,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from pilothouse.providers.runners import get_runner
 from pilothouse.providers.runners.builtin_tools import MODE_TOOLS, Tools, tool_schemas
 

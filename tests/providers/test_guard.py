@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from pilothouse.providers.errors import UserError
 from pilothouse.providers.guard import check_task, find_credentials
 

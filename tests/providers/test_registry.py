@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from pilothouse.providers import paths, provider_index
 from pilothouse.providers.errors import UserError
 from pilothouse.providers.registry import load_providers

@@ -55,6 +55,12 @@ async def test_dashboard_draws_the_store(cockpit_repo, make_app) -> None:
         assert app.focused is dash.providers
         await pilot.press("1", "enter")  # enter on a job: its tasks
         assert app.focused is dash.tasks
+        await pilot.press("ctrl+t")
+        assert app.theme == "textual-light"
+        await pilot.press("question_mark")
+        assert type(app.screen).__name__ == "HelpScreen"
+        await pilot.press("escape")
+        assert app.screen is dash
 
 
 async def test_events_update_rows_in_place(cockpit_repo, make_app) -> None:

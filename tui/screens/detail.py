@@ -34,9 +34,11 @@ class RunsTable(KeyedTable):
 
 
 class RunLines(Message):
-    def __init__(self, run_id: str, lines: list[dict[str, Any]]) -> None:
+    """New lines wait in the run's follower."""
+
+    def __init__(self, run_id: str) -> None:
         super().__init__()
-        self.run_id, self.lines = run_id, lines
+        self.run_id = run_id
 
 
 def gate_text(events: list[dict[str, Any]]) -> Text:
@@ -258,7 +260,7 @@ class RunDetail(Screen[None]):
         except FileNotFoundError:
             log.write(Text(f"waiting for {fmt.tilde(path)}", style="dim"))
         if self.cockpit.live:
-            self.follower = Follower(path, tailer, lambda b: self.post_message(RunLines(run_id, b))).start()
+            self.follower = Follower(path, tailer, lambda: self.post_message(RunLines(run_id))).start()
         else:
             self._write(tailer.read_new())
 
@@ -268,8 +270,8 @@ class RunDetail(Screen[None]):
             self.follower = None
 
     def on_run_lines(self, message: RunLines) -> None:
-        if message.run_id == self.run_id:
-            self._write(message.lines)
+        if message.run_id == self.run_id and self.follower is not None:
+            self._write(self.follower.take())
 
     def _write(self, lines: list[dict[str, Any]]) -> None:
         log = self.query_one("#stream", RichLog)
