@@ -10,9 +10,11 @@ Prints, over every dependency edge that made a task launchable (its last depende
 
 The graph is CHAINS chains of LENGTH tasks (each task depends on the one before it in its chain)
 plus a cross edge into the head of every third chain, so finishes are staggered the way real work
-is (`--chains 10 --length 5 --max-workers 12` by default). Gates are `true`, review is off: the
-figures are the supervisor's own cost, plus waiting for the integration lock (merges are serial).
-A per-phase breakdown follows. Everything runs in a throwaway PILOTHOUSE_HOME.
+is (`--chains 5 --length 10 --max-workers 5` by default). Gates are `true`, review is off: the
+figures are the supervisor's own cost plus git's, and waiting for the integration lock — merges
+are serial (one integration checkout), so the wider the graph, the longer a finished task waits
+for the merges ahead of it. A per-phase breakdown follows. Everything runs in a throwaway
+PILOTHOUSE_HOME; the load average is printed because git's cost follows it.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-CHAINS, LENGTH, WORKERS = 10, 5, 12
+CHAINS, LENGTH, WORKERS = 5, 10, 5
 
 
 def _ts(iso: str) -> float:
@@ -72,7 +74,6 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="pilothouse-bench-sched-"))
     os.environ["PILOTHOUSE_HOME"] = str(tmp / "home")
     import yaml
-
     from pilothouse.core import demo, store
     from pilothouse.core.commands.supervise import wait_for_job
     from pilothouse.core.project import load_project

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from pilothouse.core import runs, store
+from pilothouse.core import supervisor_activity as activity
 from pilothouse.core import supervisor_flow as flow
 from pilothouse.core import supervisor_plan as plan
 from pilothouse.core.events import EventLog, utc_now_iso
@@ -30,9 +31,7 @@ from pilothouse.core.supervisor_state import BUSY, StateStore
 from pilothouse.core.supervisor_wake import FileWatcher, Waker
 from pilothouse.providers.errors import UserError
 
-HEARTBEAT_S = 30.0
-ACTIVITY_MIN_S = 1.0
-USAGE_MIN_S = 5.0
+HEARTBEAT_S = activity.HEARTBEAT_S
 FINISHED_JOB_STATES = ("accepted", "failed", "cancelled")
 
 
@@ -65,6 +64,7 @@ class Supervisor:
         self.integrate_only = integrate_only
         self.log = setup_logging(layout)
         self.conn: sqlite3.Connection = store.connect(layout.state_db)
+        _migrate(self.conn)
         self.events = EventLog(layout.events)
         self.store = StateStore(layout, self.conn, self.events)
         self.waker = Waker()
@@ -322,9 +322,7 @@ class Supervisor:
         self.usage_sent.pop(row["run_id"], None)
 
     def read_logs(self) -> None:
-        for run_id, tail in list(self.tails.items()):
-            if tail.read():
-                self.activity_sent.setdefault(run_id, (0.0, None))
+        activity.read_logs(self)
 
     def wake_at(self, epoch: float) -> None:
         """Reconcile again at `epoch` (e.g. when a usage window may have reset)."""
@@ -334,35 +332,10 @@ class Supervisor:
             self._timer = target
 
     def _next_flush(self) -> float:
-        pending = [sent for rid, (sent, tool) in self.activity_sent.items()
-                   if rid in self.tails and self.tails[rid].tool != tool]
-        if not pending:
-            return HEARTBEAT_S
-        return max(0.0, min(pending) + ACTIVITY_MIN_S - time.monotonic())
+        return activity.next_flush(self)
 
     def flush_activity(self) -> None:
-        """Coalesced run.activity (what the worker does now) and run.usage events."""
-        now = time.monotonic()
-        for run_id, tail in list(self.tails.items()):
-            sent, tool = self.activity_sent.get(run_id, (0.0, None))
-            row = None
-            if tail.tool and tail.tool != tool and now - sent >= ACTIVITY_MIN_S:
-                row = self.store.run(run_id)
-                if row is None:
-                    continue
-                if row["task"]:
-                    self.store.update_task(row["job"], row["task"], activity=tail.tool)
-                self.events.append("run.activity", job=row["job"], task=row["task"], run=run_id,
-                                   data={"tool": tail.tool, "role": row["role"]})
-                self.activity_sent[run_id] = (now, tail.tool)
-            total = sum(tail.usage.values())
-            usent, utotal = self.usage_sent.get(run_id, (0.0, 0))
-            if total != utotal and now - usent >= USAGE_MIN_S:
-                row = row or self.store.run(run_id)
-                if row is not None:
-                    self.events.append("run.usage", job=row["job"], task=row["task"], run=run_id,
-                                       data={"tokens": dict(tail.usage), "final": False})
-                self.usage_sent[run_id] = (now, total)
+        activity.flush(self)
 
     # --- reconcile -----------------------------------------------------------------------------
     def reconcile(self) -> None:
@@ -381,6 +354,13 @@ class Supervisor:
             candidates += flow.step_job(self, job.name, planned)
         if candidates:
             flow.launch_ready(self, candidates)
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    """A state.db made before tasks.counters existed gets the column (it defaults to '{}')."""
+    cols = {r["name"] for r in conn.execute("PRAGMA table_info(tasks)")}
+    if "counters" not in cols:
+        conn.execute("ALTER TABLE tasks ADD COLUMN counters TEXT NOT NULL DEFAULT '{}'")
 
 
 def _logs_root() -> Path:

@@ -81,7 +81,41 @@ def _integrate(args: Any) -> int:
     layout = _layout(args)
     if supervisor_ctl.status(layout) is not None:
         raise UserError("the supervisor is running and integrates by itself: `pilothouse job stop` first")
-    return run_foreground(layout, once=True, integrate_only=True)
+    queue = _merge_queue(layout)
+    if not queue:
+        print("nothing approved is waiting to merge")
+        return 0
+    rc = run_foreground(layout, once=True, integrate_only=True)
+    for job, task, state, reason in _tasks(layout, queue):
+        print(f"{job}/{task}: {state} — {reason}")
+    return rc
+
+
+def _merge_queue(layout: Any) -> list[tuple[str, str]]:
+    from pilothouse.core import store
+
+    if not layout.state_db.exists():
+        return []
+    conn = store.connect(layout.state_db, readonly=True)
+    try:
+        return [(r["job"], r["task"]) for r in
+                conn.execute("SELECT job, task FROM tasks WHERE state IN ('approved', 'merging')")]
+    finally:
+        conn.close()
+
+
+def _tasks(layout: Any, keys: list[tuple[str, str]]) -> list[tuple[str, str, str, str]]:
+    from pilothouse.core import store
+
+    conn = store.connect(layout.state_db, readonly=True)
+    try:
+        out = []
+        for job, task in keys:
+            r = conn.execute("SELECT state, reason FROM tasks WHERE job=? AND task=?", (job, task)).fetchone()
+            out.append((job, task, r["state"], r["reason"] or ""))
+        return out
+    finally:
+        conn.close()
 
 
 def _start(args: Any) -> int:

@@ -46,6 +46,19 @@ def _kill(pid: int) -> None:
     assert not runs.process_matches(pid, None)
 
 
+def _wait_merged_not_gated(layout: RepoLayout, before: str, timeout: float = 60) -> None:
+    """Until git has merged (the integration branch moved) while the merge's gate still runs."""
+    from pilothouse.core.worktrees import worktree_root
+
+    pending = worktree_root(layout) / "integration.pending.json"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pending.exists() and _git(layout.root, "rev-parse", "pilothouse/integration") != before:
+            return
+        time.sleep(0.02)
+    raise AssertionError("the merge never reached its gate")
+
+
 def _slow_project(layout: RepoLayout) -> None:
     data = yaml.safe_load(layout.project_yaml.read_text())
     data["workflow"]["review"] = "off"
@@ -74,7 +87,7 @@ def test_sigkill_during_build_gate_and_merge(tmp_path: Path) -> None:
         pid = supervisor_ctl.start(layout)
         # 3. during the merge (its full gate runs after git merged)
         ev.wait(lambda e: e["type"] == "task.state" and e["task"] == "first" and e["data"]["to"] == "merging")
-        time.sleep(0.5)
+        _wait_merged_not_gated(layout, before=_git(layout.root, "rev-parse", "pilothouse/integration"))
         _kill(pid)
         pid = supervisor_ctl.start(layout)
         ev.wait(lambda e: e["type"] == "job.accepted", timeout=90)

@@ -116,3 +116,28 @@ def test_unknown_and_broken_lines_yield_nothing():
     r = _runner()
     for line in ("", "not json", "[1,2]", '{"type":"item.completed","item":null}', '{"type":"mystery"}'):
         assert r.parse_line(line) == []
+
+
+# --- the sim's Codex dialect: scenario writes/edits become apply_patch hunks -------------------
+
+def test_write_and_edit_become_apply_patch_hunks(tmp_path):
+    from pilothouse.providers.sim.dialect import Action, Context
+    from pilothouse.providers.sim.dialect_codex import codex_patch
+    from pilothouse.providers.sim.request import SimRequest, ToolDecl
+
+    tools = [ToolDecl("exec_command", properties={"cmd": {"type": "string"}}, required=["cmd"]),
+             ToolDecl("apply_patch", kind="custom")]
+    ctx = Context(request=SimRequest("responses", "m", True, [], tools), cwd=str(tmp_path), call_id="call_1")
+    add = codex_patch(Action("write", {"path": "src/a.py", "content": "x = 1\ny = 2\n"}), tools, ctx)
+    assert add is not None and add.kind == "custom" and add.name == "apply_patch"
+    assert add.arguments == "*** Begin Patch\n*** Add File: src/a.py\n+x = 1\n+y = 2\n*** End Patch\n"
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.py").write_text("def f(t):\n    return t.strip()\n")
+    edit = codex_patch(Action("edit", {"path": "src/a.py", "old": "t.strip()", "new": "t.lower()"}), tools, ctx)
+    assert edit is not None
+    assert edit.arguments == ("*** Begin Patch\n*** Update File: src/a.py\n@@\n-    return t.strip()\n"
+                              "+    return t.lower()\n*** End Patch\n")
+    # an edit the sim cannot widen to whole lines passes to the generic (shell) mapping
+    assert codex_patch(Action("edit", {"path": "src/a.py", "old": "absent", "new": "x"}), tools, ctx) is None
+    assert codex_patch(Action("bash", {"command": "ls"}), tools, ctx) is None
+    assert codex_patch(Action("write", {"path": "b", "content": "x"}), tools[:1], ctx) is None
