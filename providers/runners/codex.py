@@ -31,6 +31,8 @@ _AUTH = re.compile(r"\b401\b|\b403\b|unauthori[sz]ed|invalid api key|authenticat
 _QUOTA = re.compile(r"\b429\b|usage limit|rate limit|too many requests|quota", re.I)
 _TRANSIENT = re.compile(r"\b5\d\d\b|stream disconnected|reconnecting|timed? ?out|connection", re.I)
 _WINDOW = re.compile(r"\(([a-z0-9_]+) window\)|\b(five_hour|seven_day|weekly|daily|hourly)\b", re.I)
+_TOOL_ITEMS = ("command_execution", "file_change", "mcp_tool_call", "web_search")
+_MODEL_ITEMS = ("agent_message", "reasoning", *_TOOL_ITEMS)
 _REFUSED = re.compile(r"read-only file system|permission denied|operation not permitted", re.I)
 _USAGE_KEYS = ("input_tokens", "cached_input_tokens", "cache_write_input_tokens", "output_tokens",
                "reasoning_output_tokens")
@@ -165,6 +167,7 @@ class CodexRunner(NpmRunner):
         self._home: Path | None = None
         self._thread: str | None = None
         self._read_only = False
+        self._after_tool = False  # a tool finished: the next item comes from a new model response
 
     def build(self, spec: RunSpec) -> LaunchSpec:
         from pilothouse.providers.fsutil import atomic_write_json, atomic_write_text, ensure_private_dir
@@ -213,8 +216,20 @@ class CodexRunner(NpmRunner):
             self._thread = str(d["thread_id"])
             return [c.SessionEvent(self._thread)]
         if kind in ("item.started", "item.completed"):
-            return _item_events(d.get("item") or {}, done=kind == "item.completed", read_only=self._read_only)
+            item = d.get("item") or {}
+            out: list[RunnerEvent] = []
+            if item.get("type") in _MODEL_ITEMS:
+                if self._after_tool:
+                    # a new model response: the previous one is a step. Codex's stream reports tokens
+                    # once per turn, but its rollout file has each response's running total already
+                    totals = rollout_totals(self._home, self._thread) if self._home and self._thread else {}
+                    out.append(self._usage_delta(totals))
+                    self._after_tool = False
+                if kind == "item.completed" and item.get("type") in _TOOL_ITEMS:
+                    self._after_tool = True
+            return out + _item_events(item, done=kind == "item.completed", read_only=self._read_only)
         if kind == "turn.completed":
+            self._after_tool = False
             return [self._usage_delta(d.get("usage") or {})]
         if kind == "turn.failed":
             return self._error(str((d.get("error") or {}).get("message") or "turn failed"))
@@ -228,8 +243,9 @@ class CodexRunner(NpmRunner):
     def _usage_delta(self, u: dict[str, Any]) -> RunnerEvent:
         from pilothouse.providers import contract as c
 
-        now = {k: int(u.get(k) or 0) for k in _USAGE_KEYS}
-        delta = {k: max(0, now[k] - self._last[k]) for k in _USAGE_KEYS}
+        # never below what was already reported (the rollout may lag the stream)
+        now = {k: max(int(u.get(k) or 0), self._last[k]) for k in _USAGE_KEYS}
+        delta = {k: now[k] - self._last[k] for k in _USAGE_KEYS}
         self._last = now
         cached = delta["cached_input_tokens"]
         reasoning = delta["reasoning_output_tokens"]

@@ -87,7 +87,8 @@ def test_parse_recorded_code_run():
     s = summarize(replay(_runner(), "codex-code.jsonl"))
     assert len(s["sessions"]) == 1 and s["errors"] == []
     assert s["tools"].count(("apply_patch", "ok")) == 2 and ("exec_command", "ok") in s["tools"]
-    assert s["steps"] == 1 and s["tokens"]["input"] == 9221 and s["tokens"]["output"] == 165
+    # one step per model request (5 served), the tokens on the turn's last one
+    assert s["steps"] == 5 and s["tokens"]["input"] == 9221 and s["tokens"]["output"] == 165
     assert "<!--RESULT-->" in s["texts"][-1]
 
 

@@ -24,6 +24,13 @@ async def wait_for(pilot: Any, predicate: Callable[[], Any], timeout: float = 30
     assert predicate(), "condition not met in time"
 
 
+async def wait_for_input(pilot: Any, screen_name: str) -> None:
+    """Keys typed before a dialog has focus would land on the dashboard (and mean something there)."""
+    app = pilot.app
+    await wait_for(pilot, lambda: type(app.screen).__name__ == screen_name and app.focused is not None
+                   and app.focused.screen is app.screen)
+
+
 def replies(layout: RepoLayout) -> list[sqlite3.Row]:
     conn = connect(layout.state_db, readonly=True)
     try:
@@ -166,7 +173,9 @@ async def test_skip_confirms_listing_the_cancelled_tasks(cockpit_repo, make_app)
         assert "calendar-ui" in body and "calendar-docs" in body  # the task and its dependent
         await pilot.press("n")  # cancel: nothing written
         assert not replies(cockpit_repo)
-        await pilot.press("s", "y")
+        await pilot.press("s")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal))
+        await pilot.press("y")
         await wait_for(pilot, lambda: replies(cockpit_repo))
         assert replies(cockpit_repo)[0]["reply"] == "skip"
         assert events_of(cockpit_repo, "problem.answered")[-1]["data"]["cancels"] == ["calendar-ui",
@@ -177,7 +186,10 @@ async def test_hint_takes_words(cockpit_repo, make_app) -> None:
     app = make_app(cockpit_repo)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
-        await pilot.press("4", "enter", "h")  # through the problem dialog
+        await pilot.press("4", "enter")  # through the problem dialog
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "ProblemDialog")
+        await pilot.press("h")
+        await wait_for_input(pilot, "WordsModal")
         await pilot.press(*"render 7 columns", "enter")
         await wait_for(pilot, lambda: replies(cockpit_repo))
         row = replies(cockpit_repo)[0]
@@ -193,7 +205,9 @@ async def test_dismiss_and_plan_on_a_problem_that_takes_them(cockpit_repo, make_
     app = make_app(cockpit_repo)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
-        await pilot.press("4", "j", "p", *"split the db work out", "enter")
+        await pilot.press("4", "j", "p")
+        await wait_for_input(pilot, "WordsModal")
+        await pilot.press(*"split the db work out", "enter")
         await wait_for(pilot, lambda: replies(cockpit_repo))
         assert [(r["code"], r["reply"], r["words"]) for r in replies(cockpit_repo)] == [
             ("HXPQRT", "plan", "split the db work out")]
@@ -217,13 +231,17 @@ async def test_new_job_and_correction(cockpit_repo, make_app) -> None:
     app = make_app(cockpit_repo, live=True)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
-        await pilot.press("n", *"week-view", "tab", *"Show a week view.", "ctrl+s")
+        await pilot.press("n")
+        await wait_for_input(pilot, "JobForm")
+        await pilot.press(*"week-view", "tab", *"Show a week view.", "ctrl+s")
         await wait_for(pilot, lambda: "week-view" in app.dashboard.jobs.jobs)
         assert jobs.load_job(cockpit_repo, "week-view").request == "Show a week view."
         assert app.dashboard.jobs.jobs["week-view"].state == "new"
         app.dashboard.jobs.select_key("week-view")
         await pilot.pause()
-        await pilot.press("e", "end", *" Start on Monday.", "ctrl+s")
+        await pilot.press("e")
+        await wait_for_input(pilot, "JobForm")
+        await pilot.press("end", *" Start on Monday.", "ctrl+s")
         await wait_for(pilot, lambda: jobs.load_job(cockpit_repo, "week-view").revision == 2)
         assert jobs.load_job(cockpit_repo, "week-view").request == "Show a week view. Start on Monday."
         await wait_for(pilot, lambda: app.dashboard.jobs.jobs["week-view"].revision == 2)
@@ -233,7 +251,9 @@ async def test_bad_job_name_is_refused_in_the_form(cockpit_repo, make_app) -> No
     app = make_app(cockpit_repo)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
-        await pilot.press("n", *"Bad Name", "tab", *"x", "ctrl+s")
+        await pilot.press("n")
+        await wait_for_input(pilot, "JobForm")
+        await pilot.press(*"Bad Name", "tab", *"x", "ctrl+s")
         await pilot.pause()
         assert "name:" in next(iter(app._notifications)).message
         await pilot.press("escape")
@@ -297,7 +317,9 @@ async def test_abort_a_running_worker(cockpit_repo, make_app) -> None:
             await pilot.pause()
             await pilot.press("3", "j")
             assert app.dashboard.current_task.task == "calendar-api"
-            await pilot.press("x", "y")
+            await pilot.press("x")
+            await wait_for(pilot, lambda: type(app.screen).__name__ == "ConfirmModal")
+            await pilot.press("y")
             await wait_for(pilot, lambda: worker.poll() is not None)
             await wait_for(pilot, lambda: any("aborted" in n.message for n in app._notifications))
     finally:

@@ -107,8 +107,11 @@ async def _answer(layout: RepoLayout, reply: str) -> None:
         key = {"retry": "r", "accept": "a", "skip": "s", "dismiss": "d", "hint": "h", "plan": "p"}[reply]
         await pilot.press(key)
         if reply in WORDS:
+            await wait_for(pilot, lambda: type(app.screen).__name__ == "WordsModal"
+                           and app.focused is not None and app.focused.screen is app.screen)
             await pilot.press(*WORDS[reply], "enter")
         if reply == "skip":
+            await wait_for(pilot, lambda: type(app.screen).__name__ == "ConfirmModal")
             await pilot.press("y")
         await wait_for(pilot, lambda: _rows(layout, "SELECT * FROM replies WHERE code=?", code))
         got = _rows(layout, "SELECT reply, words, who FROM replies WHERE code=?", code)[0]
@@ -143,7 +146,9 @@ async def test_supervisor_stop_and_start_by_key(sim_jobs) -> None:
     app = CockpitApp(layout, live=True)
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_for(pilot, lambda: "running pid" in app.status_line().plain)
-        await pilot.press("S", "y")  # running: asks first, then stops it
+        await pilot.press("S")  # running: asks first, then stops it
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "ConfirmModal")
+        await pilot.press("y")
         await wait_for(pilot, lambda: supervisor_ctl.status(layout) is None, timeout=60)
         await wait_for(pilot, lambda: "stopped" in app.status_line().plain)
         await pilot.press("S")  # stopped: starts one

@@ -42,7 +42,7 @@ class JobsTable(KeyedTable):
     def tick(self, now: datetime) -> None:
         for j in self.jobs.values():
             if not j.final and j.job in self.rows:
-                self.update_cell(j.job, "elapsed", fmt.elapsed(j.created_at, j.finished_at, now))
+                self.set_cell(j.job, "elapsed", fmt.elapsed(j.created_at, j.finished_at, now))
 
 
 class TasksTable(KeyedTable):
@@ -88,7 +88,7 @@ class TasksTable(KeyedTable):
     def tick(self, now: datetime) -> None:
         for t in self.tasks.values():
             if t.state in TASK_ACTIVE and t.started_at and t.task in self.rows:
-                self.update_cell(t.task, "elapsed", fmt.elapsed(t.started_at, None, now))
+                self.set_cell(t.task, "elapsed", fmt.elapsed(t.started_at, None, now))
 
 
 class ProvidersTable(KeyedTable):
@@ -128,9 +128,9 @@ class ProvidersTable(KeyedTable):
                 if key not in self.rows:
                     continue
                 if w.resets_at:
-                    self.update_cell(key, "reset", fmt.countdown(w.resets_at, now))
+                    self.set_cell(key, "reset", fmt.countdown(w.resets_at, now))
                 if i == 0 and p.next_check_at:
-                    self.update_cell(key, "check", fmt.countdown(p.next_check_at, now))
+                    self.set_cell(key, "check", fmt.countdown(p.next_check_at, now))
 
 
 def replies_text(replies: tuple[str, ...]) -> Text:

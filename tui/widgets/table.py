@@ -13,7 +13,7 @@ from typing import Any
 from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import DataTable
-from textual.widgets.data_table import RowDoesNotExist
+from textual.widgets.data_table import ColumnKey, RowDoesNotExist, RowKey
 
 Cell = str | Text
 
@@ -141,7 +141,37 @@ class KeyedTable(DataTable[Cell]):
         current = self.get_row(key)
         for (col, _), old, value in zip(self._layout, current, self._cells(cells), strict=False):
             if old != value:
-                self.update_cell(key, col, value)
+                self._put(key, col, value)
+
+    def _put(self, key: str, column: str, value: Cell) -> None:
+        """DataTable.update_cell, but only this row's cached renders are dropped.
+
+        update_cell bumps a table-wide counter that is part of every render cache key, so one
+        changed cell re-renders every visible cell of the table — most of a frame's cost on a busy
+        job. Here the row's cell and row renders are discarded and the row alone is redrawn. Falls
+        back to update_cell should DataTable's internals differ from what this expects.
+        """
+        try:
+            row_key, column_key = RowKey(key), ColumnKey(column)
+            if row_key not in self._row_locations or column_key not in self._column_locations:
+                raise KeyError(key)
+            self._data[row_key][column_key] = value
+            caches: tuple[Any, ...] = (self._cell_render_cache, self._row_render_cache)
+            for cache in caches:
+                for cache_key in [k for k in cache.keys() if k[0] == row_key]:
+                    cache.discard(cache_key)
+            self._line_cache.clear()  # keyed by screen line: cheap to rebuild from the row renders
+            self.refresh_row(self.get_row_index(row_key))
+        except (AttributeError, TypeError):
+            self.update_cell(key, column, value)
+
+    def set_cell(self, key: str, column: str, value: Cell) -> None:
+        """Update one cell if its text changed: any update makes the table redraw all its rows."""
+        try:
+            if self.get_cell(key, column) != value:
+                self._put(key, column, value)
+        except Exception:  # noqa: BLE001 - row or column not shown (filtered, narrow layout)
+            pass
 
     def set_filter(self, text: str) -> None:
         self.filter_text = text
