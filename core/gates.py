@@ -3,12 +3,21 @@
 A gate passes when its command exists, finishes within the timeout, exits 0 and leaves the
 tree as it found it. A gate that edits tracked files or leaves new files behind fails (a check
 that "fixes" code would approve work nobody reviewed), and what it changed is put back.
+
+A gate runs worker-written code (the tests, a conftest.py is enough), so it is confined like a
+worker (providers/confine.prepare_command): it may write the checkout it runs in, a private /tmp
+and its own throwaway HOME/cache, nothing else; the operator's home, checkout, other worktrees
+and pilothouse's data stay out of reach, and secret-looking variables are not passed on. Only
+`confinement: off` in the project runs it on the host as is. The commands come from the
+ProjectConfig the caller loaded from the main checkout (load_project), never from the worktree,
+whose .ai/project.yaml its worker can rewrite.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -22,11 +31,16 @@ from typing import Any
 
 from pilothouse.core.project import ProjectConfig
 from pilothouse.core.worktrees import git, is_scratch
+from pilothouse.providers import confine, paths
+from pilothouse.providers.errors import UserError
 
 DEFAULT_TIMEOUT_S = 1800.0
 TAIL_BYTES = 4096
 _SHELL_WORDS = {"cd", "export", "set", "source", ".", "exec", "test", "[", "true", "false", "echo", "if",
                 "for", "while", "env", "command", "builtin", "eval", "{", "(", "!", "time", "ulimit", "umask"}
+# not handed to a confined gate: the code it runs is the worker's, and the network is open
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
+_HOST_ONLY = ("SSH_AUTH_SOCK", "GPG_AGENT_INFO", "DBUS_SESSION_BUS_ADDRESS", "XDG_RUNTIME_DIR", "TMPDIR")
 
 
 @dataclass
@@ -108,10 +122,13 @@ def _restore(cwd: Path, paths: list[str], before: dict[str, str]) -> None:
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
+        # bwrap forwards no signal: a graceful stop must reach the processes inside; killing bwrap
+        # itself (its process group) takes the whole sandbox down (--die-with-parent)
+        if sig != signal.SIGTERM or not confine.signal_sandbox(proc.pid, sig):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                return
         try:
             proc.wait(timeout=wait)
             return
@@ -129,11 +146,49 @@ def gate_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def confined_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """gate_env() without what worker-written code must not get: secrets, host agent sockets,
+    pilothouse's own settings (HOME and XDG dirs are replaced by the gate's scratch ones)."""
+    env = {k: v for k, v in gate_env().items()
+           if not _SECRET_NAME.search(k) and k not in _HOST_ONLY and not k.startswith("PILOTHOUSE_")}
+    if extra:
+        env.update(extra)  # what the caller passes explicitly is meant for the gate
+    return env
+
+
+def settings_of(project: ProjectConfig) -> dict[str, Any]:
+    """The project's confinement settings, as prepare_command() takes them."""
+    return {"confinement": project.confinement, "network": project.network}
+
+
+def _confinement_off(settings: dict[str, Any] | None) -> bool:
+    value = (settings or {}).get("confinement")
+    return value is False or str(value).strip().lower() in {"off", "false", "no"}
+
+
+def _confine(argv: list[str], env: dict[str, str] | None, cwd: Path,
+             settings: dict[str, Any] | None, level: str) -> tuple[list[str], dict[str, str], Path | None]:
+    """(argv, env, scratch dir to remove afterwards) of the command to spawn."""
+    if _confinement_off(settings):
+        return argv, gate_env(env), None  # the operator accepted the risk: run on the host as is
+    root = paths.cache_dir() / "gates"
+    root.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=re.sub(r"[^\w.-]", "_", level) + "-", dir=root))
+    try:
+        launch = confine.prepare_command(argv, confined_env(env), cwd, scratch, settings=settings)
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    return launch.argv, launch.env, scratch
+
+
 def run_command(command: str, cwd: Path | str, *, level: str = "command", timeout: float = DEFAULT_TIMEOUT_S,
                 env: dict[str, str] | None = None, check_tree: bool = True,
-                on_start: Callable[[int], None] | None = None) -> GateResult:
+                on_start: Callable[[int], None] | None = None,
+                settings: dict[str, Any] | None = None) -> GateResult:
     """Run one shell command as a gate would (also used for `setup:` commands, check_tree=False).
 
+    Confined to `cwd` unless `settings` (the project's, see settings_of) say `confinement: off`.
     `on_start(pgid)` is called once the command runs in its own process group, so a caller that
     may be killed can record it and a successor can end an orphaned gate (`kill_orphan_gate`)."""
     cwd = Path(cwd)
@@ -146,9 +201,23 @@ def run_command(command: str, cwd: Path | str, *, level: str = "command", timeou
         return GateResult(level, command, False, None, "", 0.0,
                           reason=f"{label}: command not found: {missing} — install it or fix "
                                  f"{field} in .ai/project.yaml")
+    try:
+        argv, spawn_env, scratch = _confine(["/bin/sh", "-c", command], env, cwd, settings, level)
+    except UserError as exc:
+        return GateResult(level, command, False, None, "", 0.0, reason=f"{label}: cannot run confined: {exc}")
+    try:
+        return _run(command, cwd, argv, spawn_env, level=level, label=label, field=field, timeout=timeout,
+                    check_tree=check_tree, on_start=on_start, start=start)
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _run(command: str, cwd: Path, argv: list[str], env: dict[str, str], *, level: str, label: str, field: str,
+         timeout: float, check_tree: bool, on_start: Callable[[int], None] | None, start: float) -> GateResult:
     before = _snapshot(cwd) if check_tree else {}
     with tempfile.TemporaryFile() as out:
-        proc = subprocess.Popen(["/bin/sh", "-c", command], cwd=cwd, env=full_env, stdin=subprocess.DEVNULL,
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         timed_out = False
         try:
@@ -201,7 +270,8 @@ def run_gate(project: ProjectConfig, level: str, cwd: Path | str, timeout: float
         known = ", ".join(sorted(project.gates))
         return GateResult(level, "", False, None, "", 0.0,
                           reason=f"gate '{level}' is not defined in .ai/project.yaml (defined: {known})")
-    return run_command(command, cwd, level=level, timeout=timeout, env=env, on_start=on_start)
+    return run_command(command, cwd, level=level, timeout=timeout, env=env, on_start=on_start,
+                       settings=settings_of(project))
 
 
 def kill_orphan_gate(pgid: int, cwd: Path | str) -> bool:
@@ -221,7 +291,8 @@ def run_setup(project: ProjectConfig, cwd: Path | str, timeout: float = DEFAULT_
               env: dict[str, str] | None = None) -> GateResult | None:
     """Run the project's `setup:` commands in a fresh worktree; the first failure, or None when all pass."""
     for i, command in enumerate(project.setup):
-        res = run_command(command, cwd, level=f"setup[{i}]", timeout=timeout, env=env, check_tree=False)
+        res = run_command(command, cwd, level=f"setup[{i}]", timeout=timeout, env=env, check_tree=False,
+                          settings=settings_of(project))
         if not res.passed:
             return res
     return None

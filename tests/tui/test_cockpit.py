@@ -85,6 +85,9 @@ async def test_events_update_rows_in_place(cockpit_repo, make_app) -> None:
         await wait_for(pilot, lambda: "bash python" in str(tasks.get_cell("calendar-api", "activity")))
         assert tasks.row_count == before
         assert tasks.get_cell("calendar-api", "tokens") == "17.0k"
+        await pilot.pause()
+        drawn = app.export_screenshot().replace("&#160;", " ")  # the row is redrawn, not just stored
+        assert "bash python -m" in drawn and "17.0k" in drawn
         assert "bash python -m pytest" in app.dashboard.events.lines[-1]
         # a task planned by a re-plan: the table grows
         db.execute("INSERT INTO tasks (job, task, state, kind, depends_on, updated_at) VALUES "

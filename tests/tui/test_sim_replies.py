@@ -122,8 +122,9 @@ async def _answer(layout: RepoLayout, reply: str) -> None:
         # the supervisor acts: consumes the reply, the problem leaves `open`, the work moves on
         await wait_for(pilot, lambda: _rows(layout, "SELECT consumed_at FROM replies WHERE code=?", code)[0][0],
                        timeout=180)
-        after = [e for e in _events(layout) if e["seq"] > answered[0]["seq"]]
-        assert any(e["type"] in ("task.state", "job.started", "job.planned", "problem.closed") for e in after)
+        acted = ("task.state", "job.started", "job.planned", "problem.closed", "run.started")
+        await wait_for(pilot, lambda: any(e["type"] in acted for e in _events(layout)
+                                          if e["seq"] > answered[0]["seq"]), timeout=60)
         # and the cockpit draws it from the event log: the problem is gone from the open list
         await wait_for(pilot, lambda: code not in app.dashboard.problems.problems, timeout=30)
 

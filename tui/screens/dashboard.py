@@ -161,7 +161,10 @@ class Dashboard(Screen[None]):
         self.update_status()
 
     def update_status(self) -> None:
-        self.query_one("#status", Static).update(self.cockpit.status_line())
+        line = self.cockpit.status_line()
+        if line != getattr(self, "_status", None):  # Static.update lays the screen out again: only on change
+            self._status = line
+            self.query_one("#status", Static).update(line)
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         # the cursor's key *now*: a rebuild's passing highlights are stale by the time they arrive

@@ -160,8 +160,10 @@ class KeyedTable(DataTable[Cell]):
             for cache in caches:
                 for cache_key in [k for k in cache.keys() if k[0] == row_key]:
                     cache.discard(cache_key)
+            index = self.get_row_index(row_key)
+            self._row_renderable_cache.discard((self._update_count, index))
             self._line_cache.clear()  # keyed by screen line: cheap to rebuild from the row renders
-            self.refresh_row(self.get_row_index(row_key))
+            self.refresh_row(index)
         except (AttributeError, TypeError):
             self.update_cell(key, column, value)
 
