@@ -196,8 +196,32 @@ def parse_yaml(text: str, file: str) -> Any:
         raise UserError(f"{where}: invalid YAML ({problem}): fix the syntax") from None
 
 
+def settings_layout(layout: RepoLayout) -> RepoLayout:
+    """Where the project's settings are read from: the operator's checkout, never a task worktree.
+
+    A worker can rewrite its worktree's .ai/project.yaml (or create one); gates and setup read from
+    there would run whatever it wrote, confinement settings would be its to switch off. So a
+    layout rooted in one of pilothouse's worktrees (or the integration checkout) reads the main
+    checkout's file. The operator's own linked worktrees are theirs and keep their own settings.
+    """
+    from pilothouse.core.worktrees import worktrees_base
+
+    root = layout.root.resolve()
+    if not root.is_relative_to(worktrees_base().resolve()):
+        return layout
+    from pilothouse.providers.confine import trusted_project_root
+
+    main = trusted_project_root(root)
+    if main == root:
+        raise UserError(f"{layout.root} is a pilothouse worktree whose repository cannot be found: "
+                        "run pilothouse in the repository itself (pass --repo PATH)")
+    return RepoLayout(main)
+
+
 def load_project(layout: RepoLayout) -> ProjectConfig:
+    """The project's settings, from the main checkout (see settings_layout)."""
     file = ".ai/project.yaml"
+    layout = settings_layout(layout)
     try:
         text = layout.project_yaml.read_text(encoding="utf-8")
     except FileNotFoundError:

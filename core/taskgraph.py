@@ -274,8 +274,10 @@ def save_tasks(layout: RepoLayout, tasks: Iterable[TaskDef], *, replace_job: str
     from pilothouse.providers.fsutil import atomic_write_text
 
     new = list(tasks)
-    layout.ai.mkdir(parents=True, exist_ok=True)
-    with open(layout.ai / ".tasks.yaml.lock", "a") as lock:
+    # the lock lives under the ignored runtime dir: nothing but records may show up in `git status`
+    lock_dir = layout.runtime / "locks"
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    with open(lock_dir / "tasks.yaml.lock", "a") as lock:
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
         entries = _read_entries(layout)
         index = {(t.job_id, t.id): t for t in new}

@@ -89,11 +89,16 @@ def _scratch_pathspecs() -> list[str]:
     return out
 
 
+def worktrees_base() -> Path:
+    """Where every repository's task worktrees and integration checkout live (user data dir)."""
+    return paths.data_dir() / "worktrees"
+
+
 def worktree_root(layout: RepoLayout) -> Path:
     """Per-repository folder for its worktrees, outside the repository (user data dir)."""
     resolved = str(layout.root.resolve())
     digest = hashlib.sha256(resolved.encode()).hexdigest()[:8]
-    return paths.data_dir() / "worktrees" / f"{layout.root.name}-{digest}"
+    return worktrees_base() / f"{layout.root.name}-{digest}"
 
 
 def task_branch(job: str, task: str) -> str:
@@ -118,6 +123,13 @@ def _check_free_space(where: Path) -> None:
                             "(pilothouse maintain worktrees list shows old worktrees)")
 
 
+def _existing_worktree(layout: RepoLayout, branch: str) -> Path | None:
+    for wt in list_worktrees(layout):
+        if wt["branch"] == branch and Path(wt["path"]).is_dir():
+            return Path(wt["path"])
+    return None
+
+
 def create_worktree(layout: RepoLayout, job: str, task: str, base_ref: str, *,
                     reuse: bool = False) -> tuple[Path, str]:
     """Create the task's worktree on a new branch from `base_ref`; returns (path, branch).
@@ -127,14 +139,11 @@ def create_worktree(layout: RepoLayout, job: str, task: str, base_ref: str, *,
     """
     branch = task_branch(job, task)
     path = worktree_root(layout) / job / task
-    if reuse:
-        for wt in list_worktrees(layout):
-            if wt["branch"] == branch and Path(wt["path"]).is_dir():
-                return Path(wt["path"]), branch
-    if branch_exists(layout.root, branch):
-        raise WorktreeError(f"branch {branch} already exists (an earlier attempt?): inspect it with "
-                            f"`git log {branch}`, then delete it (git branch -D {branch}) or retry the task")
+    # one git call on the usual path (a new task): `worktree add -b` itself refuses an existing
+    # branch before writing anything, and only then do we look for what exists
     if path.exists():
+        if reuse and (found := _existing_worktree(layout, branch)) is not None:
+            return found, branch
         git(layout.root, "worktree", "prune", check=False)
         if path.exists() and any(path.iterdir()):
             raise WorktreeError(f"{path} already exists and is not a worktree of {branch}: remove it "
@@ -146,6 +155,12 @@ def create_worktree(layout: RepoLayout, job: str, task: str, base_ref: str, *,
     except GitError as exc:
         if "No space left" in exc.stderr:
             raise WorktreeError(f"disk full while creating {path}: free some space and retry the task") from None
+        if branch_exists(layout.root, branch):
+            if reuse and (found := _existing_worktree(layout, branch)) is not None:
+                return found, branch
+            raise WorktreeError(f"branch {branch} already exists (an earlier attempt?): inspect it with "
+                                f"`git log {branch}`, then delete it (git branch -D {branch}) or retry the "
+                                "task") from None
         if "invalid reference" in exc.stderr or "not a valid" in exc.stderr:
             raise WorktreeError(f"cannot create {branch}: base {base_ref!r} does not exist") from None
         raise WorktreeError(f"cannot create the worktree for {branch}: {exc.stderr}") from None
@@ -213,13 +228,46 @@ def remove_job_worktrees(layout: RepoLayout, job: str) -> list[str]:
     return removed
 
 
+# Never committed from a worker's tree: pilothouse's settings are the operator's (a worker that
+# rewrites the gates must not get them merged) and runtime state is no record.
+_NOT_WORK = (":(exclude,top).ai/project.yaml", ":(exclude,top).ai/runtime")
+
+
 def commit_all(path: Path | str, message: str) -> str | None:
-    """Commit everything in the worktree except tool caches; the new sha, or None if nothing changed."""
-    git(path, "add", "-A", "--", ".", *_scratch_pathspecs())
-    if git_ok(path, "diff", "--cached", "--quiet"):
-        return None
-    git(path, "commit", "-q", "--no-verify", "-m", message)
+    """Commit everything in the worktree except tool caches and pilothouse's own files; the new
+    sha, or None if nothing changed."""
+    git(path, "add", "-A", "--", ".", *_scratch_pathspecs(), *_NOT_WORK)
+    # no `diff --cached --quiet` first: a commit with nothing staged fails, and only then do we ask why
+    proc = git_run(path, "-c", "core.hooksPath=/dev/null", "commit", "-q", "--no-verify", "-m", message)
+    if proc.returncode != 0:
+        if git_ok(path, "diff", "--cached", "--quiet"):
+            return None
+        raise GitError(["commit"], proc.returncode, proc.stderr or proc.stdout)
     return git(path, "rev-parse", "HEAD")
+
+
+def checkout_state(path: Path | str) -> tuple[str, str | None, list[str]] | None:
+    """(HEAD sha, checked-out branch or None when detached, dirty paths except tool caches) in one
+    git call; None when `path` is not a usable checkout."""
+    proc = git_run(path, "status", "--porcelain=v2", "--branch", "-z", "--untracked-files=all", "--no-renames")
+    if proc.returncode != 0:
+        return None
+    head_sha, branch, dirty = "", None, []
+    for entry in proc.stdout.split("\0"):
+        if entry.startswith("# branch.oid "):
+            head_sha = entry[len("# branch.oid "):]
+        elif entry.startswith("# branch.head "):
+            name = entry[len("# branch.head "):]
+            branch = None if name == "(detached)" else name
+        elif entry[:2] in ("1 ", "u ", "? "):
+            # ordinary entries have 8 fields before the path, unmerged ones 10, untracked none
+            fields = {"1": 8, "u": 10, "?": 1}[entry[0]]
+            p = entry.split(" ", fields)[-1]
+            if not is_scratch(p):
+                dirty.append(p)
+    if len(head_sha) < 40:
+        return None  # "(initial)": no commit yet
+    return head_sha, branch, dirty
 
 
 def head(path: Path | str) -> str:
