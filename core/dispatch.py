@@ -215,13 +215,18 @@ def find_previous_run(run_id: str) -> dict[str, Any]:
     return info
 
 
+_prefetching: list[threading.Thread] = []
+
+
 def prefetch_contract() -> None:
-    """Import the pydantic contract on a thread: ~100 ms of CPU that runs while the main thread
-    waits (bwrap checks, the worker's start-up in another process, the worker's model turns)."""
+    """Import the pydantic contract on a thread (once): ~100 ms of CPU that runs while the main
+    thread waits for the worker's start-up and model turns in another process."""
     def _load() -> None:
         import pilothouse.providers.contract  # noqa: F401
 
-    threading.Thread(target=_load, daemon=True, name="contract-prefetch").start()
+    if not _prefetching:
+        _prefetching.append(threading.Thread(target=_load, daemon=True, name="contract-prefetch"))
+        _prefetching[0].start()
 
 
 def refuse_line(provider: str, message: str) -> None:

@@ -73,7 +73,6 @@ def execute(prep: Prepared, on_event: EventHook | None = None,
     from pilothouse.providers.redact import Redactor, StreamRedactor
 
     t0 = time.monotonic()
-    prefetch_contract()  # uses the waits below (bwrap checks, the worker's start-up) to import pydantic
     prov, opts = prep.provider, prep.opts
     redactor = Redactor(prep.secrets)
     label = f"{prov.key}/{prep.run_id}"
@@ -126,6 +125,7 @@ def execute(prep: Prepared, on_event: EventHook | None = None,
     early: WorkerProcess | None = None
     if deferred:
         early = WorkerProcess(launch, defer_stdin=True)
+        prefetch_contract()
         try:
             sim = _sim(prep, sb)
             spec.base_url = sim.start() + "/v1"
@@ -145,6 +145,9 @@ def execute(prep: Prepared, on_event: EventHook | None = None,
     with SignalGuard() as guard:
         emit(redactor.redact(started_line(started)))
         worker = early or WorkerProcess(launch)
+        # pydantic (~0.1 s of CPU) loads while the worker runs on the other core; started any
+        # earlier, this thread would hold the GIL against the launch itself and delay the spawn
+        prefetch_contract()
         guard.worker = worker
         if guard.received:
             worker.request_abort("interrupted")

@@ -109,7 +109,7 @@ def _restore(cwd: Path, paths: list[str], before: dict[str, str]) -> None:
         if p in before:
             continue  # dirty before the gate: the previous content is not ours to guess
         if p in tracked:
-            git(cwd, "checkout", "-q", "HEAD", "--", p, check=False)
+            git(cwd, "-c", "core.hooksPath=/dev/null", "checkout", "-q", "HEAD", "--", p, check=False)
         else:
             target = cwd / p
             if target.is_file() or target.is_symlink():
@@ -206,11 +206,15 @@ def run_command(command: str, cwd: Path | str, *, level: str = "command", timeou
     except UserError as exc:
         return GateResult(level, command, False, None, "", 0.0, reason=f"{label}: cannot run confined: {exc}")
     try:
-        return _run(command, cwd, argv, spawn_env, level=level, label=label, field=field, timeout=timeout,
-                    check_tree=check_tree, on_start=on_start, start=start)
+        result = _run(command, cwd, argv, spawn_env, level=level, label=label, field=field, timeout=timeout,
+                      check_tree=check_tree, on_start=on_start, start=start)
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
+    if scratch is not None and result.exit_code == 127 and result.reason and "not found" in result.reason:
+        # found on the host but not in the sandbox: most likely installed under the hidden $HOME
+        result.reason += " (gates run confined: $HOME and pilothouse's data are not visible to them)"
+    return result
 
 
 def _run(command: str, cwd: Path, argv: list[str], env: dict[str, str], *, level: str, label: str, field: str,

@@ -22,7 +22,16 @@ from typing import Any
 from pilothouse.core.gates import DEFAULT_TIMEOUT_S, GateResult, kill_orphan_gate, run_gate
 from pilothouse.core.layout import RepoLayout
 from pilothouse.core.project import PROTECTED_BRANCHES, ProjectConfig
-from pilothouse.core.worktrees import GitError, branch_exists, git, git_ok, git_run, is_scratch, worktree_root
+from pilothouse.core.worktrees import (
+    GitError,
+    branch_exists,
+    checkout_state,
+    git,
+    git_ok,
+    git_run,
+    is_scratch,
+    worktree_root,
+)
 from pilothouse.providers.errors import UserError
 from pilothouse.providers.fsutil import atomic_write_json
 
@@ -102,6 +111,19 @@ def ensure_integration_checkout(layout: RepoLayout, project: ProjectConfig) -> P
     return where
 
 
+def _integration_state(layout: RepoLayout, project: ProjectConfig) -> tuple[Path, str]:
+    """(the integration checkout, its HEAD), checked like ensure_integration_checkout: in one git
+    call when the checkout is there, on the branch and clean (every merge after the first)."""
+    path = integration_path(layout)
+    if (path / ".git").exists():
+        _refuse_protected(project.integration_branch)
+        state = checkout_state(path)
+        if state is not None and state[1] == project.integration_branch and not state[2]:
+            return path, state[0]
+    checkout = ensure_integration_checkout(layout, project)
+    return checkout, git(checkout, "rev-parse", "HEAD")
+
+
 @contextmanager
 def _merge_lock(layout: RepoLayout) -> Iterator[None]:
     lock_path = worktree_root(layout) / "integration.lock"
@@ -118,13 +140,14 @@ def _pending_file(layout: RepoLayout) -> Path:
     return worktree_root(layout) / "integration.pending.json"
 
 
-def _find_merge(checkout: Path, tip: str) -> str | None:
-    """The first-parent merge commit on the integration head whose second parent is `tip`."""
+def _find_merge(checkout: Path, tip: str) -> tuple[str, str] | None:
+    """(merge commit, its first parent) of the first-parent merge on the integration head whose
+    second parent is `tip`."""
     out = git(checkout, "log", "--first-parent", "--merges", "--format=%H %P", "HEAD")
     for line in out.splitlines():
         parts = line.split()
         if len(parts) >= 3 and tip in parts[2:]:
-            return parts[0]
+            return parts[0], parts[1]
     return None
 
 
@@ -151,42 +174,55 @@ def _rollback(checkout: Path, previous: str) -> None:
     git(checkout, "clean", "-q", "-fd", check=False)
 
 
+def _already_merged(checkout: Path, branch: str, previous: str, project: ProjectConfig) -> MergeResult:
+    """`git merge` found nothing to do: the branch is merged already, or never left the head."""
+    tip = git(checkout, "rev-parse", "--verify", "-q", f"{branch}^{{commit}}")
+    found = _find_merge(checkout, tip)
+    if found is None:
+        return MergeResult(False, None, previous,
+                           reason=f"nothing to merge: {branch} has no commits beyond {project.integration_branch}")
+    return MergeResult(True, found[0], found[1], reason="already merged", already_merged=True)
+
+
+def _merge_failed(checkout: Path, branch: str, previous: str, proc: Any) -> MergeResult:
+    conflicts = [p for p in git(checkout, "diff", "--name-only", "--diff-filter=U").splitlines() if p]
+    _rollback(checkout, previous)
+    if not conflicts and not git_ok(checkout, "rev-parse", "--verify", "-q", f"{branch}^{{commit}}"):
+        return MergeResult(False, None, None, reason=f"branch {branch} does not exist")
+    detail = (proc.stderr or proc.stdout).strip().splitlines()
+    what = (f"merge conflict in {', '.join(conflicts[:5])}" if conflicts
+            else f"merge failed: {detail[-1] if detail else 'git merge exited ' + str(proc.returncode)}")
+    return MergeResult(False, None, previous, reason=f"{what}; rolled back to {previous[:10]}",
+                       conflicts=conflicts)
+
+
 def merge_task(layout: RepoLayout, project: ProjectConfig, branch: str, message: str,
                gate_level: str | None = "full", *, timeout: float = DEFAULT_TIMEOUT_S,
                env: dict[str, str] | None = None) -> MergeResult:
-    """Merge `branch` into the integration branch and gate it; roll back on conflict or failure."""
+    """Merge `branch` into the integration branch and gate it; roll back on conflict or failure.
+
+    Git calls on the usual path: one status (checkout, branch, cleanliness, head), the merge, one
+    log for the new head and its parents — plus the gate's two tree snapshots."""
     with _merge_lock(layout):
         checkout = integration_path(layout)
         if checkout.exists():
             _recover_pending(layout, checkout)
-        checkout = ensure_integration_checkout(layout, project)
-        try:
-            tip = git(checkout, "rev-parse", "--verify", "-q", f"{branch}^{{commit}}")
-        except GitError:
-            return MergeResult(False, None, None, reason=f"branch {branch} does not exist")
-        previous = git(checkout, "rev-parse", "HEAD")
-        if git_ok(checkout, "merge-base", "--is-ancestor", tip, previous):
-            merged = _find_merge(checkout, tip)
-            if merged is None:
-                return MergeResult(False, None, previous,
-                                   reason=f"nothing to merge: {branch} has no commits beyond "
-                                          f"{project.integration_branch}")
-            return MergeResult(True, merged, git(checkout, "rev-parse", f"{merged}^1"),
-                               reason="already merged", already_merged=True)
+        checkout, previous = _integration_state(layout, project)
         pending = _pending_file(layout)
-        atomic_write_json(pending, {"branch": branch, "tip": tip, "previous_sha": previous})
+        atomic_write_json(pending, {"branch": branch, "previous_sha": previous})
         try:
-            proc = git_run(checkout, "merge", "--no-ff", "--no-edit", "-m", message, tip)
+            # an already-merged tip is "Already up to date" (exit 0, no commit): idempotence costs no
+            # extra call on the usual path; hooks are the operator's, not for this checkout
+            proc = git_run(checkout, "-c", "core.hooksPath=/dev/null", "merge", "--no-ff", "--no-edit",
+                           "-m", message, branch)
             if proc.returncode != 0:
-                conflicts = [p for p in git(checkout, "diff", "--name-only", "--diff-filter=U").splitlines() if p]
-                _rollback(checkout, previous)
                 pending.unlink(missing_ok=True)
-                detail = (proc.stderr or proc.stdout).strip().splitlines()
-                what = (f"merge conflict in {', '.join(conflicts[:5])}" if conflicts
-                        else f"merge failed: {detail[-1] if detail else 'git merge exited ' + str(proc.returncode)}")
-                return MergeResult(False, None, previous, reason=f"{what}; rolled back to {previous[:10]}",
-                                   conflicts=conflicts)
-            merged = git(checkout, "rev-parse", "HEAD")
+                return _merge_failed(checkout, branch, previous, proc)
+            merged, *parents = git(checkout, "log", "-1", "--format=%H %P", "HEAD").split()
+            if merged == previous:
+                pending.unlink(missing_ok=True)
+                return _already_merged(checkout, branch, previous, project)
+            tip = parents[-1]
             gate = None
             if gate_level is not None:
                 def remember(pgid: int) -> None:
@@ -220,7 +256,7 @@ def run_integration_gate(layout: RepoLayout, project: ProjectConfig, level: str 
                          timeout: float = DEFAULT_TIMEOUT_S, env: dict[str, str] | None = None) -> GateResult:
     """The combined gate on the integration head (before accepting a job)."""
     with _merge_lock(layout):
-        checkout = ensure_integration_checkout(layout, project)
+        checkout, _head = _integration_state(layout, project)
         return run_gate(project, level, checkout, timeout=timeout, env=env)
 
 
@@ -230,9 +266,8 @@ def sync_integration(layout: RepoLayout, project: ProjectConfig, ref: str = "HEA
     reported (`state: diverged`) for the caller to decide.
     """
     with _merge_lock(layout):
-        checkout = ensure_integration_checkout(layout, project)
+        checkout, head = _integration_state(layout, project)
         target = git(layout.root, "rev-parse", "--verify", f"{ref}^{{commit}}")
-        head = git(checkout, "rev-parse", "HEAD")
         if head == target or git_ok(checkout, "merge-base", "--is-ancestor", target, head):
             return {"state": "up-to-date", "head": head}
         if git_ok(checkout, "merge-base", "--is-ancestor", head, target):

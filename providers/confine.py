@@ -34,6 +34,7 @@ binary changes) the functional probe in providers/probe.py is run.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -43,6 +44,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from pilothouse.providers import paths
 from pilothouse.providers.errors import UserError
 from pilothouse.providers.runners.base import LaunchSpec, RunSpec
 
@@ -121,13 +123,48 @@ def _probe_bwrap() -> tuple[bool, str, str | None, bool]:
     stamp = (st.st_mtime_ns, st.st_size)
     # a passed probe of this very binary (same path, mtime and size) already proved it works here:
     # trust it and save each dispatch three bwrap start-ups (~20 ms)
-    from pilothouse.providers import probe
-
-    record = probe.load_record()
+    record = _load_json(paths.config_dir() / "probe.json")  # probe.record_path(), without its imports
     known = (record or {}).get("bwrap") or {}
-    if record and record.get("ok") and known.get("path") == bwrap and known.get("stat") == list(stamp):
+    if (record and record.get("schema") == 1 and record.get("ok") and known.get("path") == bwrap
+            and known.get("stat") == list(stamp)):
         return True, "", known.get("version"), bool(known.get("disable_userns"))
-    return _smoke(bwrap, stamp)
+    return _smoke_cached(bwrap, stamp)
+
+
+def _load_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _smoke_key(bwrap: str, stamp: tuple[int, int]) -> list[Any]:
+    """What a passed smoke test depends on: this binary, this kernel, the user-namespace sysctls."""
+    return [bwrap, *stamp, os.uname().release, _read_int("/proc/sys/kernel/unprivileged_userns_clone"),
+            _read_int("/proc/sys/user/max_user_namespaces"),
+            _read_int("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")]
+
+
+@lru_cache(maxsize=8)
+def _smoke_cached(bwrap: str, stamp: tuple[int, int]) -> tuple[bool, str, str | None, bool]:
+    """_smoke(), remembered on disk while its key holds: every dispatch re-ran its three bwrap
+    start-ups (~50 ms) before. Only a pass is kept: a failure is re-tested (and re-explained)
+    each time, so fixing the sysctl takes effect at once."""
+    where = paths.cache_dir() / "bwrap-check.json"
+    key = _smoke_key(bwrap, stamp)
+    known = _load_json(where)
+    if known and known.get("key") == key:
+        return True, "", known.get("version"), bool(known.get("disable_userns"))
+    result = _smoke(bwrap, stamp)
+    if result[0]:
+        from pilothouse.providers.fsutil import atomic_write_json
+
+        try:
+            atomic_write_json(where, {"key": key, "version": result[2], "disable_userns": result[3]})
+        except OSError:
+            pass  # a read-only cache only costs the next dispatch the check again
+    return result
 
 
 def available() -> tuple[bool, str]:

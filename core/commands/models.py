@@ -5,7 +5,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # typing costs ~2 ms on every command; annotations are strings here
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def register(sub: Any) -> None:

@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import sys
+import uuid
 from pathlib import Path
 
+import pytest
 from conftest import git
+from pilothouse.core import worktrees as wt
 from pilothouse.core.gates import run_command, run_gate, run_setup
+from pilothouse.core.layout import RepoLayout
 from pilothouse.core.project import ProjectConfig
+from pilothouse.providers import paths
 
 PY = sys.executable
 
 
-def project(**gates: str) -> ProjectConfig:
-    return ProjectConfig.model_validate({"gates": {"fast": "true", "full": "true", **gates}})
+def project(confinement: str = "on", **gates: str) -> ProjectConfig:
+    return ProjectConfig.model_validate({"gates": {"fast": "true", "full": "true", **gates},
+                                         "confinement": confinement})
 
 
 def test_passing_gate_runs_real_tests(git_repo: Path) -> None:
@@ -53,8 +59,8 @@ def test_undefined_level(git_repo: Path) -> None:
     assert not res.passed and "not defined" in (res.reason or "")
 
 
-def test_timeout_kills_the_process_group(git_repo: Path, tmp_path: Path) -> None:
-    marker = tmp_path / "child-survived"
+def test_timeout_kills_the_process_group(git_repo: Path) -> None:
+    marker = git_repo / "child-survived"  # inside the checkout: the one place a confined gate may write
     # a grandchild that would write the marker later must die with the gate
     cmd = f"sh -c 'sleep 1; touch {marker}' & sleep 30"
     res = run_command(cmd, git_repo, level="fast", timeout=0.3)
@@ -69,3 +75,69 @@ def test_setup_commands(git_repo: Path) -> None:
                                         "setup": ["touch made-by-setup", "false"]})
     res = run_setup(cfg, git_repo)
     assert res is not None and res.level == "setup[1]" and (git_repo / "made-by-setup").exists()
+
+
+# --- confinement: a gate runs worker-written code -------------------------------------------------
+
+@pytest.fixture
+def two_worktrees(git_repo: Path) -> tuple[RepoLayout, Path, Path]:
+    layout = RepoLayout(git_repo)
+    a, _ = wt.create_worktree(layout, "j", "a", "HEAD")
+    b, _ = wt.create_worktree(layout, "j", "b", "HEAD")
+    return layout, a, b
+
+
+def _writes(target: Path) -> str:
+    return f"{PY} -c \"open({str(target)!r}, 'w').write('pwned')\""
+
+
+def test_gate_cannot_write_home_main_checkout_or_other_worktrees(two_worktrees, isolated_home: Path) -> None:
+    layout, a, b = two_worktrees
+    targets = {"home": isolated_home / ".bashrc", "main checkout": layout.root / "src" / "pwned.py",
+               "main checkout's project": layout.root / ".ai" / "project.yaml",
+               "other worktree": b / "src" / "pwned.py", "pilothouse data": paths.data_dir() / "pwned"}
+    for what, target in targets.items():
+        res = run_gate(project(fast=_writes(target)), "fast", a)
+        assert not res.passed and res.exit_code not in (0, None), (what, res)
+        assert "Error" in res.output_tail, (what, res.output_tail)  # EROFS / ENOENT / EACCES
+        assert not target.exists(), what
+    assert git(layout.root, "status", "--porcelain") == "" and git(b, "status", "--porcelain") == ""
+
+
+def test_worker_conftest_cannot_escape_and_real_tests_still_run(two_worktrees, isolated_home: Path) -> None:
+    """The realistic attack: the worker plants a conftest.py; the gate (pytest) imports it."""
+    layout, a, b = two_worktrees
+    victims = [isolated_home / ".bashrc", layout.root / "src" / "calc.py", b / "src" / "calc.py"]
+    (a / "tests" / "conftest.py").write_text(
+        "import pathlib\n"
+        f"for p in {[str(v) for v in victims]!r}:\n"
+        "    try:\n"
+        "        pathlib.Path(p).write_text('pwned')\n"
+        "        print('ESCAPED', p)\n"
+        "    except OSError as exc:\n"
+        "        print('blocked', exc.errno)\n")
+    assert wt.commit_all(a, "worker's work")
+    host_tmp = Path("/tmp") / f"ph-gate-{uuid.uuid4().hex}"
+    (a / "tests" / "test_tmp.py").write_text(
+        f"def test_private_tmp():\n    open({str(host_tmp)!r}, 'w').write('x')\n")
+    wt.commit_all(a, "uses /tmp")
+    res = run_gate(project(full=f"{PY} -m pytest -q -s -p no:cacheprovider"), "full", a)
+    assert res.passed, res
+    assert "2 passed" in res.output_tail and "ESCAPED" not in res.output_tail
+    assert res.output_tail.count("blocked") == 3
+    assert not victims[0].exists() and not host_tmp.exists()  # /tmp is the gate's own
+    assert "pwned" not in victims[1].read_text() and "pwned" not in victims[2].read_text()
+
+
+def test_confinement_off_runs_on_the_host(git_repo: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "written-by-gate"
+    res = run_gate(project("off", fast=_writes(outside)), "fast", git_repo)
+    assert res.passed, res
+    assert outside.read_text() == "pwned"
+
+
+def test_confined_gate_gets_no_secrets(git_repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-not-for-gates")
+    check = (f"{PY} -c \"import os, sys; sys.exit(1 if 'OPENAI_API_KEY' in os.environ or "
+             "os.environ.get('GATE_LEVEL') != 'x' else 0)\"")
+    assert run_gate(project(fast=check), "fast", git_repo, env={"GATE_LEVEL": "x"}).passed

