@@ -23,6 +23,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -223,17 +224,29 @@ def _run(command: str, cwd: Path, argv: list[str], env: dict[str, str], *, level
     with tempfile.TemporaryFile() as out:
         proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        timed_out = False
+        expired = threading.Event()
+
+        def expire() -> None:
+            expired.set()
+            _kill_group(proc)
+
+        # a blocking wait plus a timer, not wait(timeout=): that one polls with sleeps of up to 50 ms,
+        # which a gate of a few ms (and every merge behind it) would pay
+        timer = threading.Timer(timeout, expire)
+        timer.daemon = True
         try:
             if on_start is not None:
                 on_start(proc.pid)
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill_group(proc)
+            timer.start()
+            proc.wait()
         except BaseException:
             _kill_group(proc)
             raise
+        finally:
+            timer.cancel()
+        timed_out = expired.is_set()
+        if timed_out:
+            timer.join()  # its kill sequence is over before we judge the tree
         else:
             # the command is done; stray children of it must not outlive the gate
             try:

@@ -216,8 +216,9 @@ def merge_task(layout: RepoLayout, project: ProjectConfig, branch: str, message:
             proc = git_run(checkout, "-c", "core.hooksPath=/dev/null", "merge", "--no-ff", "--no-edit",
                            "-m", message, branch)
             if proc.returncode != 0:
+                failed = _merge_failed(checkout, branch, previous, proc)  # rolled back: the marker can go
                 pending.unlink(missing_ok=True)
-                return _merge_failed(checkout, branch, previous, proc)
+                return failed
             merged, *parents = git(checkout, "log", "-1", "--format=%H %P", "HEAD").split()
             if merged == previous:
                 pending.unlink(missing_ok=True)

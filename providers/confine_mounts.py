@@ -9,7 +9,6 @@ import os
 import re
 import shutil
 import sys
-import tempfile
 from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
@@ -143,6 +142,8 @@ def wrap(launch: LaunchSpec, spec: RunSpec, *, extra_ro: list[Path] | None = Non
     sock_dir = None
     if target is not None:
         # short path: unix socket paths are limited to 108 bytes; bound into the private /tmp
+        import tempfile  # lazy: only `network: none` needs it
+
         sock_dir = Path(tempfile.mkdtemp(prefix="pilothouse-net-", dir="/tmp"))
         add(sock_dir, 1)
 

@@ -10,8 +10,11 @@ imported only for https endpoints (the sim and local models are plain http on lo
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
-from typing import Any
+
+TYPE_CHECKING = False  # typing costs the worker's start-up ~5 ms; annotations are strings here
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from typing import Any
 
 
 class WireError(Exception):
@@ -99,7 +102,10 @@ class Connection:
         return self._sock is not None
 
     def _open(self) -> None:
-        sock = socket.create_connection((self.host, self.port), timeout=self.timeout_s)
+        # an ASCII host goes to getaddrinfo as bytes: a str is IDNA-encoded first, and the idna codec
+        # (with stringprep and unicodedata) costs the worker's start-up several ms
+        host: str | bytes = self.host.encode("ascii") if self.host.isascii() else self.host
+        sock = socket.create_connection((host, self.port), timeout=self.timeout_s)  # type: ignore[arg-type]
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if self.https:
             import ssl  # lazy: ~10 ms, only for remote endpoints

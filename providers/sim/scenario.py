@@ -141,12 +141,30 @@ def _display(path: Path) -> str:
 
 def load_scenario(name_or_path: str | Path) -> Scenario:
     """A validated Scenario from a bundled/user name or a file path; UserError on a bad file."""
-    import yaml
-
     path = _resolve(name_or_path)
     where = _display(path)
+    stamp = _stamp(path)
+    data = _cached(path, stamp)
+    fresh = data is None
+    if data is None:
+        data = _read_yaml(path, where)
+    if not isinstance(data, dict):
+        raise UserError(f"{where}: expected a mapping with name, description and scripts")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        scenario = Scenario.model_validate(data)
+    except ValidationError as exc:
+        raise UserError(f"{where}: {_explain(exc)}") from None
+    if fresh and stamp is not None:
+        _remember(path, stamp, data)
+    scenario.source = str(path)
+    return scenario
+
+
+def _read_yaml(path: Path, where: str) -> Any:
+    import yaml
+
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f"line {mark.line + 1}: " if mark is not None else ""
@@ -154,14 +172,51 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
         raise UserError(f"{where}: {line}YAML syntax error: {problem} (fix the YAML)") from None
     except OSError as exc:
         raise UserError(f"{where}: cannot read: {exc.strerror}") from None
-    if not isinstance(data, dict):
-        raise UserError(f"{where}: expected a mapping with name, description and scripts")
+
+
+# A scenario's parsed YAML is kept as JSON in the cache dir, keyed by the file's path, mtime and
+# size: PyYAML costs every sim run ~10-20 ms (import and a pure-Python parse). It is validated
+# again on every load, so the cache only ever skips the YAML parse, never a check; data that
+# JSON cannot carry exactly (dates, non-string keys) is simply not cached.
+
+def _stamp(path: Path) -> list[Any] | None:
     try:
-        scenario = Scenario.model_validate(data)
-    except ValidationError as exc:
-        raise UserError(f"{where}: {_explain(exc)}") from None
-    scenario.source = str(path)
-    return scenario
+        st = path.stat()
+        return [str(path.resolve()), st.st_mtime_ns, st.st_size]
+    except OSError:
+        return None
+
+
+def _cache_file(stamp: list[Any]) -> Path:
+    import hashlib
+
+    return paths.cache_dir() / "scenarios" / f"{hashlib.sha256(stamp[0].encode()).hexdigest()[:24]}.json"
+
+
+def _cached(path: Path, stamp: list[Any] | None) -> Any:
+    if stamp is None:
+        return None
+    import json
+
+    try:
+        entry = json.loads(_cache_file(stamp).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return entry.get("data") if isinstance(entry, dict) and entry.get("stamp") == stamp else None
+
+
+def _remember(path: Path, stamp: list[Any], data: Any) -> None:
+    import json
+
+    from pilothouse.providers.fsutil import atomic_write_text
+
+    try:
+        text = json.dumps({"stamp": stamp, "data": data})
+        if json.loads(text)["data"] != data:
+            return
+        atomic_write_text(_cache_file(stamp), text + "\n", mode=0o600)
+    except (TypeError, ValueError, OSError):
+        pass  # not JSON-shaped, or a read-only cache dir: the next load parses the YAML again
 
 
 def list_scenarios() -> list[tuple[str, str]]:
