@@ -8,7 +8,6 @@ account's allowance. A successful answer is the only proof that a provider is ba
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import tempfile
@@ -18,6 +17,7 @@ from typing import Any
 
 from pilothouse.core import quota
 from pilothouse.core.layout import RepoLayout
+from pilothouse.core.runs import last_verdict
 
 CHECK_PROMPT = ("job: (availability check)\ntask: availability-check\n\n"
                 "This is an availability check. Do not use any tool. Answer with the single word OK.\n")
@@ -40,13 +40,9 @@ def run_check(provider: str, timeout_s: float = CHECK_TIMEOUT_S) -> dict[str, An
         except subprocess.TimeoutExpired:
             return {"verdict": "error", "error": f"the check did not finish in {timeout_s:.0f} s",
                     "provider": provider}
-    for line in reversed(proc.stdout.splitlines()):
-        try:
-            obj = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(obj, dict) and obj.get("type") == "pilothouse.verdict":
-            return obj
+    found = last_verdict(proc.stdout.splitlines())
+    if found is not None:
+        return found
     err = (proc.stderr.strip().splitlines() or ["dispatch printed no verdict"])[-1]
     return {"verdict": "error", "error": err[:300], "provider": provider, "usage_error": proc.returncode == 2}
 

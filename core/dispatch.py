@@ -6,16 +6,15 @@ raises UserError — nothing has started yet, so the CLI prints one line and exi
 then always ends in a verdict, whatever the worker does, and writes it (with the events, the
 stderr log and the report, all redacted) before returning it.
 
-Speed: this path avoids pydantic/PyYAML until the worker is running (provider records come from
-the JSON index; the started line is built by hand); the contract module is imported on a thread
-while the worker process boots on another core.
+Speed: this path avoids pydantic/PyYAML altogether when it can (provider records come from the
+JSON index; the started line is built by hand; plainly valid results and verdicts are checked by
+providers/contract_fast.py, and only anything else loads the pydantic contract).
 """
 
 from __future__ import annotations
 
 import os
 import re
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -213,20 +212,6 @@ def find_previous_run(run_id: str) -> dict[str, Any]:
     except (OSError, ValueError):
         pass
     return info
-
-
-_prefetching: list[threading.Thread] = []
-
-
-def prefetch_contract() -> None:
-    """Import the pydantic contract on a thread (once): ~100 ms of CPU that runs while the main
-    thread waits for the worker's start-up and model turns in another process."""
-    def _load() -> None:
-        import pilothouse.providers.contract  # noqa: F401
-
-    if not _prefetching:
-        _prefetching.append(threading.Thread(target=_load, daemon=True, name="contract-prefetch"))
-        _prefetching[0].start()
 
 
 def refuse_line(provider: str, message: str) -> None:

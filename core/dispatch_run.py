@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from pilothouse.core.dispatch import Prepared, compose_prompt, prefetch_contract, refuse_line
+from pilothouse.core.dispatch import Prepared, compose_prompt, refuse_line
 from pilothouse.core.dispatch_proc import ProcOutcome, SignalGuard, WorkerProcess
 from pilothouse.core.dispatch_verdict import (
     RunState,
@@ -125,7 +125,6 @@ def execute(prep: Prepared, on_event: EventHook | None = None,
     early: WorkerProcess | None = None
     if deferred:
         early = WorkerProcess(launch, defer_stdin=True)
-        prefetch_contract()
         try:
             sim = _sim(prep, sb)
             spec.base_url = sim.start() + "/v1"
@@ -144,10 +143,9 @@ def execute(prep: Prepared, on_event: EventHook | None = None,
                "latest_log": str(logs.latest), "timeout_s": prep.timeout_s, "idle_timeout_s": prep.idle_timeout_s}
     with SignalGuard() as guard:
         emit(redactor.redact(started_line(started)))
+        # (no pydantic prefetch any more: plainly valid results and verdicts need none, see
+        # providers/contract_fast.py; a thread importing it would only hold the GIL against us)
         worker = early or WorkerProcess(launch)
-        # pydantic (~0.1 s of CPU) loads while the worker runs on the other core; started any
-        # earlier, this thread would hold the GIL against the launch itself and delay the spawn
-        prefetch_contract()
         guard.worker = worker
         if guard.received:
             worker.request_abort("interrupted")

@@ -63,6 +63,13 @@ class RunState:
         self.stderr_tail = (self.stderr_tail + chunk)[-STDERR_TAIL * 2:]
 
 
+@dataclass
+class _Parsed:
+    state: str
+    result: dict[str, Any] | None
+    error: str | None
+
+
 def cost_from_tokens(tokens: dict[str, int], cost_cfg: Any) -> float:
     """USD from the provider's per-1M prices, for runners that report no cost themselves."""
     if cost_cfg is None:
@@ -85,9 +92,15 @@ def final_text(state: RunState, runner: Any) -> str | None:
 
 def decide(state: RunState, out: ProcOutcome, mode: str, text: str | None, step_cap: int) -> dict[str, Any]:
     """verdict, parse_state, parse_error, result, error_class, error."""
-    from pilothouse.providers.contract import parse_result
+    from pilothouse.providers import contract_fast
 
-    parsed = parse_result(text, mode)
+    fast = contract_fast.parse_result(text, mode)
+    if fast is not None:
+        parsed: Any = _Parsed(*fast)
+    else:  # not plainly valid: pydantic judges, and names the first bad field
+        from pilothouse.providers.contract import parse_result
+
+        parsed = parse_result(text, mode)
     error_class: str | None = None
     error: str | None = None
     if state.errors:
@@ -131,7 +144,13 @@ def _why_ended(out: ProcOutcome, step_cap: int, step_capped: bool = False) -> st
 
 
 def verdict_line(fields: dict[str, Any]) -> str:
-    """The verdict as its one JSON line, validated by the shared contract model."""
+    """The verdict as its one JSON line, validated by the shared contract model (through
+    contract_fast when the fields are plainly valid: same line, no pydantic import)."""
+    from pilothouse.providers import contract_fast
+
+    line = contract_fast.verdict_line(fields)
+    if line is not None:
+        return line
     from pilothouse.providers.contract import Verdict
 
     return Verdict.model_validate(fields).line()

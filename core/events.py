@@ -96,6 +96,8 @@ class EventLog:
 class EventTailer:
     """Incremental reader of an events.jsonl: call `read_new()` whenever the file may have grown."""
 
+    events_only = True  # skip objects without a "type" (not an event of this log)
+
     def __init__(self, path: Path, start_at_end: bool = False) -> None:
         self.path = Path(path)
         self.offset = 0
@@ -129,7 +131,7 @@ class EventTailer:
         lines = buf[:complete_end].split(b"\n")
         if pos > 0:
             lines = lines[1:]
-        events = [e for e in (_decode(raw) for raw in lines) if e is not None]
+        events = [e for e in (_decode(raw, self.events_only) for raw in lines) if e is not None]
         return events[-n:] if n else []
 
     def read_new(self) -> list[dict[str, Any]]:
@@ -152,10 +154,16 @@ class EventTailer:
         data = self._partial + chunk
         cut = data.rfind(b"\n") + 1
         self._partial = data[cut:]
-        return [e for e in (_decode(raw) for raw in data[:cut].split(b"\n")) if e is not None]
+        return [e for e in (_decode(raw, self.events_only) for raw in data[:cut].split(b"\n")) if e is not None]
 
 
-def _decode(raw: bytes) -> dict[str, Any] | None:
+class LineTailer(EventTailer):
+    """The same incremental reader for any JSON-lines file (a run's normalised stream)."""
+
+    events_only = False
+
+
+def _decode(raw: bytes, events_only: bool = True) -> dict[str, Any] | None:
     raw = raw.strip()
     if not raw:
         return None
@@ -163,7 +171,7 @@ def _decode(raw: bytes) -> dict[str, Any] | None:
         value = json.loads(raw)
     except ValueError:
         return None
-    return value if isinstance(value, dict) and "type" in value else None
+    return value if isinstance(value, dict) and ("type" in value or not events_only) else None
 
 
 def follow(path: Path, stop: Callable[[], bool] | None = None, from_start: bool = True,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from pilothouse.providers import paths
@@ -32,26 +33,23 @@ def list_repos() -> list[Path]:
 def register_repo(path: Path | str) -> bool:
     """Add a repository (resolved path) to the list; False when it was already there."""
     target = Path(path).resolve()
+    return _change(lambda current: None if target in current else [*current, target])
+
+
+def unregister_repo(path: Path | str) -> bool:
+    target = Path(path).resolve()
+    return _change(lambda current: [p for p in current if p != target] if target in current else None)
+
+
+def _change(edit: Callable[[list[Path]], list[Path] | None]) -> bool:
+    """Rewrite the list as `edit` says (None: leave it); True when it was rewritten."""
     file = paths.repos_file()
     file.parent.mkdir(parents=True, exist_ok=True)
     # two `init`s at once must not drop each other's entry
     with open(file.with_name(file.name + ".lock"), "a") as lock:
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
-        current = list_repos()
-        if target in current:
+        changed = edit(list_repos())
+        if changed is None:
             return False
-        atomic_write_json(file, [str(p) for p in [*current, target]])
-        return True
-
-
-def unregister_repo(path: Path | str) -> bool:
-    target = Path(path).resolve()
-    file = paths.repos_file()
-    file.parent.mkdir(parents=True, exist_ok=True)
-    with open(file.with_name(file.name + ".lock"), "a") as lock:
-        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
-        current = list_repos()
-        if target not in current:
-            return False
-        atomic_write_json(file, [str(p) for p in current if p != target])
+        atomic_write_json(file, [str(p) for p in changed])
         return True

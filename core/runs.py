@@ -159,12 +159,8 @@ def record_pid(conn: sqlite3.Connection, run_id: str, pid: int) -> str | None:
     return start
 
 
-def read_verdict(layout: RepoLayout, run_id: str, provider: str) -> dict[str, Any] | None:
-    """The run's verdict: the last line of its stdout, else the verdict.json dispatch wrote."""
-    try:
-        lines = run_files(layout, run_id)["out"].read_text(errors="replace").splitlines()
-    except OSError:
-        lines = []
+def last_verdict(lines: list[str]) -> dict[str, Any] | None:
+    """The last verdict line among a dispatch's stdout lines."""
     for line in reversed(lines):
         try:
             obj = json.loads(line)
@@ -172,6 +168,18 @@ def read_verdict(layout: RepoLayout, run_id: str, provider: str) -> dict[str, An
             continue
         if isinstance(obj, dict) and obj.get("type") == "pilothouse.verdict":
             return obj
+    return None
+
+
+def read_verdict(layout: RepoLayout, run_id: str, provider: str) -> dict[str, Any] | None:
+    """The run's verdict: the last line of its stdout, else the verdict.json dispatch wrote."""
+    try:
+        lines = run_files(layout, run_id)["out"].read_text(errors="replace").splitlines()
+    except OSError:
+        lines = []
+    found = last_verdict(lines)
+    if found is not None:
+        return found
     try:
         obj = json.loads(provider_logs(provider, run_id)["verdict"].read_text())
         return obj if isinstance(obj, dict) else None

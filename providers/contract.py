@@ -1,16 +1,29 @@
 """The dispatch contract shared by runners, dispatch and the supervisor (DESIGN §4.2, §4.3).
 
-Runners emit the normalised events below (plain dataclasses: a run emits many, and they must
-be cheap). The started/verdict lines and the per-mode result blocks are pydantic models.
+Runners emit the normalised events (plain dataclasses in contract_events.py, re-exported here:
+a run emits many, and reading them must not need pydantic). The started/verdict lines and the
+per-mode result blocks are pydantic models (contract_fast.py checks the plainly valid ones
+without importing pydantic).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from pilothouse.providers.contract_events import (  # noqa: F401  (the normalised runner events live there, pydantic-free)
+    ErrorEvent,
+    QuotaEvent,
+    ReasoningEvent,
+    RunnerEvent,
+    SessionEvent,
+    TextEvent,
+    ToolEvent,
+    UsageEvent,
+    event_to_dict,
+)
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 MODES = ("code", "explore", "test", "review", "resume", "plan")
@@ -18,69 +31,6 @@ WRITE_MODES = ("code", "resume")
 VerdictKind = Literal["completed", "partial", "error", "empty", "quota"]
 ParseState = Literal["parsed", "malformed", "unstructured", "unavailable"]
 ErrorClass = Literal["auth", "quota", "transient", "fatal"]
-
-
-# --- normalised runner events -------------------------------------------------------------
-
-@dataclass(slots=True)
-class SessionEvent:
-    id: str
-    kind: str = "session"
-
-
-@dataclass(slots=True)
-class TextEvent:
-    text: str
-    kind: str = "text"
-
-
-@dataclass(slots=True)
-class ReasoningEvent:
-    text: str
-    kind: str = "reasoning"
-
-
-@dataclass(slots=True)
-class ToolEvent:
-    name: str
-    status: Literal["started", "ok", "error", "denied"]
-    brief: str = ""
-    kind: str = "tool"
-
-
-@dataclass(slots=True)
-class UsageEvent:
-    """Tokens of one model turn (a delta, never a running total)."""
-
-    input: int = 0
-    output: int = 0
-    reasoning: int = 0
-    cache_read: int = 0
-    cache_write: int = 0
-    cost: float = 0.0
-    kind: str = "usage"
-
-
-@dataclass(slots=True)
-class QuotaEvent:
-    window: str
-    used_pct: float | None = None
-    resets_at: str | None = None  # ISO-8601 UTC, or None when the provider gave no reset time
-    kind: str = "quota"
-
-
-@dataclass(slots=True)
-class ErrorEvent:
-    message: str
-    error_class: ErrorClass = "fatal"
-    kind: str = "error"
-
-
-RunnerEvent = SessionEvent | TextEvent | ReasoningEvent | ToolEvent | UsageEvent | QuotaEvent | ErrorEvent
-
-
-def event_to_dict(ev: RunnerEvent) -> dict[str, Any]:
-    return asdict(ev)
 
 
 # --- started / verdict ----------------------------------------------------------------------

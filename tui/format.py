@@ -26,6 +26,14 @@ def styled(text: str, style: str = "") -> Text:
     return Text().append(text, style or None)
 
 
+def provider_text(key: str) -> Text:
+    """A provider's name; the loopback simulator is always labelled as such."""
+    text = Text(key)
+    if key == "sim" or key.startswith("sim-"):
+        text.append(" (simulated)", style="italic dim")
+    return text
+
+
 def state_text(state: str) -> Text:
     return Text(state, style=_RICH_STATE.get(state, ""))
 

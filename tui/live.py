@@ -16,46 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pilothouse.core.events import EventTailer
-
-
-class LineTailer:
-    """Like core.events.EventTailer, for any JSON-lines file (a run's normalised stream)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = Path(path)
-        self.offset = 0
-        self.inode: int | None = None
-        self._partial = b""
-
-    def read_new(self) -> list[dict[str, Any]]:
-        try:
-            fh = open(self.path, "rb")
-        except FileNotFoundError:
-            return []
-        with fh:
-            st = os.fstat(fh.fileno())
-            if (self.inode is not None and st.st_ino != self.inode) or st.st_size < self.offset:
-                self.offset, self._partial = 0, b""
-            self.inode = st.st_ino
-            if st.st_size == self.offset:
-                return []
-            fh.seek(self.offset)
-            chunk = fh.read()
-        self.offset += len(chunk)
-        data = self._partial + chunk
-        cut = data.rfind(b"\n") + 1
-        self._partial = data[cut:]
-        out = []
-        for raw in data[:cut].split(b"\n"):
-            if raw.strip():
-                try:
-                    value = json.loads(raw)
-                except ValueError:
-                    continue
-                if isinstance(value, dict):
-                    out.append(value)
-        return out
+from pilothouse.core.events import EventTailer, LineTailer
 
 
 class Follower:

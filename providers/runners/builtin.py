@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from pilothouse.providers.runners.base import LaunchSpec, Runner, RunSpec
 
 if TYPE_CHECKING:
-    from pilothouse.providers.contract import RunnerEvent
+    from pilothouse.providers.contract_events import RunnerEvent
 
 # What a worker (and the commands its bash tool runs) may inherit from our environment.
 ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM")
@@ -99,7 +99,7 @@ class BuiltinRunner(Runner):
                           stdin=(json.dumps(cfg) + "\n").encode())
 
     def parse_line(self, line: str) -> list[RunnerEvent]:
-        from pilothouse.providers import contract as c
+        from pilothouse.providers import contract_events as c  # no pydantic: see contract_fast.py
 
         try:
             d = json.loads(line)

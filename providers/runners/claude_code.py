@@ -10,13 +10,12 @@ default retries a 401 ten times with backoff (a minute); a bad key now ends in a
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 from typing import TYPE_CHECKING, Any
 
 from pilothouse.providers.runners.base import LaunchSpec, RunSpec
-from pilothouse.providers.runners.npm import NpmRunner
+from pilothouse.providers.runners.cli_common import CliRunner, epoch_iso, window_in
 
 if TYPE_CHECKING:
     from pilothouse.providers.contract import RunnerEvent
@@ -54,7 +53,7 @@ def settings(spec: RunSpec) -> dict[str, Any]:
     }
 
 
-class ClaudeCodeRunner(NpmRunner):
+class ClaudeCodeRunner(CliRunner):
     name = "claude-code"
     npm_package = "@anthropic-ai/claude-code"
 
@@ -83,23 +82,7 @@ class ClaudeCodeRunner(NpmRunner):
                 "--max-turns", str(spec.step_cap), "--setting-sources", "user", "--strict-mcp-config"]
         if spec.session_id:
             argv += ["--resume", spec.session_id]
-        readonly = self.install_root()
-        cred = spec.sandbox.credential
-        if cred is not None and cred.is_symlink():
-            readonly.append(cred.resolve())
-        return LaunchSpec(argv=argv, env=env, cwd=spec.workdir, stdin=self.prompt(spec), readonly=readonly)
-
-    def parse_line(self, line: str) -> list[RunnerEvent]:
-        try:
-            d = json.loads(line)
-        except ValueError:
-            return []
-        if not isinstance(d, dict):
-            return []
-        try:
-            return self._events(d)
-        except (KeyError, TypeError, ValueError, AttributeError):
-            return []
+        return self.launch(spec, argv, env)
 
     def _events(self, d: dict[str, Any]) -> list[RunnerEvent]:
         from pilothouse.providers import contract as c
@@ -189,7 +172,7 @@ class ClaudeCodeRunner(NpmRunner):
         if status in (401, 403) or "authenticate" in text.lower():
             out.append(c.ErrorEvent(f"authentication failed: {text}", "auth"))
         elif status == 429 or "rate limit" in text.lower() or "usage limit" in text.lower():
-            out.append(c.QuotaEvent(window=_window(text)))
+            out.append(c.QuotaEvent(window=window_in(_WINDOW, text)))
             out.append(c.ErrorEvent(f"rate limited: {text}", "quota"))
         elif d.get("subtype") == "error_max_turns":
             pass  # the step cap: the verdict says partial from the text it has
@@ -206,19 +189,10 @@ def _usage(u: dict[str, Any]) -> dict[str, int]:
             "cache_write": int(u.get("cache_creation_input_tokens") or 0)}
 
 
-def _window(text: str) -> str:
-    m = _WINDOW.search(text)
-    return (m.group(1) or m.group(2)).lower() if m else "unknown"
-
-
 def _quota_from_info(info: dict[str, Any]) -> RunnerEvent:
-    from datetime import UTC, datetime
-
     from pilothouse.providers import contract as c
 
-    resets = info.get("resetsAt")
-    resets_at = (datetime.fromtimestamp(float(resets), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-                 if isinstance(resets, (int, float)) else None)
+    resets_at = epoch_iso(info.get("resetsAt"))
     util = info.get("utilization")
     used = float(util) * 100 if isinstance(util, (int, float)) else (100.0 if info.get("status") == "rejected" else None)
     return c.QuotaEvent(window=str(info.get("rateLimitType") or "unknown"), used_pct=used, resets_at=resets_at)

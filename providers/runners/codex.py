@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pilothouse.providers.runners.base import LaunchSpec, RunSpec
-from pilothouse.providers.runners.npm import NpmRunner
+from pilothouse.providers.runners.cli_common import CliRunner, epoch_iso, window_in
 
 if TYPE_CHECKING:
     from pilothouse.providers.contract import RunnerEvent
@@ -106,16 +107,9 @@ BASE_INSTRUCTIONS = (
 
 def rollout_totals(home: Path, thread_id: str) -> dict[str, int]:
     """The thread's cumulative usage as its rollout file last recorded it (zeros if none)."""
-    totals = dict.fromkeys(_USAGE_KEYS, 0)
-    for line in reversed(_rollout(home, thread_id)):
-        if '"token_count"' not in line:
-            continue
-        try:
-            info = json.loads(line)["payload"]["info"]["total_token_usage"]
-        except (ValueError, KeyError, TypeError):
-            continue
+    for info in _rollout_values(home, thread_id, "token_count", "info", "total_token_usage"):
         return {k: int(info.get(k) or 0) for k in _USAGE_KEYS}
-    return totals
+    return dict.fromkeys(_USAGE_KEYS, 0)
 
 
 def _rollout(home: Path, thread_id: str) -> list[str]:
@@ -124,6 +118,20 @@ def _rollout(home: Path, thread_id: str) -> list[str]:
         return files[-1].read_text(encoding="utf-8").splitlines() if files else []
     except OSError:
         return []
+
+
+def _rollout_values(home: Path, thread_id: str, marker: str, *keys: str) -> Iterator[Any]:
+    """Newest first: payload[keys...] of each rollout line that mentions the key `marker`."""
+    for line in reversed(_rollout(home, thread_id)):
+        if f'"{marker}"' not in line:
+            continue
+        try:
+            value = json.loads(line)["payload"]
+            for key in keys:
+                value = value[key]
+        except (ValueError, KeyError, TypeError):
+            continue
+        yield value
 
 
 def window_name(minutes: int | None) -> str:
@@ -135,29 +143,19 @@ def window_name(minutes: int | None) -> str:
 
 def rollout_rate_limit(home: Path, thread_id: str) -> RunnerEvent | None:
     """The primary rate-limit window Codex last recorded for the thread, as a quota event."""
-    from datetime import UTC, datetime
-
     from pilothouse.providers import contract as c
 
-    for line in reversed(_rollout(home, thread_id)):
-        if '"rate_limits"' not in line:
-            continue
-        try:
-            primary = json.loads(line)["payload"]["rate_limits"]["primary"]
-        except (ValueError, KeyError, TypeError):
-            continue
+    for primary in _rollout_values(home, thread_id, "rate_limits", "rate_limits", "primary"):
         if not isinstance(primary, dict):
             continue
-        resets = primary.get("resets_at")
-        resets_at = (datetime.fromtimestamp(float(resets), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-                     if isinstance(resets, (int, float)) else None)
+        resets_at = epoch_iso(primary.get("resets_at"))
         used = primary.get("used_percent")
         return c.QuotaEvent(window=window_name(primary.get("window_minutes")),
                             used_pct=float(used) if isinstance(used, (int, float)) else None, resets_at=resets_at)
     return None
 
 
-class CodexRunner(NpmRunner):
+class CodexRunner(CliRunner):
     name = "codex"
     npm_package = "@openai/codex"
 
@@ -190,23 +188,7 @@ class CodexRunner(NpmRunner):
                     spec.session_id, "-"]
         else:
             argv = [str(binary), "exec", *common, "-C", str(spec.workdir), "--sandbox", sandbox, "-"]
-        readonly = self.install_root()
-        cred = spec.sandbox.credential
-        if cred is not None and cred.is_symlink():
-            readonly.append(cred.resolve())
-        return LaunchSpec(argv=argv, env=env, cwd=spec.workdir, stdin=self.prompt(spec), readonly=readonly)
-
-    def parse_line(self, line: str) -> list[RunnerEvent]:
-        try:
-            d = json.loads(line)
-        except ValueError:
-            return []
-        if not isinstance(d, dict):
-            return []
-        try:
-            return self._events(d)
-        except (KeyError, TypeError, ValueError, AttributeError):
-            return []
+        return self.launch(spec, argv, env)
 
     def _events(self, d: dict[str, Any]) -> list[RunnerEvent]:
         from pilothouse.providers import contract as c
@@ -273,9 +255,7 @@ def classify_error(message: str) -> list[RunnerEvent]:
     if _AUTH.search(message):
         return [c.ErrorEvent(f"authentication failed: {message}", "auth")]
     if _QUOTA.search(message):
-        m = _WINDOW.search(message)
-        window = (m.group(1) or m.group(2)).lower() if m else "unknown"
-        return [c.QuotaEvent(window=window), c.ErrorEvent(f"rate limited: {message}", "quota")]
+        return [c.QuotaEvent(window=window_in(_WINDOW, message)), c.ErrorEvent(f"rate limited: {message}", "quota")]
     if _TRANSIENT.search(message):
         return [c.ErrorEvent(message, "transient")]
     return [c.ErrorEvent(message, "fatal")]

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pilothouse.providers.runners.base import LaunchSpec, RunSpec
-from pilothouse.providers.runners.npm import NpmRunner
+from pilothouse.providers.runners.cli_common import CliRunner, window_in
 
 if TYPE_CHECKING:
     from pilothouse.providers.contract import RunnerEvent
@@ -86,7 +86,7 @@ def config(spec: RunSpec, plugin_path: str) -> dict[str, Any]:
     }
 
 
-class OpenCodeRunner(NpmRunner):
+class OpenCodeRunner(CliRunner):
     name = "opencode"
     npm_package = "opencode-ai"
 
@@ -116,23 +116,7 @@ class OpenCodeRunner(NpmRunner):
                 "--title", f"pilothouse {spec.run_id}"]
         if spec.session_id:
             argv += ["--session", spec.session_id]
-        readonly = self.install_root()
-        cred = spec.sandbox.credential
-        if cred is not None and cred.is_symlink():
-            readonly.append(cred.resolve())
-        return LaunchSpec(argv=argv, env=env, cwd=spec.workdir, stdin=self.prompt(spec), readonly=readonly)
-
-    def parse_line(self, line: str) -> list[RunnerEvent]:
-        try:
-            d = json.loads(line)
-        except ValueError:
-            return []
-        if not isinstance(d, dict):
-            return []
-        try:
-            return self._events(d)
-        except (KeyError, TypeError, ValueError, AttributeError):
-            return []
+        return self.launch(spec, argv, env)
 
     def _events(self, d: dict[str, Any]) -> list[RunnerEvent]:
         from pilothouse.providers import contract as c
@@ -180,10 +164,7 @@ def _mark_config_deps_installed(config_dir: Path, version: str) -> None:
 
 
 def window_of(message: str) -> str:
-    m = _WINDOW.search(message)
-    if not m:
-        return "unknown"
-    return (m.group(1) or m.group(2)).lower()
+    return window_in(_WINDOW, message)
 
 
 def _tool_event(part: dict[str, Any]) -> RunnerEvent:

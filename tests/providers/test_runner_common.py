@@ -1,4 +1,4 @@
-"""Shared driver for the real-CLI runner tests (test_runner_{opencode,claude,codex}.py).
+"""Shared driver and end-to-end suite for the real-CLI runner tests (test_runner_{opencode,claude,codex}.py).
 
 Each real agent CLI runs against the sim through `pilothouse dispatch --provider sim-<cli>`,
 with a canary key stored for the provider (file backend) so the CLI's real auth path is used:
@@ -98,6 +98,72 @@ class Driver:
 
     def events(self, run: Run) -> list[dict[str, Any]]:
         return [json.loads(ln) for ln in Path(run.started["log"]).read_text().splitlines() if ln.strip()]
+
+
+class RealCliSuite:
+    """The end-to-end tests every real CLI passes; a test module subclasses it as `TestRealCli`
+    naming its provider, runner, the tools a code run must show and the read-only modes to try."""
+
+    provider = runner = ""
+    code_tools: tuple[tuple[str, str], ...] = ()
+    read_only_modes: tuple[str, ...] = ("explore", "review")
+
+    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
+        if "mode" in metafunc.fixturenames:
+            metafunc.parametrize("mode", self.read_only_modes)
+
+    @pytest.fixture
+    def drv(self, cli: Any) -> Driver:
+        return Driver(cli, self.provider, self.runner)
+
+    def check_quota(self, quota: dict[str, Any]) -> None:
+        """What a CLI reports about the rate limit beyond its window."""
+
+    @pytest.mark.realcli
+    def test_code_creates_and_edits_then_resume_continues(self, drv: Driver, git_repo: Path) -> None:
+        run = drv.dispatch("code", git_repo, "cli-code", "Add a slugify helper in src/slug.py.")
+        v = run.verdict
+        assert v["verdict"] == "completed", v
+        assert (git_repo / "src" / "slug.py").read_text() == \
+            'def slugify(text):\n    return text.lower().replace(" ", "-")\n'
+        tools = {(e["name"], e["status"]) for e in drv.events(run) if e["kind"] == "tool"}
+        assert self.code_tools and set(self.code_tools) <= tools, tools
+        assert_tokens_match(run)
+        again = drv.dispatch("resume", git_repo, "cli-code", "Add type hints.", resume_of=v["run_id"])
+        assert again.verdict["verdict"] == "completed", again.verdict
+        assert again.verdict["session_id"] == v["session_id"]
+        assert (git_repo / "src" / "slug.py").read_text().startswith("def slugify(text: str) -> str:")
+        assert_tokens_match(again)  # per-turn deltas, though Codex reports thread totals
+        assert_no_canary(drv, run, again)
+        assert_canary_not_in_launch(drv, "code", git_repo)
+
+    @pytest.mark.realcli
+    def test_explore_parses_the_result_block(self, drv: Driver, git_repo: Path) -> None:
+        run = drv.dispatch("explore", git_repo, "cli-explore", "How does add work?")
+        assert run.verdict["verdict"] == "completed"
+        assert run.verdict["parse_state"] == "parsed"
+        assert run.verdict["result"]["facts"][0]["file_line"] == "src/calc.py:2"
+        assert_tokens_match(run)
+
+    @pytest.mark.realcli
+    def test_read_only_modes_cannot_write(self, drv: Driver, git_repo: Path, mode: str) -> None:
+        run = drv.dispatch(mode, git_repo, "cli-readonly", "Write NOTE.md.")
+        assert not (git_repo / "NOTE.md").exists()
+        assert not (git_repo / "SHELL_NOTE.md").exists()
+        assert run.verdict["tool_errors"]["permission_denied"] == 2, run.verdict
+        assert_tokens_match(run)
+
+    @pytest.mark.realcli
+    def test_bad_key_fails_fast_as_auth(self, drv: Driver, git_repo: Path) -> None:
+        run = drv.dispatch("explore", git_repo, "auth-401", "Hello.")
+        assert_auth_fails_fast(drv, run)
+
+    @pytest.mark.realcli
+    def test_rate_limit_ends_as_quota_with_its_window(self, drv: Driver, git_repo: Path) -> None:
+        run = drv.dispatch("explore", git_repo, "quota-429", "Hello.")
+        assert run.verdict["verdict"] == "quota"
+        assert run.verdict["quota"][0]["window"] == "five_hour"
+        self.check_quota(run.verdict["quota"][0])
 
 
 def served_tokens(run: Run) -> dict[str, int]:

@@ -93,7 +93,7 @@ class TasksTable(KeyedTable):
 
 class ProvidersTable(KeyedTable):
     COLUMNS = (
-        Col("provider", "provider", 12, flex=1), Col("window", "window", 9), Col("used", "used", 11),
+        Col("provider", "provider", 17, flex=1), Col("window", "window", 9), Col("used", "used", 11),
         Col("reset", "resets in", 9), Col("check", "check in", 8),
     )
 
@@ -106,11 +106,11 @@ class ProvidersTable(KeyedTable):
         rows: list[tuple[str, dict[str, Cell]]] = []
         for p in providers:
             if not p.windows:
-                rows.append((p.provider, {"provider": fmt.styled("○ ", "dim") + Text(p.provider),
+                rows.append((p.provider, {"provider": fmt.styled("○ ", "dim") + fmt.provider_text(p.provider),
                                           "window": Text("no report", style="dim")}))
                 continue
             ok = p.available(now)
-            name = fmt.styled("● ", "green" if ok else "bold red") + Text(p.provider)
+            name = fmt.styled("● ", "green" if ok else "bold red") + fmt.provider_text(p.provider)
             for i, w in enumerate(p.windows):
                 pct = "  ?" if w.used_pct is None else f"{w.used_pct:3.0f}%"
                 rows.append((f"{p.provider}\t{w.window}", {

@@ -1,0 +1,76 @@
+"""The normalised runner events of the dispatch contract (DESIGN §4.2): plain dataclasses.
+
+Kept apart from providers/contract.py (which re-exports them) so that reading a worker's events
+does not import pydantic: dispatch needs pydantic only when a result or verdict is not plainly
+valid (see contract_fast.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+ErrorClass = Literal["auth", "quota", "transient", "fatal"]
+
+
+# --- normalised runner events -------------------------------------------------------------
+
+@dataclass(slots=True)
+class SessionEvent:
+    id: str
+    kind: str = "session"
+
+
+@dataclass(slots=True)
+class TextEvent:
+    text: str
+    kind: str = "text"
+
+
+@dataclass(slots=True)
+class ReasoningEvent:
+    text: str
+    kind: str = "reasoning"
+
+
+@dataclass(slots=True)
+class ToolEvent:
+    name: str
+    status: Literal["started", "ok", "error", "denied"]
+    brief: str = ""
+    kind: str = "tool"
+
+
+@dataclass(slots=True)
+class UsageEvent:
+    """Tokens of one model turn (a delta, never a running total)."""
+
+    input: int = 0
+    output: int = 0
+    reasoning: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    cost: float = 0.0
+    kind: str = "usage"
+
+
+@dataclass(slots=True)
+class QuotaEvent:
+    window: str
+    used_pct: float | None = None
+    resets_at: str | None = None  # ISO-8601 UTC, or None when the provider gave no reset time
+    kind: str = "quota"
+
+
+@dataclass(slots=True)
+class ErrorEvent:
+    message: str
+    error_class: ErrorClass = "fatal"
+    kind: str = "error"
+
+
+RunnerEvent = SessionEvent | TextEvent | ReasoningEvent | ToolEvent | UsageEvent | QuotaEvent | ErrorEvent
+
+
+def event_to_dict(ev: RunnerEvent) -> dict[str, Any]:
+    return asdict(ev)
