@@ -62,7 +62,9 @@ def _runtime_paths(launch: LaunchSpec) -> list[Path]:
     # name resolution: resolv.conf is often a link into /run (systemd-resolved), which is hidden
     found += [_real("/etc/resolv.conf"), _real("/etc/hosts")]
     env_path = launch.env.get("PATH", os.environ.get("PATH", ""))
-    found += [_real(p) for p in env_path.split(os.pathsep) if p and os.path.isabs(p)]
+    entries = [p for p in env_path.split(os.pathsep) if p and os.path.isabs(p)]
+    found += [_real(p) for p in entries]
+    found += _tool_roots(entries)
     if launch.argv:
         exe = shutil.which(launch.argv[0], path=env_path) or launch.argv[0]
         if os.path.isabs(exe):
@@ -71,6 +73,32 @@ def _runtime_paths(launch: LaunchSpec) -> list[Path]:
             if not target.is_relative_to("/tmp"):
                 found.append(target.parent.parent)  # the prefix of bin/ (lib/, node_modules)
     return found
+
+
+# Dot-directories under $HOME that hold credentials or personal data: never bound back in, even
+# when a PATH entry lives inside one.
+_PRIVATE_DOTDIRS = frozenset({".ssh", ".gnupg", ".aws", ".azure", ".config", ".local", ".docker", ".kube",
+                              ".netrc", ".password-store", ".pki", ".mozilla", ".cache", ".claude", ".codex",
+                              ".pilothouse", ".git-credentials"})
+
+
+def _tool_roots(path_entries: list[str]) -> list[Path]:
+    """Version managers' roots (~/.pyenv, ~/.rbenv, ~/.asdf, ~/.cargo, ~/.nvm …) behind PATH entries.
+
+    A PATH entry such as ~/.pyenv/shims is a script that runs ~/.pyenv/libexec/pyenv: binding only
+    the entry leaves `python` failing with 127 inside the sandbox, so the tool's root is bound
+    read-only too. Private dot-directories stay hidden.
+    """
+    home = _real(Path.home())
+    roots: list[Path] = []
+    for entry in path_entries:
+        p = _real(entry)
+        if not _within(p, home) or p == home:
+            continue
+        top = p.relative_to(home).parts[0]
+        if top.startswith(".") and top not in _PRIVATE_DOTDIRS:
+            roots.append(home / top)
+    return roots
 
 
 def _git_paths(workdir: Path) -> tuple[list[Path], list[Path]]:

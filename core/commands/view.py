@@ -8,7 +8,10 @@ inside the handler, so `pilothouse --help` never pays for it.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+
+TYPE_CHECKING = False  # typing costs ~2 ms on every command; annotations are strings here
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def register(sub: Any) -> None:

@@ -1,0 +1,35 @@
+"""A version manager's shims on PATH under $HOME (pyenv, asdf, rbenv…) keep working inside the
+sandbox, while private dot-directories stay hidden."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from pilothouse.providers import confine
+
+
+def test_shims_under_home_run_confined_and_private_dirs_stay_hidden(tmp_path: Path, isolated_home: Path) -> None:
+    root = isolated_home / ".faketool"
+    (root / "shims").mkdir(parents=True)
+    (root / "libexec").mkdir()
+    # like ~/.pyenv/shims/python: a shim that execs the manager's own program elsewhere in its root
+    (root / "libexec" / "faketool").write_text("#!/bin/sh\necho tool-ran\n")
+    (root / "shims" / "tool").write_text(f"#!/bin/sh\nexec {root}/libexec/faketool \"$@\"\n")
+    for p in (root / "libexec" / "faketool", root / "shims" / "tool"):
+        p.chmod(0o755)
+    (isolated_home / ".ssh").mkdir()
+    (isolated_home / ".ssh" / "id_ed25519").write_text("private")
+
+    workdir = tmp_path / "wt"
+    workdir.mkdir()
+    env = {"PATH": f"{root / 'shims'}{os.pathsep}/usr/bin{os.pathsep}/bin"}
+    script = f"tool; cat {isolated_home}/.ssh/id_ed25519 && echo LEAKED; touch {root}/written && echo WROTE; true"
+    launch = confine.prepare_command(["/bin/sh", "-c", script], env, workdir, tmp_path / "scratch")
+    assert "bwrap" in os.path.basename(launch.argv[0])
+    out = subprocess.run(launch.argv, env=launch.env, cwd=launch.cwd, capture_output=True, text=True, timeout=60)
+    assert "tool-ran" in out.stdout, out.stderr
+    assert "LEAKED" not in out.stdout
+    assert "WROTE" not in out.stdout  # the tool root is bound read-only
+    assert not (root / "written").exists()
