@@ -94,12 +94,7 @@ class StateStore:
             raise IllegalTransition(f"task {job}/{task} does not exist")
         if state not in TRANSITIONS[row["state"]]:
             raise IllegalTransition(f"task {job}/{task}: {row['state']} -> {state} is not allowed")
-        bad = set(fields) - _TASK_FIELDS
-        if bad:
-            raise ValueError(f"unknown task fields {sorted(bad)}")
-        if "counters" in fields and not isinstance(fields["counters"], str):
-            fields["counters"] = json.dumps(fields["counters"])
-        cols = ", ".join(f"{k}=?" for k in fields)
+        cols = _task_columns(fields)
         sql = "UPDATE tasks SET state=?, reason=?, updated_at=?" + (f", {cols}" if cols else "") + \
             " WHERE job=? AND task=?"
         self._txn([(sql, (state, reason, utc_now_iso(), *fields.values(), job, task)), *also])
@@ -108,12 +103,7 @@ class StateStore:
 
     def update_task(self, job: str, task: str, **fields: Any) -> None:
         """Change bookkeeping fields without a state change (no event: callers emit their own)."""
-        bad = set(fields) - _TASK_FIELDS
-        if bad:
-            raise ValueError(f"unknown task fields {sorted(bad)}")
-        if "counters" in fields and not isinstance(fields["counters"], str):
-            fields["counters"] = json.dumps(fields["counters"])
-        cols = ", ".join(f"{k}=?" for k in fields)
+        cols = _task_columns(fields)
         self._txn([(f"UPDATE tasks SET {cols}, updated_at=? WHERE job=? AND task=?",
                     (*fields.values(), utc_now_iso(), job, task))])
 
@@ -183,3 +173,13 @@ def stop_task(store: StateStore, job: str, task: str, reason: str, *, kind: str,
                                     list(replies) if replies is not None else None,
                                     conn=store.conn, log=store.events)
     return problem.code
+
+
+def _task_columns(fields: dict[str, Any]) -> str:
+    """Check bookkeeping fields (serialising `counters` in place) and return their SET clause."""
+    bad = set(fields) - _TASK_FIELDS
+    if bad:
+        raise ValueError(f"unknown task fields {sorted(bad)}")
+    if "counters" in fields and not isinstance(fields["counters"], str):
+        fields["counters"] = json.dumps(fields["counters"])
+    return ", ".join(f"{k}=?" for k in fields)
