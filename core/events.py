@@ -20,7 +20,8 @@ _TAIL_CHUNK = 64 * 1024
 
 
 def utc_now_iso() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{datetime.now(UTC).microsecond // 1000:03d}Z"
+    now = datetime.now(UTC)  # one reading: seconds and milliseconds must come from the same instant
+    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
 
 
 def _last_seq(fh: Any) -> int:
@@ -76,7 +77,7 @@ class EventLog:
                     line = json.dumps(event, separators=(",", ":"), default=str)
                     if self._redact is not None:
                         line = self._redact(line)
-                    else:  # (helper F) by default every configured key is kept out of the event log
+                    else:  # every configured key stays out of the log unless the caller redacts itself
                         from pilothouse.providers.redact import configured_redactor
 
                         line = configured_redactor().redact(line)

@@ -11,21 +11,18 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import sqlite3
 import subprocess
 import sys
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from pilothouse.core.events import EventLog, utc_now_iso
 from pilothouse.core.layout import RepoLayout
-
-
-def new_run_id() -> str:
-    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(4)
+from pilothouse.providers.sandbox import (
+    new_run_id as new_run_id,  # one run-id format for dispatch and supervisor
+)
 
 
 def pid_start(pid: int) -> str | None:
