@@ -50,8 +50,10 @@ def git(cwd: Path | str, *args: str, check: bool = True, env: dict[str, str] | N
     for attempt in range(4):
         proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, env=full_env,
                               stdin=subprocess.DEVNULL)
-        # another git (the operator's, or a parallel worktree add) holds a ref or index lock: brief wait
-        if proc.returncode == 0 or ".lock': File exists" not in proc.stderr or attempt == 3:
+        # another git (the operator's, or a parallel worktree add) holds a ref or index lock, or is
+        # half-way through writing a sibling worktree's admin dir: both pass after a brief wait
+        transient = ".lock': File exists" in proc.stderr or "failed to read .git/worktrees/" in proc.stderr
+        if proc.returncode == 0 or not transient or attempt == 3:
             break
         time.sleep(0.05 * (attempt + 1))
     if check and proc.returncode != 0:
@@ -150,6 +152,7 @@ def create_worktree(layout: RepoLayout, job: str, task: str, base_ref: str, *,
                                 f"(pilothouse maintain worktrees remove {path})")
     path.parent.mkdir(parents=True, exist_ok=True)
     _check_free_space(path.parent)
+    existed = branch_exists(layout.root, branch)  # ours or not, if our own add fails half-way
     try:
         git(layout.root, "worktree", "add", "-q", "-b", branch, str(path), base_ref)
     except GitError as exc:
@@ -158,6 +161,8 @@ def create_worktree(layout: RepoLayout, job: str, task: str, base_ref: str, *,
         if branch_exists(layout.root, branch):
             if reuse and (found := _existing_worktree(layout, branch)) is not None:
                 return found, branch
+            if not existed and _attach_fresh_branch(layout, branch, path, base_ref):
+                return path, branch
             raise WorktreeError(f"branch {branch} already exists (an earlier attempt?): inspect it with "
                                 f"`git log {branch}`, then delete it (git branch -D {branch}) or retry the "
                                 "task") from None
@@ -169,6 +174,18 @@ def create_worktree(layout: RepoLayout, job: str, task: str, base_ref: str, *,
             raise WorktreeError(f"disk full while creating {path}: free some space and retry the task") from None
         raise
     return path, branch
+
+
+def _attach_fresh_branch(layout: RepoLayout, branch: str, path: Path, base_ref: str) -> bool:
+    """Finish our own `worktree add -b` that lost a race with a parallel git after creating the
+    branch: it is still at the base commit and no worktree holds it, so attaching loses nothing.
+    (A branch that existed before the attempt never comes here: that stays an error.)"""
+    tip = git(layout.root, "rev-parse", "--verify", "-q", f"{branch}^{{commit}}", check=False)
+    base = git(layout.root, "rev-parse", "--verify", "-q", f"{base_ref}^{{commit}}", check=False)
+    if not tip or tip != base or _existing_worktree(layout, branch) is not None:
+        return False
+    git(layout.root, "worktree", "prune", check=False)
+    return git_run(layout.root, "worktree", "add", "-q", str(path), branch).returncode == 0
 
 
 def remove_worktree(layout: RepoLayout, path: Path | str, *, delete_branch: bool = False) -> None:
