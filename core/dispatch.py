@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import re
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -197,15 +196,19 @@ def previous_session(key: str, run_id: str) -> str | None:
 
 
 def find_previous_run(run_id: str) -> dict[str, Any]:
-    """Provider, mode and session of an earlier run, for `pilothouse resume --run-id RUN`."""
+    """Provider, mode, session and workdir of an earlier run, for `pilothouse resume --run-id RUN`."""
     import json
 
     found = sandbox.find_run(run_id)
     if found is None:
         raise UserError(f"no run '{run_id}' found under {paths.providers_dir()}; check the id "
                         "(it is in the started/verdict lines)")
-    key, _ = found
-    info: dict[str, Any] = {"provider": key, "session_id": None, "mode": None}
+    key, root = found
+    info: dict[str, Any] = {"provider": key, "session_id": None, "mode": None, "workdir": None}
+    try:  # the sandbox's run record (written at the run's start)
+        info["workdir"] = str(json.loads((root / "run.json").read_text())["workdir"])
+    except (OSError, ValueError, KeyError):
+        pass
     try:
         data = json.loads((paths.logs_dir() / key / f"{run_id}.verdict.json").read_text())
         info.update(session_id=data.get("session_id"), mode=data.get("mode"))
@@ -220,7 +223,3 @@ def refuse_line(provider: str, message: str) -> None:
         sandbox.latest_line(f"{provider} pid {os.getpid()} FAILED before start: {message}")
     except OSError:
         pass
-
-
-def now_s() -> float:
-    return time.monotonic()

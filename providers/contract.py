@@ -1,33 +1,20 @@
 """The dispatch contract shared by runners, dispatch and the supervisor (DESIGN §4.2, §4.3).
 
-Runners emit the normalised events (plain dataclasses in contract_events.py, re-exported here:
-a run emits many, and reading them must not need pydantic). The started/verdict lines and the
-per-mode result blocks are pydantic models (contract_fast.py checks the plainly valid ones
-without importing pydantic).
+Runners emit the normalised events (plain dataclasses in contract_events.py: a run emits many,
+and reading them must not need pydantic). The started/verdict lines and the per-mode result
+blocks are pydantic models (contract_fast.py checks the plainly valid ones without importing
+pydantic).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
-from pilothouse.providers.contract_events import (  # noqa: F401  (the normalised runner events live there, pydantic-free)
-    ErrorEvent,
-    QuotaEvent,
-    ReasoningEvent,
-    RunnerEvent,
-    SessionEvent,
-    TextEvent,
-    ToolEvent,
-    UsageEvent,
-    event_to_dict,
-)
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-MODES = ("code", "explore", "test", "review", "resume", "plan")
-WRITE_MODES = ("code", "resume")
 VerdictKind = Literal["completed", "partial", "error", "empty", "quota"]
 ParseState = Literal["parsed", "malformed", "unstructured", "unavailable"]
 ErrorClass = Literal["auth", "quota", "transient", "fatal"]
@@ -41,17 +28,6 @@ class Tokens(BaseModel):
     reasoning: int = 0
     cache_read: int = 0
     cache_write: int = 0
-
-    def add(self, u: UsageEvent) -> None:
-        self.input += u.input
-        self.output += u.output
-        self.reasoning += u.reasoning
-        self.cache_read += u.cache_read
-        self.cache_write += u.cache_write
-
-    @property
-    def total(self) -> int:
-        return self.input + self.output + self.reasoning
 
 
 class ToolErrors(BaseModel):
@@ -198,7 +174,6 @@ class ParsedResult:
     state: ParseState
     result: dict[str, Any] | None = None
     error: str | None = None
-    raw: str | None = field(default=None, repr=False)
 
 
 def parse_result(text: str | None, mode: str) -> ParsedResult:
@@ -212,14 +187,14 @@ def parse_result(text: str | None, mode: str) -> ParsedResult:
     try:
         data = json.loads(raw)
     except json.JSONDecodeError as exc:
-        return ParsedResult("malformed", error=f"result block is not JSON: {exc.msg} at char {exc.pos}", raw=raw)
+        return ParsedResult("malformed", error=f"result block is not JSON: {exc.msg} at char {exc.pos}")
     model = RESULT_MODELS.get("code" if mode == "resume" else mode)
     if model is None:
-        return ParsedResult("parsed", result=data if isinstance(data, dict) else {"value": data}, raw=raw)
+        return ParsedResult("parsed", result=data if isinstance(data, dict) else {"value": data})
     try:
         obj = model.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "(root)"
-        return ParsedResult("malformed", error=f"field '{where}': {first['msg']}", raw=raw)
-    return ParsedResult("parsed", result=obj.model_dump(), raw=raw)
+        return ParsedResult("malformed", error=f"field '{where}': {first['msg']}")
+    return ParsedResult("parsed", result=obj.model_dump())

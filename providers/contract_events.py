@@ -7,8 +7,8 @@ valid (see contract_fast.py).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Literal
 
 ErrorClass = Literal["auth", "quota", "transient", "fatal"]
 
@@ -70,7 +70,3 @@ class ErrorEvent:
 
 
 RunnerEvent = SessionEvent | TextEvent | ReasoningEvent | ToolEvent | UsageEvent | QuotaEvent | ErrorEvent
-
-
-def event_to_dict(ev: RunnerEvent) -> dict[str, Any]:
-    return asdict(ev)

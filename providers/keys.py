@@ -89,14 +89,6 @@ def _keyring() -> Any:
     return keyring
 
 
-def keyring_available() -> bool:
-    try:
-        _keyring()
-    except NoKeyringBackend:
-        return False
-    return True
-
-
 def set_key(provider: str, value: str, use_backend: str | None = None) -> str:
     """Store a key; returns the backend used. `use_backend` is remembered for later keys."""
     value = value.strip()

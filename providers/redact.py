@@ -80,9 +80,6 @@ class Redactor:
             return text
         return self._pattern.sub(REDACTED, text)
 
-    def contains_secret(self, text: str) -> bool:
-        return self._pattern is not None and self._pattern.search(text) is not None
-
     def finditer(self, text: str) -> Iterable[re.Match[str]]:
         if self._pattern is None:
             return iter(())

@@ -151,10 +151,6 @@ def _files(directory: Path) -> list[Path]:
     return sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml") and not p.name.startswith("."))
 
 
-def source_files() -> list[Path]:
-    return _files(bundled_dir()) + _files(user_dir())
-
-
 def load_providers() -> dict[str, ProviderConfig]:
     """Every provider by key, user overrides applied. Raises UserError on the first bad file."""
     bundled: dict[str, tuple[dict[str, Any], Path]] = {}
@@ -183,10 +179,3 @@ def load_providers() -> dict[str, ProviderConfig]:
             cfg = _validate(data, str(path))
         out[key] = cfg
     return out
-
-
-def get_provider(key: str) -> ProviderConfig:
-    providers = load_providers()
-    if key not in providers:
-        raise UserError(f"unknown provider '{key}'; known: {', '.join(providers)}")
-    return providers[key]

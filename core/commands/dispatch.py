@@ -144,23 +144,10 @@ def cmd_resume(args: argparse.Namespace) -> int:
     from pilothouse.core.dispatch import find_previous_run
 
     prev = find_previous_run(args.resume_of)
-    workdir = _previous_workdir(prev["provider"], args.resume_of) or os.getcwd()
+    workdir = prev["workdir"] or os.getcwd()
     _dispatch(_options(args, provider=prev["provider"], mode="resume", workdir=workdir,
                        session=prev["session_id"]))
     return 0
-
-
-def _previous_workdir(provider: str, run_id: str) -> str | None:
-    """The workdir recorded in the original run's first event line (the started record)."""
-    import json
-
-    from pilothouse.providers import paths
-
-    try:
-        data = json.loads((paths.providers_dir() / provider / "runs" / run_id / "run.json").read_text())
-        return str(data["workdir"])
-    except (OSError, ValueError, KeyError):
-        return None
 
 
 def cmd_run(args: argparse.Namespace) -> int:

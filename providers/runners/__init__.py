@@ -20,10 +20,6 @@ RUNNERS: dict[str, str] = {
 }
 
 
-def runner_names() -> list[str]:
-    return list(RUNNERS)
-
-
 def get_runner(name: str) -> Runner:
     """A fresh runner instance (runners keep per-run parse state, so never share one)."""
     target = RUNNERS.get(name)

@@ -1,7 +1,7 @@
 """What every runner provides (DESIGN §4.3).
 
 A runner turns a RunSpec into a LaunchSpec (argv, allow-listed environment, stdin, cwd) and
-turns each line its process prints on stdout into normalised events (providers.contract).
+turns each line its process prints on stdout into normalised events (providers.contract_events).
 Dispatch owns the process: spawning (confined), timeouts, signals, logs and the verdict.
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # runtime import would pull pydantic (~100 ms) into every runner and status
-    from pilothouse.providers.contract import RunnerEvent
+    from pilothouse.providers.contract_events import RunnerEvent
 
 
 @dataclass

@@ -4,7 +4,7 @@ Started by builtin_start.py under `python -I -S`, like any other runner's binary
 timed and killed the same way). Its config arrives as one
 JSON object on stdin — never argv, never the environment; the key itself is read from the
 credential file in the run's sandbox, whose path is in the config. It prints one normalised
-event per stdout line (kinds as in providers.contract) and saves the conversation after every
+event per stdout line (kinds as in providers.contract_events) and saves the conversation after every
 turn in the sandbox, so a resumed run continues the same session with the same tools.
 
 Stdlib only (a fresh process per run has a 0.3 s budget for a whole explore run).

@@ -18,7 +18,7 @@ from pilothouse.providers.runners.base import LaunchSpec, RunSpec
 from pilothouse.providers.runners.cli_common import CliRunner, epoch_iso, window_in
 
 if TYPE_CHECKING:
-    from pilothouse.providers.contract import RunnerEvent
+    from pilothouse.providers.contract_events import RunnerEvent
 
 MAX_RETRIES = "1"
 _DENIED = re.compile(r"permission|denied|haven't granted|not allowed|blocked|read-only file system|"
@@ -85,7 +85,7 @@ class ClaudeCodeRunner(CliRunner):
         return self.launch(spec, argv, env)
 
     def _events(self, d: dict[str, Any]) -> list[RunnerEvent]:
-        from pilothouse.providers import contract as c
+        from pilothouse.providers import contract_events as c
 
         kind, sub = d.get("type"), d.get("subtype")
         if kind == "system" and sub == "init" and d.get("session_id"):
@@ -103,7 +103,7 @@ class ClaudeCodeRunner(CliRunner):
         return []
 
     def _assistant(self, msg: dict[str, Any]) -> list[RunnerEvent]:
-        from pilothouse.providers import contract as c
+        from pilothouse.providers import contract_events as c
 
         out: list[RunnerEvent] = []
         if msg.get("model") != "<synthetic>":  # the CLI's own error notes: no model turn
@@ -125,7 +125,7 @@ class ClaudeCodeRunner(CliRunner):
         return out
 
     def _tool_results(self, content: Any) -> list[RunnerEvent]:
-        from pilothouse.providers import contract as c
+        from pilothouse.providers import contract_events as c
 
         out: list[RunnerEvent] = []
         if not isinstance(content, list):
@@ -143,7 +143,7 @@ class ClaudeCodeRunner(CliRunner):
 
     def _flush(self, final: dict[str, int] | None = None, cost: float = 0.0) -> list[RunnerEvent]:
         """The usage of the message just finished (with the result's totals, the remainder)."""
-        from pilothouse.providers import contract as c
+        from pilothouse.providers import contract_events as c
 
         if final is not None:
             pending = {k: max(0, final.get(k, 0) - self._emitted[k]) for k in self._emitted}
@@ -160,7 +160,7 @@ class ClaudeCodeRunner(CliRunner):
                              cost=cost)]
 
     def _result(self, d: dict[str, Any]) -> list[RunnerEvent]:
-        from pilothouse.providers import contract as c
+        from pilothouse.providers import contract_events as c
 
         out = self._flush(_usage(d.get("usage") or {}), float(d.get("total_cost_usd") or 0.0))
         if d.get("session_id"):
@@ -190,7 +190,7 @@ def _usage(u: dict[str, Any]) -> dict[str, int]:
 
 
 def _quota_from_info(info: dict[str, Any]) -> RunnerEvent:
-    from pilothouse.providers import contract as c
+    from pilothouse.providers import contract_events as c
 
     resets_at = epoch_iso(info.get("resetsAt"))
     util = info.get("utilization")

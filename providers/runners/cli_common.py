@@ -16,7 +16,7 @@ from pilothouse.providers.runners.base import LaunchSpec, RunSpec
 from pilothouse.providers.runners.npm import NpmRunner
 
 if TYPE_CHECKING:
-    from pilothouse.providers.contract import RunnerEvent
+    from pilothouse.providers.contract_events import RunnerEvent
 
 
 class CliRunner(NpmRunner):

@@ -24,7 +24,7 @@ from pilothouse.providers.runners.base import LaunchSpec, RunSpec
 from pilothouse.providers.runners.cli_common import CliRunner, epoch_iso, window_in
 
 if TYPE_CHECKING:
-    from pilothouse.providers.contract import RunnerEvent
+    from pilothouse.providers.contract_events import RunnerEvent
 
 PROVIDER_ID = "pilothouse"
 WRITE_MODES = ("code", "resume")
@@ -143,7 +143,7 @@ def window_name(minutes: int | None) -> str:
 
 def rollout_rate_limit(home: Path, thread_id: str) -> RunnerEvent | None:
     """The primary rate-limit window Codex last recorded for the thread, as a quota event."""
-    from pilothouse.providers import contract as c
+    from pilothouse.providers import contract_events as c
 
     for primary in _rollout_values(home, thread_id, "rate_limits", "rate_limits", "primary"):
         if not isinstance(primary, dict):
@@ -191,7 +191,7 @@ class CodexRunner(CliRunner):
         return self.launch(spec, argv, env)
 
     def _events(self, d: dict[str, Any]) -> list[RunnerEvent]:
-        from pilothouse.providers import contract as c
+        from pilothouse.providers import contract_events as c
 
         kind = d.get("type")
         if kind == "thread.started" and d.get("thread_id"):
@@ -223,7 +223,7 @@ class CodexRunner(CliRunner):
         return []
 
     def _usage_delta(self, u: dict[str, Any]) -> RunnerEvent:
-        from pilothouse.providers import contract as c
+        from pilothouse.providers import contract_events as c
 
         # never below what was already reported (the rollout may lag the stream)
         now = {k: max(int(u.get(k) or 0), self._last[k]) for k in _USAGE_KEYS}
@@ -250,7 +250,7 @@ class CodexRunner(CliRunner):
 
 
 def classify_error(message: str) -> list[RunnerEvent]:
-    from pilothouse.providers import contract as c
+    from pilothouse.providers import contract_events as c
 
     if _AUTH.search(message):
         return [c.ErrorEvent(f"authentication failed: {message}", "auth")]
@@ -262,7 +262,7 @@ def classify_error(message: str) -> list[RunnerEvent]:
 
 
 def _item_events(item: dict[str, Any], done: bool, read_only: bool = False) -> list[RunnerEvent]:
-    from pilothouse.providers import contract as c
+    from pilothouse.providers import contract_events as c
 
     t = item.get("type")
     if t == "agent_message" and done and item.get("text"):

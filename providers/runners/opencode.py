@@ -23,7 +23,7 @@ from pilothouse.providers.runners.base import LaunchSpec, RunSpec
 from pilothouse.providers.runners.cli_common import CliRunner, window_in
 
 if TYPE_CHECKING:
-    from pilothouse.providers.contract import RunnerEvent
+    from pilothouse.providers.contract_events import RunnerEvent
 
 PROVIDER_ID = "pilothouse"
 _RATE_LIMIT = re.compile(r"\b429\b|rate.?limit|quota|usage limit|too many requests", re.I)
@@ -119,7 +119,7 @@ class OpenCodeRunner(CliRunner):
         return self.launch(spec, argv, env)
 
     def _events(self, d: dict[str, Any]) -> list[RunnerEvent]:
-        from pilothouse.providers import contract as c
+        from pilothouse.providers import contract_events as c
 
         out: list[RunnerEvent] = []
         sid = d.get("sessionID")
@@ -168,7 +168,7 @@ def window_of(message: str) -> str:
 
 
 def _tool_event(part: dict[str, Any]) -> RunnerEvent:
-    from pilothouse.providers import contract as c
+    from pilothouse.providers import contract_events as c
 
     state = part.get("state") or {}
     name = str(part.get("tool") or "tool")
@@ -186,7 +186,7 @@ def _tool_event(part: dict[str, Any]) -> RunnerEvent:
 
 
 def _error_events(err: dict[str, Any]) -> list[RunnerEvent]:
-    from pilothouse.providers import contract as c
+    from pilothouse.providers import contract_events as c
 
     data = err.get("data") or {}
     name = str(err.get("name") or "error")
