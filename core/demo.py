@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from pilothouse.core.layout import RepoLayout
+from pilothouse.core.worktrees import GitError, git, git_ok
 from pilothouse.providers.errors import UserError
 
 JOB = "demo"
@@ -50,11 +51,6 @@ def scenario_exists(name: str) -> bool:
     return (_data() / "scenarios" / f"{name}.yaml").is_file() or Path(name).is_file()
 
 
-def _git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL).stdout.strip()
-
-
 def test_command() -> str:
     """The demo's gate: its tests with this Python (pytest when installed, else unittest)."""
     py = shlex.quote(sys.executable)
@@ -77,12 +73,12 @@ def make_repo(dest: Path) -> Path:
         path = dest / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(content or "", encoding="utf-8")
-    _git(dest, "init", "-q", "-b", "main")
+    git(dest, "init", "-q", "-b", "main")
     for key, value in (("user.name", "pilothouse demo"), ("user.email", "demo@pilothouse.invalid")):
-        if subprocess.run(["git", "config", key], cwd=dest, capture_output=True).returncode != 0:
-            _git(dest, "config", key, value)  # only where the user has no identity of their own
-    _git(dest, "add", "-A")
-    _git(dest, "commit", "-q", "-m", "textkit: normalize_space and its tests")
+        if not git_ok(dest, "config", key):
+            git(dest, "config", key, value)  # only where the user has no identity of their own
+    git(dest, "add", "-A")
+    git(dest, "commit", "-q", "-m", "textkit: normalize_space and its tests")
     return dest
 
 
@@ -124,8 +120,8 @@ def prepare(dest: Path, scenario: str = DEFAULT_SCENARIO, max_workers: int | Non
     init_project(root, {"fast": cmd, "full": cmd}, stdin_is_tty=False)
     layout = RepoLayout(root)
     configure(layout, scenario, max_workers)
-    _git(root, "add", "-A")
-    _git(root, "commit", "-q", "-m", "pilothouse init (demo: sim provider)")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "pilothouse init (demo: sim provider)")
     request = (_data() / "demo" / "request.md").read_text(encoding="utf-8")
     acceptance = (_data() / "demo" / "acceptance.md").read_text(encoding="utf-8")
     create_job(layout, JOB, request, acceptance)
@@ -138,8 +134,8 @@ def integration_summary(layout: RepoLayout) -> list[str]:
 
     branch = load_project(layout).integration_branch
     try:
-        out = _git(layout.root, "log", "--first-parent", "--merges", "--format=%h %s", branch)
-    except subprocess.CalledProcessError:
+        out = git(layout.root, "log", "--first-parent", "--merges", "--format=%h %s", branch)
+    except GitError:
         return []
     return [line for line in out.splitlines() if line]
 

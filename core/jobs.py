@@ -10,11 +10,9 @@ import fcntl
 import hashlib
 import json
 import re
-import shutil
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 from pilothouse.core.events import EventLog, utc_now_iso
 from pilothouse.core.layout import RepoLayout
@@ -271,15 +269,3 @@ def pin_coordinator(layout: RepoLayout, name: str, provider: str, model: str | N
         _write(layout, job)
     _events(layout).append("job.pinned", job=name, data={"provider": provider, "model": model})
     return job
-
-
-def job_brief(job: Job, limit: int = 4000) -> dict[str, Any]:
-    """What a planner reads about the job: the latest request, earlier ones briefly, decisions."""
-    return {"name": job.name, "revision": job.revision, "request": job.request[:limit],
-            "earlier_requests": [r.request[:300] for r in job.revisions[:-1]],
-            "acceptance": job.acceptance, "decisions": [d.text for d in job.decisions],
-            "attachments": [a.path for a in job.attachments]}
-
-
-def remove_attachments(layout: RepoLayout, name: str) -> None:
-    shutil.rmtree(layout.attachments / validate_name(name), ignore_errors=True)

@@ -179,7 +179,3 @@ def after_review(verdict: dict[str, Any], counters: dict[str, Any], *, review_ro
     return Decision(STOP, f"The reviewer said {overall} {review_round} times; the last findings: "
                           + ("; ".join(f.get("summary", "") for f in findings[:3]) or "(none listed)"),
                     kind="review_rejected", counters=counters, evidence=ev)
-
-
-def hint_feedback(words: str) -> str:
-    return f"The operator says: {words}\nContinue from where you are, commit, and report again."

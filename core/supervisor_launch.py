@@ -107,20 +107,6 @@ def combined_review_text(job: str, base: str, stat: str, tasks: list[str]) -> st
     ]) + "\n"
 
 
-def findings_text(findings: list[dict[str, Any]], round_no: int) -> str:
-    lines = [f"The reviewer asked for changes (review round {round_no}). Fix these, then finish with your "
-             "result block:"]
-    for f in findings:
-        lines.append(f"- [{f.get('severity', '?')}] {f.get('file_line', '')}: {f.get('summary', '')}"
-                     + (f" (suggested: {f['suggested_fix']})" if f.get("suggested_fix") else ""))
-    return "\n".join(lines) + "\n"
-
-
-def gate_text(level: str, command: str, tail: str) -> str:
-    return (f"The {level} gate (`{command}`) failed after your change. Its output ends with:\n\n"
-            f"{tail[-2500:]}\n\nFix the cause, then finish with your result block.\n")
-
-
 def start(sup: Supervisor, launch: Launch, *, task_state: str | None = None, reason: str = "",
           fields: dict[str, Any] | None = None, event_extra: dict[str, Any] | None = None) -> None:
     """Record the launch (with the task's state change, one transaction), then spawn it."""
