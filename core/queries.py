@@ -16,8 +16,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pilothouse.core import jobs as core_jobs
 from pilothouse.core.layout import RepoLayout
 from pilothouse.core.store import connect
+from pilothouse.providers.errors import UserError
 
 # task states that no longer move on their own
 TASK_FINAL = frozenset({"done", "skipped", "cancelled"})
@@ -275,26 +277,23 @@ class Queries:
         """Jobs the supervisor knows, then jobs only written so far (`job create`, no supervisor yet)."""
         known = [self._job(r) for r in self._all(self._JOB_SQL + " ORDER BY j.created_at, j.job")]
         names = {j.job for j in known}
-        fresh = [j for j in (self._record(p.stem) for p in sorted(self.layout.jobs_dir.glob("*.json")))
-                 if j is not None and j.job not in names]
-        return known + sorted(fresh, key=lambda j: (j.created_at, j.job))
+        return known + [self._new(j) for j in core_jobs.list_jobs(self.layout) if j.name not in names]
 
     def job(self, name: str) -> JobRow | None:
         rows = self._all(self._JOB_SQL + " WHERE j.job = ?", (name,))
-        return self._job(rows[0]) if rows else self._record(name)
-
-    def _record(self, name: str) -> JobRow | None:
-        """A job record with no runtime state yet: shown as `new` until a supervisor takes it."""
+        if rows:
+            return self._job(rows[0])
         try:
-            data = json.loads((self.layout.jobs_dir / f"{name}.json").read_text(encoding="utf-8"))
-            revisions = data.get("revisions") or [{}]
-            created = str(data.get("created_at") or "")
-            return JobRow(job=str(data.get("name") or name), state="new",
-                          revision=int(revisions[-1].get("revision") or len(revisions)), planned_revision=0,
-                          coordinator=None, tokens=0, reason="waiting for a supervisor", created_at=created,
-                          updated_at=created, finished_at=None)
-        except (OSError, ValueError, AttributeError, TypeError):
+            return self._new(core_jobs.load_job(self.layout, name))
+        except UserError:
             return None
+
+    @staticmethod
+    def _new(job: core_jobs.Job) -> JobRow:
+        """A job record with no runtime state yet: shown as `new` until a supervisor takes it."""
+        return JobRow(job=job.name, state="new", revision=job.revision if job.revisions else 1,
+                      planned_revision=0, coordinator=None, tokens=0, reason="waiting for a supervisor",
+                      created_at=job.created_at, updated_at=job.created_at, finished_at=None)
 
     # --- tasks --------------------------------------------------------------------------------
 

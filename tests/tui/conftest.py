@@ -6,7 +6,8 @@ from __future__ import annotations
 import itertools
 import json
 import subprocess
-from collections.abc import Callable
+import time
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -176,6 +177,32 @@ def make_app() -> Callable[..., Any]:
         return CockpitApp(layout, clock=frozen_clock, live=live, **kw)
 
     return make
+
+
+async def wait_until(pilot: Any, predicate: Callable[[], Any], timeout: float = 30.0, step: float = 0.05) -> None:
+    """Let the app run until `predicate()` holds; fail after `timeout` seconds of wall-clock time."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        await pilot.pause(step)
+
+
+async def wait_until_input(pilot: Any, screen_name: str) -> None:
+    """Keys typed before a dialog has focus would land on the dashboard (and mean something there)."""
+    app = pilot.app
+    await wait_until(pilot, lambda: type(app.screen).__name__ == screen_name and app.focused is not None
+                     and app.focused.screen is app.screen)
+
+
+@pytest.fixture
+def wait_for() -> Callable[..., Awaitable[None]]:
+    return wait_until
+
+
+@pytest.fixture
+def wait_for_input() -> Callable[[Any, str], Awaitable[None]]:
+    return wait_until_input
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -14,21 +13,6 @@ from pilothouse.core.layout import RepoLayout
 from pilothouse.core.store import connect
 
 pytestmark = pytest.mark.anyio  # anyio's pytest plugin runs the async tests (asyncio backend)
-
-
-async def wait_for(pilot: Any, predicate: Callable[[], Any], timeout: float = 30.0) -> None:
-    for _ in range(int(timeout / 0.05)):
-        if predicate():
-            return
-        await pilot.pause(0.05)
-    assert predicate(), "condition not met in time"
-
-
-async def wait_for_input(pilot: Any, screen_name: str) -> None:
-    """Keys typed before a dialog has focus would land on the dashboard (and mean something there)."""
-    app = pilot.app
-    await wait_for(pilot, lambda: type(app.screen).__name__ == screen_name and app.focused is not None
-                   and app.focused.screen is app.screen)
 
 
 def replies(layout: RepoLayout) -> list[sqlite3.Row]:
@@ -70,7 +54,7 @@ async def test_dashboard_draws_the_store(cockpit_repo, make_app) -> None:
         assert app.screen is dash
 
 
-async def test_events_update_rows_in_place(cockpit_repo, make_app) -> None:
+async def test_events_update_rows_in_place(cockpit_repo, make_app, wait_for) -> None:
     """A supervisor's write + event reach the screen; the row changes in place, the log follows."""
     app = make_app(cockpit_repo, live=True)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -104,7 +88,7 @@ async def test_events_update_rows_in_place(cockpit_repo, make_app) -> None:
         db.close()
 
 
-async def test_scrolling_up_pauses_follow(cockpit_repo, make_app) -> None:
+async def test_scrolling_up_pauses_follow(cockpit_repo, make_app, wait_for) -> None:
     app = make_app(cockpit_repo, live=True)
     log = EventLog(cockpit_repo.events)
     for n in range(30):
@@ -135,7 +119,7 @@ async def test_filter_narrows_the_focused_panel(cockpit_repo, make_app) -> None:
         assert app.dashboard.tasks.row_count == 5
 
 
-async def test_retry_by_key_reaches_store_and_log(cockpit_repo, make_app) -> None:
+async def test_retry_by_key_reaches_store_and_log(cockpit_repo, make_app, wait_for) -> None:
     app = make_app(cockpit_repo, live=True)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
@@ -150,7 +134,7 @@ async def test_retry_by_key_reaches_store_and_log(cockpit_repo, make_app) -> Non
         await wait_for(pilot, lambda: any("problem.answered" in line for line in app.dashboard.events.lines))
 
 
-async def test_refused_reply_shows_cores_message(cockpit_repo, make_app) -> None:
+async def test_refused_reply_shows_cores_message(cockpit_repo, make_app, wait_for) -> None:
     from pilothouse.core import problems
 
     problems.act(cockpit_repo, "KTRWMB", "retry", who="someone@cli")
@@ -164,7 +148,7 @@ async def test_refused_reply_shows_cores_message(cockpit_repo, make_app) -> None
         assert len(replies(cockpit_repo)) == 1
 
 
-async def test_skip_confirms_listing_the_cancelled_tasks(cockpit_repo, make_app) -> None:
+async def test_skip_confirms_listing_the_cancelled_tasks(cockpit_repo, make_app, wait_for) -> None:
     from pilothouse.tui.screens.modals import ConfirmModal
 
     app = make_app(cockpit_repo)
@@ -185,7 +169,7 @@ async def test_skip_confirms_listing_the_cancelled_tasks(cockpit_repo, make_app)
                                                                                       "calendar-docs"]
 
 
-async def test_hint_takes_words(cockpit_repo, make_app) -> None:
+async def test_hint_takes_words(cockpit_repo, make_app, wait_for, wait_for_input) -> None:
     app = make_app(cockpit_repo)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
@@ -199,7 +183,8 @@ async def test_hint_takes_words(cockpit_repo, make_app) -> None:
         assert (row["reply"], row["words"]) == ("hint", "render 7 columns")
 
 
-async def test_dismiss_and_plan_on_a_problem_that_takes_them(cockpit_repo, make_app) -> None:
+async def test_dismiss_and_plan_on_a_problem_that_takes_them(cockpit_repo, make_app, wait_for,
+                                                              wait_for_input) -> None:
     db = connect(cockpit_repo.state_db)
     db.execute("INSERT INTO problems (code, job, task, kind, summary, replies, state, opened_at) VALUES "
                "('HXPQRT', 'first-draft', 'calendar-api', 'scope_request', 'wants src/db.py too', "
@@ -228,7 +213,7 @@ async def test_dismiss_and_plan_on_a_problem_that_takes_them(cockpit_repo, make_
     assert problems  # core's own module is what the keys called
 
 
-async def test_new_job_and_correction(cockpit_repo, make_app) -> None:
+async def test_new_job_and_correction(cockpit_repo, make_app, wait_for, wait_for_input) -> None:
     from pilothouse.core import jobs
 
     app = make_app(cockpit_repo, live=True)
@@ -250,7 +235,7 @@ async def test_new_job_and_correction(cockpit_repo, make_app) -> None:
         await wait_for(pilot, lambda: app.dashboard.jobs.jobs["week-view"].revision == 2)
 
 
-async def test_bad_job_name_is_refused_in_the_form(cockpit_repo, make_app) -> None:
+async def test_bad_job_name_is_refused_in_the_form(cockpit_repo, make_app, wait_for_input) -> None:
     app = make_app(cockpit_repo)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
@@ -287,7 +272,7 @@ def test_view_outside_any_repo_says_what_to_do(cli, tmp_path) -> None:
     assert proc.returncode == 2 and "registered" in proc.stderr
 
 
-async def test_a_fresh_repository_fills_in_live(git_repo, make_app) -> None:
+async def test_a_fresh_repository_fills_in_live(git_repo, make_app, wait_for) -> None:
     """No .ai/ yet: the cockpit opens empty, then picks up the first job as soon as it is written."""
     from pilothouse.core import jobs
 
@@ -302,7 +287,7 @@ async def test_a_fresh_repository_fills_in_live(git_repo, make_app) -> None:
         assert any("job.created" in line for line in app.dashboard.events.lines)
 
 
-async def test_abort_a_running_worker(cockpit_repo, make_app) -> None:
+async def test_abort_a_running_worker(cockpit_repo, make_app, wait_for) -> None:
     """x on a running task: core.supervisor_ctl.abort_run interrupts the worker's process group."""
     import os
     import subprocess

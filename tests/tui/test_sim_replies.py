@@ -9,6 +9,7 @@ the reply, moved the problem on, changed the task or the job) — which the cock
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -86,15 +87,13 @@ def _events(layout: RepoLayout) -> list[dict[str, Any]]:
     return [json.loads(line) for line in layout.events.read_text().splitlines() if line.strip()]
 
 
-async def wait_for(pilot: Any, predicate: Any, timeout: float = 40.0) -> None:
-    for _ in range(int(timeout / 0.1)):
-        if predicate():
-            return
-        await pilot.pause(0.1)
-    assert predicate(), "condition not met in time"
+@pytest.fixture
+def wait_for(wait_for: Any) -> Any:
+    """The shared helper with this module's longer default (real supervisor processes) and a calmer step."""
+    return functools.partial(wait_for, timeout=40.0, step=0.1)
 
 
-async def _answer(layout: RepoLayout, reply: str) -> None:
+async def _answer(layout: RepoLayout, reply: str, wait_for: Any) -> None:
     from pilothouse.tui.app import CockpitApp
 
     problem = _rows(layout, "SELECT code, task FROM problems WHERE state='open'")[0]
@@ -135,11 +134,11 @@ REPLIES = [pytest.param(r, marks=[pytest.mark.slow] if r in ("accept", "plan", "
 
 
 @pytest.mark.parametrize("reply", REPLIES)
-async def test_reply_by_key_on_a_sim_job(sim_jobs, reply: str) -> None:
-    await _answer(sim_jobs(reply), reply)
+async def test_reply_by_key_on_a_sim_job(sim_jobs, wait_for, reply: str) -> None:
+    await _answer(sim_jobs(reply), reply, wait_for)
 
 
-async def test_supervisor_stop_and_start_by_key(sim_jobs) -> None:
+async def test_supervisor_stop_and_start_by_key(sim_jobs, wait_for) -> None:
     from pilothouse.core import supervisor_ctl
     from pilothouse.tui.app import CockpitApp
 

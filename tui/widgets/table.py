@@ -178,9 +178,3 @@ class KeyedTable(DataTable[Cell]):
     def set_filter(self, text: str) -> None:
         self.filter_text = text
         self._rebuild()
-
-    def cells_of(self, key: str) -> dict[str, Cell] | None:
-        for k, c in self._rows:
-            if k == key:
-                return c
-        return None
