@@ -250,8 +250,7 @@ def run_probe(runner: str | None = None) -> dict[str, Any]:
         failed = [r["check"] for r in record["results"] if not r["pass"]]
         record["ok"] = not failed
         record["reason"] = f"confinement failed: {', '.join(failed)}" if failed else ""
-    paths.config_dir().mkdir(parents=True, exist_ok=True)
-    atomic_write_json(record_path(), record)
+    atomic_write_json(record_path(), record)  # makes the config dir as needed
     return record
 
 

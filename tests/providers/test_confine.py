@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import git
@@ -256,13 +257,12 @@ def test_writer_script_is_what_the_probe_runs():
     assert "open(path, \"w\")" in WRITER
 
 
-def test_abort_reaches_the_confined_worker_gracefully(layout):
-    """dispatch's SIGTERM (abort, timeout) reaches the worker inside bwrap, which does not forward it."""
+def abort_when_ready(spec: RunSpec) -> tuple[list[str], Any]:
+    """Run a TERM-trapping shell confined by `spec`, abort it once it is ready; its stdout lines and outcome."""
     import threading
 
     from pilothouse.core.dispatch_proc import WorkerProcess
 
-    spec = spec_for(layout)
     script = 'trap "echo got-TERM; exit 3" TERM; echo ready; sleep 300 & wait'
     launch = LaunchSpec(argv=["/bin/sh", "-c", script], env={"PATH": "/usr/bin:/bin"}, cwd=spec.workdir)
     worker = WorkerProcess(confine.wrap(launch, spec))
@@ -273,7 +273,12 @@ def test_abort_reaches_the_confined_worker_gracefully(layout):
         if line == "ready":
             threading.Thread(target=worker.request_abort, args=("interrupted",)).start()
 
-    outcome = worker.watch(on_stdout, lambda _b: None, timeout_s=60, idle_timeout_s=60)
+    return lines, worker.watch(on_stdout, lambda _b: None, timeout_s=60, idle_timeout_s=60)
+
+
+def test_abort_reaches_the_confined_worker_gracefully(layout):
+    """dispatch's SIGTERM (abort, timeout) reaches the worker inside bwrap, which does not forward it."""
+    lines, outcome = abort_when_ready(spec_for(layout))
     assert lines == ["ready", "got-TERM"], lines
     assert outcome.interrupted and outcome.exit_code == 3
 

@@ -19,14 +19,10 @@ from pathlib import Path
 import pytest
 from conftest import git
 from pilothouse.providers import confine, keys, paths
+from test_confine import require_confinement
 
 SCENARIOS = Path(__file__).parent / "scenarios"
 CANARY = "sk-canary-7f3e9d1c2b4a5968"
-
-
-def require_confinement() -> None:
-    ok, reason = confine.available()
-    assert ok, f"confinement is not available on this machine: {reason}"
 
 
 @pytest.fixture
@@ -61,25 +57,30 @@ def snapshot(*roots: Path) -> dict[str, bytes]:
     return out
 
 
-def test_builder_escapes_fail_and_are_counted(cli, worktrees, isolated_home, tmp_path):
-    scen = escape_scenario(tmp_path, worktrees, isolated_home)
+def run_escape(cli, worktrees: dict[str, Path], home: Path, tmp_path: Path, run_id: str,
+               provider: str = "sim", timeout: float = 60) -> tuple[list[dict], dict]:
+    """Dispatch the escape scenario; assert it completed, the legit write landed in the worktree and
+    nothing changed outside (other worktree, main checkout and its .git, the real home, /root, /tmp)."""
+    scen = escape_scenario(tmp_path, worktrees, home)
     task = tmp_path / "task.md"
     task.write_text("Add src/legit.py.\n")
-    watched = (worktrees["main"], worktrees["other"], isolated_home)
+    watched = (worktrees["main"], worktrees["other"], home)
     before = snapshot(*watched)
-    r = cli(*dispatch_args(worktrees["own"], scen, task, "escape-1"))
+    r = cli(*dispatch_args(worktrees["own"], scen, task, run_id, provider=provider), timeout=timeout)
     out = [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
     assert len(out) == 2, r.stdout + r.stderr
     v = out[1]
     assert v["verdict"] == "completed", v
-    # the legit write landed in the worktree
     assert (worktrees["own"] / "src" / "legit.py").read_text() == "VALUE = 1\n"
-    # nothing changed outside: other worktree, main checkout (and its .git), the real home, /root
     after = snapshot(*watched)
     assert after == before, sorted(set(after) ^ set(before))
-    assert not Path("/root/pilothouse-escape-x").exists()
+    assert not Path("/root/pilothouse-escape-x").exists() and not Path("/tmp/hooked").exists()
+    return out, v
+
+
+def test_builder_escapes_fail_and_are_counted(cli, worktrees, isolated_home, tmp_path):
+    out, v = run_escape(cli, worktrees, isolated_home, tmp_path, "escape-1")
     assert not (isolated_home / "pwned").exists() and not (isolated_home / "escape.txt").exists()
-    assert not Path("/tmp/hooked").exists()
     # every outside write is a permission denial: 2 tool writes + 5 shell writes (~ is the sandbox home)
     assert v["tool_errors"]["permission_denied"] == 7, v["tool_errors"]
     events = [json.loads(x) for x in Path(out[0]["log"]).read_text().splitlines()]
@@ -92,14 +93,7 @@ def test_builder_escapes_fail_and_are_counted(cli, worktrees, isolated_home, tmp
 
 
 def _descendants(pid: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            children.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry))
+    children = confine._children_map()
     out, todo = [], [pid]
     while todo:
         p = todo.pop()
@@ -171,20 +165,7 @@ def test_opencode_builder_escapes_fail_nothing_appears_outside(cli, worktrees, i
 
     if find_binary("opencode") is None:
         pytest.skip("opencode is not installed (scripts/install-runners; PILOTHOUSE_TEST_RUNNERS)")
-    scen = escape_scenario(tmp_path, worktrees, isolated_home)
-    task = tmp_path / "task.md"
-    task.write_text("Add src/legit.py.\n")
-    watched = (worktrees["main"], worktrees["other"], isolated_home)
-    before = snapshot(*watched)
-    r = cli(*dispatch_args(worktrees["own"], scen, task, "oc-escape-1", provider="sim-opencode"), timeout=240)
-    out = [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
-    assert len(out) == 2, r.stdout + r.stderr
-    v = out[1]
-    assert v["verdict"] == "completed", v
-    assert (worktrees["own"] / "src" / "legit.py").read_text() == "VALUE = 1\n"
-    after = snapshot(*watched)
-    assert after == before, sorted(set(after) ^ set(before))
-    assert not Path("/root/pilothouse-escape-x").exists() and not Path("/tmp/hooked").exists()
+    _, v = run_escape(cli, worktrees, isolated_home, tmp_path, "oc-escape-1", provider="sim-opencode", timeout=240)
     # opencode's own rules refuse the 2 tool writes and 2 shell commands naming outside paths; the
     # 3 shell writes it lets through fail in the kernel (EROFS/EACCES) but opencode reports the bash
     # call itself as completed, so they are not (yet) counted: see /work/team/NOTES_F_for_E.md

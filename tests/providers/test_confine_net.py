@@ -13,6 +13,7 @@ import pytest
 from pilothouse.providers import confine
 from pilothouse.providers.probe import probe_spec
 from pilothouse.providers.runners.base import LaunchSpec
+from test_confine import abort_when_ready, require_confinement
 
 PROBE_NET = r"""
 import json, socket, sys, urllib.request
@@ -29,11 +30,6 @@ except OSError as exc:
     out["outside"] = "failed: " + (exc.strerror or type(exc).__name__)
 print(json.dumps(out))
 """
-
-
-def require_confinement() -> None:
-    ok, reason = confine.available()
-    assert ok, f"confinement is not available on this machine: {reason}"
 
 
 def _server(body: str) -> ThreadingHTTPServer:
@@ -104,25 +100,13 @@ def test_network_none_cannot_apply_to_a_remote_endpoint(tmp_path: Path, capsys):
 
 def test_exit_code_and_graceful_abort_pass_through_the_relay(tmp_path: Path, servers):
     require_confinement()
-    from pilothouse.core.dispatch_proc import WorkerProcess
-
     wd = tmp_path / "wt"
     wd.mkdir()
     spec = probe_spec(tmp_path / "sb", wd)
     spec.base_url = f"http://127.0.0.1:{servers[0]}/v1"
     spec.extra["network"] = "none"
-    script = 'trap "echo got-TERM; exit 3" TERM; echo ready; sleep 300 & wait'
-    worker = WorkerProcess(confine.wrap(LaunchSpec(argv=["/bin/sh", "-c", script], env={"PATH": "/usr/bin:/bin"},
-                                                   cwd=wd), spec))
-    lines: list[str] = []
-
-    def on_stdout(line: str) -> None:
-        lines.append(line)
-        if line == "ready":
-            threading.Thread(target=worker.request_abort, args=("interrupted",)).start()
-
-    outcome = worker.watch(on_stdout, lambda _b: None, timeout_s=60, idle_timeout_s=60)
-    assert lines == ["ready", "got-TERM"] and outcome.exit_code == 3, (lines, outcome)
+    lines, outcome = abort_when_ready(spec)
+    assert lines == ["ready", "got-TERM"] and outcome.interrupted and outcome.exit_code == 3, (lines, outcome)
 
 
 def test_dispatch_with_network_none_on_the_sim(cli, git_repo: Path, tmp_path: Path):
