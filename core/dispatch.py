@@ -21,8 +21,8 @@ from typing import Any
 
 from pilothouse.providers import paths, sandbox
 from pilothouse.providers.errors import UserError
+from pilothouse.providers.modes import MODES
 
-MODES = ("code", "explore", "test", "review", "resume", "plan")
 DEFAULT_TIMEOUT_S = 1800.0
 DEFAULT_IDLE_S = 300.0
 DEFAULT_STEP_CAP = {"explore": 40, "review": 40, "plan": 40, "test": 40, "code": 80, "resume": 60}

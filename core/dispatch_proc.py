@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from pilothouse.core import cpu_priority
 from pilothouse.providers.runners.base import LaunchSpec
 
 GRACE_S = 5.0
@@ -55,6 +56,8 @@ class WorkerProcess:
             self.outcome.spawn_error = f"cannot start {launch.argv[0]}: {exc.strerror or exc}"
             return
         self.outcome.pid = self.proc.pid
+        # the worker's session is a scheduling group of its own: it gets our (lowered) priority too
+        cpu_priority.set_session(self.proc.pid, cpu_priority.own_nice())
         if launch.stdin is not None and not defer_stdin:
             self.feed(launch.stdin)
 

@@ -189,11 +189,26 @@ def execute(prep: Prepared, on_event: EventHook | None = None,
                        error=f"pilothouse could not build the verdict: {type(exc).__name__}: {exc}"[:500])
         line = redactor.redact(json.dumps({"type": "pilothouse.verdict", "schema": 1, **verdict}, default=str))
     sandbox.write_private(logs.verdict, line + "\n")
+    _tell_supervisor()
     marker = "DONE" if verdict["verdict"] in ("completed", "partial") else "FAILED"
     why = f" {verdict['error_class'] or ''}: {verdict['error']}" if verdict.get("error") else ""
     sandbox.latest_line(redactor.redact(f"{label} pid {pid} {marker} {human_summary(verdict)}{why}"))
     emit(line)
     return json.loads(line)
+
+
+def _tell_supervisor() -> None:
+    """A supervisor that spawned this dispatch waits on a pipe for the verdict (core/runs.spawn)."""
+    from pilothouse.core.runs import NOTIFY_ENV
+
+    fd = os.environ.pop(NOTIFY_ENV, None)
+    if not fd:
+        return
+    try:
+        os.write(int(fd), b"v")
+        os.close(int(fd))
+    except (OSError, ValueError):
+        pass  # that supervisor is gone: its successor reads verdict.json when it adopts the run
 
 
 def _sim(prep: Prepared, sb: Any) -> Any:

@@ -157,8 +157,8 @@ def verdict_line(fields: dict[str, Any]) -> str:
 
 
 def started_line(fields: dict[str, Any]) -> str:
-    # the started line is printed before the worker runs: built by hand so that printing it does
-    # not wait for pydantic; the key order and names follow contract.Started
+    # printed before the worker runs, so it never waits for pydantic; no model checks it, as
+    # dispatch sets every field itself (tests/core/test_dispatch.py pins the keys and their order)
     return json.dumps({"type": "pilothouse.started", "schema": 1, **fields}, separators=(",", ":"))
 
 

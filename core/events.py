@@ -19,9 +19,23 @@ from typing import Any
 _TAIL_CHUNK = 64 * 1024
 
 
-def utc_now_iso() -> str:
-    now = datetime.now(UTC)  # one reading: seconds and milliseconds must come from the same instant
-    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
+def utc_now_iso(now: datetime | None = None) -> str:
+    """`now` (default: this instant) as the stored timestamp format, UTC with milliseconds."""
+    # one reading: seconds and milliseconds must come from the same instant
+    dt = (now or datetime.now(UTC)).astimezone(UTC)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+
+
+def parse_ts(value: str | None) -> datetime | None:
+    """A stored timestamp as an aware UTC datetime; None for a missing or unreadable one (a
+    view shows a blank rather than failing on one bad row). A naive value is taken as UTC."""
+    if not value:
+        return None
+    try:
+        dt = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
 
 
 def _last_seq(fh: Any) -> int:

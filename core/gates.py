@@ -32,7 +32,7 @@ from typing import Any
 
 from pilothouse.core.project import ProjectConfig
 from pilothouse.core.worktrees import git, is_scratch
-from pilothouse.providers import confine, paths
+from pilothouse.providers import confine
 from pilothouse.providers.errors import UserError
 
 DEFAULT_TIMEOUT_S = 1800.0
@@ -85,8 +85,10 @@ def _missing_program(command: str, cwd: Path, env: dict[str, str]) -> str | None
 
 def _snapshot(cwd: Path) -> dict[str, str]:
     """Dirty paths -> content fingerprint (tracked changes and untracked, non-ignored files)."""
-    out = git(cwd, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames",
-              strip=False)
+    # --no-optional-locks: only look; refreshing (rewriting) the index is not the snapshot's business
+    # and costs each of the gate's two snapshots a lock and a write
+    out = git(cwd, "--no-optional-locks", "status", "--porcelain=v1", "-z", "--untracked-files=all",
+              "--no-renames", strip=False)
     snap: dict[str, str] = {}
     for entry in out.split("\0"):
         if len(entry) < 4:
@@ -101,6 +103,31 @@ def _snapshot(cwd: Path) -> dict[str, str]:
             digest = "unreadable"
         snap[path] = f"{status}:{digest}"
     return snap
+
+
+def _snapshot_started(cwd: Path) -> Callable[[], dict[str, str]]:
+    """_snapshot(cwd) begun in the background; the returned call waits for it (raising its error).
+    The git process runs while the sandbox is planned instead of before it: both sit on the path
+    from a verdict to its merge, twice per task."""
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["snap"] = _snapshot(cwd)
+        except BaseException as exc:  # handed to the caller, which waits for it
+            box["error"] = exc
+
+    thread = threading.Thread(target=work, name="gate-snapshot", daemon=True)
+    thread.start()
+
+    def result() -> dict[str, str]:
+        thread.join()
+        if "error" in box:
+            raise box["error"]
+        snap: dict[str, str] = box["snap"]
+        return snap
+
+    return result
 
 
 def _restore(cwd: Path, paths: list[str], before: dict[str, str]) -> None:
@@ -168,19 +195,13 @@ def _confinement_off(settings: dict[str, Any] | None) -> bool:
 
 
 def _confine(argv: list[str], env: dict[str, str] | None, cwd: Path,
-             settings: dict[str, Any] | None, level: str) -> tuple[list[str], dict[str, str], Path | None]:
-    """(argv, env, scratch dir to remove afterwards) of the command to spawn."""
+             settings: dict[str, Any] | None, level: str) -> tuple[list[str], dict[str, str], bool]:
+    """(argv, env, confined) of the command to spawn. A confined command's HOME and XDG dirs live
+    in its sandbox's private /tmp: made fresh by bwrap, gone with the sandbox, nothing on the host."""
     if _confinement_off(settings):
-        return argv, gate_env(env), None  # the operator accepted the risk: run on the host as is
-    root = paths.cache_dir() / "gates"
-    root.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=re.sub(r"[^\w.-]", "_", level) + "-", dir=root))
-    try:
-        launch = confine.prepare_command(argv, confined_env(env), cwd, scratch, settings=settings)
-    except BaseException:
-        shutil.rmtree(scratch, ignore_errors=True)
-        raise
-    return launch.argv, launch.env, scratch
+        return argv, gate_env(env), False  # the operator accepted the risk: run on the host as is
+    launch = confine.prepare_command(argv, confined_env(env), cwd, settings=settings)
+    return launch.argv, launch.env, True
 
 
 def run_command(command: str, cwd: Path | str, *, level: str = "command", timeout: float = DEFAULT_TIMEOUT_S,
@@ -202,25 +223,30 @@ def run_command(command: str, cwd: Path | str, *, level: str = "command", timeou
         return GateResult(level, command, False, None, "", 0.0,
                           reason=f"{label}: command not found: {missing} — install it or fix "
                                  f"{field} in .ai/project.yaml")
+    before = _snapshot_started(cwd) if check_tree else None
     try:
-        argv, spawn_env, scratch = _confine(["/bin/sh", "-c", command], env, cwd, settings, level)
+        argv, spawn_env, confined = _confine(["/bin/sh", "-c", command], env, cwd, settings, level)
     except UserError as exc:
+        if before is not None:
+            try:
+                before()  # not left running behind us; its result (or error) no longer matters
+            except Exception:
+                pass
         return GateResult(level, command, False, None, "", 0.0, reason=f"{label}: cannot run confined: {exc}")
-    try:
-        result = _run(command, cwd, argv, spawn_env, level=level, label=label, field=field, timeout=timeout,
-                      check_tree=check_tree, on_start=on_start, start=start)
-    finally:
-        if scratch is not None:
-            shutil.rmtree(scratch, ignore_errors=True)
-    if scratch is not None and result.exit_code == 127 and result.reason and "not found" in result.reason:
+    result = _run(command, cwd, argv, spawn_env, level=level, label=label, field=field, timeout=timeout,
+                  before=before, on_start=on_start, start=start)
+    if confined and result.exit_code == 127 and result.reason and "not found" in result.reason:
         # found on the host but not in the sandbox: most likely installed under the hidden $HOME
         result.reason += " (gates run confined: $HOME and pilothouse's data are not visible to them)"
     return result
 
 
 def _run(command: str, cwd: Path, argv: list[str], env: dict[str, str], *, level: str, label: str, field: str,
-         timeout: float, check_tree: bool, on_start: Callable[[int], None] | None, start: float) -> GateResult:
-    before = _snapshot(cwd) if check_tree else {}
+         timeout: float, before: Callable[[], dict[str, str]] | None, on_start: Callable[[int], None] | None,
+         start: float) -> GateResult:
+    """`before`: the pending snapshot of the tree (None: the tree is not checked)."""
+    check_tree = before is not None
+    before_snap = before() if before is not None else {}
     with tempfile.TemporaryFile() as out:
         proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
@@ -261,10 +287,10 @@ def _run(command: str, cwd: Path, argv: list[str], env: dict[str, str], *, level
     result = GateResult(level, command, False, None if timed_out else code, tail, duration, timed_out=timed_out)
     if check_tree:
         after = _snapshot(cwd)
-        changed = sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p))
+        changed = sorted(p for p in set(before_snap) | set(after) if before_snap.get(p) != after.get(p))
         result.changed_files = changed
         if changed:
-            _restore(cwd, changed, before)
+            _restore(cwd, changed, before_snap)
     if timed_out:
         result.reason = f"gate '{level}' timed out after {timeout:g}s (killed)"
     elif code == 127 and "not found" in tail:

@@ -55,15 +55,45 @@ class RepoLayout:
         return self.runtime / "attachments"
 
 
+def worktrees_base() -> Path:
+    """Where every repository's task worktrees and integration checkout live (user data dir)."""
+    from pilothouse.providers import paths
+
+    return paths.data_dir() / "worktrees"
+
+
+def main_layout(layout: RepoLayout) -> RepoLayout:
+    """The operator's checkout for a layout rooted in one of pilothouse's own worktrees.
+
+    A task worktree (or the integration checkout) holds a copy of .ai/ its worker can rewrite, and
+    none of the runtime state: the records, the store, the events and the settings are the main
+    checkout's. The operator's own linked worktrees are theirs and stay repositories of their own.
+    """
+    root = layout.root.resolve()
+    if not root.is_relative_to(worktrees_base().resolve()):
+        return layout
+    from pilothouse.providers.confine import trusted_project_root
+
+    main = trusted_project_root(root)
+    if main == root:
+        raise UserError(f"{layout.root} is a pilothouse worktree whose repository cannot be found: "
+                        "run pilothouse in the repository itself (pass --repo PATH)")
+    return RepoLayout(main)
+
+
 def find_repo(start: Path | str | None = None) -> RepoLayout:
-    """The git work tree containing `start` (default: the current directory)."""
+    """The repository containing `start` (default: the current directory); inside one of
+    pilothouse's task worktrees, the repository it was made from (see main_layout)."""
     here = Path(start or os.getcwd()).resolve()
     for cand in (here, *here.parents):
-        if (cand / ".git").exists():
+        dotgit = cand / ".git"
+        if dotgit.is_file():
+            return main_layout(RepoLayout(cand))
+        if dotgit.exists():
             return RepoLayout(cand)
     try:
         out = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=here, capture_output=True,
                              text=True, check=True).stdout.strip()
-        return RepoLayout(Path(out))
+        return main_layout(RepoLayout(Path(out)))
     except (subprocess.CalledProcessError, FileNotFoundError):
         raise UserError(f"{here} is not inside a git repository: cd into one, or pass --repo PATH") from None

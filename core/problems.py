@@ -16,12 +16,12 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from pilothouse.core import store
-from pilothouse.core.events import EventLog
+from pilothouse.core.events import EventLog, utc_now_iso
 from pilothouse.core.layout import RepoLayout
 from pilothouse.core.replies import KIND_REPLIES, NEEDS_WORDS, REPLIES
 from pilothouse.providers.errors import UserError
@@ -63,17 +63,6 @@ class Reply:
     at: str
     problem: Problem
     cancels: list[str] = field(default_factory=list)   # for skip: the task and its dependents
-
-
-def now_iso(now: datetime | None = None) -> str:
-    dt = (now or datetime.now(UTC)).astimezone(UTC)
-    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
-
-
-def parse_ts(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    return datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(UTC)
 
 
 @contextmanager
@@ -159,7 +148,7 @@ def open_problem(layout: Any, job: str, task: str | None, kind: str, summary: st
 
         ev["fingerprint"] = setup_fingerprint(str(ev.get("command", "")), str(ev.get("output_tail", "")))
     log = log or EventLog(layout.events)
-    at = now_iso(now)
+    at = utc_now_iso(now)
     with _db(layout, conn) as db:
         with _tx(db):
             existing = db.execute(
@@ -276,7 +265,7 @@ def act(layout: RepoLayout, code: str, reply: str, words: str | None = None, who
     reply = reply.strip().lower()
     words = (words or "").strip() or None
     who = who or default_who()
-    at = now_iso(now)
+    at = utc_now_iso(now)
     with _db(layout, conn) as db:
         problem = get_problem(layout, code, conn=db)
         fits = ", ".join(problem.replies)
@@ -331,7 +320,7 @@ def consume_replies(layout: RepoLayout, *, now: datetime | None = None,
     The first reply to an open problem wins; later ones for the same problem are consumed and
     dropped. Call `close_problem` once an answer is applied.
     """
-    at = now_iso(now)
+    at = utc_now_iso(now)
     with _db(layout, conn) as db:
         with _tx(db):
             for r in db.execute("SELECT * FROM replies WHERE consumed_at IS NULL ORDER BY id").fetchall():
@@ -354,7 +343,7 @@ def consume_replies(layout: RepoLayout, *, now: datetime | None = None,
 def close_problem(layout: RepoLayout, code: str, outcome: str, *, now: datetime | None = None,
                   conn: sqlite3.Connection | None = None, log: EventLog | None = None) -> None:
     """Supervisor side: the answer was applied (or the problem went away by itself)."""
-    at = now_iso(now)
+    at = utc_now_iso(now)
     with _db(layout, conn) as db:
         with _tx(db):
             row = db.execute("SELECT * FROM problems WHERE code = ?", (code,)).fetchone()

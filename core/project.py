@@ -86,6 +86,9 @@ class ProjectConfig(_Strict):
     contracts: list[str] = Field(default_factory=list)
     integration_branch: str = DEFAULT_INTEGRATION_BRANCH
     max_workers: int = Field(default=2, ge=1, le=64)
+    # workers yield the CPU to the supervisor (whose gates and merges every dependent task waits
+    # for) and to the operator's own shell; 0 runs them at the supervisor's priority
+    worker_nice: int = Field(default=10, ge=0, le=19)
     confinement: Literal["on", "off"] = "on"
     network: Literal["default", "none"] = "default"
     availability_poll_seconds: int = Field(default=300, ge=10)
@@ -196,32 +199,12 @@ def parse_yaml(text: str, file: str) -> Any:
         raise UserError(f"{where}: invalid YAML ({problem}): fix the syntax") from None
 
 
-def settings_layout(layout: RepoLayout) -> RepoLayout:
-    """Where the project's settings are read from: the operator's checkout, never a task worktree.
-
-    A worker can rewrite its worktree's .ai/project.yaml (or create one); gates and setup read from
-    there would run whatever it wrote, confinement settings would be its to switch off. So a
-    layout rooted in one of pilothouse's worktrees (or the integration checkout) reads the main
-    checkout's file. The operator's own linked worktrees are theirs and keep their own settings.
-    """
-    from pilothouse.core.worktrees import worktrees_base
-
-    root = layout.root.resolve()
-    if not root.is_relative_to(worktrees_base().resolve()):
-        return layout
-    from pilothouse.providers.confine import trusted_project_root
-
-    main = trusted_project_root(root)
-    if main == root:
-        raise UserError(f"{layout.root} is a pilothouse worktree whose repository cannot be found: "
-                        "run pilothouse in the repository itself (pass --repo PATH)")
-    return RepoLayout(main)
-
-
 def load_project(layout: RepoLayout) -> ProjectConfig:
-    """The project's settings, from the main checkout (see settings_layout)."""
+    """The project's settings, from the main checkout (see layout.main_layout)."""
+    from pilothouse.core.layout import main_layout
+
     file = ".ai/project.yaml"
-    layout = settings_layout(layout)
+    layout = main_layout(layout)
     try:
         text = layout.project_yaml.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -294,6 +277,7 @@ hotspots: []           # paths one task at a time may write
 contracts: []          # shared interfaces; change them in CONTRACT_CHANGE tasks
 integration_branch: {q(DEFAULT_INTEGRATION_BRANCH)}
 max_workers: 2
+worker_nice: 10        # 0-19: CPU priority of workers below the supervisor's gates and merges
 confinement: "on"
 network: default       # default | none
 availability_poll_seconds: 300

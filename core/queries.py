@@ -1,49 +1,28 @@
-"""Read-only queries over `.ai/runtime/state.db` for the cockpit and other views.
+"""Read-only queries over `.ai/runtime/state.db` for the cockpit and other views: jobs, tasks
+and runs, and which rows a batch of events invalidates.
 
 Views never write: they open the store read-only and re-read only the rows an event names
 (`affected`), so a burst of events costs a handful of primary-key lookups, not a full reload.
-The store may not exist yet (a repository with no job): every query then answers empty, and
-the connection is opened as soon as the file appears.
+Problems, replies, providers and the supervisor are read by the half in core/queries_problems.py,
+which `Queries` extends (one connection for both).
 """
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from pilothouse.core import jobs as core_jobs
-from pilothouse.core.layout import RepoLayout
-from pilothouse.core.store import connect
+from pilothouse.core.queries_problems import ProblemQueries, loads
 from pilothouse.providers.errors import UserError
 
 # task states that no longer move on their own
 TASK_FINAL = frozenset({"done", "skipped", "cancelled"})
 TASK_ACTIVE = frozenset({"running", "gating", "reviewing", "merging"})
 JOB_FINAL = frozenset({"accepted", "failed", "stopped"})
-
-
-def parse_ts(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    try:
-        dt = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
-
-
-def _json(value: str | None, default: Any) -> Any:
-    if not value:
-        return default
-    try:
-        return json.loads(value)
-    except ValueError:
-        return default
 
 
 @dataclass(frozen=True)
@@ -120,68 +99,6 @@ class RunRow:
     finished_at: str | None
 
 
-@dataclass(frozen=True)
-class ProblemRow:
-    code: str
-    job: str
-    task: str | None
-    kind: str
-    summary: str
-    evidence: dict[str, Any]
-    replies: tuple[str, ...]
-    state: str
-    opened_at: str
-    answer: str | None
-    answered_at: str | None
-
-
-@dataclass(frozen=True)
-class ReplyRow:
-    id: int
-    code: str
-    reply: str
-    words: str | None
-    who: str
-    at: str
-    consumed_at: str | None
-
-
-@dataclass(frozen=True)
-class QuotaWindow:
-    provider: str
-    window: str
-    used_pct: float | None
-    resets_at: str | None
-    blocked: bool
-    observed_at: str
-    source: str
-    next_check_at: str | None
-    backoff_s: int
-
-
-@dataclass(frozen=True)
-class ProviderRow:
-    provider: str
-    windows: tuple[QuotaWindow, ...] = ()
-
-    def available(self, now: datetime) -> bool:
-        """No window blocks use right now (a passed reset time only permits a check)."""
-        return not any(w.blocked for w in self.windows)
-
-    @property
-    def next_check_at(self) -> str | None:
-        checks = [w.next_check_at for w in self.windows if w.next_check_at]
-        return min(checks) if checks else None
-
-
-@dataclass(frozen=True)
-class SupervisorRow:
-    pid: int
-    started_at: str
-    heartbeat_at: str
-    stopped_at: str | None
-
-
 @dataclass
 class Changes:
     """What a batch of events invalidates: the rows a view must re-read."""
@@ -225,36 +142,8 @@ def affected(events: Iterable[dict[str, Any]]) -> Changes:
     return ch
 
 
-class Queries:
-    """One read-only connection to a repository's state.db, opened lazily."""
-
-    def __init__(self, layout: RepoLayout) -> None:
-        self.layout = layout
-        self._conn: sqlite3.Connection | None = None
-
-    @property
-    def conn(self) -> sqlite3.Connection | None:
-        if self._conn is None and self.layout.state_db.exists():
-            try:
-                self._conn = connect(self.layout.state_db, readonly=True)
-            except sqlite3.Error:
-                return None
-        return self._conn
-
-    def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
-
-    def _all(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
-        conn = self.conn
-        if conn is None:
-            return []
-        try:
-            return conn.execute(sql, params).fetchall()
-        except sqlite3.OperationalError:
-            # a store older than the schema, or one being created right now: show nothing yet
-            return []
+class Queries(ProblemQueries):
+    """Everything a view reads, through one read-only connection opened lazily."""
 
     # --- jobs ---------------------------------------------------------------------------------
 
@@ -299,7 +188,7 @@ class Queries:
 
     @staticmethod
     def _task(r: sqlite3.Row) -> TaskRow:
-        deps = _json(r["depends_on"], [])
+        deps = loads(r["depends_on"], [])
         return TaskRow(job=r["job"], task=r["task"], state=r["state"], kind=r["kind"],
                        depends_on=tuple(str(d) for d in deps) if isinstance(deps, list) else (),
                        attempt=r["attempt"], review_round=r["review_round"], provider=r["provider"],
@@ -320,7 +209,7 @@ class Queries:
 
     @staticmethod
     def _run(r: sqlite3.Row) -> RunRow:
-        verdict = _json(r["verdict"], None)
+        verdict = loads(r["verdict"], None)
         return RunRow(run_id=r["run_id"], job=r["job"], task=r["task"], role=r["role"],
                       provider=r["provider"], model=r["model"], mode=r["mode"], attempt=r["attempt"],
                       pid=r["pid"], state=r["state"], verdict=verdict if isinstance(verdict, dict) else None,
@@ -334,57 +223,6 @@ class Queries:
     def run(self, run_id: str) -> RunRow | None:
         rows = self._all("SELECT * FROM runs WHERE run_id = ?", (run_id,))
         return self._run(rows[0]) if rows else None
-
-    # --- problems -----------------------------------------------------------------------------
-
-    @staticmethod
-    def _problem(r: sqlite3.Row) -> ProblemRow:
-        replies = _json(r["replies"], [])
-        evidence = _json(r["evidence"], {})
-        return ProblemRow(code=r["code"], job=r["job"], task=r["task"], kind=r["kind"],
-                          summary=r["summary"], evidence=evidence if isinstance(evidence, dict) else {},
-                          replies=tuple(str(x) for x in replies) if isinstance(replies, list) else (),
-                          state=r["state"], opened_at=r["opened_at"], answer=r["answer"],
-                          answered_at=r["answered_at"])
-
-    def problems(self, open_only: bool = True) -> list[ProblemRow]:
-        where = " WHERE state = 'open'" if open_only else ""
-        return [self._problem(r) for r in self._all(
-            f"SELECT * FROM problems{where} ORDER BY opened_at, code")]
-
-    def problem(self, code: str) -> ProblemRow | None:
-        rows = self._all("SELECT * FROM problems WHERE code = ?", (code,))
-        return self._problem(rows[0]) if rows else None
-
-    def replies(self, code: str | None = None) -> list[ReplyRow]:
-        where, params = (" WHERE code = ?", (code,)) if code else ("", ())
-        return [ReplyRow(id=r["id"], code=r["code"], reply=r["reply"], words=r["words"], who=r["who"],
-                         at=r["at"], consumed_at=r["consumed_at"])
-                for r in self._all(f"SELECT * FROM replies{where} ORDER BY id", params)]
-
-    # --- providers and quota ------------------------------------------------------------------
-
-    def providers(self) -> list[ProviderRow]:
-        """Providers with quota windows, plus those that ran work here (availability unknown)."""
-        by: dict[str, list[QuotaWindow]] = {}
-        for r in self._all("SELECT * FROM quota_windows ORDER BY provider, window"):
-            by.setdefault(r["provider"], []).append(QuotaWindow(
-                provider=r["provider"], window=r["window"], used_pct=r["used_pct"],
-                resets_at=r["resets_at"], blocked=bool(r["blocked"]), observed_at=r["observed_at"],
-                source=r["source"], next_check_at=r["next_check_at"], backoff_s=r["backoff_s"]))
-        for r in self._all("SELECT DISTINCT provider FROM runs"):
-            by.setdefault(r["provider"], [])
-        return [ProviderRow(p, tuple(ws)) for p, ws in sorted(by.items())]
-
-    # --- supervisor ---------------------------------------------------------------------------
-
-    def supervisor(self) -> SupervisorRow | None:
-        rows = self._all("SELECT * FROM supervisor WHERE id = 1")
-        if not rows:
-            return None
-        r = rows[0]
-        return SupervisorRow(pid=r["pid"], started_at=r["started_at"], heartbeat_at=r["heartbeat_at"],
-                             stopped_at=r["stopped_at"])
 
 
 def topo_order(tasks: list[TaskRow]) -> list[TaskRow]:

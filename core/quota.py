@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from pilothouse.core.events import EventLog
+from pilothouse.core.events import EventLog, parse_ts, utc_now_iso
 from pilothouse.core.layout import RepoLayout
-from pilothouse.core.problems import _db, _tx, now_iso, parse_ts
+from pilothouse.core.problems import _db, _tx
 
 BACKOFF_S = (1800, 3600)        # no reset time given: 30 min, then 60, capped there
 DEFAULT_POLL_S = 300
@@ -37,7 +37,7 @@ class Availability:
 
     def as_dict(self) -> dict[str, Any]:
         return {"available": self.available, "reason": self.reason, "check_due": self.check_due,
-                "next_check_at": now_iso(self.next_check_at) if self.next_check_at else None}
+                "next_check_at": utc_now_iso(self.next_check_at) if self.next_check_at else None}
 
 
 def _now(now: datetime | None) -> datetime:
@@ -48,12 +48,12 @@ def _fmt(dt: datetime, now: datetime) -> str:
     delta = dt - now
     secs = int(delta.total_seconds())
     if secs <= 0:
-        return f"{now_iso(dt)} (passed)"
+        return f"{utc_now_iso(dt)} (passed)"
     if secs < 120:
-        return f"{now_iso(dt)} (in {secs} s)"
+        return f"{utc_now_iso(dt)} (in {secs} s)"
     if secs < 7200:
-        return f"{now_iso(dt)} (in {secs // 60} min)"
-    return f"{now_iso(dt)} (in {secs / 3600:.1f} h)"
+        return f"{utc_now_iso(dt)} (in {secs // 60} min)"
+    return f"{utc_now_iso(dt)} (in {secs / 3600:.1f} h)"
 
 
 def windows(layout: RepoLayout, provider: str | None = None, *,
@@ -102,11 +102,11 @@ def record_quota(layout: RepoLayout, provider: str, window: str, used_pct: float
                 " resets_at = excluded.resets_at, blocked = excluded.blocked,"
                 " observed_at = excluded.observed_at, source = excluded.source,"
                 " next_check_at = excluded.next_check_at, backoff_s = excluded.backoff_s",
-                (provider, window, used_pct, now_iso(reset) if reset else None, int(blocked), now_iso(at),
-                 source, now_iso(next_check) if next_check else None, backoff))
+                (provider, window, used_pct, utc_now_iso(reset) if reset else None, int(blocked), utc_now_iso(at),
+                 source, utc_now_iso(next_check) if next_check else None, backoff))
     row = {"provider": provider, "window": window, "used_pct": used_pct, "blocked": bool(blocked),
-           "resets_at": now_iso(reset) if reset else None, "source": source, "observed_at": now_iso(at),
-           "next_check_at": now_iso(next_check) if next_check else None, "backoff_s": backoff}
+           "resets_at": utc_now_iso(reset) if reset else None, "source": source, "observed_at": utc_now_iso(at),
+           "next_check_at": utc_now_iso(next_check) if next_check else None, "backoff_s": backoff}
     changed = (prev is None or bool(prev["blocked"]) != bool(blocked) or prev["resets_at"] != row["resets_at"]
                or (blocked and reset is None))
     if changed:
@@ -114,7 +114,7 @@ def record_quota(layout: RepoLayout, provider: str, window: str, used_pct: float
             row["reason"] = (f"{provider} {window} limit hit with no reset time given: "
                              f"next check in {backoff // 60} min (backoff)")
         elif blocked:
-            row["reason"] = f"{provider} {window} limit hit; a check may run after {now_iso(next_check)}"
+            row["reason"] = f"{provider} {window} limit hit; a check may run after {utc_now_iso(next_check)}"
         else:
             row["reason"] = f"{provider} {window} at {used_pct if used_pct is not None else '?'}% — usable"
         (log or EventLog(layout.events)).append("quota.changed", job=job, task=task, run=run, data=row)
@@ -159,7 +159,7 @@ def record_ok(layout: RepoLayout, provider: str, source: str, now: datetime | No
     `since`: when the successful work started; blocks observed after it stand (a run already
     under way when a 429 arrived may have made its last request before the limit hit)."""
     at = _now(now)
-    cutoff = now_iso(since) if since is not None else now_iso(at)
+    cutoff = utc_now_iso(since) if since is not None else utc_now_iso(at)
     with _db(layout, conn) as db:
         with _tx(db):
             blocked = db.execute("SELECT window FROM quota_windows WHERE provider = ? AND blocked = 1"
@@ -168,10 +168,10 @@ def record_ok(layout: RepoLayout, provider: str, source: str, now: datetime | No
             db.execute("UPDATE quota_windows SET used_pct = CASE WHEN blocked = 1 THEN NULL ELSE used_pct END,"
                        " blocked = 0, backoff_s = 0, next_check_at = NULL, observed_at = ?, source = ?"
                        " WHERE provider = ? AND (blocked = 0 OR observed_at <= ?)",
-                       (now_iso(at), source, provider, cutoff))
+                       (utc_now_iso(at), source, provider, cutoff))
     if blocked:
         (log or EventLog(layout.events)).append("quota.changed", data={
-            "provider": provider, "blocked": False, "source": source, "observed_at": now_iso(at),
+            "provider": provider, "blocked": False, "source": source, "observed_at": utc_now_iso(at),
             "windows": [r["window"] for r in blocked],
             "reason": f"{provider} answered a request ({source}): available again"})
 
@@ -215,7 +215,7 @@ def claim_check(layout: RepoLayout, provider: str, now: datetime | None = None,
             if not rows or any((parse_ts(r["next_check_at"]) or at) > at for r in rows):
                 return False
             db.execute("UPDATE quota_windows SET next_check_at = ? WHERE provider = ? AND blocked = 1",
-                       (now_iso(at + timedelta(seconds=poll_s)), provider))
+                       (utc_now_iso(at + timedelta(seconds=poll_s)), provider))
     return True
 
 

@@ -67,6 +67,9 @@ def find_dispatch_pid(run_id: str) -> int | None:
     return None
 
 
+NOTIFY_ENV = "PILOTHOUSE_NOTIFY_FD"
+
+
 @dataclass
 class Launch:
     """Everything needed to (re)spawn one dispatch; stored in the runs row as `spec`."""
@@ -113,8 +116,10 @@ def write_spec(layout: RepoLayout, launch: Launch) -> None:
     from pilothouse.providers.fsutil import atomic_write_json, atomic_write_text
 
     files = run_files(layout, launch.run_id)
-    atomic_write_text(files["task"], launch.task_text, mode=0o600)
-    atomic_write_json(files["spec"], launch.__dict__, mode=0o600)
+    # not fsynced: the runs row they go with is committed in WAL mode with synchronous=NORMAL, so
+    # both survive a killed supervisor (what recovery is for) and neither is promised a power cut
+    atomic_write_text(files["task"], launch.task_text, mode=0o600, durable=False)
+    atomic_write_json(files["spec"], launch.__dict__, mode=0o600, durable=False)
 
 
 def read_spec(layout: RepoLayout, run_id: str) -> Launch | None:
@@ -138,16 +143,26 @@ def dispatch_argv(layout: RepoLayout, launch: Launch) -> list[str]:
     return argv
 
 
-def spawn(layout: RepoLayout, launch: Launch) -> subprocess.Popen[bytes]:
-    """Start the dispatch in its own session, stdout/stderr to files under .ai/runtime/runs/."""
+def spawn(layout: RepoLayout, launch: Launch, *, nice: int = 0,
+          notify_fd: int | None = None) -> subprocess.Popen[bytes]:
+    """Start the dispatch in its own session, stdout/stderr to files under .ai/runtime/runs/, at CPU
+    priority `nice` (core/cpu_priority.py). `notify_fd`, the write end of a pipe, is handed to the
+    dispatch, which writes to it once its verdict is on disk (the supervisor hears it at once)."""
+    from pilothouse.core import cpu_priority
+
     files = run_files(layout, launch.run_id)
     env = dict(os.environ)
     if launch.scenario:
         # read only by the sim provider; other providers ignore it
         env["PILOTHOUSE_SIM_SCENARIO"] = launch.scenario
+    if notify_fd is not None:
+        env[NOTIFY_ENV] = str(notify_fd)
     with open(files["out"], "ab") as out, open(files["err"], "ab") as err:
-        return subprocess.Popen(dispatch_argv(layout, launch), stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                cwd=launch.workdir, env=env, start_new_session=True, close_fds=True)
+        proc = subprocess.Popen(dispatch_argv(layout, launch), stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                cwd=launch.workdir, env=env, start_new_session=True, close_fds=True,
+                                pass_fds=() if notify_fd is None else (notify_fd,))
+    cpu_priority.lower(proc.pid, nice)
+    return proc
 
 
 def record_pid(conn: sqlite3.Connection, run_id: str, pid: int) -> str | None:

@@ -86,6 +86,7 @@ class Supervisor:
         self.good_head: str | None = None
         self._last_error: str | None = None
         self._timer: float | None = None
+        self._data_version: int | None = None
 
     # --- the project ---------------------------------------------------------------------------
     @property
@@ -182,17 +183,10 @@ class Supervisor:
         self.waker.poke()
 
     def loop(self) -> None:
+        dirty = True
         while not self.stopping:
-            try:
-                self.reconcile()
-                self._last_error = None
-            except Exception as exc:  # noqa: BLE001 - a supervisor never dies of one bad record
-                # e.g. a broken project.yaml or tasks.yaml: say so once and wait for the fix
-                message = str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
-                if message != self._last_error:
-                    self.log.exception("cannot proceed: %s", message)
-                    self.events.append("supervisor.heartbeat", data={"pid": os.getpid(), "error": message})
-                    self._last_error = message
+            if dirty:
+                self._reconcile_once()
             if self.once and self.idle():
                 return
             self.heartbeat()
@@ -204,6 +198,8 @@ class Supervisor:
                 else:
                     timeout = min(timeout, self._timer - now)
             exited, items = self.waker.wait(timeout)
+            # a timeout, a signal or a stop() come without items: look at everything then too
+            dirty = bool(exited) or not items or any(self._news(kind, payload) for kind, payload in items)
             for run_id in exited:
                 self.collect(run_id)
             for kind, payload in items:
@@ -218,6 +214,36 @@ class Supervisor:
                 elif kind == "verdict":
                     self.collect_verdict(payload)
             self.flush_activity()
+
+    def _reconcile_once(self) -> None:
+        try:
+            self.reconcile()
+            self._last_error = None
+        except Exception as exc:  # noqa: BLE001 - a supervisor never dies of one bad record
+            # e.g. a broken project.yaml or tasks.yaml: say so once and wait for the fix
+            message = str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
+            if message != self._last_error:
+                self.log.exception("cannot proceed: %s", message)
+                self.events.append("supervisor.heartbeat", data={"pid": os.getpid(), "error": message})
+                self._last_error = message
+
+    def _news(self, kind: str, payload: Any) -> bool:
+        """Whether a wake-up item can change what reconcile decides.
+
+        Most writes to state.db and events.jsonl are this supervisor's own, and the watcher reports
+        them like anyone else's: reconciling on each would make every event cost a pass over every
+        task. Another process's commit (an operator's reply, a `models check`) moves SQLite's
+        data_version on our connection; worker logs growing only feed the activity lines."""
+        if kind != "fs":
+            return True
+        if "records" in payload:
+            return True
+        if "store" in payload:
+            version = self.conn.execute("PRAGMA data_version").fetchone()[0]
+            changed = version != self._data_version
+            self._data_version = version
+            return changed
+        return False
 
     def idle(self) -> bool:
         """Nothing running and nothing that could start without the operator (for --once)."""

@@ -19,6 +19,7 @@ import time
 from typing import Any
 
 from pilothouse.core import runs, store
+from pilothouse.core.events import parse_ts
 from pilothouse.core.layout import RepoLayout
 from pilothouse.providers.errors import UserError
 
@@ -71,20 +72,44 @@ def start(layout: RepoLayout, max_workers: int | None = None) -> int:
     # the intermediate shell exits at once, so the supervisor is nobody's child (no zombie, no SIGHUP)
     cmd = " ".join(_quote(a) for a in argv) + f" </dev/null >>{_quote(str(layout.supervisor_log))} 2>&1 &"
     subprocess.run(["/bin/sh", "-c", cmd], cwd=layout.root, start_new_session=True, check=True)
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        current = status(layout)
-        if current is not None and _started_after(current["started_at"], started):
-            return int(current["pid"])
-        time.sleep(0.05)
-    raise UserError(f"the supervisor did not start within {START_TIMEOUT_S:g}s: see {layout.supervisor_log}"
-                    f"{_log_tail(layout)}")
+    pid = _wait_announced(layout, started, START_TIMEOUT_S)
+    if pid is None:
+        raise UserError(f"the supervisor did not start within {START_TIMEOUT_S:g}s: see {layout.supervisor_log}"
+                        f"{_log_tail(layout)}")
+    return pid
+
+
+def _wait_announced(layout: RepoLayout, since: float, timeout: float) -> int | None:
+    """The new supervisor's pid once its row is in the store, or None after `timeout` seconds.
+
+    Woken by the runtime directory's changes (it takes the lock, writes its row, then appends
+    supervisor.started), so a start costs no polling. The watcher is set up just after the spawn,
+    well within the interpreter's own start-up; the one-second timeout wake-up bounds what a
+    change slipping in before it could cost.
+    """
+    import threading
+
+    from watchfiles import watch
+
+    stop = threading.Event()
+    timer = threading.Timer(timeout, stop.set)  # ends the watch exactly at the deadline
+    timer.daemon = True
+    timer.start()
+    try:
+        for _changes in watch(layout.runtime, debounce=20, step=10, stop_event=stop, rust_timeout=1000,
+                              yield_on_timeout=True, recursive=False):
+            current = status(layout)
+            if current is not None and _started_after(current["started_at"], since):
+                return int(current["pid"])
+    finally:
+        timer.cancel()
+    return None
 
 
 def _started_after(iso: str, t: float) -> bool:
-    from datetime import datetime
-
-    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() >= t - 1.0
+    """`iso` is the new supervisor's start, not the row a dead one left behind."""
+    at = parse_ts(iso)
+    return at is not None and at.timestamp() >= t - 1.0
 
 
 def _quote(s: str) -> str:

@@ -123,10 +123,20 @@ def start(sup: Supervisor, launch: Launch, *, task_state: str | None = None, rea
 
 def spawn(sup: Supervisor, launch: Launch, event_extra: dict[str, Any] | None = None) -> None:
     """Spawn a recorded launch and watch it; used for new launches and for recorded-but-unspawned ones."""
-    proc = runs.spawn(sup.layout, launch)
+    import os
+
+    notify_r, notify_w = os.pipe()
+    try:
+        proc = runs.spawn(sup.layout, launch, nice=sup.project.worker_nice, notify_fd=notify_w)
+    except BaseException:
+        os.close(notify_r)
+        raise
+    finally:
+        os.close(notify_w)  # the dispatch holds the only write end: EOF once it is gone
     start = runs.record_pid(sup.conn, launch.run_id, proc.pid)
     sup.children[launch.run_id] = proc
     sup.waker.watch_pid(launch.run_id, proc.pid)
+    sup.waker.watch_verdict(launch.run_id, notify_r)
     sup.tails[launch.run_id] = runs.RunTail(runs.provider_logs(launch.provider, launch.run_id)["jsonl"])
     sup.events.append("run.started", job=launch.job, task=launch.task, run=launch.run_id,
                       data={"role": launch.role, "mode": launch.mode, "provider": launch.provider,

@@ -2,6 +2,7 @@
 write to the runtime store or the job records, a worker's log growing. Nothing here polls.
 
 - run exits: a pidfd per dispatch (ours or adopted from a previous supervisor) in a selector;
+- verdicts: a pipe per dispatch we spawned, written once its verdict.json is on disk;
 - threads (gates, merges, the file watcher, signal handlers) write a byte to a self-pipe;
 - a watchfiles thread watches `.ai/runtime/` (state.db-wal, events), `.ai/jobs/`, `.ai/tasks.yaml`
   and the providers' log folders, and reports which kind of thing changed.
@@ -26,6 +27,7 @@ class Waker:
         self.selector.register(self._r, selectors.EVENT_READ, ("pipe", None))
         self.inbox: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
         self._pidfds: dict[str, int] = {}
+        self._notify: dict[str, int] = {}  # run id -> read end of the dispatch's verdict pipe
 
     def post(self, kind: str, payload: Any = None) -> None:
         """From any thread (or a signal handler): queue an item and wake the loop."""
@@ -51,10 +53,18 @@ class Waker:
         return True
 
     def unwatch_pid(self, run_id: str) -> None:
-        fd = self._pidfds.pop(run_id, None)
-        if fd is not None:
-            self.selector.unregister(fd)
-            os.close(fd)
+        for fds in (self._pidfds, self._notify):
+            fd = fds.pop(run_id, None)
+            if fd is not None:
+                self.selector.unregister(fd)
+                os.close(fd)
+
+    def watch_verdict(self, run_id: str, fd: int) -> None:
+        """Wake when the dispatch writes to its end of the pipe `fd`: its verdict is on disk (sooner
+        than the file watcher, which batches changes, and than its exit, which comes after cleanup)."""
+        os.set_blocking(fd, False)
+        self._notify[run_id] = fd
+        self.selector.register(fd, selectors.EVENT_READ, ("notify", run_id))
 
     def wait(self, timeout: float | None) -> tuple[list[str], list[tuple[str, Any]]]:
         """Block until something happens; returns (exited run ids, queued items)."""
@@ -65,6 +75,8 @@ class Waker:
                 kind, value = key.data
                 if kind == "exit":
                     exited.append(value)
+                elif kind == "notify":
+                    self._verdict_written(value, key.fd, items)
         try:
             while os.read(self._r, 4096):
                 pass
@@ -76,6 +88,21 @@ class Waker:
             except queue.Empty:
                 break
         return exited, items
+
+    def _verdict_written(self, run_id: str, fd: int, items: list[tuple[str, Any]]) -> None:
+        try:
+            data = os.read(fd, 64)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if data:
+            items.append(("verdict", run_id))
+            return
+        # EOF: the dispatch is gone (its exit is reported through its pidfd)
+        self._notify.pop(run_id, None)
+        self.selector.unregister(fd)
+        os.close(fd)
 
 
 class FileWatcher(threading.Thread):

@@ -251,8 +251,9 @@ def _warn_once(message: str) -> None:
         print(f"pilothouse: warning: {message}", file=sys.stderr)
 
 
-def prepare(launch: LaunchSpec, spec: RunSpec) -> LaunchSpec:
-    """The launch to actually run: wrapped in bwrap, or refused when a writer cannot be confined."""
+def prepare(launch: LaunchSpec, spec: RunSpec, *, sandbox_in_tmp: bool = False) -> LaunchSpec:
+    """The launch to actually run: wrapped in bwrap, or refused when a writer cannot be confined.
+    `sandbox_in_tmp`: see confine_mounts.wrap."""
     if confinement_off(spec):
         return launch
     ok, reason = available()
@@ -267,37 +268,51 @@ def prepare(launch: LaunchSpec, spec: RunSpec) -> LaunchSpec:
 
         exe = shutil.which(launch.argv[0], path=launch.env.get("PATH")) if launch.argv else None
         probe.ensure_probed(exe)  # raises UserError naming the failed check
-    return wrap(launch, spec)
+    return wrap(launch, spec, sandbox_in_tmp=sandbox_in_tmp)
 
 
-def prepare_command(argv: list[str], env: dict[str, str], workdir: Path, scratch: Path, *,
+# Where a gate's HOME and XDG dirs live inside its sandbox: the sandbox's /tmp is a fresh private
+# tmpfs, so they are new and empty for every gate and gone with it, and never exist on the host.
+GATE_SANDBOX = Path("/tmp/.pilothouse-gate")
+
+
+def prepare_command(argv: list[str], env: dict[str, str], workdir: Path, scratch: Path | None = None, *,
                     settings: dict[str, Any] | None = None) -> LaunchSpec:
     """A command that runs code the worker wrote (gate, setup) confined like a test-mode run.
 
     Gates execute the worktree's tests — i.e. worker-written code (a conftest.py is enough) — so
     running them unconfined would undo the worker's confinement. The command may write its
-    worktree and `scratch` (its HOME/XDG dirs are made there); everything else as for a worker.
-    `settings` are the project's (`confinement`, `network`); same refusal rules as prepare().
+    worktree and its HOME/XDG dirs; everything else as for a worker. Those dirs are made in
+    `scratch` on the host when given (the caller removes it), else inside the sandbox's private
+    /tmp (GATE_SANDBOX: nothing to create or clean up on the host). `settings` are the project's
+    (`confinement`, `network`); same refusal rules as prepare(). Without `scratch`, a command that
+    is not confined (`confinement: off`) gets `env` as it is.
     """
     from pilothouse.providers.runners.base import Sandbox
 
-    dirs = {name: scratch / name for name in ("home", "config", "data", "state", "cache")}
-    for d in dirs.values():
-        d.mkdir(parents=True, exist_ok=True)
-    sb = Sandbox(root=scratch, shared_cache=dirs["cache"], **dirs)
-    spec = RunSpec(run_id=scratch.name, provider=None, mode="test", model="", base_url="", workdir=workdir,
-                   sandbox=sb, task_text="", task_file=scratch / "none", step_cap=0, timeout_s=0,
+    in_tmp = scratch is None
+    root = GATE_SANDBOX if scratch is None else scratch
+    dirs = {name: root / name for name in ("home", "config", "data", "state", "cache")}
+    if not in_tmp:
+        for d in dirs.values():
+            d.mkdir(parents=True, exist_ok=True)
+    sb = Sandbox(root=root, shared_cache=dirs["cache"], **dirs)
+    spec = RunSpec(run_id=root.name, provider=None, mode="test", model="", base_url="", workdir=workdir,
+                   sandbox=sb, task_text="", task_file=root / "none", step_cap=0, timeout_s=0,
                    idle_timeout_s=0, extra=dict(settings or {}))
+    if in_tmp and confinement_off(spec):
+        return LaunchSpec(argv=list(argv), env=dict(env), cwd=workdir)
     child_env = {**env, "HOME": str(sb.home), "XDG_CONFIG_HOME": str(sb.config), "XDG_DATA_HOME": str(sb.data),
                  "XDG_STATE_HOME": str(sb.state), "XDG_CACHE_HOME": str(sb.cache)}
-    return prepare(LaunchSpec(argv=list(argv), env=child_env, cwd=workdir), spec)
+    return prepare(LaunchSpec(argv=list(argv), env=child_env, cwd=workdir), spec, sandbox_in_tmp=in_tmp)
 
 
-def wrap(launch: LaunchSpec, spec: RunSpec, *, extra_ro: list[Path] | None = None) -> LaunchSpec:
+def wrap(launch: LaunchSpec, spec: RunSpec, *, extra_ro: list[Path] | None = None,
+         sandbox_in_tmp: bool = False) -> LaunchSpec:
     """argv prefixed with bwrap for this run, no policy checks (prepare() and the probe use it)."""
     from pilothouse.providers import confine_mounts
 
-    return confine_mounts.wrap(launch, spec, extra_ro=extra_ro)
+    return confine_mounts.wrap(launch, spec, extra_ro=extra_ro, sandbox_in_tmp=sandbox_in_tmp)
 
 
 def _children_map() -> dict[int, list[int]]:

@@ -9,9 +9,13 @@ import os
 import re
 import shutil
 import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from pilothouse.providers import paths
@@ -19,18 +23,49 @@ from pilothouse.providers.confine import INSTALL_FIX, WRITER_MODES, _probe_bwrap
 from pilothouse.providers.errors import UserError
 from pilothouse.providers.runners.base import LaunchSpec, RunSpec
 
+_ROOT, _TMP = Path("/"), Path("/tmp")
+# The plan's host-side path work (realpaths of PATH, tool roots, hidden trees) is the same for
+# every gate and worker of a supervisor that lives for days: kept a short while, keyed on what it
+# is computed from, so a changed PATH/HOME takes effect at once and anything else within this TTL.
+PLAN_TTL_S = 30.0
+_plan_cache: dict[tuple[Any, ...], tuple[float, Any]] = {}
+_plan_lock = threading.Lock()
+_clock = time.monotonic  # the tests move it
+
+
+def _cached(key: tuple[Any, ...], compute: Callable[[], Any], still_valid: Callable[[Any], bool]) -> Any:
+    now = _clock()
+    with _plan_lock:
+        hit = _plan_cache.get(key)
+    if hit is not None and now < hit[0] and still_valid(hit[1]):
+        return hit[1]
+    value = compute()
+    with _plan_lock:
+        if len(_plan_cache) >= 64:
+            for k in [k for k, (expires, _v) in _plan_cache.items() if expires <= now] or list(_plan_cache):
+                del _plan_cache[k]
+        _plan_cache[key] = (now + PLAN_TTL_S, value)
+    return value
+
+
+def clear_plan_cache() -> None:
+    with _plan_lock:
+        _plan_cache.clear()
+
 
 def _real(p: Path | str) -> Path:
     return Path(os.path.realpath(os.path.expanduser(str(p))))
 
 
 def _within(child: Path, parent: Path) -> bool:
-    return child == parent or child.is_relative_to(parent)
+    # string prefixes: Path.is_relative_to re-parses both paths, and the plan asks this thousands of times
+    c, p = str(child), str(parent)
+    return c == p or c.startswith(p if p.endswith("/") else p + "/")
 
 
 def hidden_roots(spec: RunSpec | None = None) -> list[Path]:
     """Trees the worker must not see at all (they hold keys, other runs, other worktrees, logs)."""
-    roots = [_real(Path.home()), paths.config_dir(), paths.data_dir(), paths.state_dir(),
+    roots = [Path.home(), paths.config_dir(), paths.data_dir(), paths.state_dir(),
              paths.cache_dir(), paths.secrets_dir()]
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     if runtime:
@@ -38,12 +73,26 @@ def hidden_roots(spec: RunSpec | None = None) -> list[Path]:
     # /run holds the host's unix sockets (system D-Bus, docker, databases): a worker that can
     # connect to them talks to host services as the user pilothouse runs as (root, here and there)
     roots.append(Path("/run"))
-    out: list[Path] = []
-    for r in roots:
-        r = _real(r)
-        if r != Path("/") and r.is_dir() and r not in out and not _within(Path("/tmp"), r):
-            out.append(r)
-    return out
+    candidates = tuple(str(r) for r in roots)
+
+    def compute() -> tuple[tuple[Path, ...], tuple[str, ...]]:
+        out: list[Path] = []
+        absent: list[str] = []
+        for c in candidates:
+            r = _real(c)
+            if not r.is_dir():
+                absent.append(c)
+            elif r != _ROOT and r not in out and not _within(_TMP, r):
+                out.append(r)
+        return tuple(out), tuple(absent)
+
+    def still_valid(value: tuple[tuple[Path, ...], tuple[str, ...]]) -> bool:
+        # a tree created since (say pilothouse's data dir) must be hidden from the next run on,
+        # and one removed since cannot take a tmpfs: either way, look again
+        return all(r.is_dir() for r in value[0]) and not any(os.path.isdir(c) for c in value[1])
+
+    present: tuple[Path, ...] = _cached(("hidden", candidates), compute, still_valid)[0]
+    return list(present)
 
 
 @lru_cache(maxsize=1)
@@ -117,8 +166,59 @@ def _git_paths(workdir: Path) -> tuple[list[Path], list[Path]]:
     return inside, outside
 
 
-def wrap(launch: LaunchSpec, spec: RunSpec, *, extra_ro: list[Path] | None = None) -> LaunchSpec:
-    """argv prefixed with bwrap for this run (no policy checks: prepare() and the probe call this)."""
+def _runtime_binds(launch: LaunchSpec, hidden: list[Path], writable: list[Path]) -> tuple[Path, ...]:
+    """The runtime paths (_runtime_paths) that need a read-only bind: those under a hidden tree or
+    /tmp (the rest is visible through the read-only root anyway), never one that holds a hidden tree."""
+    env_path = launch.env.get("PATH", os.environ.get("PATH", ""))
+    argv0 = launch.argv[0] if launch.argv else None
+    # which program argv[0] names is looked up each time (a runner installed a moment ago must
+    # start at once); `./tool` resolves against the cwd
+    exe = shutil.which(argv0, path=env_path) if argv0 else None
+    where = str(launch.cwd) if argv0 and "/" in argv0 and not os.path.isabs(argv0) else None
+    key = ("runtime", env_path, argv0, exe, where, str(paths.runners_dir()), str(Path.home()), tuple(hidden))
+
+    def compute() -> tuple[Path, ...]:
+        covered = [*hidden, _TMP]
+        found = dict.fromkeys(_runtime_paths(launch))
+        return tuple(p for p in found if p != _ROOT and any(_within(p, h) for h in covered)
+                     and not any(_within(h, p) for h in hidden))
+
+    def still_valid(value: tuple[Path, ...]) -> bool:
+        # what this run may write could have been re-pointed (a symlink) since it was resolved:
+        # such paths are resolved again right now, as they always were
+        return not any(_within(p, w) for p in value for w in writable)
+
+    binds: tuple[Path, ...] = _cached(key, compute, still_valid)
+    return binds
+
+
+def _drop_nested(ops: dict[Path, int]) -> dict[Path, int]:
+    """The plan without binds that repeat their nearest enclosing op.
+
+    A bind of P onto itself (ro or rw) under a bind of an ancestor A onto itself of the same kind,
+    with no op on a path between A and P, shows exactly what A's recursive bind already shows
+    there (P is a realpath, so the same host directory), with the same writability: bwrap would
+    only redo the work (each bind re-reads the mount table). Likewise a hidden tree inside a
+    hidden tree (pilothouse's dirs under the hidden $HOME): the outer empty tmpfs already hides it.
+    An op whose nearest enclosing op is of another kind (ro under rw, rw under ro, a bind under a
+    hidden tmpfs, a hide under a bind) is kept.
+    """
+    out: dict[Path, int] = {}
+    for p, kind in ops.items():
+        above = next((a for a in p.parents if a in ops), None)
+        if above is not None and ops[above] == kind:
+            continue
+        out[p] = kind
+    return out
+
+
+def wrap(launch: LaunchSpec, spec: RunSpec, *, extra_ro: list[Path] | None = None,
+         sandbox_in_tmp: bool = False) -> LaunchSpec:
+    """argv prefixed with bwrap for this run (no policy checks: prepare() and the probe call this).
+
+    `sandbox_in_tmp`: the sandbox dirs of `spec` are paths under /tmp made inside the sandbox's own
+    private /tmp (gates: a throwaway HOME that never exists on the host), not host dirs to bind.
+    """
     bwrap = bwrap_path()
     if bwrap is None:
         raise UserError(f"bubblewrap (bwrap) is not installed: {INSTALL_FIX}")
@@ -131,9 +231,10 @@ def wrap(launch: LaunchSpec, spec: RunSpec, *, extra_ro: list[Path] | None = Non
     # (path, kind): kind 0 = tmpfs hide, 1 = rw bind, 2 = ro bind; applied parents first
     ops: dict[Path, int] = {}
 
-    def add(p: Path, kind: int) -> None:
-        p = _real(p)
-        if p == Path("/") or not p.exists():
+    def add(p: Path, kind: int, *, real: bool = False) -> None:
+        if not real:
+            p = _real(p)
+        if p == _ROOT or not p.exists():
             return
         if kind == 2 and any(_within(h, p) for h in hidden):
             return  # binding it back would re-expose a hidden tree (e.g. a PATH entry of $HOME)
@@ -142,21 +243,30 @@ def wrap(launch: LaunchSpec, spec: RunSpec, *, extra_ro: list[Path] | None = Non
             ops[p] = kind
 
     for h in hidden:
-        add(h, 0)
-    covered = [*hidden, Path("/tmp")]
-    for p in {_real(p) for p in (*_runtime_paths(launch), *launch.readonly, *(extra_ro or []))}:
+        add(h, 0, real=True)
+    sb = spec.sandbox
+    private = _dedup([sb.root, sb.home, sb.config, sb.data, sb.state, sb.cache, sb.shared_cache])
+    writable = [_real(p) for p in (*launch.writable, *(() if sandbox_in_tmp else private))]
+    if spec.mode in WRITER_MODES:
+        writable.append(workdir)
+    for p in _runtime_binds(launch, hidden, writable):
+        add(p, 2, real=True)
+    covered = [*hidden, _TMP]
+    for p in {_real(p) for p in (*launch.readonly, *(extra_ro or []))}:
         if any(_within(p, h) for h in covered):
             add(p, 2)
-    if spec.sandbox.credential is not None:
-        add(Path(os.path.realpath(spec.sandbox.credential)), 2)
+    if sb.credential is not None:
+        add(Path(os.path.realpath(sb.credential)), 2)
     git_inside, git_outside = _git_paths(workdir)
     for p in git_outside:
         add(p, 2)
-    # the sandbox's own files (run.json, task.md, the credential link, the lock) stay read-only:
-    # dispatch reads them back; only the worker's HOME and XDG dirs are its to write
-    sb = spec.sandbox
-    add(sb.root, 2)
-    for p in (sb.home, sb.config, sb.data, sb.state, sb.cache, sb.shared_cache, *launch.writable):
+    if not sandbox_in_tmp:
+        # the sandbox's own files (run.json, task.md, the credential link, the lock) stay read-only:
+        # dispatch reads them back; only the worker's HOME and XDG dirs are its to write
+        add(sb.root, 2)
+        for p in (sb.home, sb.config, sb.data, sb.state, sb.cache, sb.shared_cache):
+            add(p, 1)
+    for p in launch.writable:
         add(p, 1)
     if spec.mode in WRITER_MODES:
         add(workdir, 1)
@@ -174,6 +284,7 @@ def wrap(launch: LaunchSpec, spec: RunSpec, *, extra_ro: list[Path] | None = Non
 
         sock_dir = Path(tempfile.mkdtemp(prefix="pilothouse-net-", dir="/tmp"))
         add(sock_dir, 1)
+    ops = _drop_nested(ops)
 
     args = [bwrap, "--unshare-user", "--cap-drop", "ALL", "--unshare-pid", "--unshare-ipc",
             "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--new-session"]
@@ -183,6 +294,8 @@ def wrap(launch: LaunchSpec, spec: RunSpec, *, extra_ro: list[Path] | None = Non
         args.append("--unshare-net")
     args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     args += _tmp_skeleton(ops)
+    if sandbox_in_tmp:
+        args += _private_dirs(private, ops)
     for p, kind in sorted(ops.items(), key=lambda item: (len(item[0].parts), item[1])):
         if kind == 0:
             args += ["--perms", "0755", "--tmpfs", str(p)]
@@ -195,8 +308,11 @@ def wrap(launch: LaunchSpec, spec: RunSpec, *, extra_ro: list[Path] | None = Non
             args += ["--remount-ro", str(p)]  # the hidden tree's stand-in is not a place to write either
     env = dict(launch.env)
     home = env.get("HOME")
-    if not home or not _within(_real(home), _real(spec.sandbox.root)):
-        env["HOME"] = str(spec.sandbox.home)
+    if sandbox_in_tmp:
+        if not home or not _within(Path(os.path.normpath(home)), sb.root):
+            env["HOME"] = str(sb.home)
+    elif not home or not _within(_real(home), _real(sb.root)):
+        env["HOME"] = str(sb.home)
     env.pop("TMPDIR", None)  # the host's TMPDIR may be hidden; /tmp is private anyway
     args += ["--chdir", str(workdir), "--"]
     argv = list(launch.argv)
@@ -206,6 +322,28 @@ def wrap(launch: LaunchSpec, spec: RunSpec, *, extra_ro: list[Path] | None = Non
         args = [*relay, "outer", "--sock", sock, "--target", hostport, "--", *args,
                 *relay, "inner", "--sock", sock, "--listen", hostport, "--"]
     return replace(launch, argv=args + argv, env=env)
+
+
+def _dedup(items: Iterable[Path]) -> list[Path]:
+    return list(dict.fromkeys(items))
+
+
+def _private_dirs(dirs: list[Path], ops: dict[Path, int]) -> list[str]:
+    """`--dir`s for a sandbox that lives in the private /tmp (0700, made fresh by bwrap each run).
+
+    Nothing of the plan may sit on or around them: a bind there would put a host directory where
+    the command expects its throwaway HOME (or hide it).
+    """
+    for d in dirs:
+        if os.path.normpath(d) != str(d) or not _within(d, _TMP) or d == _TMP:
+            raise UserError(f"sandbox dir {d} is not a plain path inside the private /tmp")
+        for p in ops:
+            if _within(p, d) or _within(d, p):
+                raise UserError(f"cannot make {d} in the sandbox's private /tmp: {p} is mounted there")
+    out: list[str] = []
+    for d in sorted(dirs, key=lambda d: len(d.parts)):
+        out += ["--perms", "0700", "--dir", str(d)]
+    return out
 
 
 def _tmp_skeleton(ops: dict[Path, int]) -> list[str]:

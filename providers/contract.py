@@ -1,9 +1,10 @@
 """The dispatch contract shared by runners, dispatch and the supervisor (DESIGN §4.2, §4.3).
 
 Runners emit the normalised events (plain dataclasses in contract_events.py: a run emits many,
-and reading them must not need pydantic). The started/verdict lines and the per-mode result
-blocks are pydantic models (contract_fast.py checks the plainly valid ones without importing
-pydantic).
+and reading them must not need pydantic). The verdict line and the per-mode result blocks are
+pydantic models (contract_fast.py checks the plainly valid ones without importing pydantic).
+The started line has no model: it is printed before the worker runs, from fields dispatch
+itself sets, so core/dispatch_verdict.py builds it by hand rather than wait for pydantic.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ ParseState = Literal["parsed", "malformed", "unstructured", "unavailable"]
 ErrorClass = Literal["auth", "quota", "transient", "fatal"]
 
 
-# --- started / verdict ----------------------------------------------------------------------
+# --- verdict -------------------------------------------------------------------------------
 
 class Tokens(BaseModel):
     input: int = 0
@@ -33,26 +34,6 @@ class Tokens(BaseModel):
 class ToolErrors(BaseModel):
     permission_denied: int = 0
     other: int = 0
-
-
-class Started(BaseModel):
-    type: Literal["pilothouse.started"] = "pilothouse.started"
-    schema_: int = Field(1, alias="schema")
-    run_id: str
-    provider: str
-    runner: str
-    model: str
-    mode: str
-    workdir: str
-    log: str
-    latest_log: str
-    timeout_s: float
-    idle_timeout_s: float
-
-    model_config = ConfigDict(populate_by_name=True)
-
-    def line(self) -> str:
-        return json.dumps(self.model_dump(by_alias=True), separators=(",", ":"))
 
 
 class Verdict(BaseModel):

@@ -17,9 +17,9 @@ from typing import Any
 
 from pilothouse.providers import paths
 from pilothouse.providers.errors import UserError
+from pilothouse.providers.modes import MODES
 
 HOSTS = ("claude", "codex")
-MODES = ("code", "explore", "test", "review", "resume", "plan")
 SKILL = "pilothouse"
 MARKER = "{{WORKERS}}"
 

@@ -11,17 +11,20 @@ records through providers.provider_index, which caches them as JSON.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 from pilothouse.providers import paths
 from pilothouse.providers.errors import UserError
+from pilothouse.providers.modes import MODES
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 RUNNERS = ("builtin", "opencode", "claude-code", "codex")
 RESERVED_KEYS = ("runner", "all", "on", "for", "key", "claude", "codex")
-MODES = ("code", "explore", "test", "review", "resume", "plan")
-Mode = Literal["code", "explore", "test", "review", "resume", "plan"]
+if TYPE_CHECKING:
+    Mode = str  # mypy cannot read a Literal built from a tuple; pydantic validates the real one
+else:
+    Mode = Literal[MODES]  # Literal[("a", "b")] is Literal["a", "b"]
 
 # What to say when a field is wrong: the fix, not just the complaint.
 _FIXES = {
@@ -70,7 +73,7 @@ class ProviderConfig(_Strict):
     cost: Cost = Field(default_factory=Cost)
     quota: Quota = Field(default_factory=Quota)
     strengths: list[str] = Field(default_factory=list)
-    suitable_modes: list[Mode] = Field(default_factory=lambda: list(MODES))  # type: ignore[arg-type]
+    suitable_modes: list[Mode] = Field(default_factory=lambda: list(MODES))
     notes: str = ""
     # False for local endpoints and the sim: a key is accepted but not required
     needs_key: bool = True

@@ -13,7 +13,7 @@ from pilothouse.tui.format import REPLY_KEYS
 from textual.binding import Binding
 
 if TYPE_CHECKING:
-    from pilothouse.core.queries import ProblemRow
+    from pilothouse.core.queries_problems import ProblemRow
     from pilothouse.tui.app import CockpitApp
 
 REPLY_BINDINGS = [Binding(key, f"reply('{reply}')", reply.capitalize(), id=f"problem.{reply}")

@@ -12,9 +12,10 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from pilothouse.core.events import EventTailer
+from pilothouse.core.events import EventTailer, parse_ts
 from pilothouse.core.layout import RepoLayout
-from pilothouse.core.queries import Queries, SupervisorRow, affected, parse_ts
+from pilothouse.core.queries import Queries, affected
+from pilothouse.core.queries_problems import SupervisorRow
 from pilothouse.tui import format as fmt
 from pilothouse.tui.actions import JOB_BINDINGS, REPLY_BINDINGS, ActionsMixin
 from pilothouse.tui.live import Follower

@@ -1,4 +1,5 @@
-"""CLI: dispatch, run, fanout, template, resume (DESIGN §4.2). Stdlib only at module level."""
+"""CLI: dispatch, run, fanout, template, resume (DESIGN §4.2). Stdlib only at module level (and
+providers.modes, which imports nothing)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,11 @@ import argparse
 import sys
 import types
 
+from pilothouse.providers.modes import MODES
+
 TYPE_CHECKING = False  # typing costs ~2 ms on every command; annotations are strings here
 if TYPE_CHECKING:
     from typing import Any
-
-MODES = ("code", "explore", "test", "review", "resume", "plan")
 
 
 def _one_line_errors(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:

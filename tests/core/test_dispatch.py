@@ -13,6 +13,10 @@ from pathlib import Path
 import pytest
 from pilothouse.providers import paths
 
+# the started line's fields, in order (no model validates it: dispatch builds it by hand)
+STARTED_KEYS = ["type", "schema", "run_id", "provider", "runner", "model", "mode", "workdir", "log",
+                "latest_log", "timeout_s", "idle_timeout_s"]
+
 
 def lines(r) -> list[dict]:
     return [json.loads(x) for x in r.stdout.splitlines() if x.strip()]
@@ -22,6 +26,7 @@ def verdict_of(r) -> dict:
     out = lines(r)
     assert len(out) == 2, r.stdout + r.stderr
     assert out[0]["type"] == "pilothouse.started" and out[1]["type"] == "pilothouse.verdict"
+    assert list(out[0]) == STARTED_KEYS, out[0]
     assert r.returncode == 0, r.stderr
     return out[1]
 
@@ -226,7 +231,8 @@ def test_template_placeholders_are_refused_until_filled(cli, git_repo, tmp_path)
 
 
 def test_first_user_message_is_preamble_blank_line_task():
-    from pilothouse.core.dispatch import MODES, compose_prompt
+    from pilothouse.core.dispatch import compose_prompt
+    from pilothouse.providers.modes import MODES
 
     for mode in MODES:
         msg = compose_prompt(mode, "Do the thing.\n")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from pilothouse.core import quota
-from pilothouse.core.events import EventTailer
+from pilothouse.core.events import EventTailer, utc_now_iso
 from pilothouse.core.layout import RepoLayout
 
 T0 = datetime(2026, 11, 29, 7, 0, tzinfo=UTC)
@@ -111,7 +111,7 @@ def test_a_run_started_before_the_block_does_not_lift_it(layout: RepoLayout) -> 
     conn = store.connect(layout.state_db)
     for rid, start in (("early", T0), ("late", T0 + 10 * M)):
         conn.execute("INSERT INTO runs(run_id, role, provider, mode, state, started_at) VALUES (?, 'builder',"
-                     " 'sim', 'code', 'finished', ?)", (rid, quota.now_iso(start)))
+                     " 'sim', 'code', 'finished', ?)", (rid, utc_now_iso(start)))
     quota.record_quota(layout, "sim", "five_hour", 100, T0 + 8 * M, "http-429", T0 + M, conn=conn)
     quota.record_verdict(layout, "sim", {"verdict": "completed"}, T0 + 2 * M, conn=conn, run="early")
     assert not quota.availability(layout, "sim", T0 + 2 * M, conn=conn).available

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -121,3 +122,24 @@ def test_existing_branch_with_reuse(layout: RepoLayout) -> None:
     (path / "src" / "__pycache__").mkdir()
     (path / "src" / "__pycache__" / "x.pyc").write_bytes(b"")
     assert sorted(wt.checkout_state(path)[2]) == ["README.md", "new file.txt"]  # type: ignore[index]
+
+
+def test_head_read_from_files_matches_git_everywhere(git_repo, tmp_path):
+    """head() reads git's files instead of starting git; whatever the ref layout, it agrees with git."""
+    from pilothouse.core.layout import RepoLayout
+    from pilothouse.core.worktrees import _head_from_files, create_worktree, head
+
+    def rev(p):
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=p, capture_output=True, text=True,
+                              check=True).stdout.strip()
+
+    wt, _ = create_worktree(RepoLayout(git_repo), "j", "t", "HEAD")
+    (wt / "f.txt").write_text("x\n")
+    subprocess.run(["git", "add", "-A"], cwd=wt, check=True)
+    subprocess.run(["git", "commit", "-qm", "f"], cwd=wt, check=True)
+    for where in (git_repo, wt):
+        assert _head_from_files(where) == head(where) == rev(where)
+    subprocess.run(["git", "pack-refs", "--all", "--prune"], cwd=git_repo, check=True)
+    assert _head_from_files(git_repo) is None and head(git_repo) == rev(git_repo)  # packed: git answers
+    subprocess.run(["git", "checkout", "-q", "--detach"], cwd=wt, check=True)
+    assert _head_from_files(wt) == head(wt) == rev(wt)  # detached: the sha is in HEAD itself

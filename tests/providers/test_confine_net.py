@@ -83,7 +83,8 @@ def test_network_none_keeps_only_the_local_model(tmp_path: Path, servers):
     assert seen["model"] == "model-ok"
     assert seen["other"].startswith("failed")
     assert seen["outside"].startswith("failed")
-    assert not list(Path("/tmp").glob(f"pilothouse-net-*/{Path(cut.argv[cut.argv.index('--sock') + 1]).name}"))
+    # this run's relay socket is gone (other tests' relays may be running in parallel: not theirs)
+    assert not Path(cut.argv[cut.argv.index("--sock") + 1]).exists()
 
 
 def test_network_none_cannot_apply_to_a_remote_endpoint(tmp_path: Path, capsys):

@@ -10,7 +10,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from pilothouse.core.queries import Changes, JobRow, ProblemRow, TaskRow
+from pilothouse.core.queries import Changes, JobRow, TaskRow
+from pilothouse.core.queries_problems import ProblemRow
 from pilothouse.tui.format import styled
 from pilothouse.tui.widgets.events import EventStream
 from pilothouse.tui.widgets.panels import JobsTable, ProblemsTable, ProvidersTable, TasksTable

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from pilothouse.core.queries import ProblemRow
+from pilothouse.core.queries_problems import ProblemRow
 from pilothouse.tui import format as fmt
 from rich.text import Text
 from textual.app import ComposeResult

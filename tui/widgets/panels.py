@@ -1,14 +1,16 @@
 """The dashboard's tables: jobs, tasks of the selected job, providers and quota, problems.
 
-Each turns query rows (core/queries.py) into keyed cells. Times are computed against the app's
-clock, so snapshots are deterministic and elapsed/countdown cells tick in place.
+Each turns query rows (core/queries.py, core/queries_problems.py) into keyed cells. Times are
+computed against the app's clock, so snapshots are deterministic and elapsed/countdown cells
+tick in place.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from pilothouse.core.queries import TASK_ACTIVE, JobRow, ProblemRow, ProviderRow, TaskRow, depth
+from pilothouse.core.queries import TASK_ACTIVE, JobRow, TaskRow, depth
+from pilothouse.core.queries_problems import ProblemRow, ProviderRow
 from pilothouse.tui import format as fmt
 from pilothouse.tui.widgets.table import Cell, Col, KeyedTable
 from rich.text import Text

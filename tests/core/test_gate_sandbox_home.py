@@ -1,0 +1,62 @@
+"""A confined gate's HOME and XDG dirs live in its sandbox's private /tmp: writable, fresh for every
+gate, and never on the host."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+from pilothouse.core.gates import run_command
+from pilothouse.providers import confine, paths
+
+ON = {"confinement": "on"}
+
+# the first gate leaves a marker in every dir it was given; the next must find none of them
+MARKER = f"marker-{uuid.uuid4().hex}"
+WRITE_HOME = (
+    'for d in "$HOME" "$XDG_CONFIG_HOME" "$XDG_DATA_HOME" "$XDG_STATE_HOME" "$XDG_CACHE_HOME"; do '
+    'case "$d" in /tmp/*) ;; *) echo "not private: $d"; exit 7;; esac; '
+    f'test -e "$d/{MARKER}" && {{ echo "left over: $d"; exit 8; }}; '
+    f'echo secret > "$d/{MARKER}" && test -s "$d/{MARKER}" || exit 9; done; '
+    'test -z "$TMPDIR" || { echo "TMPDIR=$TMPDIR"; exit 10; }; '
+    'ls -ld "$HOME"; echo ok'
+)
+
+
+def test_gate_home_is_writable_private_and_fresh(git_repo: Path, isolated_home: Path) -> None:
+    first = run_command(WRITE_HOME, git_repo, level="fast", settings=ON)
+    assert first.passed, first
+    assert "drwx------" in first.output_tail  # only the gate's own user may enter it
+    second = run_command(WRITE_HOME, git_repo, level="fast", settings=ON)
+    assert second.passed, second  # nothing the first gate wrote to its HOME survived it
+    # nothing on the host: no HOME in /tmp, no scratch dir in pilothouse's cache, the real HOME untouched
+    assert not list(confine.GATE_SANDBOX.rglob(MARKER)) and not list(Path("/tmp").glob(f"*/*/{MARKER}"))
+    assert not (paths.cache_dir() / "gates").exists()
+    assert not list(isolated_home.rglob(MARKER))
+
+
+def test_gate_home_cannot_be_planted_from_the_host(git_repo: Path, tmp_path: Path) -> None:
+    """A directory at the gate HOME's path on the host (anyone can create one in /tmp) is not what
+    the gate gets: its HOME is made inside the sandbox, never bound from the host."""
+    if confine.GATE_SANDBOX.exists():
+        pytest.skip(f"{confine.GATE_SANDBOX} exists on this host")
+    planted = confine.GATE_SANDBOX / "home"
+    planted.mkdir(parents=True)
+    try:
+        (planted / "marker").write_text("planted")
+        res = run_command('test ! -e "$HOME/marker" && echo fresh > "$HOME/new"', git_repo, settings=ON)
+        assert res.passed, res
+        assert not (planted / "new").exists()
+    finally:
+        (planted / "marker").unlink(missing_ok=True)
+        planted.rmdir()
+        confine.GATE_SANDBOX.rmdir()
+
+
+def test_unconfined_gate_keeps_the_host_home(git_repo: Path, isolated_home: Path) -> None:
+    res = run_command(f'test "$HOME" = "{isolated_home}"', git_repo, settings={"confinement": "off"})
+    assert res.passed, res
+    off = confine.prepare_command(["true"], {"HOME": str(isolated_home)}, git_repo,
+                                  settings={"confinement": "off"})
+    assert off.argv == ["true"] and off.env == {"HOME": str(isolated_home)}

@@ -1,0 +1,113 @@
+"""How the supervisor starts a dispatch: below its own CPU priority, with a pipe that says
+"verdict written" the moment it is on disk (before the dispatch has wound down)."""
+
+from __future__ import annotations
+
+import os
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from pilothouse.core import cpu_priority, runs
+from pilothouse.core.layout import RepoLayout
+from pilothouse.core.supervisor_wake import Waker
+
+
+def _nice_of(pid: int) -> int:
+    raw = Path(f"/proc/{pid}/stat").read_text()
+    return int(raw[raw.rfind(")") + 2:].split()[16])  # field 19
+
+
+def _autogroup_nice(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/autogroup").read_text().split()[-1])
+    except (OSError, ValueError):
+        return None
+
+
+def _launch(layout: RepoLayout, repo: Path, run_id: str) -> runs.Launch:
+    launch = runs.Launch(run_id=run_id, job=None, task=None, role="builder", provider="sim", mode="explore",
+                         workdir=str(repo), task_text="Explain src/calc.py.\n")
+    runs.write_spec(layout, launch)
+    return launch
+
+
+def test_dispatch_runs_niced_and_says_when_its_verdict_is_written(git_repo: Path) -> None:
+    layout = RepoLayout(git_repo)
+    launch = _launch(layout, git_repo, "notify-1")
+    r, w = os.pipe()
+    try:
+        proc = runs.spawn(layout, launch, nice=7, notify_fd=w)
+    finally:
+        os.close(w)
+    try:
+        assert _nice_of(proc.pid) == 7  # inherited by the runner and everything it starts
+        if os.geteuid() == 0 and Path("/proc/self/autogroup").exists():
+            assert _autogroup_nice(proc.pid) == 7  # its session's scheduling group too
+        ready, _, _ = select.select([r], [], [], 60)
+        assert ready, "the dispatch never wrote to its verdict pipe"
+        assert os.read(r, 64) == b"v"
+        # the byte comes after the verdict is on disk, so reading it then must find it
+        verdict = runs.read_verdict(layout, launch.run_id, "sim")
+        assert verdict is not None and verdict["verdict"] == "completed"
+        assert proc.wait(timeout=60) == 0
+        assert os.read(r, 64) == b""  # EOF: the dispatch was the only writer
+    finally:
+        os.close(r)
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_worker_session_inherits_the_dispatch_priority() -> None:
+    """A dispatch starts its worker in a session of its own: that session must not run above it."""
+    code = ("import os, subprocess, sys\n"
+            "from pilothouse.core import cpu_priority\n"
+            "os.setpriority(os.PRIO_PROCESS, 0, 5)\n"
+            "p = subprocess.Popen(['sleep', '5'], start_new_session=True)\n"
+            "cpu_priority.set_session(p.pid, cpu_priority.own_nice())\n"
+            "print(p.pid, flush=True)\n"
+            "sys.stdin.read()\n"
+            "p.kill()\n")
+    parent = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout is not None
+        child = int(parent.stdout.readline())
+        assert _nice_of(child) == 5
+        if os.geteuid() == 0 and Path("/proc/self/autogroup").exists():
+            assert _autogroup_nice(child) == 5
+    finally:
+        parent.communicate("", timeout=10)
+
+
+def test_nice_zero_changes_nothing() -> None:
+    p = subprocess.Popen(["sleep", "5"], start_new_session=True)
+    try:
+        before = _nice_of(p.pid)
+        cpu_priority.lower(p.pid, 0)
+        assert _nice_of(p.pid) == before
+    finally:
+        p.kill()
+        p.wait()
+
+
+@pytest.mark.parametrize("payload", [b"v", b""])
+def test_waker_reports_a_verdict_and_forgets_a_closed_pipe(payload: bytes) -> None:
+    waker = Waker()
+    r, w = os.pipe()
+    waker.watch_verdict("run-1", r)
+    if payload:
+        os.write(w, payload)
+    os.close(w)
+    deadline = time.monotonic() + 5
+    items: list = []
+    while time.monotonic() < deadline:
+        _exited, got = waker.wait(1.0)
+        items += got
+        if "run-1" not in waker._notify:
+            break
+    assert ("verdict", "run-1") in items if payload else items == []
+    assert "run-1" not in waker._notify  # EOF unregistered and closed it
+    waker.unwatch_pid("run-1")  # nothing left to forget: no error
