@@ -233,3 +233,26 @@ def test_abort_run_interrupts_one_dispatch_and_the_task_is_retried_once(tmp_path
     first = json.loads(builders[0]["verdict"])
     assert first["verdict"] != "completed" or first.get("interrupted")
     assert supervisor_ctl.abort_run(layout, builders[1]["run_id"]) is False  # finished: nothing to abort
+
+
+def test_only_news_from_others_makes_the_supervisor_look_again(git_repo: Path) -> None:
+    """Its own commits and events wake the file watcher too; reconciling on each would cost a pass
+    over every task per event. Another process's commit (an operator's reply) must still count."""
+    from pilothouse.core.project import init_project
+    from pilothouse.core.supervisor import Supervisor
+
+    init_project(git_repo, {"fast": "true", "full": "true"}, stdin_is_tty=False)
+    sup = Supervisor(RepoLayout(git_repo))
+    try:
+        assert sup._news("fs", {"store"})  # the first look sets the baseline
+        sup.events.append("supervisor.heartbeat", data={})
+        sup.conn.execute("UPDATE supervisor SET heartbeat_at='x' WHERE id=1")  # our own commit
+        assert not sup._news("fs", {"store"})
+        assert not sup._news("fs", {"logs"})  # a worker's log grew: activity only
+        other = store.connect(RepoLayout(git_repo).state_db)
+        other.execute("INSERT INTO replies(code, reply, who, at) VALUES ('ABCDEF', 'retry', 'op', 'now')")
+        other.close()
+        assert sup._news("fs", {"store"})
+        assert sup._news("fs", {"records"}) and sup._news("done", None) and sup._news("verdict", "r")
+    finally:
+        sup.conn.close()
