@@ -79,11 +79,17 @@ class EventLog:
         task: str | None = None,
         run: str | None = None,
         data: dict[str, Any] | None = None,
+        commit: Callable[[], None] | None = None,
     ) -> dict[str, Any]:
+        """Append one event. `commit`, when given, makes the change the event reports and runs under
+        the log's lock first (no line if it raises): another process that acts on that change — the
+        supervisor on an operator's reply — can only log what it did after this line."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.lock_path, "a") as lock:
             fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
             try:
+                if commit is not None:
+                    commit()
                 with open(self.path, "ab+") as fh:
                     seq = _last_seq(fh) + 1
                     event = {"seq": seq, "ts": utc_now_iso(), "type": type, "job": job, "task": task,

@@ -224,10 +224,11 @@ def create_job(layout: RepoLayout, name: str, request: str, acceptance: str | No
         job = Job(name=name, created_at=now, revisions=[Revision(revision=1, request=request, at=now)],
                   acceptance=acceptance)
         _store_attachments(layout, job, attachments, 1)
-        _write(layout, job)
-    _events(layout).append("job.created", job=name, data={
-        "revision": 1, "request_chars": len(request), "acceptance": acceptance is not None,
-        "attachments": len(job.attachments)})
+        # written under the event log's lock (see EventLog.append): the supervisor's reaction to
+        # the record is logged after this event
+        _events(layout).append("job.created", job=name, data={
+            "revision": 1, "request_chars": len(request), "acceptance": acceptance is not None,
+            "attachments": len(job.attachments)}, commit=lambda: _write(layout, job))
     return job
 
 
@@ -242,8 +243,8 @@ def update_job(layout: RepoLayout, name: str, request: str, attachments: Sequenc
         if acceptance is not None and acceptance.strip():
             job.acceptance = acceptance
         _store_attachments(layout, job, attachments, rev)
-        _write(layout, job)
-    _events(layout).append("job.revised", job=name, data={"revision": rev, "request_chars": len(request)})
+        _events(layout).append("job.revised", job=name, data={"revision": rev, "request_chars": len(request)},
+                               commit=lambda: _write(layout, job))
     return job
 
 
@@ -254,8 +255,8 @@ def decide(layout: RepoLayout, name: str, text: str) -> Job:
     with _locked(layout, name):
         job = load_job(layout, name)
         job.decisions.append(Decision(text=text.strip(), at=utc_now_iso()))
-        _write(layout, job)
-    _events(layout).append("job.decided", job=name, data={"text": text.strip(), "count": len(job.decisions)})
+        _events(layout).append("job.decided", job=name, data={"text": text.strip(), "count": len(job.decisions)},
+                               commit=lambda: _write(layout, job))
     return job
 
 
@@ -266,6 +267,6 @@ def pin_coordinator(layout: RepoLayout, name: str, provider: str, model: str | N
         if job.coordinator is not None:
             return job
         job.coordinator = CoordinatorPin(provider=provider, model=model, pinned_at=utc_now_iso())
-        _write(layout, job)
-    _events(layout).append("job.pinned", job=name, data={"provider": provider, "model": model})
+        _events(layout).append("job.pinned", job=name, data={"provider": provider, "model": model},
+                               commit=lambda: _write(layout, job))
     return job

@@ -289,17 +289,22 @@ def act(layout: RepoLayout, code: str, reply: str, words: str | None = None, who
         if problem.kind == "budget" and reply == "retry":
             _check_budget_raised(layout, problem)
         cancels = skip_preview(layout, problem.code, conn=db) if reply == "skip" else []
-        with _tx(db):
-            db.execute("INSERT INTO replies(code, reply, words, who, at) VALUES (?, ?, ?, ?, ?)",
-                       (problem.code, reply, words, who, at))
-    data: dict[str, Any] = {"code": problem.code, "kind": problem.kind, "reply": reply, "who": who,
-                            "at": at}
-    if words:
-        data["words"] = words
-    if cancels:
-        data["cancels"] = cancels
-    (log or EventLog(layout.events)).append("problem.answered", job=problem.job, task=problem.task,
-                                             data=data)
+        data: dict[str, Any] = {"code": problem.code, "kind": problem.kind, "reply": reply, "who": who,
+                                "at": at}
+        if words:
+            data["words"] = words
+        if cancels:
+            data["cancels"] = cancels
+
+        def commit() -> None:
+            with _tx(db):
+                db.execute("INSERT INTO replies(code, reply, words, who, at) VALUES (?, ?, ?, ?, ?)",
+                           (problem.code, reply, words, who, at))
+
+        # committed under the event log's lock: what the supervisor does with the reply is logged
+        # after the answer, never before it
+        (log or EventLog(layout.events)).append("problem.answered", job=problem.job, task=problem.task,
+                                                 data=data, commit=commit)
     return data
 
 

@@ -10,6 +10,7 @@ import sys
 import threading
 from pathlib import Path
 
+import pytest
 from pilothouse.core.events import EventLog, EventTailer, follow
 
 
@@ -123,3 +124,30 @@ def test_follow_wakes_on_append_from_another_process(tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-c", code, str(path)], check=True)
     t.join(timeout=20)
     assert seen == ["job.created", "job.accepted"]
+
+
+def test_a_change_committed_with_its_event_is_logged_before_any_reaction(tmp_path: Path) -> None:
+    """The supervisor may act the moment an operator's reply is committed: whatever it logs about
+    that must come after the answer's own line, so the reply is committed under the log's lock."""
+    log = EventLog(tmp_path / "events.jsonl")
+    reacted: list[dict] = []
+
+    def commit() -> None:
+        # another writer (its own EventLog, as another process would have) reacts to the change now
+        other = threading.Thread(target=lambda: reacted.append(EventLog(log.path).append("problem.closed")))
+        other.start()
+        other.join(timeout=0.2)
+        assert other.is_alive()  # it waits for the lock we hold
+        commit.thread = other  # type: ignore[attr-defined]
+
+    answered = log.append("problem.answered", commit=commit)
+    commit.thread.join(timeout=10)  # type: ignore[attr-defined]
+    assert reacted and reacted[0]["seq"] == answered["seq"] + 1
+
+    def failing() -> None:
+        raise RuntimeError("disk full")
+
+    with pytest.raises(RuntimeError):
+        log.append("problem.answered", commit=failing)
+    assert [e["type"] for e in map(json.loads, log.path.read_text().splitlines())] == \
+        ["problem.answered", "problem.closed"]  # a change that failed leaves no line
