@@ -199,12 +199,16 @@ def execute(prep: Prepared, on_event: EventHook | None = None,
 
 def _tell_supervisor() -> None:
     """A supervisor that spawned this dispatch waits on a pipe for the verdict (core/runs.spawn)."""
+    import stat
+
     from pilothouse.core.runs import NOTIFY_ENV
 
     fd = os.environ.pop(NOTIFY_ENV, None)
     if not fd:
         return
     try:
+        if not stat.S_ISFIFO(os.fstat(int(fd)).st_mode):
+            return  # not the pipe we were given (a stray variable): write nothing anywhere
         os.write(int(fd), b"v")
         os.close(int(fd))
     except (OSError, ValueError):

@@ -32,13 +32,14 @@ from typing import Any
 
 from pilothouse.core.project import ProjectConfig
 from pilothouse.core.worktrees import git, is_scratch
-from pilothouse.providers import confine
+from pilothouse.providers import confine, paths
 from pilothouse.providers.errors import UserError
 
 DEFAULT_TIMEOUT_S = 1800.0
 TAIL_BYTES = 4096
-_SHELL_WORDS = {"cd", "export", "set", "source", ".", "exec", "test", "[", "true", "false", "echo", "if",
-                "for", "while", "env", "command", "builtin", "eval", "{", "(", "!", "time", "ulimit", "umask"}
+_SHELL_WORDS = {"cd", "export", "set", "source", ".", "exec", "test", "[", "[[", "true", "false", "echo", "if",
+                "for", "while", "until", "case", "select", "function", "coproc", ":", "env", "command",
+                "builtin", "eval", "{", "(", "!", "time", "ulimit", "umask"}
 # not handed to a confined gate: the code it runs is the worker's, and the network is open
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
 _HOST_ONLY = ("SSH_AUTH_SOCK", "GPG_AGENT_INFO", "DBUS_SESSION_BUS_ADDRESS", "XDG_RUNTIME_DIR", "TMPDIR")
@@ -194,14 +195,28 @@ def _confinement_off(settings: dict[str, Any] | None) -> bool:
     return value is False or str(value).strip().lower() in {"off", "false", "no"}
 
 
-def _confine(argv: list[str], env: dict[str, str] | None, cwd: Path,
-             settings: dict[str, Any] | None, level: str) -> tuple[list[str], dict[str, str], bool]:
-    """(argv, env, confined) of the command to spawn. A confined command's HOME and XDG dirs live
-    in its sandbox's private /tmp: made fresh by bwrap, gone with the sandbox, nothing on the host."""
+def _confine(argv: list[str], env: dict[str, str] | None, cwd: Path, settings: dict[str, Any] | None,
+             level: str) -> tuple[list[str], dict[str, str], bool, Path | None]:
+    """(argv, env, confined, scratch dir to remove afterwards) of the command to spawn.
+
+    A gate's HOME and XDG dirs live in its sandbox's private /tmp: made fresh by bwrap, gone with
+    the sandbox, nothing to make or clean up on the host — gates are on the path every dependent
+    task waits on. That /tmp is memory, though, and a setup command (`npm ci`, `pip install`)
+    fills its HOME with package caches: those get a throwaway dir on disk instead."""
     if _confinement_off(settings):
-        return argv, gate_env(env), False  # the operator accepted the risk: run on the host as is
-    launch = confine.prepare_command(argv, confined_env(env), cwd, settings=settings)
-    return launch.argv, launch.env, True
+        return argv, gate_env(env), False, None  # the operator accepted the risk: run on the host as is
+    scratch = None
+    if level.startswith("setup"):
+        root = paths.cache_dir() / "gates"
+        root.mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(prefix=re.sub(r"[^\w.-]", "_", level) + "-", dir=root))
+    try:
+        launch = confine.prepare_command(argv, confined_env(env), cwd, scratch, settings=settings)
+    except BaseException:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    return launch.argv, launch.env, True, scratch
 
 
 def run_command(command: str, cwd: Path | str, *, level: str = "command", timeout: float = DEFAULT_TIMEOUT_S,
@@ -225,16 +240,22 @@ def run_command(command: str, cwd: Path | str, *, level: str = "command", timeou
                                  f"{field} in .ai/project.yaml")
     before = _snapshot_started(cwd) if check_tree else None
     try:
-        argv, spawn_env, confined = _confine(["/bin/sh", "-c", command], env, cwd, settings, level)
-    except UserError as exc:
+        argv, spawn_env, confined, scratch = _confine(["/bin/sh", "-c", command], env, cwd, settings, level)
+    except BaseException as exc:
         if before is not None:
             try:
                 before()  # not left running behind us; its result (or error) no longer matters
             except Exception:
                 pass
+        if not isinstance(exc, UserError):
+            raise
         return GateResult(level, command, False, None, "", 0.0, reason=f"{label}: cannot run confined: {exc}")
-    result = _run(command, cwd, argv, spawn_env, level=level, label=label, field=field, timeout=timeout,
-                  before=before, on_start=on_start, start=start)
+    try:
+        result = _run(command, cwd, argv, spawn_env, level=level, label=label, field=field, timeout=timeout,
+                      before=before, on_start=on_start, start=start)
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
     if confined and result.exit_code == 127 and result.reason and "not found" in result.reason:
         # found on the host but not in the sandbox: most likely installed under the hidden $HOME
         result.reason += " (gates run confined: $HOME and pilothouse's data are not visible to them)"

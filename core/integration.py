@@ -209,8 +209,7 @@ def merge_task(layout: RepoLayout, project: ProjectConfig, branch: str, message:
             _recover_pending(layout, checkout)
         checkout, previous = _integration_state(layout, project)
         pending = _pending_file(layout)
-        # the marker is for a killed supervisor; git does not sync the checkout it describes either
-        atomic_write_json(pending, {"branch": branch, "previous_sha": previous}, durable=False)
+        atomic_write_json(pending, {"branch": branch, "previous_sha": previous})
         try:
             # an already-merged tip is "Already up to date" (exit 0, no commit): idempotence costs no
             # extra call on the usual path; hooks are the operator's, not for this checkout
@@ -229,7 +228,7 @@ def merge_task(layout: RepoLayout, project: ProjectConfig, branch: str, message:
             if gate_level is not None:
                 def remember(pgid: int) -> None:
                     atomic_write_json(pending, {"branch": branch, "tip": tip, "previous_sha": previous,
-                                                "gate_pgid": pgid}, durable=False)
+                                                "gate_pgid": pgid})
 
                 gate = run_gate(project, gate_level, checkout, timeout=timeout, env=env, on_start=remember)
                 if not gate.passed:

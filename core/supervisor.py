@@ -186,6 +186,10 @@ class Supervisor(SupervisorRuns):
     def loop(self) -> None:
         dirty = True
         while not self.stopping:
+            if self._timer is not None and self._timer <= time.monotonic():
+                # due while the loop was busy elsewhere: the wait below would no longer include it
+                self._timer = None
+                dirty = True
             if dirty:
                 self._reconcile_once()
             if self.once and self.idle():
@@ -194,10 +198,7 @@ class Supervisor(SupervisorRuns):
             now = time.monotonic()
             timeout = max(0.0, min(self._next_heartbeat - now, self._next_flush()))
             if self._timer is not None:
-                if self._timer <= now:
-                    self._timer = None
-                else:
-                    timeout = min(timeout, self._timer - now)
+                timeout = max(0.0, min(timeout, self._timer - now))
             due = now + timeout
             exited, items = self.waker.wait(timeout)
             # a timer (a usage window's reset), a signal or a stop(): look at everything then too,

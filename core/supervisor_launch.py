@@ -127,7 +127,7 @@ def spawn(sup: Supervisor, launch: Launch, event_extra: dict[str, Any] | None = 
 
     notify_r, notify_w = os.pipe()
     try:
-        proc = runs.spawn(sup.layout, launch, nice=sup.project.worker_nice, notify_fd=notify_w)
+        proc = runs.spawn(sup.layout, launch, nice=_worker_nice(sup), notify_fd=notify_w)
     except BaseException:
         os.close(notify_r)
         raise
@@ -153,3 +153,13 @@ def verdict_of(row: Any) -> dict[str, Any]:
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
+
+
+def _worker_nice(sup: Supervisor) -> int:
+    """The project's worker_nice; the run is already recorded, so a project.yaml broken just now
+    (an editor's half-written save) must not stop it from being spawned: the last good value."""
+    try:
+        return int(sup.project.worker_nice)
+    except Exception:  # noqa: BLE001 - any failure to read the settings
+        last = getattr(sup, "_project", None)
+        return int(getattr(last, "worker_nice", 0) or 0)

@@ -16,8 +16,9 @@ launch goes through prepare(), which wraps the runner's argv in `bwrap`:
   commands run later outside), `.ai/project.yaml` and `.ai/runtime` stay read-only;
 - a user namespace with every capability dropped even when pilothouse runs as root (root keeps
   CAP_SYS_ADMIN under bwrap otherwise and could simply remount / read-write), no nested user
-  namespaces, its own pid/ipc/uts namespaces, a new session (no TIOCSTI into our terminal), and
-  --die-with-parent so an aborted dispatch leaves nothing behind.
+  namespaces, its own pid/ipc/uts namespaces, a session of its own without a controlling terminal
+  (started so by every launcher: no TIOCSTI into our terminal), and --die-with-parent so an aborted
+  dispatch leaves nothing behind.
 
 A write outside then fails in the kernel with EROFS/EACCES (ENOENT for hidden trees), which the
 runners report as tool errors and dispatch counts as permission denials. The network stays (workers

@@ -135,7 +135,7 @@ def run_writer(spec: RunSpec, targets: list[Path], timeout: float = 30) -> dict[
                         env=_child_env(spec), cwd=spec.workdir)
     wrapped = confine.wrap(launch, spec)
     proc = subprocess.run(wrapped.argv, env=wrapped.env, cwd=wrapped.cwd, capture_output=True, text=True,
-                          timeout=timeout, stdin=subprocess.DEVNULL)
+                          timeout=timeout, stdin=subprocess.DEVNULL, start_new_session=True)
     try:
         result = json.loads(proc.stdout.strip().splitlines()[-1])
     except (IndexError, ValueError):
@@ -197,7 +197,7 @@ def binary_check(binary: str, base: Path) -> dict[str, Any]:
     wrapped = confine.wrap(launch, spec)
     try:
         proc = subprocess.run(wrapped.argv, env=wrapped.env, cwd=workdir, capture_output=True, text=True,
-                              timeout=60, stdin=subprocess.DEVNULL)
+                              timeout=60, stdin=subprocess.DEVNULL, start_new_session=True)
         rc, out = proc.returncode, (proc.stdout + proc.stderr).strip()
     except subprocess.TimeoutExpired:
         rc, out = -1, "timed out"

@@ -146,7 +146,7 @@ class Tools:
         try:
             proc = subprocess.Popen(["bash", "-c", command], cwd=self.root, env=self.env, text=True,
                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
+                                    process_group=0)  # killable as a group, in our session
         except OSError as exc:
             raise ToolFailed(f"cannot run bash: {exc.strerror}") from None
         import time

@@ -60,3 +60,14 @@ def test_unconfined_gate_keeps_the_host_home(git_repo: Path, isolated_home: Path
     off = confine.prepare_command(["true"], {"HOME": str(isolated_home)}, git_repo,
                                   settings={"confinement": "off"})
     assert off.argv == ["true"] and off.env == {"HOME": str(isolated_home)}
+
+
+def test_setup_commands_get_a_home_on_disk_removed_afterwards(git_repo: Path) -> None:
+    """`npm ci` or `pip install` fill HOME with package caches: the sandbox's /tmp is memory, so a
+    setup command's HOME is a throwaway dir on disk (in pilothouse's cache), gone after it ran."""
+    res = run_command('echo cache > "$HOME/pkg" && echo "$HOME"', git_repo, level="setup[0]", check_tree=False,
+                      settings=ON)
+    assert res.passed, res
+    gates = paths.cache_dir() / "gates"
+    assert Path(res.output_tail.strip()).is_relative_to(gates)
+    assert gates.is_dir() and not any(gates.iterdir())

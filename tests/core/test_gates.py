@@ -141,3 +141,11 @@ def test_confined_gate_gets_no_secrets(git_repo: Path, monkeypatch: pytest.Monke
     check = (f"{PY} -c \"import os, sys; sys.exit(1 if 'OPENAI_API_KEY' in os.environ or "
              "os.environ.get('GATE_LEVEL') != 'x' else 0)\"")
     assert run_gate(project(fast=check), "fast", git_repo, env={"GATE_LEVEL": "x"}).passed
+
+
+def test_shell_keywords_are_not_taken_for_missing_programs(git_repo) -> None:
+    from pilothouse.core.gates import run_command
+
+    for command in ('case "$HOME" in /*) true;; esac', "until true; do :; done", ": ok"):
+        res = run_command(command, git_repo, level="fast", settings={"confinement": "off"})
+        assert res.passed, (command, res.reason)

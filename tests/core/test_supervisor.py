@@ -256,3 +256,37 @@ def test_only_news_from_others_makes_the_supervisor_look_again(git_repo: Path) -
         assert sup._news("fs", {"records"}) and sup._news("done", None) and sup._news("verdict", "r")
     finally:
         sup.conn.close()
+
+
+def test_a_timer_due_while_the_loop_is_busy_still_brings_a_reconcile() -> None:
+    """wake_at() (a usage window's reset) must lead to a reconcile even when the timer falls due
+    while the loop is reading a streaming worker's logs, whose wake-ups alone never reconcile."""
+    import time
+
+    from pilothouse.core.supervisor import Supervisor
+
+    class StreamingWaker:
+        calls = 0
+
+        def wait(self, timeout: float) -> tuple[list, list]:
+            self.calls += 1
+            if self.calls > 6:
+                sup.stopping = True
+            time.sleep(min(timeout, 0.01))
+            return [], [("fs", {"logs"})]
+
+    sup = Supervisor.__new__(Supervisor)
+    sup.stopping, sup.once, sup._last_error = False, False, None
+    sup._next_heartbeat = time.monotonic() + 30
+    sup.activity_sent, sup.tails, sup.usage_sent = {}, {}, {}
+    sup.children, sup.adopted, sup.inflight = {}, set(), set()
+    reconciles: list[float] = []
+    sup.reconcile = lambda: reconciles.append(time.monotonic())  # type: ignore[method-assign]
+    sup.heartbeat = lambda: None  # type: ignore[method-assign]
+    sup.flush_activity = lambda: None  # type: ignore[method-assign]
+    sup.read_logs = lambda: time.sleep(0.03)  # type: ignore[method-assign]
+    sup.waker = StreamingWaker()  # type: ignore[assignment]
+    due = time.monotonic() + 0.015
+    sup._timer = due
+    sup.loop()
+    assert any(r >= due for r in reconciles), reconciles

@@ -125,3 +125,71 @@ def test_waker_reports_a_verdict_and_forgets_a_closed_pipe(payload: bytes) -> No
     assert ("verdict", "run-1") in items if payload else items == []
     assert "run-1" not in waker._notify  # EOF unregistered and closed it
     waker.unwatch_pid("run-1")  # nothing left to forget: no error
+
+
+def _confined(git_repo: Path, code: str, **popen: object) -> subprocess.Popen[str]:
+    from pilothouse.providers import confine
+
+    ok, reason = confine.available()
+    assert ok, f"confinement is not available on this machine: {reason}"
+    launch = confine.prepare_command([sys.executable, "-I", "-c", code], {"PATH": "/usr/bin:/bin"}, git_repo)
+    # as every launcher does (dispatch_proc, gates, probe): a session of its own, no controlling tty
+    return subprocess.Popen(launch.argv, env=launch.env, cwd=launch.cwd, stdout=subprocess.PIPE, text=True,
+                            start_new_session=True, **popen)  # type: ignore[call-overload]
+
+
+def test_everything_in_a_sandbox_shares_the_lowered_priority_of_its_session(git_repo: Path) -> None:
+    """bwrap starts no session of its own (which would be a fresh scheduling group at nice 0)."""
+    proc = _confined(git_repo, "import os, time; time.sleep(0.3); "
+                               "print(os.getsid(0) == os.getsid(1), open('/proc/self/autogroup').read())")
+    cpu_priority.set_session(proc.pid, 6)
+    out, _ = proc.communicate(timeout=60)
+    same_session, autogroup = out.split(" ", 1)
+    assert same_session == "True"  # the command is in the session bwrap was started in
+    if _autogroups_settable():
+        assert autogroup.split()[-1] == "6"
+
+
+def test_a_confined_command_cannot_type_into_a_terminal(git_repo: Path) -> None:
+    """What bwrap's --new-session guarded against: TIOCSTI into the terminal it was started from.
+    Started in a session of its own, the sandbox has no controlling terminal: even a terminal on its
+    stdin refuses the injection, and /dev/tty does not open."""
+    import pty
+
+    code = ("import fcntl, termios, os\n"
+            "try:\n    fcntl.ioctl(0, termios.TIOCSTI, b'x'); print('injected', end=' ')\n"
+            "except OSError as e:\n    print('refused', end=' ')\n"
+            "try:\n    os.open('/dev/tty', os.O_RDWR); print('tty')\n"
+            "except OSError:\n    print('no-tty')\n")
+    leader, follower = pty.openpty()
+    try:
+        proc = _confined(git_repo, code, stdin=follower)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        os.close(follower)
+        os.close(leader)
+    assert out.split() == ["refused", "no-tty"]
+
+
+def test_a_recorded_launch_is_spawned_even_if_project_yaml_broke_just_now(git_repo: Path) -> None:
+    """The run is recorded before it is spawned; reading worker_nice at that moment must not leave a
+    recorded run that nobody started or watches (an editor's half-written save of project.yaml)."""
+    from pilothouse.core import supervisor_launch
+    from pilothouse.core.project import init_project
+    from pilothouse.core.supervisor import Supervisor
+
+    init_project(git_repo, {"fast": "true", "full": "true"}, stdin_is_tty=False)
+    layout = RepoLayout(git_repo)
+    sup = Supervisor(layout)
+    try:
+        assert sup.project.worker_nice == 10  # loaded, as reconcile does before it launches
+        layout.project_yaml.write_text("max_workers: [\n")
+        os.utime(layout.project_yaml, (1, 1))
+        launch = runs.Launch(run_id="r-1", job=None, task=None, role="assigner", provider="sim", mode="explore",
+                             workdir=str(git_repo), task_text="Explain src/calc.py.\n")
+        supervisor_launch.start(sup, launch)
+        assert "r-1" in sup.live_runs()
+        assert _nice_of(sup.children["r-1"].pid) == 10  # the last good setting
+        assert sup.children["r-1"].wait(timeout=60) == 0
+    finally:
+        sup.conn.close()
