@@ -91,13 +91,11 @@ def fanout(jobs: list[dict[str, Any]], max_parallel: int = 4) -> list[dict[str, 
         finally:
             if tmp:
                 os.unlink(tmp)
-        for line in reversed(out.splitlines()):
-            try:
-                d = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(d, dict) and d.get("type") == "pilothouse.verdict":
-                return d
+        from pilothouse.core.runs import last_verdict
+
+        found = last_verdict(out.splitlines())
+        if found is not None:
+            return found
         last = (err.strip().splitlines() or ["no output"])[-1]
         return _synth(job, f"dispatch ended without a verdict (exit {proc.returncode}): {last}", proc.returncode)
 

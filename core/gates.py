@@ -26,6 +26,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -106,29 +107,16 @@ def _snapshot(cwd: Path) -> dict[str, str]:
     return snap
 
 
-def _snapshot_started(cwd: Path) -> Callable[[], dict[str, str]]:
-    """_snapshot(cwd) begun in the background; the returned call waits for it (raising its error).
-    The git process runs while the sandbox is planned instead of before it: both sit on the path
-    from a verdict to its merge, twice per task."""
-    box: dict[str, Any] = {}
+def _snapshot_started(cwd: Path) -> Future[dict[str, str]]:
+    """_snapshot(cwd) begun in the background: the git process runs while the sandbox is planned
+    instead of before it (both sit on the path from a verdict to its merge, twice per task)."""
+    global _snapshots
+    if _snapshots is None:
+        _snapshots = ThreadPoolExecutor(max_workers=4, thread_name_prefix="gate-snapshot")
+    return _snapshots.submit(_snapshot, cwd)
 
-    def work() -> None:
-        try:
-            box["snap"] = _snapshot(cwd)
-        except BaseException as exc:  # handed to the caller, which waits for it
-            box["error"] = exc
 
-    thread = threading.Thread(target=work, name="gate-snapshot", daemon=True)
-    thread.start()
-
-    def result() -> dict[str, str]:
-        thread.join()
-        if "error" in box:
-            raise box["error"]
-        snap: dict[str, str] = box["snap"]
-        return snap
-
-    return result
+_snapshots: ThreadPoolExecutor | None = None
 
 
 def _restore(cwd: Path, paths: list[str], before: dict[str, str]) -> None:
@@ -243,10 +231,7 @@ def run_command(command: str, cwd: Path | str, *, level: str = "command", timeou
         argv, spawn_env, confined, scratch = _confine(["/bin/sh", "-c", command], env, cwd, settings, level)
     except BaseException as exc:
         if before is not None:
-            try:
-                before()  # not left running behind us; its result (or error) no longer matters
-            except Exception:
-                pass
+            before.exception()  # not left running behind us; its result (or error) no longer matters
         if not isinstance(exc, UserError):
             raise
         return GateResult(level, command, False, None, "", 0.0, reason=f"{label}: cannot run confined: {exc}")
@@ -263,11 +248,11 @@ def run_command(command: str, cwd: Path | str, *, level: str = "command", timeou
 
 
 def _run(command: str, cwd: Path, argv: list[str], env: dict[str, str], *, level: str, label: str, field: str,
-         timeout: float, before: Callable[[], dict[str, str]] | None, on_start: Callable[[int], None] | None,
+         timeout: float, before: Future[dict[str, str]] | None, on_start: Callable[[int], None] | None,
          start: float) -> GateResult:
     """`before`: the pending snapshot of the tree (None: the tree is not checked)."""
     check_tree = before is not None
-    before_snap = before() if before is not None else {}
+    before_snap = before.result() if before is not None else {}
     with tempfile.TemporaryFile() as out:
         proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)

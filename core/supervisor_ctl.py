@@ -41,8 +41,8 @@ def _lock_held(layout: RepoLayout) -> bool:
         return False
 
 
-def status(layout: RepoLayout) -> dict[str, Any] | None:
-    """The running supervisor ({pid, started_at, heartbeat_at, heartbeat_age_s}), or None."""
+def _running_row(layout: RepoLayout) -> Any:
+    """The supervisor row of the supervisor running now (its lock held, its process alive), or None."""
     if not layout.state_db.exists() or not _lock_held(layout):
         return None
     conn = store.connect(layout.state_db, readonly=True)
@@ -52,11 +52,20 @@ def status(layout: RepoLayout) -> dict[str, Any] | None:
         conn.close()
     if row is None or row["stopped_at"] or not runs.process_matches(row["pid"], row["pid_start"]):
         return None
+    return row
+
+
+def status(layout: RepoLayout) -> dict[str, Any] | None:
+    """The running supervisor ({pid, started_at, heartbeat_at, heartbeat_age_s}), or None."""
+    row = _running_row(layout)
+    if row is None:
+        return None
     from datetime import UTC, datetime
 
-    beat = datetime.fromisoformat(row["heartbeat_at"].replace("Z", "+00:00"))
+    beat = parse_ts(row["heartbeat_at"])
+    age = round((datetime.now(UTC) - beat).total_seconds(), 1) if beat is not None else None
     return {"pid": row["pid"], "started_at": row["started_at"], "heartbeat_at": row["heartbeat_at"],
-            "heartbeat_age_s": round((datetime.now(UTC) - beat).total_seconds(), 1)}
+            "heartbeat_age_s": age}
 
 
 def start(layout: RepoLayout, max_workers: int | None = None) -> int:
@@ -149,14 +158,9 @@ def _wait_gone(pid: int, start: str | None, timeout: float) -> bool:
 
 def stop(layout: RepoLayout, timeout: float = STOP_TIMEOUT_S) -> bool:
     """Ask the supervisor to stop and wait for it; False when none was running."""
-    current = status(layout)
-    if current is None:
+    row = _running_row(layout)
+    if row is None:
         return False
-    conn = store.connect(layout.state_db, readonly=True)
-    try:
-        row = conn.execute("SELECT pid, pid_start FROM supervisor WHERE id=1").fetchone()
-    finally:
-        conn.close()
     pid, start_ticks = int(row["pid"]), row["pid_start"]
     try:
         os.kill(pid, signal.SIGTERM)

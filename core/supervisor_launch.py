@@ -8,6 +8,7 @@ cockpit key on. Prompts are short and factual: the worker reads the code itself.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -123,8 +124,6 @@ def start(sup: Supervisor, launch: Launch, *, task_state: str | None = None, rea
 
 def spawn(sup: Supervisor, launch: Launch, event_extra: dict[str, Any] | None = None) -> None:
     """Spawn a recorded launch and watch it; used for new launches and for recorded-but-unspawned ones."""
-    import os
-
     notify_r, notify_w = os.pipe()
     try:
         proc = runs.spawn(sup.layout, launch, nice=_worker_nice(sup), notify_fd=notify_w)

@@ -53,11 +53,14 @@ class Waker:
         return True
 
     def unwatch_pid(self, run_id: str) -> None:
-        for fds in (self._pidfds, self._notify):
-            fd = fds.pop(run_id, None)
-            if fd is not None:
-                self.selector.unregister(fd)
-                os.close(fd)
+        self._forget(self._pidfds, run_id)
+        self._forget(self._notify, run_id)
+
+    def _forget(self, fds: dict[str, int], run_id: str) -> None:
+        fd = fds.pop(run_id, None)
+        if fd is not None:
+            self.selector.unregister(fd)
+            os.close(fd)
 
     def watch_verdict(self, run_id: str, fd: int) -> None:
         """Wake when the dispatch writes to its end of the pipe `fd`: its verdict is on disk (sooner
@@ -99,10 +102,7 @@ class Waker:
         if data:
             items.append(("verdict", run_id))
             return
-        # EOF: the dispatch is gone (its exit is reported through its pidfd)
-        self._notify.pop(run_id, None)
-        self.selector.unregister(fd)
-        os.close(fd)
+        self._forget(self._notify, run_id)  # EOF: the dispatch is gone (its pidfd reports the exit)
 
 
 class FileWatcher(threading.Thread):

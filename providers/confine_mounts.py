@@ -11,7 +11,7 @@ import shutil
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
@@ -245,7 +245,7 @@ def wrap(launch: LaunchSpec, spec: RunSpec, *, extra_ro: list[Path] | None = Non
     for h in hidden:
         add(h, 0, real=True)
     sb = spec.sandbox
-    private = _dedup([sb.root, sb.home, sb.config, sb.data, sb.state, sb.cache, sb.shared_cache])
+    private = list(dict.fromkeys([sb.root, sb.home, sb.config, sb.data, sb.state, sb.cache, sb.shared_cache]))
     writable = [_real(p) for p in (*launch.writable, *(() if sandbox_in_tmp else private))]
     if spec.mode in WRITER_MODES:
         writable.append(workdir)
@@ -327,10 +327,6 @@ def wrap(launch: LaunchSpec, spec: RunSpec, *, extra_ro: list[Path] | None = Non
         args = [*relay, "outer", "--sock", sock, "--target", hostport, "--", *args,
                 *relay, "inner", "--sock", sock, "--listen", hostport, "--"]
     return replace(launch, argv=args + argv, env=env)
-
-
-def _dedup(items: Iterable[Path]) -> list[Path]:
-    return list(dict.fromkeys(items))
 
 
 def _private_dirs(dirs: list[Path], ops: dict[Path, int]) -> list[str]:

@@ -6,8 +6,12 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from pilothouse.core.layout import RepoLayout
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # Variables a test may inherit from the runner's environment; everything else about the user is replaced.
@@ -74,3 +78,13 @@ def run_cli(*args: str, cwd: Path | None = None, input: str | None = None, timeo
 @pytest.fixture
 def cli():
     return run_cli
+
+
+def project_layout(root: Path, project_yaml: str) -> RepoLayout:
+    """A repository layout at `root` whose .ai/project.yaml is `project_yaml` (no git needed)."""
+    from pilothouse.core.layout import RepoLayout
+
+    lay = RepoLayout(root)
+    lay.ai.mkdir(parents=True, exist_ok=True)
+    lay.project_yaml.write_text(project_yaml)
+    return lay

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from conftest import project_layout
 from pilothouse.core import budgets, problems, store
 from pilothouse.core.layout import RepoLayout
 from pilothouse.providers.errors import UserError
@@ -16,10 +17,7 @@ POLICY = 'gates: {fast: "true", full: "true"}\nbudgets: {job_tokens: 1000}\n'
 
 @pytest.fixture
 def layout(tmp_path: Path) -> RepoLayout:
-    lay = RepoLayout(tmp_path)
-    lay.ai.mkdir()
-    lay.project_yaml.write_text(POLICY)
-    return lay
+    return project_layout(tmp_path, POLICY)
 
 
 def test_budget_over_cap_opens_one_problem_and_retry_needs_a_raised_cap(layout: RepoLayout) -> None:

@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from conftest import project_layout
 from pilothouse.core import policy, quota
 from pilothouse.core.layout import RepoLayout
 from pilothouse.core.project import load_project
@@ -29,10 +30,7 @@ budgets: {job_tokens: 1000}
 
 @pytest.fixture
 def layout(tmp_path: Path) -> RepoLayout:
-    lay = RepoLayout(tmp_path)
-    lay.ai.mkdir()
-    lay.project_yaml.write_text(POLICY)
-    return lay
+    return project_layout(tmp_path, POLICY)
 
 
 def _blocked(*provs: str) -> dict[str, quota.Availability]:

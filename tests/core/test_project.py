@@ -99,13 +99,19 @@ def test_init_writes_project_gitignore_and_registers(git_repo: Path) -> None:
     assert (git_repo / ".gitignore").read_text().count(".ai/runtime/") == 1
 
 
-def test_init_without_detectable_gates_needs_flags(tmp_path: Path) -> None:
+def _readme_only_repo(tmp_path: Path) -> Path:
+    """A repository with one commit and nothing to detect gates from."""
     repo = tmp_path / "r"
     repo.mkdir()
     git(repo, "init", "-q")
     (repo / "README.md").write_text("x\n")
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "init")
+    return repo
+
+
+def test_init_without_detectable_gates_needs_flags(tmp_path: Path) -> None:
+    repo = _readme_only_repo(tmp_path)
     with pytest.raises(UserError, match="--gate-fast CMD --gate-full CMD"):
         init_project(repo, stdin_is_tty=False)
     init_project(repo, {"fast": "make lint", "full": "make test"})
@@ -154,12 +160,7 @@ def test_init_asks_on_a_tty(tmp_path: Path) -> None:
     import pty
     import sys
 
-    repo = tmp_path / "r"
-    repo.mkdir()
-    git(repo, "init", "-q")
-    (repo / "README.md").write_text("x\n")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "init")
+    repo = _readme_only_repo(tmp_path)
     master, slave = pty.openpty()
     proc = subprocess.Popen([sys.executable, "-m", "pilothouse", "init"], cwd=repo, stdin=slave,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
