@@ -22,8 +22,10 @@ def _nice_of(pid: int) -> int:
 
 
 def _autogroup_nice(pid: int) -> int | None:
+    """None when there is no autogroup: no /proc file, or an empty one (the task is in a cgroup)."""
     try:
-        return int(Path(f"/proc/{pid}/autogroup").read_text().split()[-1])
+        words = Path(f"/proc/{pid}/autogroup").read_text().split()
+        return int(words[-1]) if words else None
     except (OSError, ValueError):
         return None
 
