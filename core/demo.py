@@ -34,7 +34,9 @@ def _data() -> Path:
     return package_data()
 
 
-def list_scenarios() -> list[tuple[str, str]]:
+def list_scenarios(runnable_only: bool = True) -> list[tuple[str, str]]:
+    """(name, description) of the bundled scenarios; by default only those that can run a demo job
+    (the others script single dispatches: `pilothouse sim list` shows them all)."""
     import yaml
 
     out = []
@@ -43,12 +45,58 @@ def list_scenarios() -> list[tuple[str, str]]:
             doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
         except yaml.YAMLError:
             continue
+        if not isinstance(doc, dict) or (runnable_only and not _plans(doc)):
+            continue
         out.append((str(doc.get("name") or path.stem), str(doc.get("description") or "").strip()))
     return out
 
 
+def _plans(doc: Any) -> bool:
+    """The scenario scripts the assigner (a script matching mode plan): without one, the job's
+    planning gets no answer and the demo could never get past it."""
+    scripts = doc.get("scripts") if isinstance(doc, dict) else None
+    for script in scripts if isinstance(scripts, list) else []:
+        match = script.get("match") if isinstance(script, dict) else None
+        mode = match.get("mode") if isinstance(match, dict) else None
+        if mode == "plan" or (isinstance(mode, list) and "plan" in mode):
+            return True
+    return False
+
+
 def scenario_exists(name: str) -> bool:
-    return (_data() / "scenarios" / f"{name}.yaml").is_file() or Path(name).is_file()
+    return _scenario_path(name) is not None
+
+
+def _scenario_path(name: str) -> Path | None:
+    bundled = _data() / "scenarios" / f"{name}.yaml"
+    if bundled.is_file():
+        return bundled
+    return Path(name) if Path(name).is_file() else None
+
+
+def check_scenario(name: str) -> None:
+    """Refuse, before anything is made, a scenario that is missing or cannot run a job."""
+    import yaml
+
+    path = _scenario_path(name)
+    if path is None:
+        names = ", ".join(n for n, _ in list_scenarios())
+        raise UserError(f"no scenario named {name!r}: pick one of {names} (pilothouse demo --list)")
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError, OSError) as exc:
+        raise UserError(f"scenario {name}: cannot read {path} ({type(exc).__name__}): fix the file") from None
+    if not _plans(doc):
+        raise UserError(f"scenario {name!r} scripts single dispatches, not a job (no script matches mode plan): "
+                        "pick one from pilothouse demo --list, or try it with pilothouse dispatch --provider sim")
+
+
+def check_dest(dest: Path) -> None:
+    dest = dest.expanduser()
+    if dest.exists() and not dest.is_dir():
+        raise UserError(f"--dir {dest}: not a directory: pass an empty or new directory")
+    if dest.exists() and any(dest.iterdir()):
+        raise UserError(f"{dest.resolve()} is not empty: pass an empty or new directory to --dir")
 
 
 def test_command() -> str:
@@ -66,8 +114,7 @@ def make_repo(dest: Path) -> Path:
     import yaml
 
     dest = dest.resolve()
-    if dest.exists() and any(dest.iterdir()):
-        raise UserError(f"{dest} is not empty: pass an empty or new directory to --dir")
+    check_dest(dest)
     manifest = yaml.safe_load((_data() / "demo" / "repo.yaml").read_text(encoding="utf-8"))
     for rel, content in manifest["files"].items():
         path = dest / rel
@@ -112,9 +159,8 @@ def prepare(dest: Path, scenario: str = DEFAULT_SCENARIO, max_workers: int | Non
     from pilothouse.core.jobs import create_job
     from pilothouse.core.project import init_project
 
-    if not scenario_exists(scenario):
-        names = ", ".join(n for n, _ in list_scenarios())
-        raise UserError(f"no scenario named {scenario!r}: pick one of {names} (pilothouse demo --list)")
+    # `demo` checks the scenario before anything is made (check_scenario); tests and benches bring
+    # their own, which may define the graph by hand and script no plan
     root = make_repo(dest)
     cmd = test_command()
     init_project(root, {"fast": cmd, "full": cmd}, stdin_is_tty=False)

@@ -57,6 +57,8 @@ class GateResult:
     changed_files: list[str] = field(default_factory=list)
     reason: str | None = None  # why it failed, one line; None when passed
     timed_out: bool = False
+    # the command's program is not installed: the project's settings are at fault, not the work
+    not_installed: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -225,7 +227,7 @@ def run_command(command: str, cwd: Path | str, *, level: str = "command", timeou
     if missing:
         return GateResult(level, command, False, None, "", 0.0,
                           reason=f"{label}: command not found: {missing} — install it or fix "
-                                 f"{field} in .ai/project.yaml")
+                                 f"{field} in .ai/project.yaml", not_installed="/" not in missing)
     before = _snapshot_started(cwd) if check_tree else None
     try:
         argv, spawn_env, confined, scratch = _confine(["/bin/sh", "-c", command], env, cwd, settings, level)

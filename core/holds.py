@@ -24,9 +24,11 @@ from pilothouse.core.problems import _db, get_problem
 
 
 def launch_hold(layout: RepoLayout, job: str, cap: int | None, *, now: datetime | None = None,
-                conn: sqlite3.Connection | None = None, log: EventLog | None = None) -> str | None:
-    """None when the job may launch, else why not (one line, for the event and `why`)."""
-    held = job_hold(layout, job, conn=conn)
+                conn: sqlite3.Connection | None = None, log: EventLog | None = None,
+                setup: bool = True) -> str | None:
+    """None when the job may launch, else why not (one line, for the event and `why`).
+    `setup=False`: for a launch that needs no worktree setup (the assigner), only the budget holds."""
+    held = job_hold(layout, job, conn=conn) if setup else []
     if held:
         return (f"held: the same setup failure stopped {len(held)} tasks ({', '.join(held)}); "
                 f"fix the cause, then retry one of them (pilothouse problem act {held[0]} retry)")

@@ -20,6 +20,7 @@ from pilothouse.providers.errors import UserError
 from pilothouse.providers.fsutil import atomic_write_text
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+MAX_NAME_CHARS = 63
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 MAX_ATTACHMENTS = 10
 MAX_ATTACHMENT_BYTES = 8 * 1024 * 1024
@@ -77,9 +78,12 @@ class Job(BaseModel):
 
 
 def validate_name(name: str) -> str:
+    if isinstance(name, str) and len(name) > MAX_NAME_CHARS:
+        raise UserError(f"job name {name[:20]!r}... is {len(name)} characters: the limit is {MAX_NAME_CHARS} "
+                        "(it becomes part of branch and file names): use a shorter name")
     if not isinstance(name, str) or not NAME_RE.match(name):
         raise UserError(f"job name {name!r} is not valid: use lowercase letters, digits and '-', "
-                        "starting with a letter or digit (e.g. first-draft)")
+                        f"starting with a letter or digit, at most {MAX_NAME_CHARS} characters (e.g. first-draft)")
     return name
 
 

@@ -81,9 +81,44 @@ def main_layout(layout: RepoLayout) -> RepoLayout:
     return RepoLayout(main)
 
 
+def read_text(path: Path | str, what: str, limit: int | None = None, *, not_text_fix: str = "save it as UTF-8",
+              too_long_fix: str = "shorten it") -> str:
+    """A text file the user gave or keeps ('-': stdin), every way it can be unreadable a UserError
+    starting with `what` (e.g. "--file tasks.yaml"). A missing file raises FileNotFoundError: what
+    to say then depends on the caller. Past `limit` characters it is refused after reading only
+    limit + 1 of them, so /dev/zero or a runaway file costs nothing."""
+    import sys
+
+    size = -1 if limit is None else limit + 1
+    try:
+        if str(path) == "-":
+            text = sys.stdin.read(size)
+        else:
+            with open(path, encoding="utf-8") as fh:
+                text = fh.read(size)
+    except UnicodeDecodeError:
+        raise UserError(f"{what}: not UTF-8 text: {not_text_fix}") from None
+    except IsADirectoryError:
+        raise UserError(f"{what}: is a directory, not a file") from None
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise UserError(f"{what}: cannot read it ({exc.strerror or exc}): check the path and its permissions") from None
+    if limit is not None and len(text) > limit:
+        raise UserError(f"{what}: longer than the limit of {limit} characters: {too_long_fix}")
+    return text
+
+
 def find_repo(start: Path | str | None = None) -> RepoLayout:
     """The repository containing `start` (default: the current directory); inside one of
     pilothouse's task worktrees, the repository it was made from (see main_layout)."""
+    if start is not None and str(start):
+        given = Path(start).expanduser()
+        # subprocess would only say NotADirectoryError / FileNotFoundError about its cwd
+        if given.exists() and not given.is_dir():
+            raise UserError(f"--repo {start}: not a directory: pass the repository's directory")
+        if not given.exists():
+            raise UserError(f"--repo {start}: no such directory: pass the repository's directory")
     here = Path(start or os.getcwd()).resolve()
     for cand in (here, *here.parents):
         dotgit = cand / ".git"

@@ -23,7 +23,7 @@ from typing import Any
 from pilothouse.core import store
 from pilothouse.core.events import EventLog, utc_now_iso
 from pilothouse.core.layout import RepoLayout
-from pilothouse.core.replies import KIND_REPLIES, NEEDS_WORDS, REPLIES
+from pilothouse.core.replies import JOB_REPLIES, KIND_REPLIES, NEEDS_WORDS, REPLIES
 from pilothouse.providers.errors import UserError
 
 # Letters only, with the look-alikes gone: no I/L (1), O/Q (0), B (8), S (5), Z (2), G (6).
@@ -139,6 +139,8 @@ def open_problem(layout: Any, job: str, task: str | None, kind: str, summary: st
         allowed = list(KIND_REPLIES[kind])
     else:
         allowed = list(replies) if replies else ["retry", "skip"]
+    if task is None:
+        allowed = [r for r in allowed if r in JOB_REPLIES]
     unknown = [r for r in allowed if r not in REPLIES]
     if unknown:
         raise ValueError(f"unknown replies {unknown} for problem kind {kind}")

@@ -201,12 +201,13 @@ def parse_yaml(text: str, file: str) -> Any:
 
 def load_project(layout: RepoLayout) -> ProjectConfig:
     """The project's settings, from the main checkout (see layout.main_layout)."""
-    from pilothouse.core.layout import main_layout
+    from pilothouse.core.layout import main_layout, read_text
 
     file = ".ai/project.yaml"
     layout = main_layout(layout)
     try:
-        text = layout.project_yaml.read_text(encoding="utf-8")
+        text = read_text(layout.project_yaml, f"{layout.project_yaml}",
+                         not_text_fix="save it as UTF-8 (or re-run `pilothouse init --force`)")
     except FileNotFoundError:
         raise UserError(f"{layout.root}: no {file}: run `pilothouse init` in the repository") from None
     data = parse_yaml(text, file)
@@ -295,17 +296,22 @@ def _ask_gates(stdin_is_tty: bool) -> dict[str, str]:
     return {"fast": fast, "full": full}
 
 
-def _ensure_gitignore(root: Path) -> bool:
-    from pilothouse.providers.fsutil import atomic_write_text
+def _gitignore_update(root: Path) -> str | None:
+    """The new .gitignore text, or None when it already ignores .ai/runtime/ (writes nothing)."""
+    from pilothouse.core.layout import read_text
 
     gi = root / ".gitignore"
-    text = gi.read_text(encoding="utf-8") if gi.exists() else ""
+    if gi.is_dir():
+        raise UserError(f"{gi} is a directory: remove it (git reads .gitignore as a file)")
+    try:
+        text = read_text(gi, str(gi))
+    except FileNotFoundError:
+        text = ""
     if any(line.strip() in (".ai/runtime/", ".ai/runtime", "/.ai/runtime/", "/.ai/runtime")
            for line in text.splitlines()):
-        return False
+        return None
     sep = "" if not text or text.endswith("\n") else "\n"
-    atomic_write_text(gi, f"{text}{sep}# pilothouse runtime state (not a record)\n.ai/runtime/\n")
-    return True
+    return f"{text}{sep}# pilothouse runtime state (not a record)\n.ai/runtime/\n"
 
 
 def init_project(root: Path | str, gates: dict[str, str] | None = None, *,
@@ -336,6 +342,14 @@ def init_project(root: Path | str, gates: dict[str, str] | None = None, *,
             raise UserError(f"no git author configured ({key} is unset): run "
                             f"git config --global {key} \"...\"")
     done: dict[str, Any] = {"repo": str(layout.root), "project_yaml": str(layout.project_yaml)}
+    # everything is checked before anything is written: a refusal must not leave half a setup
+    gitignore = _gitignore_update(layout.root)
+    if layout.ai.exists() and not layout.ai.is_dir():
+        raise UserError(f"{layout.ai} is a file, not a directory: move it away (pilothouse keeps its records there)")
+    if layout.project_yaml.is_dir():
+        raise UserError(f"{layout.project_yaml} is a directory, not a file: remove it, then run init again")
+    repos.check_writable()
+    text: str | None = None
     if layout.project_yaml.exists() and not force:
         load_project(layout)  # an existing file must at least be valid
         done["written"] = False
@@ -351,9 +365,12 @@ def init_project(root: Path | str, gates: dict[str, str] | None = None, *,
             ProjectConfig.model_validate(parse_yaml(text, ".ai/project.yaml"))
         except ValidationError as exc:
             raise UserError(format_validation_error(exc, "--gate-fast/--gate-full")) from None
-        atomic_write_text(layout.project_yaml, text)
         done["written"] = True
         done["gates"] = gates
-    done["gitignore_updated"] = _ensure_gitignore(layout.root)
+    if text is not None:
+        atomic_write_text(layout.project_yaml, text)
+    if gitignore is not None:
+        atomic_write_text(layout.root / ".gitignore", gitignore)
+    done["gitignore_updated"] = gitignore is not None
     done["registered"] = repos.register_repo(layout.root)
     return done

@@ -18,6 +18,9 @@ REPLY_HELP = {
     "plan": "the assigner re-plans the job with your words",
 }
 
+# A stop of the whole job (its final gate, the combined review) has no task to skip or hint.
+JOB_REPLIES = ("retry", "accept", "plan")
+
 # Which replies can fix which kind of stop. The first is the cheapest sensible answer.
 KIND_REPLIES: dict[str, tuple[str, ...]] = {
     "gate_failed": ("retry", "skip", "hint", "plan"),
@@ -27,6 +30,7 @@ KIND_REPLIES: dict[str, tuple[str, ...]] = {
     "builder_blocked": ("retry", "hint", "skip", "plan", "dismiss"),
     "needs_files": ("dismiss", "hint", "skip", "plan"),
     "worker_crashed": ("retry", "hint", "skip", "plan"),
+    "no_changes": ("hint", "retry", "skip", "plan"),
     "setup_failed": ("retry", "skip"),
     "worktree_failed": ("retry", "skip"),
     "merge_conflict": ("retry", "hint", "skip", "plan"),

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import fcntl
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 
 from pilothouse.providers import paths
+from pilothouse.providers.errors import UserError
 from pilothouse.providers.fsutil import atomic_write_json
 
 
@@ -28,6 +30,24 @@ def list_repos() -> list[Path]:
         if isinstance(value, str) and value:
             out.append(Path(value))
     return out
+
+
+def check_writable() -> None:
+    """Refuse now what register_repo would fail on later: `init` checks everything before it
+    writes anything, so a refusal never leaves a half-set-up repository."""
+    file = paths.repos_file()
+    if file.is_dir():
+        raise UserError(f"{file} is a directory, not the repository list: remove it")
+    for p in (file.parent, *file.parent.parents):
+        if not p.exists():
+            continue
+        if not p.is_dir():
+            raise UserError(f"{p} is a file, not a directory: move it away (pilothouse keeps its "
+                            f"repository list in {file.parent})")
+        if not os.access(p, os.W_OK | os.X_OK):
+            raise UserError(f"{p} is not writable: fix its permissions (pilothouse keeps its repository "
+                            f"list in {file.parent})")
+        return
 
 
 def register_repo(path: Path | str) -> bool:

@@ -205,6 +205,11 @@ def synth_verdict(layout: RepoLayout, row: sqlite3.Row, why: str) -> dict[str, A
         tail = run_files(layout, row["run_id"])["err"].read_text(errors="replace")[-1500:]
     except OSError:
         tail = ""
+    # the dispatch's own last words (e.g. "pilothouse: scenario file … not found") say why, where the
+    # operator looks: the task's reason and the problem, not only the run's .err file
+    last = next((line.strip() for line in reversed(tail.splitlines()) if line.strip()), "")
+    if last:
+        why = f"{why}: {last[:300]}"
     return {"type": "pilothouse.verdict", "schema": 1, "run_id": row["run_id"], "provider": row["provider"],
             "mode": row["mode"], "verdict": "error", "exit_code": None, "tokens": {}, "cost_usd": 0.0,
             "parse_state": "unavailable", "result": None, "session_id": None, "stderr_tail": tail,

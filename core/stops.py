@@ -123,8 +123,8 @@ def after_builder(verdict: dict[str, Any], counters: dict[str, Any], *, commit: 
                               "round; re-running it would spend tokens for the same answer.",
                         kind="unchanged_resubmission", counters=counters, evidence=ev)
     if commit is None:
-        return Decision(STOP, "The builder committed nothing.", kind="worker_crashed", counters=counters,
-                        evidence=ev)
+        return Decision(STOP, "The builder finished without changing any file: nothing to gate or merge.",
+                        kind="no_changes", counters=counters, evidence=ev)
     return Decision(PROCEED, f"builder submitted {commit[:10]}", counters=counters)
 
 
@@ -137,6 +137,10 @@ def after_gate(gate: dict[str, Any], counters: dict[str, Any], *, setup: bool = 
     if gate.get("changed_files"):
         ev["changed_files"] = gate["changed_files"]
     why = gate.get("reason") or f"exit {gate.get('exit_code')}"
+    if gate.get("not_installed") and not setup:
+        # no builder can fix a program missing from this machine: no builder tokens on it
+        return Decision(STOP, f"The gate cannot run: {why}. Then retry.", kind="gate_failed",
+                        counters=counters, evidence=ev)
     if setup:
         # a setup failure fails alike on every run: no builder tokens on it
         return Decision(STOP, f"Setup `{gate.get('command')}` failed in the task's worktree ({why}).",

@@ -33,6 +33,8 @@ from pilothouse.core.supervisor_wake import FileWatcher, Waker
 from pilothouse.providers.errors import UserError
 
 HEARTBEAT_S = activity.HEARTBEAT_S
+# passes run back to back while each moves a task (see loop)
+MAX_PASSES_IN_A_ROW = 8
 FINISHED_JOB_STATES = ("accepted", "failed", "cancelled")
 
 
@@ -184,26 +186,30 @@ class Supervisor(SupervisorRuns):
         self.waker.poke()
 
     def loop(self) -> None:
-        dirty = True
+        dirty, again = True, 0
         while not self.stopping:
             if self._timer is not None and self._timer <= time.monotonic():
                 # due while the loop was busy elsewhere: the wait below would no longer include it
                 self._timer = None
                 dirty = True
             if dirty:
+                moves = self.store.moves
                 self._reconcile_once()
+                # a pass that moved a task may have made work for the next one (our own writes wake
+                # nothing, see _news); bounded, so a record that changes on every pass cannot spin
+                again = again + 1 if self.store.moves != moves and again < MAX_PASSES_IN_A_ROW else 0
             if self.once and self.idle():
                 return
             self.heartbeat()
             now = time.monotonic()
-            timeout = max(0.0, min(self._next_heartbeat - now, self._next_flush()))
+            timeout = 0.0 if again else max(0.0, min(self._next_heartbeat - now, self._next_flush()))
             if self._timer is not None:
                 timeout = max(0.0, min(timeout, self._timer - now))
             due = now + timeout
             exited, items = self.waker.wait(timeout)
             # a timer (a usage window's reset), a signal or a stop(): look at everything then too,
             # even when a worker's log line arrived at the same moment
-            dirty = (bool(exited) or not items or time.monotonic() >= due
+            dirty = (bool(again) or bool(exited) or not items or time.monotonic() >= due
                      or any(self._news(kind, payload) for kind, payload in items))
             for run_id in exited:
                 self.collect(run_id)

@@ -15,6 +15,7 @@ from pilothouse.core import supervisor_review as review
 from pilothouse.core.supervisor_replies import apply_replies  # noqa: F401  (the loop calls it through here)
 from pilothouse.core.supervisor_sched import launch_ready, resume_builder  # noqa: F401
 from pilothouse.core.supervisor_state import TERMINAL, counters, stop_task
+from pilothouse.providers.errors import describe
 
 if TYPE_CHECKING:
     import sqlite3
@@ -68,7 +69,7 @@ def step_job(sup: Supervisor, job: str, planned: bool) -> list[tuple[str, Any, A
         except Exception as exc:  # noqa: BLE001 - one task's trouble must not stop the others
             sup.log.exception("task %s/%s: %s", job, r["task"], exc)
             try:
-                stop_task(sup.store, job, r["task"], f"the supervisor failed on this task: {exc}",
+                stop_task(sup.store, job, r["task"], f"the supervisor failed on this task: {describe(exc)}",
                           kind="worker_crashed", evidence={"error": repr(exc)})
             except Exception:  # noqa: BLE001
                 sup.log.exception("cannot stop task %s/%s", job, r["task"])
@@ -81,11 +82,12 @@ def step_job(sup: Supervisor, job: str, planned: bool) -> list[tuple[str, Any, A
     return ready
 
 
-def launch_hold(sup: Supervisor, job: str) -> str | None:
+def launch_hold(sup: Supervisor, job: str, *, setup: bool = True) -> str | None:
     """Why nothing new may launch for the job now (budget, a shared setup failure), or None."""
     from pilothouse.core import holds
 
-    return holds.launch_hold(sup.layout, job, sup.project.budgets.job_tokens, conn=sup.conn, log=sup.events)
+    return holds.launch_hold(sup.layout, job, sup.project.budgets.job_tokens, conn=sup.conn, log=sup.events,
+                             setup=setup)
 
 
 def _step_task(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any, states: dict[str, str], planned: bool,
@@ -170,6 +172,36 @@ def builder_done(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any, run: sqli
     sup.work(key, commit, lambda res, exc: _after_builder(sup, job, tid, tdef, run_id, res, exc))
 
 
+def _check_paths(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any) -> None:
+    """Off the critical path (the gate is already running): name what the task changed outside its
+    expected_paths.write."""
+    worktree, base, writes = r["worktree"], counters(r).get("base"), list(tdef.expected_paths.write)
+
+    def noted(files: list[str] | None, exc: BaseException | None) -> None:
+        if files:
+            shown = ", ".join(files[:5]) + (" …" if len(files) > 5 else "")
+            sup.events.append("task.paths_exceeded", job=job, task=r["task"], data={
+                "files": files[:50], "declared": writes,
+                "reason": f"it also changed {shown}, outside its expected_paths.write"})
+
+    sup.work(("paths", job, r["task"]), lambda: _undeclared(worktree, base, writes), noted)
+
+
+def _undeclared(worktree: str, base: str | None, writes: list[str]) -> list[str]:
+    """Files the task changed outside its expected_paths.write: the scheduler ran it beside tasks
+    on the strength of those paths, so the operator and its reviewer should know."""
+    from pilothouse.core.supervisor_sched import _overlap
+    from pilothouse.core.worktrees import changed_files
+
+    if not base or not writes:
+        return []
+    try:
+        files = changed_files(worktree, base)
+    except Exception:  # noqa: BLE001 - only a note; the gate and the merge judge the work
+        return []
+    return [f for f in files if not any(_overlap(f, w) for w in writes)]
+
+
 def _after_builder(sup: Supervisor, job: str, tid: str, tdef: Any, run_id: str, now: str | None,
                    exc: BaseException | None) -> None:
     from pilothouse.core import stops
@@ -193,7 +225,9 @@ def _after_builder(sup: Supervisor, job: str, tid: str, tdef: Any, run_id: str, 
         assert commit is not None
         sup.store.set_task(job, tid, "gating", f"{d.reason} ({v.get('verdict')})", commit_sha=commit,
                            session_id=session, activity=None, counters=d.counters)
-        start_gate(sup, job, sup.store.task(job, tid), tdef)  # type: ignore[arg-type]
+        row = sup.store.task(job, tid)
+        start_gate(sup, job, row, tdef)  # type: ignore[arg-type]
+        _check_paths(sup, job, row, tdef)  # type: ignore[arg-type]
     elif d.action == stops.WAIT:
         # a usage limit is not a failure: the attempt is given back and the task waits
         c = dict(d.counters)
@@ -280,8 +314,8 @@ def merge_done(sup: Supervisor, job: str, tid: str, res: Any, exc: BaseException
     if r is None or r["state"] != "merging":
         return
     if res is None:
-        sup.events.append("merge.finished", job=job, task=tid, data={"ok": False, "reason": repr(exc)})
-        stop_task(sup.store, job, tid, f"merge failed: {exc}", kind="merge_failed")
+        sup.events.append("merge.finished", job=job, task=tid, data={"ok": False, "reason": describe(exc)})
+        stop_task(sup.store, job, tid, f"merge failed: {describe(exc)}", kind="merge_failed")
         return
     data = res.to_dict()
     if data.get("gate"):

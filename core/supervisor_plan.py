@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from pilothouse.core import runs
 from pilothouse.core import supervisor_launch as L
+from pilothouse.core.stops import classify_verdict
 
 if TYPE_CHECKING:
     import sqlite3
@@ -59,6 +60,14 @@ def step(sup: Supervisor, job: Any, row: sqlite3.Row) -> bool:
     verdict = L.verdict_of(last)
     result = verdict.get("result") if verdict.get("parse_state") == "parsed" else None
     errors: list[str]
+    how = classify_verdict(verdict)
+    if how == "quota" and not result:
+        return _wait_for_quota(sup, job, revision, last["provider"])
+    if how == "auth" and not result:
+        _stop_planning(sup, job.name, revision, [f"the assigner's provider {last['provider']} refused its "
+                                                 f"credentials: {verdict.get('error') or 'auth'}; fix the key "
+                                                 "(pilothouse keys), then retry"], last["run_id"], kind="auth")
+        return False
     if verdict.get("verdict") in ("error", "quota", "empty") and not result:
         errors = [f"the assigner run failed: {verdict.get('error') or verdict.get('verdict')}"]
         resumable = False
@@ -149,11 +158,12 @@ def _coordinator(sup: Supervisor, job: Any) -> tuple[str, str | None]:
 
 
 def _launch_assigner(sup: Supervisor, job: Any, revision: int, previous: sqlite3.Row | None,
-                     errors: list[str] | None = None) -> None:
+                     errors: list[str] | None = None, note: str = "") -> None:
     from pilothouse.core.integration import ensure_integration_checkout
     from pilothouse.core.supervisor_flow import launch_hold
 
-    hold = launch_hold(sup, job.name)
+    # a shared setup failure holds builders, not planning: a correction may be what fixes it
+    hold = launch_hold(sup, job.name, setup=False)
     if hold:
         if sup.store.job(job.name)["reason"] != hold:  # type: ignore[index]
             sup.store.set_job(job.name, "job.blocked", reason=hold, state="blocked")
@@ -164,7 +174,7 @@ def _launch_assigner(sup: Supervisor, job: Any, revision: int, previous: sqlite3
         _sync(sup)
     if previous is None:
         existing = [{"task": t["task"], "state": t["state"]} for t in sup.store.tasks(job.name)]
-        text = L.plan_text(job, job.name, revision, L.repo_summary(checkout), existing)
+        text = L.plan_text(job, job.name, revision, L.repo_summary(checkout), existing) + note
         session = resume_of = None
     else:
         text = ("Your plan was rejected:\n" + "\n".join(f"- {e}" for e in (errors or [])) +
@@ -177,13 +187,31 @@ def _launch_assigner(sup: Supervisor, job: Any, revision: int, previous: sqlite3
     L.start(sup, launch)
 
 
-def _stop_planning(sup: Supervisor, job: str, revision: int, errors: list[str], run_id: str) -> None:
+def _stop_planning(sup: Supervisor, job: str, revision: int, errors: list[str], run_id: str, *,
+                   kind: str = "plan_invalid") -> None:
     from pilothouse.core import problems
 
     summary = f"planning revision {revision} failed: " + "; ".join(errors)[:600]
     sup.store.set_job(job, "job.blocked", reason=summary, state="blocked")
-    problems.open_problem(sup.layout, job, None, "plan_invalid", summary, {"run": run_id, "errors": errors},
+    problems.open_problem(sup.layout, job, None, kind, summary, {"run": run_id, "errors": errors},
                           conn=sup.conn, log=sup.events)
+
+
+def _wait_for_quota(sup: Supervisor, job: Any, revision: int, provider: str) -> bool:
+    """The assigner hit a usage limit: no problem for the operator, planning waits like a builder
+    would — until the window resets (or its check is due), then a fresh assigner plans."""
+    from pilothouse.core import quota
+
+    av = quota.may_launch(sup.layout, provider, poll_s=sup.project.availability_poll_seconds, conn=sup.conn)
+    if av.available:
+        _launch_assigner(sup, job, revision, None, note="\n(Planning again after a usage-limit wait.)\n")
+        return False
+    if av.next_check_at is not None:
+        sup.wake_at(av.next_check_at.timestamp())
+    why = f"planning revision {revision} waits: {av.reason}"
+    if sup.store.job(job.name)["reason"] != why:  # type: ignore[index]
+        sup.store.set_job(job.name, "job.waiting", reason=why, state="planning")
+    return False
 
 
 def _sync(sup: Supervisor) -> None:

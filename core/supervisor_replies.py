@@ -7,6 +7,7 @@ applying it to a task that has already moved on does nothing.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pilothouse.core.supervisor_state import TERMINAL, IllegalTransition, counters
@@ -17,7 +18,8 @@ if TYPE_CHECKING:
 # where `retry` sends a stopped task back to, by the kind of stop
 RETRY_TO = {"gate_failed": "gating", "reviewer_failed": "gating", "merge_conflict": "approved",
             "merge_failed": "approved", "setup_failed": "ready", "worktree_failed": "ready", "auth": "ready",
-            "worker_crashed": "ready", "budget": "ready", "builder_blocked": "ready"}
+            "worker_crashed": "ready", "budget": "ready", "builder_blocked": "ready",
+            "no_changes": "ready"}
 
 
 def apply_replies(sup: Supervisor) -> None:
@@ -78,8 +80,13 @@ def _apply(sup: Supervisor, p: Any, rep: Any) -> str:
         c.pop("gate_fail", None)
         c.pop("crash", None)
         fields: dict[str, Any] = {"counters": c}
-        if target == "gating" and r["worktree"] is None:
+        if target == "gating" and (r["worktree"] is None or not Path(r["worktree"]).is_dir()):
             target = "ready"
+        elif target in ("gating", "approved"):
+            fixed = _commit_operator_fix(sup, p, r)
+            if fixed:
+                fields["commit_sha"] = fixed
+                target = "gating"  # what merges is what passed: the fix goes through the gate first
         if target == "ready" and r["state"] == "stopped" and p.kind in ("auth", "budget", "worker_crashed"):
             fields["session_id"] = r["session_id"]
         sup.store.set_task(job, p.task, target, f"{who} ({p.kind})", **fields)
@@ -87,11 +94,24 @@ def _apply(sup: Supervisor, p: Any, rep: Any) -> str:
     return f"reply {reply} does not apply here"
 
 
+def _commit_operator_fix(sup: Supervisor, p: Any, r: Any) -> str | None:
+    """The operator fixed the task's worktree by hand and answered retry: commit that fix, so the
+    gate judges, and the merge takes, the same tree (a gate passing on uncommitted edits would
+    merge the commit without them)."""
+    from pilothouse.core.worktrees import commit_all
+
+    sha = commit_all(r["worktree"], f"Operator's fix for {p.task} (problem {p.code})\n\njob: {p.job}")
+    if sha:
+        sup.log.info("committed the operator's changes in %s as %s", r["worktree"], sha)
+    return sha
+
+
 def _apply_job(sup: Supervisor, p: Any, reply: str, words: str | None) -> str:
     jr = sup.store.job(p.job)
     if jr is None:
         return "no such job"
-    if reply == "plan" or (p.kind == "plan_invalid" and reply == "retry"):
+    planning = jr["state"] == "blocked" and str(jr["reason"] or "").startswith("planning")
+    if reply == "plan" or (reply == "retry" and (p.kind == "plan_invalid" or planning)):
         _request_replan(sup, p.job, words)
         return "re-planning"
     if reply == "accept":
@@ -99,9 +119,11 @@ def _apply_job(sup: Supervisor, p: Any, reply: str, words: str | None) -> str:
 
         accept(sup, p.job)
         return "job accepted by the operator"
-    if reply == "retry" and jr["state"] == "blocked":
+    if reply == "retry" and p.kind in ("gate_failed", "reviewer_failed") and jr["state"] == "blocked":
         sup.store.set_job(p.job, None, reason="the operator retried", state="gating")
         return "the job's gate runs again"
+    if reply == "retry":
+        return "the job goes on"  # e.g. a raised budget: what can move now moves on the next pass
     return f"reply {reply} does not apply here"
 
 

@@ -15,6 +15,7 @@ from pilothouse.core import runs
 from pilothouse.core import supervisor_launch as L
 from pilothouse.core.events import utc_now_iso
 from pilothouse.core.supervisor_state import ACTIVE, TERMINAL, counters, stop_task
+from pilothouse.providers.errors import describe
 
 if TYPE_CHECKING:
     import sqlite3
@@ -151,6 +152,8 @@ def finish_job(sup: Supervisor, job: str, planned: bool, hold: str | None = None
         sup.store.set_job(job, "job.blocked", reason="every task was skipped or cancelled", state="failed",
                           finished_at=utc_now_iso())
         return
+    if state == "blocked" and _job_problem_open(sup, job):
+        return  # the full gate or the combined review stopped the job: it waits for the operator's reply
     if state in ("running", "blocked", "planning"):
         sup.store.set_job(job, None, reason="every task merged; the full gate runs on the integration branch",
                           state="gating")
@@ -159,6 +162,11 @@ def finish_job(sup: Supervisor, job: str, planned: bool, hold: str | None = None
         _start_job_gate(sup, job)
     elif state == "reviewing":
         _combined_review_step(sup, job)
+
+
+def _job_problem_open(sup: Supervisor, job: str) -> bool:
+    return sup.conn.execute("SELECT 1 FROM problems WHERE job=? AND task IS NULL AND state != 'closed' LIMIT 1",
+                            (job,)).fetchone() is not None
 
 
 def _awaits_operator(sup: Supervisor, r: sqlite3.Row) -> bool:
@@ -185,14 +193,15 @@ def _job_gate_done(sup: Supervisor, job: str, res: Any, exc: BaseException | Non
     if jr is None or jr["state"] != "gating":
         return
     passed = bool(res is not None and res.passed)
-    reason = (res.reason if res is not None else None) or (repr(exc) if exc else None)
+    reason = (res.reason if res is not None else None) or (describe(exc) if exc else None)
     tail = (res.output_tail if res is not None else "")[-1500:]
     sup.events.append("gate.finished", job=job, data={"level": "full", "where": "integration", "passed": passed,
                                                       "reason": reason, "output_tail": tail})
     if not passed:
-        sup.store.set_job(job, "job.blocked", reason=f"the full gate failed on the integration branch: {reason}",
+        failed = "could not run" if res is None else "failed"
+        sup.store.set_job(job, "job.blocked", reason=f"the full gate {failed} on the integration branch: {reason}",
                           state="blocked")
-        problems.open_problem(sup.layout, job, None, "gate_failed", f"the full gate failed on "
+        problems.open_problem(sup.layout, job, None, "gate_failed", f"the full gate {failed} on "
                               f"{sup.project.integration_branch}: {reason}", {"output_tail": tail},
                               ["retry"], conn=sup.conn, log=sup.events)
         return
@@ -254,7 +263,11 @@ def accept(sup: Supervisor, job: str) -> None:
 
     rows = sup.store.tasks(job)
     jr = sup.store.job(job)
-    sup.store.set_job(job, "job.accepted", reason="every task merged and the full gate passed", state="accepted",
+    merged = sum(r["state"] == "done" for r in rows)
+    left = [f"{n} {state}" for state in ("skipped", "cancelled") if (n := sum(r["state"] == state for r in rows))]
+    reason = ("every task merged" if not left else f"{merged} task(s) merged ({', '.join(left)})") + \
+        " and the full gate passed"
+    sup.store.set_job(job, "job.accepted", reason=reason, state="accepted",
                       finished_at=utc_now_iso(),
                       event_data={"integration_branch": sup.project.integration_branch,
                                   "head": integration_head(sup.layout, sup.project),

@@ -113,6 +113,8 @@ def launch_builder(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any) -> bool
     base_ref = sup.good_head or sup.project.integration_branch
     layout, project = sup.layout, sup.project
     sup.preparing[(job, tid)] = tdef
+    # its worktree was removed (by the operator?): the branch it made still holds its commits
+    own_branch = bool(r["branch"])
 
     def prepare() -> tuple[Path, str, float, Any]:
         from pilothouse.core.gates import run_setup
@@ -121,7 +123,7 @@ def launch_builder(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any) -> bool
         # git does not support concurrent `worktree add` in one repository: one at a time
         with sup.worktree_lock:
             started = time.monotonic()
-            path, branch = create_worktree(layout, job, tid, base_ref, reuse=True)
+            path, branch = create_worktree(layout, job, tid, base_ref, reuse=True, adopt=own_branch)
             took = time.monotonic() - started
         failed = run_setup(project, path) if project.setup else None
         return path, branch, took, failed
@@ -188,8 +190,8 @@ def resume_builder(sup: Supervisor, job: str, r: sqlite3.Row, text: str, reason:
                    counters_update: dict[str, Any] | None = None, state_fields: dict[str, Any] | None = None) -> bool:
     """The same builder continues its own session with `text` (findings, gate output, a hint)."""
     c = counters(r)
-    if not r["session_id"]:
-        return False
+    if not r["session_id"] or not r["worktree"] or not Path(r["worktree"]).is_dir():
+        return False  # no session, or its worktree is gone: the caller starts a fresh builder or stops
     c.update(counters_update or {})
     launch = runs.Launch(run_id=runs.new_run_id(), job=job, task=r["task"], role="builder",
                          provider=r["provider"], mode="resume", workdir=r["worktree"], task_text=text,

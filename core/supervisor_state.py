@@ -54,6 +54,9 @@ class StateStore:
         self.layout = layout
         self.conn = conn
         self.events = events
+        # state changes made so far: a reconcile pass that moved something is followed by another
+        # (a crashed run's task is ready again only after the pass that would have launched it)
+        self.moves = 0
 
     # --- reads ---------------------------------------------------------------------------------
     def tasks(self, job: str) -> list[sqlite3.Row]:
@@ -98,6 +101,7 @@ class StateStore:
         sql = "UPDATE tasks SET state=?, reason=?, updated_at=?" + (f", {cols}" if cols else "") + \
             " WHERE job=? AND task=?"
         self._txn([(sql, (state, reason, utc_now_iso(), *fields.values(), job, task)), *also])
+        self.moves += 1
         data = {"from": row["state"], "to": state, "reason": reason, **(event_data or {})}
         self.events.append("task.state", job=job, task=task, run=fields.get("run_id") or row["run_id"], data=data)
 
@@ -142,6 +146,8 @@ class StateStore:
         cols = ", ".join(f"{k}=?" for k in fields)
         self._txn([(f"UPDATE jobs_state SET {cols}, updated_at=? WHERE job=?",
                     (*fields.values(), utc_now_iso(), job))])
+        if "state" in fields:
+            self.moves += 1
         if event:
             data = dict(event_data or {})
             if reason:
@@ -167,9 +173,14 @@ def stop_task(store: StateStore, job: str, task: str, reason: str, *, kind: str,
     Tasks that don't depend on this one keep going. Returns the problem's code."""
     from pilothouse.core import problems
 
+    evidence = dict(evidence or {})
+    row = store.task(job, task)
+    worktree = fields.get("worktree") or (row["worktree"] if row is not None else None)
+    if worktree and "worktree" not in evidence:
+        evidence["worktree"] = worktree  # where the operator looks, fixes, then answers retry
     store.set_task(job, task, "stopped", reason, activity=None,
-                   event_data={"stop_kind": kind, "evidence": evidence or {}}, **fields)
-    problem = problems.open_problem(store.layout, job, task, kind, reason, evidence or {},
+                   event_data={"stop_kind": kind, "evidence": evidence}, **fields)
+    problem = problems.open_problem(store.layout, job, task, kind, reason, evidence,
                                     list(replies) if replies is not None else None,
                                     conn=store.conn, log=store.events)
     return problem.code

@@ -75,6 +75,21 @@ class TaskGraphError(UserError):
 _KNOWN = tuple(TaskDef.model_fields)
 
 
+def _branch_problem(tid: str) -> str | None:
+    """Why `tid` cannot end a branch name (ph/job/<job>/<tid>), or None.
+
+    ID_RE already keeps out everything else git refuses (spaces, ':', '~', '^', '@{', a leading
+    '.' or '-'); these are git check-ref-format's remaining rules, checked without a git process
+    per task."""
+    if ".." in tid:
+        return "it contains '..'"
+    if tid.endswith(".lock"):
+        return "it ends with '.lock'"
+    if tid.endswith("."):
+        return "it ends with '.'"
+    return None
+
+
 def _path_problem(p: Any) -> str | None:
     if not isinstance(p, str) or not p.strip():
         return "an empty path"
@@ -188,6 +203,10 @@ def validate_tasks(entries: Sequence[Any], project: ProjectConfig, existing: Ite
             errors.append(f"entry #{i + 1}: id: {tid!r} is not a valid id: use lowercase letters, digits, "
                           "'-', '_' or '.', starting with a letter or digit")
             continue
+        if problem := _branch_problem(tid):
+            errors.append(f"task '{tid}': id cannot be part of a git branch name ({problem}; "
+                          "no '..', no trailing '.', no '.lock'): rename it")
+            continue
         entry = dict(entry)
         if job is not None:
             if entry.get("job_id") not in (None, job):
@@ -235,8 +254,10 @@ def validate_tasks(entries: Sequence[Any], project: ProjectConfig, existing: Ite
 
 
 def _read_entries(layout: RepoLayout) -> list[dict[str, Any]]:
+    from pilothouse.core.layout import read_text
+
     try:
-        text = layout.tasks_yaml.read_text(encoding="utf-8")
+        text = read_text(layout.tasks_yaml, FILE)
     except FileNotFoundError:
         return []
     data = parse_yaml(text, FILE)

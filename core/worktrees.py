@@ -127,11 +127,13 @@ def _existing_worktree(layout: RepoLayout, branch: str) -> Path | None:
 
 
 def create_worktree(layout: RepoLayout, job: str, task: str, base_ref: str, *,
-                    reuse: bool = False) -> tuple[Path, str]:
+                    reuse: bool = False, adopt: bool = False) -> tuple[Path, str]:
     """Create the task's worktree on a new branch from `base_ref`; returns (path, branch).
 
     With `reuse`, an existing worktree of that branch is returned as is (a retried task keeps
-    its work); otherwise an existing branch is an error, never silently reset.
+    its work); with `adopt` (the branch is known to be this task's own), an existing branch that
+    no worktree holds gets a new one, its commits kept. Otherwise an existing branch is an
+    error, never silently reset.
     """
     branch = task_branch(job, task)
     path = worktree_root(layout) / job / task
@@ -157,8 +159,12 @@ def create_worktree(layout: RepoLayout, job: str, task: str, base_ref: str, *,
                 return found, branch
             if not existed and _attach_fresh_branch(layout, branch, path, base_ref):
                 return path, branch
+            if adopt and _existing_worktree(layout, branch) is None:
+                git(layout.root, "worktree", "prune", check=False)
+                if git_run(layout.root, "worktree", "add", "-q", str(path), branch).returncode == 0:
+                    return path, branch
             raise WorktreeError(f"branch {branch} already exists (an earlier attempt?): inspect it with "
-                                f"`git log {branch}`, then delete it (git branch -D {branch}) or retry the "
+                                f"`git log {branch}`, then delete it (git branch -D {branch}) and retry the "
                                 "task") from None
         if "invalid reference" in exc.stderr or "not a valid" in exc.stderr:
             raise WorktreeError(f"cannot create {branch}: base {base_ref!r} does not exist") from None
@@ -183,20 +189,27 @@ def _attach_fresh_branch(layout: RepoLayout, branch: str, path: Path, base_ref: 
 
 
 def remove_worktree(layout: RepoLayout, path: Path | str, *, delete_branch: bool = False) -> None:
-    """Remove a worktree (its branch is kept unless asked: it may hold unmerged commits)."""
-    path = Path(path)
-    branch = None
-    for wt in list_worktrees(layout, all_worktrees=True):
-        if Path(wt["path"]) == path:
-            branch = wt["branch"]
+    """Remove one of pilothouse's worktrees (its branch is kept unless asked: it may hold unmerged commits).
+
+    Only paths under this repository's worktree root: anything else may be the operator's own
+    checkout or plain files, and a forced removal would lose their uncommitted work."""
+    path = Path(path).absolute()
+    root = worktree_root(layout).resolve()
     if path.resolve() == layout.root.resolve():
         raise WorktreeError(f"{path} is the repository's own checkout, not a task worktree")
+    if not path.resolve().is_relative_to(root) or path.resolve() == root:
+        raise WorktreeError(f"{path} is not a pilothouse worktree of this repository "
+                            "(see: pilothouse maintain worktrees list)")
+    listed = [wt for wt in list_worktrees(layout) if Path(wt["path"]).resolve() == path.resolve()]
+    if not listed and not path.exists():
+        raise WorktreeError(f"{path}: no such worktree (see: pilothouse maintain worktrees list)")
+    branch = listed[0]["branch"] if listed else None
     try:
         git(layout.root, "worktree", "remove", "--force", "--force", str(path))
     except GitError as exc:
         if path.exists() and "is not a working tree" not in exc.stderr:
             raise WorktreeError(f"cannot remove worktree {path}: {exc.stderr}") from None
-        if path.exists():
+        if path.exists():  # left over from a creation cut short: git no longer knows it
             shutil.rmtree(path)
     git(layout.root, "worktree", "prune", check=False)
     if delete_branch and branch:

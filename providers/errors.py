@@ -15,3 +15,8 @@ class UserError(Exception):
 
 class NotInstalled(UserError):
     """A runner binary or system tool is missing."""
+
+
+def describe(exc: BaseException) -> str:
+    """For events and problems: a user's mistake is its own message; anything else says its type too."""
+    return str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"

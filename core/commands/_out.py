@@ -28,3 +28,30 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
 
 def add_json_flag(parser: Any) -> None:
     parser.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def positive_int(value: str) -> int:
+    """argparse type: a whole number >= 1 (a count of workers, say), refused before anything runs."""
+    import argparse
+
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{value}' is not a whole number") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"'{value}' must be at least 1")
+    return n
+
+
+def seconds(value: str) -> float:
+    """argparse type: a duration in seconds, 0 or more."""
+    import argparse
+    import math
+
+    try:
+        s = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{value}' is not a number of seconds") from None
+    if not math.isfinite(s) or s < 0:
+        raise argparse.ArgumentTypeError(f"'{value}' must be 0 or more seconds")
+    return s

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import sys
 
+from pilothouse.core.commands._out import positive_int
+
 TYPE_CHECKING = False  # typing costs ~2 ms on every command; annotations are strings here
 if TYPE_CHECKING:
     from typing import Any
@@ -23,8 +25,9 @@ def register(sub: Any) -> None:
     p.add_argument("--follow", action="store_true", help="print the live events instead of opening the cockpit")
     p.add_argument("--dir", metavar="PATH", help="put the scratch repository here (default: a new temp dir)")
     p.add_argument("--scenario", default="demo", metavar="NAME", help="bundled sim scenario (default: demo)")
-    p.add_argument("--list", action="store_true", help="name the bundled scenarios and exit")
-    p.add_argument("--max-workers", type=int, metavar="N", help="parallel workers (default 3)")
+    p.add_argument("--list", action="store_true", help="name the bundled scenarios that run a job, and exit "
+                   "(`pilothouse sim list` also shows the dispatch-only ones)")
+    p.add_argument("--max-workers", type=positive_int, metavar="N", help="parallel workers (default 3)")
     p.set_defaults(func=_demo)
 
 
@@ -38,9 +41,13 @@ def _demo(args: Any) -> int:
         for name, description in demo.list_scenarios():
             print(f"{name:<20} {description}")
         return 0
+    demo.check_scenario(args.scenario)
+    if args.dir:
+        demo.check_dest(Path(args.dir))
     dest = Path(args.dir).expanduser() if args.dir else Path(tempfile.mkdtemp(prefix="pilothouse-demo-"))
-    print(f"scratch repository: {dest.resolve()}", flush=True)
     layout = demo.prepare(dest, args.scenario, args.max_workers)
+    # only now: a refusal above must not name a directory that holds no repository
+    print(f"scratch repository: {layout.root}", flush=True)
     print(f"job {demo.JOB} created (scenario {args.scenario}); starting the supervisor", flush=True)
     from pilothouse.core import supervisor_ctl
 

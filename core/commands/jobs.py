@@ -81,23 +81,18 @@ def _layout(args: Any) -> Any:
 
 
 def _read(path: str | None, what: str) -> str | None:
-    import sys
-
+    from pilothouse.core.jobs import MAX_REQUEST_CHARS
+    from pilothouse.core.layout import read_text
     from pilothouse.providers.errors import UserError
 
     if path is None:
         return None
-    if path == "-":
-        return sys.stdin.read()
     try:
-        with open(path, encoding="utf-8") as fh:
-            return fh.read()
+        return read_text(path, f"{what} {path}", MAX_REQUEST_CHARS,
+                         not_text_fix="save it as UTF-8 (images go in --attach)",
+                         too_long_fix="shorten it and put details in files in the repository")
     except FileNotFoundError:
         raise UserError(f"{what} {path}: no such file") from None
-    except UnicodeDecodeError:
-        raise UserError(f"{what} {path}: not UTF-8 text: save it as UTF-8 (images go in --attach)") from None
-    except IsADirectoryError:
-        raise UserError(f"{what} {path}: is a directory, not a file") from None
 
 
 def _summary(job: Any) -> dict[str, Any]:
@@ -190,6 +185,30 @@ def job_states(layout: Any, with_problems: bool = False) -> Any:
         conn.close()
 
 
+def supervisor_info(layout: Any) -> dict[str, Any]:
+    """{running, pid, heartbeat_at, heartbeat_age_s} of the repository's supervisor."""
+    import sqlite3
+
+    from pilothouse.core import supervisor_ctl
+
+    try:
+        row = supervisor_ctl.status(layout)
+    except (sqlite3.Error, OSError):  # an unreadable store must not hide the jobs
+        row = None
+    if row is None:
+        return {"running": False, "pid": None, "heartbeat_at": None, "heartbeat_age_s": None}
+    return {"running": True, "pid": row["pid"], "heartbeat_at": row["heartbeat_at"],
+            "heartbeat_age_s": row["heartbeat_age_s"]}
+
+
+def supervisor_line(sup: dict[str, Any]) -> str:
+    if not sup["running"]:
+        return "supervisor: not running (start it: pilothouse job start)"
+    age = sup["heartbeat_age_s"]
+    beat = f", heartbeat {age:.0f}s ago" if age is not None else ", no heartbeat yet"
+    return f"supervisor: pid {sup['pid']}{beat}"
+
+
 def _list(args: Any) -> int:
     from pilothouse.core import jobs
     from pilothouse.core.commands._out import emit_json, print_table
@@ -223,6 +242,7 @@ def _status(args: Any) -> int:
     layout = _layout(args)
     selected = [jobs.load_job(layout, args.name)] if args.name else jobs.list_jobs(layout)
     states, tasks, problems = job_states(layout, with_problems=True)
+    sup = supervisor_info(layout)
     out = []
     for j in selected:
         st = states.get(j.name)
@@ -234,13 +254,15 @@ def _status(args: Any) -> int:
                     "tasks": [{k: t.get(k) for k in ("task", "state", "kind", "attempt", "review_round", "provider",
                                                      "branch", "merged_sha", "reason", "activity", "tokens")}
                               for t in tasks.get(j.name, [])],
-                    "problems": problems.get(j.name, [])})
+                    "problems": problems.get(j.name, []), "supervisor": sup})
     if args.json:
         emit_json(out[0] if args.name else out)
         return 0
     if not out:
         print("no jobs yet: pilothouse job create NAME --request-file request.md")
         return 0
+    # a job's state is what the supervisor last wrote: without one running, "running" is stale
+    print(supervisor_line(sup))
     for n, s in enumerate(out):
         if n:
             print()

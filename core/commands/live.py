@@ -114,7 +114,7 @@ def _describe(ev: dict[str, Any]) -> str:
             if d.get("summaries"):
                 text += f": {_short(d['summaries'][0], 80)}"
         return text
-    keys = [k for k in d if k != "reason" and not isinstance(d[k], dict | list)]
+    keys = [k for k in d if k != "reason" and d[k] is not None and not isinstance(d[k], dict | list)]
     text = " ".join(f"{k}={_short(d[k], 40)}" for k in keys[:6])
     if reason:
         text = f"{_short(reason, 120)}" + (f"  ({text})" if text else "")
@@ -183,9 +183,8 @@ def _live(args: Any) -> int:
     for ev in shown:
         _emit(ev, args.json)
     if not args.follow:
-        if not history and not args.json:
-            print("no events yet" + ("" if layout.events.exists() else f" ({layout.events} does not exist)"),
-                  file=sys.stderr)
+        if not history:
+            _no_events(layout, args.job, args.task, everything, quiet=args.json)
         return 0
     sys.stdout.flush()
     seen = max((int(e.get("seq") or 0) for e in everything), default=0)
@@ -225,12 +224,51 @@ def _events(args: Any) -> int:
         args.job = _resolve_job(evs, args.task, args.job)
     args.types, args.heartbeats = None, True
     picked = [e for e in evs if _matches(e, args)]
-    if not picked and not args.json:
-        what = f"task {args.task}" if args.task else f"job {args.job}"
-        print(f"no events for {what}", file=sys.stderr)
+    if not picked:
+        _no_events(layout, args.job, args.task, evs, quiet=args.json)
     for ev in picked:
         _emit(ev, args.json)
     return 0
+
+
+def _no_events(layout: Any, job: str | None, task: str | None, events: list[dict[str, Any]],
+               quiet: bool = False) -> None:
+    """Nothing matched: a job or task nobody knows is a mistake (UserError, like `why`); a known
+    one that has no events yet is only said on stderr (unless `quiet`)."""
+    from pilothouse.providers.errors import UserError
+
+    if job and not _job_known(layout, job, events):
+        raise UserError(f"no job named {job!r} (no record, no events): `pilothouse job list` shows the jobs")
+    if task and not _task_known(layout, job, task, events):
+        where = f" in job {job}" if job else ""
+        raise UserError(f"no events for task {task!r}{where} and no such task defined: "
+                        "`pilothouse job status` lists the tasks")
+    if quiet:
+        return
+    if job or task:
+        what = " ".join(x for x in (f"task {task}" if task else "", f"job {job}" if job else "") if x)
+        print(f"no events for {what} yet", file=sys.stderr)
+    elif events:
+        print("no events of these types yet", file=sys.stderr)
+    else:
+        print("no events yet" + ("" if layout.events.exists() else f" ({layout.events} does not exist)"),
+              file=sys.stderr)
+
+
+def _job_known(layout: Any, job: str, events: list[dict[str, Any]]) -> bool:
+    return (layout.jobs_dir / f"{job}.json").is_file() or any(e.get("job") == job for e in events)
+
+
+def _task_known(layout: Any, job: str | None, task: str, events: list[dict[str, Any]]) -> bool:
+    from pilothouse.core.taskgraph import load_tasks
+    from pilothouse.providers.errors import UserError
+
+    if any(e.get("task") == task and (job is None or e.get("job") == job) for e in events):
+        return True
+    try:
+        return any(t.id == task for t in load_tasks(layout, job))
+    except UserError:
+        return False
 
 
 def _why(args: Any) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from pilothouse.core.commands._out import add_json_flag, emit_json, print_table
 
@@ -73,6 +74,29 @@ def cmd_worktrees_list(args: argparse.Namespace) -> int:
 def cmd_worktrees_remove(args: argparse.Namespace) -> int:
     from pilothouse.core import worktrees
 
-    worktrees.remove_worktree(_layout(args), args.path)
+    layout = _layout(args)
+    _refuse_busy(layout, Path(args.path).absolute())
+    worktrees.remove_worktree(layout, args.path)
     print(f"removed worktree {args.path}")
     return 0
+
+
+def _refuse_busy(layout: Any, path: Path) -> None:
+    """A worker, gate or merge may be using it: removing it under them loses their work."""
+    from pilothouse.core import store
+    from pilothouse.core.supervisor_state import ACTIVE
+    from pilothouse.providers.errors import UserError
+
+    if not layout.state_db.exists():
+        return
+    conn = store.connect(layout.state_db, readonly=True)
+    try:
+        marks = ",".join("?" * len(ACTIVE))
+        rows = conn.execute(f"SELECT job, task, state, worktree FROM tasks WHERE state IN ({marks})",
+                            ACTIVE).fetchall()
+    finally:
+        conn.close()
+    for r in rows:
+        if r["worktree"] and Path(r["worktree"]).absolute() == path:
+            raise UserError(f"task {r['job']}/{r['task']} is {r['state']} in {path}: let it finish, or skip it "
+                            f"first (pilothouse problem list), then remove the worktree")

@@ -62,9 +62,15 @@ def collect() -> dict[str, Any]:
     from pilothouse.core.commands.providers import provider_rows
     from pilothouse.providers import keys, paths
 
-    # the confinement check spawns bwrap; let it run while this thread imports the runners
+    # the confinement check spawns bwrap and the supervisor's imports the store: let them run while
+    # this thread imports the runners
     conf: dict[str, Any] = {}
-    t = threading.Thread(target=lambda: conf.update(result=_confinement()), daemon=True)
+
+    def probe() -> None:
+        conf["result"] = _confinement()
+        conf["supervisor"] = _supervisor()
+
+    t = threading.Thread(target=probe, daemon=True)
     t.start()
     rows = provider_rows()
     runners = {name: _runner_info(name) for name in sorted({r["runner"] for r in rows})}
@@ -77,7 +83,23 @@ def collect() -> dict[str, Any]:
     return {"providers": providers, "runners": list(runners.values()),
             "keys": {"backend": backend,
                      "location": str(paths.secrets_dir()) if backend == "file" else "OS keyring (service pilothouse)"},
-            "confinement": conf.get("result")}
+            "confinement": conf.get("result"), "supervisor": conf.get("supervisor")}
+
+
+def _supervisor() -> dict[str, Any] | None:
+    """The supervisor of the repository containing the current directory ({repo, running, pid,
+    heartbeat_age_s, ...}); None outside a repository set up for pilothouse."""
+    from pilothouse.core.commands.jobs import supervisor_info
+    from pilothouse.core.layout import find_repo
+    from pilothouse.providers.errors import UserError
+
+    try:
+        layout = find_repo()
+    except UserError:
+        return None
+    if not layout.project_yaml.is_file():
+        return None
+    return {"repo": str(layout.root), **supervisor_info(layout)}
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -98,6 +120,11 @@ def cmd_status(args: argparse.Namespace) -> int:
         else:
             line = f"{c.get('mode')}: {c.get('reason') or ''}".rstrip(": ")
         print(f"confinement: {line}")
+    sup = data["supervisor"]
+    if sup is not None:
+        from pilothouse.core.commands.jobs import supervisor_line
+
+        print(f"{supervisor_line(sup)} — {sup['repo']}")
     missing = [p["key"] for p in data["providers"] if p["api_key"] == "missing"]
     if missing:
         print(f"set a key with `pilothouse key set PROVIDER` (missing: {', '.join(missing)})")

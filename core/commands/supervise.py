@@ -4,7 +4,8 @@
     pilothouse integrate                                   merge the approved tasks by hand
     pilothouse job start [NAME] [--max-workers N]          the supervisor, detached
     pilothouse job stop
-    pilothouse job wait NAME                               0 accepted, 3 waiting for you, 1 failed
+    pilothouse job wait NAME [--timeout S]                 0 accepted, 3 waiting for you, 1 failed,
+                                                           2 usage error / no supervisor, 124 timed out
     pilothouse job plan-ready NAME                         use the graph from `task define`
 """
 
@@ -12,11 +13,14 @@ from __future__ import annotations
 
 import sys
 
+from pilothouse.core.commands._out import positive_int, seconds
+
 TYPE_CHECKING = False  # typing costs ~2 ms on every command; annotations are strings here
 if TYPE_CHECKING:
     from typing import Any
 
 EXIT_ACCEPTED, EXIT_FAILED, EXIT_WAITING = 0, 1, 3
+EXIT_TIMEOUT = 124  # as timeout(1): a script can tell "still running" from "failed"
 
 
 def _add_repo(p: Any) -> None:
@@ -44,30 +48,70 @@ def add_watch_options(p: Any) -> None:
                    "it plans, builds, gates, reviews and integrates every open job")
     g.add_argument("--once", action="store_true", help="with --watch: exit when no job can progress without "
                    "the operator")
-    g.add_argument("--max-workers", type=int, metavar="N", help="with --watch: parallel workers "
+    g.add_argument("--max-workers", type=positive_int, metavar="N", help="with --watch: parallel workers "
                    "(default: project.yaml max_workers)")
+    g.add_argument("--quiet", action="store_true", help="with --watch: print nothing (the events are still "
+                   "in pilothouse live)")
     if not any(a.dest == "repo" for a in p._actions):
         _add_repo(p)
 
 
 def run_supervisor(args: Any) -> int:
+    import threading
+
     from pilothouse.core.supervisor import run_foreground
 
-    return run_foreground(_layout(args), getattr(args, "max_workers", None), once=getattr(args, "once", False))
+    layout = _layout(args)
+    done = threading.Event()
+    printer = None
+    if not getattr(args, "quiet", False):
+        print(f"supervisor for {layout.root} in the foreground (Ctrl-C stops it; running workers go on); "
+              f"log: {layout.supervisor_log}", flush=True)
+        printer = threading.Thread(target=_print_events, args=(layout, done), name="events", daemon=True)
+        printer.start()
+    try:
+        return run_foreground(layout, getattr(args, "max_workers", None), once=getattr(args, "once", False))
+    finally:
+        done.set()
+        if printer is not None:
+            printer.join(timeout=2)
+
+
+def _print_events(layout: Any, done: Any) -> None:
+    """What the supervisor does, as `pilothouse live --follow` would print it, until it stops."""
+    from pilothouse.core.commands.live import format_event
+    from pilothouse.core.events import EventTailer
+    from watchfiles import watch
+
+    layout.events.parent.mkdir(parents=True, exist_ok=True)
+    tailer = EventTailer(layout.events, start_at_end=True)
+    try:
+        for _ in watch(layout.events.parent, debounce=0, step=10, rust_timeout=500, yield_on_timeout=True,
+                       stop_event=done):
+            for ev in tailer.read_new():
+                print(format_event(ev), flush=True)
+        for ev in tailer.read_new():  # what was written as it stopped
+            print(format_event(ev), flush=True)
+    except (BrokenPipeError, ValueError):
+        pass  # stdout closed (a pipe into head): the supervisor itself goes on
 
 
 def register_job_subcommands(job_sub: Any) -> None:
     s = job_sub.add_parser("start", help="start the supervisor for this repository, detached")
     s.add_argument("name", nargs="?", help="a job to check exists first")
-    s.add_argument("--max-workers", type=int, metavar="N")
+    s.add_argument("--max-workers", type=positive_int, metavar="N",
+                   help="parallel workers (default: project.yaml max_workers); applies when it starts")
     _add_repo(s)
     s.set_defaults(func=_start)
     st = job_sub.add_parser("stop", help="stop the supervisor (running workers keep running)")
     _add_repo(st)
     st.set_defaults(func=_stop)
-    w = job_sub.add_parser("wait", help="block until the job is accepted (0), waits for you (3) or failed (1)")
+    w = job_sub.add_parser("wait", help="block until the job is accepted (0), waits for you (3) or failed (1)",
+                           description="Exit codes: 0 accepted, 3 waiting for the operator (each open problem "
+                                       "is printed with its replies), 1 failed, 2 usage error or no supervisor "
+                                       "running, 124 timed out (--timeout; the job keeps running).")
     w.add_argument("name")
-    w.add_argument("--timeout", type=float, metavar="S", help="give up after S seconds (exit 1)")
+    w.add_argument("--timeout", type=seconds, metavar="S", help="give up after S seconds (exit 124)")
     _add_repo(w)
     w.set_defaults(func=_wait)
     pr = job_sub.add_parser("plan-ready", help="the job's graph is defined (task define): plan no further")
@@ -135,7 +179,36 @@ def _start(args: Any) -> int:
     pid = supervisor_ctl.start(layout, args.max_workers)
     word = "already running" if before else "started"
     print(f"supervisor {word} (pid {pid}); log: {layout.supervisor_log}")
+    if before and args.max_workers is not None:
+        running = _running_max_workers(layout, pid)
+        if running != args.max_workers:
+            now = f" (it runs {running})" if running is not None else ""
+            # rc stays 0: scripts call `job start` to make sure a supervisor runs
+            print(f"--max-workers {args.max_workers} not applied: the running supervisor keeps its own{now}; "
+                  f"`pilothouse job stop` first, then `pilothouse job start --max-workers {args.max_workers}`",
+                  file=sys.stderr)
     return 0
+
+
+def _running_max_workers(layout: Any, pid: int) -> int | None:
+    """The worker count the supervisor `pid` announced in its supervisor.started event, or None."""
+    import json
+
+    found = None
+    try:
+        with open(layout.events, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if '"supervisor.started"' not in line:
+                    continue
+                try:
+                    data = json.loads(line).get("data") or {}
+                except ValueError:
+                    continue
+                if isinstance(data, dict) and data.get("pid") == pid:
+                    found = data.get("max_workers")
+    except OSError:
+        return None
+    return found if isinstance(found, int) else None
 
 
 def _stop(args: Any) -> int:
@@ -158,6 +231,7 @@ def _plan_ready(args: Any) -> int:
 
     layout = _layout(args)
     job = load_job(layout, args.name)
+    refuse_if_planned(layout, args.name, job.revision)
     tasks = load_tasks(layout, args.name)
     if not tasks:
         raise UserError(f".ai/tasks.yaml has no tasks for job {args.name}: "
@@ -170,6 +244,32 @@ def _plan_ready(args: Any) -> int:
     print(f"job {args.name} revision {job.revision}: {len(tasks)} tasks defined; the supervisor takes them as "
           "the plan")
     return 0
+
+
+def refuse_if_planned(layout: Any, name: str, revision: int) -> None:
+    """Refuse new definitions for a revision the supervisor has already planned.
+
+    The supervisor plans a revision once (supervisor_plan.step: planned_revision >= revision is
+    final), so tasks defined afterwards would sit in .ai/tasks.yaml and never run."""
+    import sqlite3
+
+    from pilothouse.core import store
+    from pilothouse.providers.errors import UserError
+
+    if not layout.state_db.exists():
+        return
+    try:
+        conn = store.connect(layout.state_db, readonly=True)
+        try:
+            row = conn.execute("SELECT planned_revision FROM jobs_state WHERE job=?", (name,)).fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return
+    if row is not None and row["planned_revision"] and row["planned_revision"] >= revision:
+        raise UserError(f"job {name} is already planned (revision {revision}): to change the plan, correct the "
+                        f"request with pilothouse job update {name} --request-file F (the assigner re-plans) "
+                        "or answer a problem with plan")
 
 
 def job_outcome(layout: Any, name: str) -> tuple[str | None, str]:
@@ -251,8 +351,9 @@ def wait_for_job(layout: Any, name: str, timeout: float | None = None, on_event:
                 raise UserError(f"job {name} is not finished and no supervisor is running: "
                                 "`pilothouse job start` (then wait again)")
         if deadline is not None and now > deadline:
-            print(f"job {name}: still running after {timeout:g}s", file=sys.stderr)
-            return EXIT_FAILED
+            print(f"job {name}: still running after {timeout:g}s (timed out, exit {EXIT_TIMEOUT})",
+                  file=sys.stderr)
+            return EXIT_TIMEOUT
     if outcome == "accepted":
         print(f"job {name} accepted: {reason}")
         return EXIT_ACCEPTED

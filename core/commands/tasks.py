@@ -11,6 +11,9 @@ TYPE_CHECKING = False  # typing costs ~2 ms on every command; annotations are st
 if TYPE_CHECKING:
     from typing import Any
 
+# far above any real graph (hundreds of tasks); only keeps a wrong file from being read whole
+MAX_TASKS_FILE_CHARS = 2_000_000
+
 
 def register(sub: Any) -> None:
     p = sub.add_parser("task", aliases=["tasks"], help="define and list task definitions",
@@ -40,26 +43,21 @@ def register(sub: Any) -> None:
 
 
 def _define(args: Any) -> int:
-    import sys
-
     from pilothouse.core import jobs
     from pilothouse.core.commands._out import emit_json
+    from pilothouse.core.commands.supervise import refuse_if_planned
     from pilothouse.core.events import EventLog
-    from pilothouse.core.layout import find_repo
+    from pilothouse.core.layout import find_repo, read_text
     from pilothouse.core.project import load_project, parse_yaml
     from pilothouse.core.taskgraph import load_tasks, save_tasks, validate_tasks
     from pilothouse.providers.errors import UserError
 
     layout = find_repo(args.repo)
     project = load_project(layout)
-    if args.file == "-":
-        text = sys.stdin.read()
-    else:
-        try:
-            with open(args.file, encoding="utf-8") as fh:
-                text = fh.read()
-        except FileNotFoundError:
-            raise UserError(f"--file {args.file}: no such file") from None
+    try:
+        text = read_text(args.file, f"--file {args.file}", MAX_TASKS_FILE_CHARS)
+    except FileNotFoundError:
+        raise UserError(f"--file {args.file}: no such file") from None
     data = parse_yaml(text, args.file)
     entries = data.get("tasks") if isinstance(data, dict) else data
     if not isinstance(entries, list) or not entries:
@@ -68,7 +66,8 @@ def _define(args: Any) -> int:
     if None in job_ids or not job_ids:
         raise UserError(f"{args.file}: some entries have no job_id: add job_id to each, or pass --job NAME")
     for name in job_ids:
-        jobs.load_job(layout, str(name))  # the job must exist
+        job = jobs.load_job(layout, str(name))  # the job must exist
+        refuse_if_planned(layout, job.name, job.revision)
     existing = load_tasks(layout)
     if args.replace:
         existing = [t for t in existing if t.job_id not in job_ids]

@@ -48,6 +48,7 @@ def test_launch_hold_names_the_budget_and_the_setup_hold(layout: RepoLayout) -> 
     b = problems.open_problem(layout, "j", "b", "setup_failed", "x", {"command": "make", "output_tail": "boom"})
     why = holds.launch_hold(layout, "j", 1000)
     assert why is not None and a.code in why and b.code in why and "retry" in why
+    assert holds.launch_hold(layout, "j", 1000, setup=False) is None  # planning needs no setup
     problems.act(layout, a.code, "retry")
     assert holds.launch_hold(layout, "j", 1000) is None
     conn = store.connect(layout.state_db)
@@ -56,4 +57,5 @@ def test_launch_hold_names_the_budget_and_the_setup_hold(layout: RepoLayout) -> 
     conn.close()
     why = holds.launch_hold(layout, "j", 1000)
     assert why is not None and "budget of 1000" in why
+    assert holds.launch_hold(layout, "j", 1000, setup=False) == why  # nor tokens for a plan past the budget
     assert holds.launch_hold(layout, "j", None) is None

@@ -49,9 +49,11 @@ def test_gate_that_edits_files_fails_and_is_restored(git_repo: Path) -> None:
 def test_missing_command(git_repo: Path) -> None:
     res = run_gate(project(fast="no-such-tool-xyz --check"), "fast", git_repo)
     assert not res.passed and res.exit_code is None
-    assert "command not found: no-such-tool-xyz" in (res.reason or "")
+    assert "command not found: no-such-tool-xyz" in (res.reason or "") and res.not_installed
     res = run_gate(project(fast="cd . && no-such-tool-xyz"), "fast", git_repo)  # judged by the shell
     assert not res.passed and res.exit_code == 127 and "command not found" in (res.reason or "")
+    res = run_gate(project(fast="./scripts/check.sh"), "fast", git_repo)  # the work's own script: its builder's
+    assert not res.passed and not res.not_installed
 
 
 def test_undefined_level(git_repo: Path) -> None:

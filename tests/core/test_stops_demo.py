@@ -98,11 +98,15 @@ def test_gate_fails_twice_then_retry_after_the_fix_merges(demo: Demo) -> None:
         "import unicodedata\n\n\ndef slugify(text: str) -> str:\n"
         "    folded = unicodedata.normalize('NFKD', text).encode('ascii', 'ignore').decode('ascii')\n"
         "    return '-'.join(folded.lower().split())\n")
-    demo.git("commit", "-qam", "operator: fold accents", cwd=wt)
+    # not committed: the retry commits it, so the gate judges and the merge takes the same tree
     out = demo.cli("task", "retry", "add-slugify")  # = problem act CODE retry
     assert out.returncode == 0 and p["code"] in out.stdout, out.stderr
     _accepted(demo)
     assert demo.tasks()["add-slugify"]["state"] == "done"
+    assert p["evidence"]["worktree"] == demo.tasks()["add-slugify"]["worktree"]
+    fix = demo.git("log", "-1", "--format=%s", "ph/demo/add-slugify")
+    assert fix == f"Operator's fix for add-slugify (problem {p['code']})"
+    assert "unicodedata" in demo.git("show", "pilothouse/integration:textkit/slugify.py")
     # no builder ran again: the retry re-ran the gate only
     assert len([e for e in demo.events("run.started") if e["data"]["role"] == "builder"]) == 2
     answered = demo.events("problem.answered")[-1]["data"]

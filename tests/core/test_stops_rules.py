@@ -30,6 +30,11 @@ def test_crash_is_retried_once_then_stops():
     assert (d.action, d.kind) == (stops.STOP, "worker_crashed")
 
 
+def test_a_builder_that_changed_nothing_is_not_a_crash():
+    d = stops.after_builder(v(), {}, commit=None, last_submitted=None)
+    assert (d.action, d.kind) == (stops.STOP, "no_changes") and "without changing any file" in d.reason
+
+
 def test_builder_setup_failure_and_file_requests_stop_at_once():
     d = stops.after_builder(v(result={"status": "blocked", "blocked_reason": "npm: command not found"}), {},
                             commit="abc", last_submitted=None)
@@ -54,6 +59,16 @@ def test_gate_failure_retried_once_then_problem_and_setup_never_retried():
     d = stops.after_gate({**gate, "command": "npm ci"}, {}, setup=True)
     assert (d.action, d.kind) == (stops.STOP, "setup_failed")
     assert stops.after_gate({"passed": True}, {"gate_fail": 1}).counters["gate_fail"] == 0
+
+
+def test_a_gate_whose_program_is_not_installed_stops_without_the_builder():
+    """The builder cannot install the operator's tools: no rerun, no tokens, the problem says what to fix."""
+    gate = {"passed": False, "level": "fast", "command": "nosuch --flag", "exit_code": None, "output_tail": "",
+            "not_installed": True,
+            "reason": "gate 'fast': command not found: nosuch — install it or fix gates.fast in .ai/project.yaml"}
+    d = stops.after_gate(gate, {})
+    assert (d.action, d.kind, d.counters) == (stops.STOP, "gate_failed", {})
+    assert d.reason.startswith("The gate cannot run: gate 'fast': command not found: nosuch")
 
 
 def test_review_findings_go_back_three_times_then_problem():

@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -281,6 +283,7 @@ def test_a_timer_due_while_the_loop_is_busy_still_brings_a_reconcile() -> None:
     sup._next_heartbeat = time.monotonic() + 30
     sup.activity_sent, sup.tails, sup.usage_sent = {}, {}, {}
     sup.children, sup.adopted, sup.inflight = {}, set(), set()
+    sup.store = types.SimpleNamespace(moves=0)  # type: ignore[assignment]
     reconciles: list[float] = []
     sup.reconcile = lambda: reconciles.append(time.monotonic())  # type: ignore[method-assign]
     sup.heartbeat = lambda: None  # type: ignore[method-assign]
@@ -291,3 +294,168 @@ def test_a_timer_due_while_the_loop_is_busy_still_brings_a_reconcile() -> None:
     sup._timer = due
     sup.loop()
     assert any(r >= due for r in reconciles), reconciles
+
+
+def test_a_pass_that_moved_a_task_is_followed_by_another_at_once() -> None:
+    """Our own writes wake nothing: a crashed run's task made ready again by one pass is launched by
+    the next, which must come without waiting for outside news (bounded, should a record move on
+    every pass)."""
+    from pilothouse.core import supervisor as S
+
+    class QuietWaker:
+        timeouts: list[float] = []
+
+        def wait(self, timeout: float) -> tuple[list, list]:
+            self.timeouts.append(timeout)
+            if len(self.timeouts) > 20:
+                sup.stopping = True
+            return [], [("fs", {"logs"})]  # a worker's log line: alone, no reason to look again
+
+    sup = S.Supervisor.__new__(S.Supervisor)
+    sup.stopping, sup.once, sup._last_error, sup._timer = False, False, None, None
+    sup._next_heartbeat = 1e18
+    sup.store = types.SimpleNamespace(moves=0)  # type: ignore[assignment]
+    passes: list[int] = []
+
+    def reconcile() -> None:
+        passes.append(1)
+        if len(passes) <= 2:
+            sup.store.moves += 1  # e.g. running -> ready, then ready -> running
+    sup.reconcile = reconcile  # type: ignore[method-assign]
+    sup.heartbeat = sup.flush_activity = sup.read_logs = lambda: None  # type: ignore[method-assign]
+    sup._next_flush = lambda: 60.0  # type: ignore[method-assign]
+    sup.waker = QuietWaker()  # type: ignore[assignment]
+    sup.loop()
+    assert len(passes) == 3  # the first, one after each pass that moved something, then quiet
+    assert QuietWaker.timeouts[:2] == [0.0, 0.0] and QuietWaker.timeouts[2] == 60.0
+
+    always = S.Supervisor.__new__(S.Supervisor)
+    always.__dict__.update(sup.__dict__)
+    always.stopping, QuietWaker.timeouts, passes[:] = False, [], []
+
+    def moving() -> None:
+        passes.append(1)
+        always.store.moves += 1
+    always.reconcile = moving  # type: ignore[method-assign]
+    sup = always
+    always.loop()
+    assert 60.0 in QuietWaker.timeouts  # never a busy loop
+    assert len(passes) == S.MAX_PASSES_IN_A_ROW + 1
+
+
+def test_a_failed_final_gate_waits_for_the_operator_and_retry_runs_it_again(tmp_path: Path, cli) -> None:
+    """The job's last full gate fails: one problem, the job blocked, the gate not run again until `retry`."""
+    from pilothouse.core.project import load_project
+    from pilothouse.core.taskgraph import save_tasks, validate_tasks
+
+    quick = tmp_path / "quick.yaml"
+    bundled = Path(demo._data() / "scenarios" / "demo-recovery.yaml").read_text()
+    quick.write_text(bundled.replace("delay_s: 3", "delay_s: 0"))
+    layout = demo.prepare(tmp_path / "repo", str(quick))
+    # an ignored tally in the checkout: the two merge gates pass, the job's final gate (the third) fails
+    (layout.root / ".gitignore").write_text((layout.root / ".gitignore").read_text() + ".tally\n")
+    _git(layout.root, "commit", "-qam", "ignore the gate's tally")
+    _quick_project(layout, gates={"fast": "true", "full": "echo x >> .tally; test $(wc -l < .tally) -ne 3"})
+    entries = [{"id": "first", "title": "First", "expected_paths": {"write": ["notes/first.txt"]}},
+               {"id": "second", "title": "Second", "depends_on": ["first"], "kind": "DEPENDENT",
+                "expected_paths": {"write": ["notes/second.txt"]}}]
+    save_tasks(layout, validate_tasks(entries, load_project(layout), job="demo"))
+    assert cli("job", "plan-ready", "demo", "--repo", str(layout.root)).returncode == 0
+
+    def once() -> None:
+        done = subprocess.run([sys.executable, "-m", "pilothouse.core.supervisor", "--repo", str(layout.root),
+                               "--once"], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+
+    def full_gates() -> int:
+        events = [json.loads(line) for line in layout.events.read_text().splitlines()]
+        return sum(e["type"] == "gate.started" and e["data"].get("where") == "integration" for e in events)
+
+    once()  # returns: nothing moves until the operator answers
+    [problem] = problems.list_problems(layout, True, job="demo")
+    assert (problem.task, problem.kind, problem.replies) == (None, "gate_failed", ["retry", "plan"])
+    assert "the full gate failed on pilothouse/integration" in problem.summary
+    assert full_gates() == 1
+    once()
+    assert full_gates() == 1  # not again by itself
+    problems.act(layout, problem.code, "retry")
+    once()
+    assert full_gates() == 2
+    conn = store.connect(layout.state_db, readonly=True)
+    assert conn.execute("SELECT state FROM jobs_state WHERE job='demo'").fetchone()["state"] == "accepted"
+    conn.close()
+
+
+PLAN_QUOTA = """
+name: plan-quota
+description: the assigner's first request gets HTTP 429; planning waits for the reset, then plans
+scripts:
+  - match: {mode: plan, contains: ["usage-limit wait"]}
+    turns:
+      - say: |
+          <!--RESULT-->{"tasks":[{"id":"one","title":"One","kind":"SAFE_PARALLEL","expected_paths":{"write":["one.txt"]}}]}<!--/RESULT-->
+  - match: {mode: plan}
+    turns:
+      - error: {status: 429, retry_after_s: 1, window: five_hour, used_pct: 100}
+  - match: {mode: code}
+    turns:
+      - say: "Writing one.txt"
+        actions:
+          - write: {path: one.txt, content: "one\\n"}
+      - say: |
+          <!--RESULT-->{"status":"complete","files_changed":["one.txt"],"validation":{"commands":[],"passed":true},"risks":[]}<!--/RESULT-->
+"""
+
+
+def test_an_assigner_at_its_usage_limit_waits_for_the_reset_instead_of_failing_the_plan(tmp_path: Path) -> None:
+    scenario = tmp_path / "plan-quota.yaml"
+    scenario.write_text(PLAN_QUOTA)
+    layout = demo.prepare(tmp_path / "repo", str(scenario))
+    _quick_project(layout)
+    done = subprocess.run([sys.executable, "-m", "pilothouse.core.supervisor", "--repo", str(layout.root), "--once"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert problems.list_problems(layout, False, job="demo") == []  # no plan_invalid for a usage limit
+    events = [json.loads(line) for line in layout.events.read_text().splitlines()]
+    waits = [e for e in events if e["type"] == "job.waiting"]
+    assert len(waits) == 1 and "five_hour limit reached" in waits[0]["data"]["reason"]
+    assigners = [e for e in events if e["type"] == "run.started" and e["data"]["role"] == "assigner"]
+    assert len(assigners) == 2
+    conn = store.connect(layout.state_db, readonly=True)
+    assert conn.execute("SELECT state FROM jobs_state WHERE job='demo'").fetchone()["state"] == "accepted"
+    conn.close()
+
+
+UNDECLARED = """
+name: undeclared
+description: the builder writes a file its task did not declare
+scripts:
+  - match: {mode: plan}
+    turns:
+      - say: |
+          <!--RESULT-->{"tasks":[{"id":"one","title":"One","kind":"SAFE_PARALLEL","expected_paths":{"write":["docs/"]}}]}<!--/RESULT-->
+  - match: {mode: code}
+    turns:
+      - say: "Writing"
+        actions:
+          - write: {path: docs/one.txt, content: "one\\n"}
+          - write: {path: setup.cfg, content: "[x]\\n"}
+      - say: |
+          <!--RESULT-->{"status":"complete","files_changed":["docs/one.txt","setup.cfg"],"validation":{"commands":[],"passed":true},"risks":[]}<!--/RESULT-->
+"""
+
+
+def test_files_changed_outside_the_declared_write_paths_are_named(tmp_path: Path) -> None:
+    """The scheduler trusted expected_paths.write to run tasks side by side: a write outside them is
+    named in an event (the gate and review still judge the work)."""
+    scenario = tmp_path / "undeclared.yaml"
+    scenario.write_text(UNDECLARED)
+    layout = demo.prepare(tmp_path / "repo", str(scenario))
+    _quick_project(layout)
+    done = subprocess.run([sys.executable, "-m", "pilothouse.core.supervisor", "--repo", str(layout.root), "--once"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line) for line in layout.events.read_text().splitlines()]
+    [note] = [e for e in events if e["type"] == "task.paths_exceeded"]
+    assert (note["task"], note["data"]["files"], note["data"]["declared"]) == ("one", ["setup.cfg"], ["docs/"])
+    assert note["data"]["reason"] == "it also changed setup.cfg, outside its expected_paths.write"

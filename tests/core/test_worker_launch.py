@@ -195,3 +195,16 @@ def test_a_recorded_launch_is_spawned_even_if_project_yaml_broke_just_now(git_re
         assert sup.children["r-1"].wait(timeout=60) == 0
     finally:
         sup.conn.close()
+
+
+def test_a_run_without_verdict_says_the_dispatch_last_words(git_repo: Path) -> None:
+    """Why a dispatch died shows in the task's reason, not only in its .err file."""
+    layout = RepoLayout(git_repo)
+    err = runs.run_files(layout, "crash-1")["err"]
+    err.parent.mkdir(parents=True, exist_ok=True)
+    err.write_text("starting\npilothouse: scenario file /tmp/nope.yaml not found (give a bundled name)\n\n")
+    row = {"run_id": "crash-1", "provider": "sim", "mode": "code"}
+    v = runs.synth_verdict(layout, row, "the dispatch exited without a verdict")  # type: ignore[arg-type]
+    assert v["error"] == ("the dispatch exited without a verdict: pilothouse: scenario file /tmp/nope.yaml "
+                          "not found (give a bundled name)")
+    assert runs.synth_verdict(layout, {**row, "run_id": "crash-2"}, "gone")["error"] == "gone"  # type: ignore[arg-type]

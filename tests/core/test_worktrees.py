@@ -143,3 +143,46 @@ def test_head_read_from_files_matches_git_everywhere(git_repo, tmp_path):
     assert _head_from_files(git_repo) is None and head(git_repo) == rev(git_repo)  # packed: git answers
     subprocess.run(["git", "checkout", "-q", "--detach"], cwd=wt, check=True)
     assert _head_from_files(wt) == head(wt) == rev(wt)  # detached: the sha is in HEAD itself
+
+
+def test_remove_refuses_what_is_not_a_pilothouse_worktree(layout: RepoLayout, tmp_path: Path) -> None:
+    """A forced removal would lose files: only pilothouse's own worktrees of this repo are removed."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "notes.txt").write_text("keep me\n")
+    for path in (victim, layout.root / "src", wt.worktree_root(layout)):
+        with pytest.raises(wt.WorktreeError, match="is not a pilothouse worktree of this repository"):
+            wt.remove_worktree(layout, path)
+    with pytest.raises(wt.WorktreeError, match="no such worktree"):
+        wt.remove_worktree(layout, wt.worktree_root(layout) / "nothing-here")
+    assert (victim / "notes.txt").read_text() == "keep me\n" and (layout.root / "src").is_dir()
+
+
+def test_a_removed_worktree_is_made_again_on_its_own_branch(layout: RepoLayout) -> None:
+    """The operator removed a task's worktree: the task's next run gets one on the branch it made, work kept."""
+    path, branch = wt.create_worktree(layout, "j1", "t1", "HEAD")
+    (path / "done.txt").write_text("work\n")
+    sha = wt.commit_all(path, "work")
+    wt.remove_worktree(layout, path)
+    with pytest.raises(wt.WorktreeError, match=r"delete it \(git branch -D ph/j1/t1\) and retry"):
+        wt.create_worktree(layout, "j1", "t1", "HEAD", reuse=True)  # not known to be the task's own
+    again, same = wt.create_worktree(layout, "j1", "t1", "HEAD", reuse=True, adopt=True)
+    assert (again, same) == (path, branch) and git(again, "rev-parse", "HEAD") == sha
+    assert (again / "done.txt").read_text() == "work\n"
+
+
+def test_the_cli_refuses_the_worktree_of_a_task_at_work(layout: RepoLayout, cli) -> None:
+    from pilothouse.core import store
+
+    path, _ = wt.create_worktree(layout, "j1", "t1", "HEAD")
+    conn = store.connect(layout.state_db)
+    conn.execute("INSERT INTO tasks(job, task, state, kind, worktree, updated_at) VALUES"
+                 " ('j1', 't1', 'running', 'SAFE_PARALLEL', ?, 'x')", (str(path),))
+    refused = cli("maintain", "worktrees", "remove", str(path), "--repo", str(layout.root))
+    assert refused.returncode == 2 and "task j1/t1 is running in" in refused.stderr and path.is_dir()
+    conn.execute("UPDATE tasks SET state='stopped'")
+    conn.close()
+    done = cli("maintain", "worktrees", "remove", str(path), "--repo", str(layout.root))
+    assert done.returncode == 0 and not path.exists()
+    outside = cli("maintain", "worktrees", "remove", str(layout.root / "src"), "--repo", str(layout.root))
+    assert outside.returncode == 2 and "is not a pilothouse worktree of this repository" in outside.stderr

@@ -1,0 +1,188 @@
+"""Bad input through the real CLI: one line naming the file or field and the fix, exit 2, no
+traceback, nothing half-written."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from pilothouse.core.events import EventLog
+from pilothouse.core.layout import RepoLayout
+from pilothouse.providers.errors import UserError
+
+
+@pytest.fixture
+def repo(git_repo: Path, cli) -> Path:
+    r = cli("init", "--gate-fast", "true", cwd=git_repo)
+    assert r.returncode == 0, r.stderr
+    (git_repo / "req.md").write_text("do a thing\n")
+    r = cli("job", "create", "demo", "--request-file", "req.md", cwd=git_repo)
+    assert r.returncode == 0, r.stderr
+    return git_repo
+
+
+def one_line_error(r, *words: str) -> str:
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr, r.stderr
+    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 or lines[0].startswith("usage:"), r.stderr
+    for w in words:
+        assert w in r.stderr, r.stderr
+    return r.stderr
+
+
+def test_task_define_file_not_utf8_or_a_directory(repo: Path, cli) -> None:
+    (repo / "latin1.yaml").write_bytes(b"tasks:\n- id: a\n  title: caf\xe9\n")
+    (repo / "utf16.yaml").write_text("tasks:\n- id: a\n  title: t\n", encoding="utf-16")
+    (repo / "adir").mkdir()
+    for name in ("latin1.yaml", "utf16.yaml"):
+        one_line_error(cli("task", "define", "--file", name, "--job", "demo", cwd=repo),
+                       f"--file {name}: not UTF-8 text: save it as UTF-8")
+    one_line_error(cli("task", "define", "--file", "adir", "--job", "demo", cwd=repo),
+                   "--file adir: is a directory, not a file")
+    assert not (repo / ".ai/tasks.yaml").exists()
+
+
+def test_project_yaml_not_utf8_or_a_directory(repo: Path, cli) -> None:
+    py = repo / ".ai/project.yaml"
+    good = py.read_bytes()
+    py.write_bytes(good + b"# caf\xe9\n")
+    one_line_error(cli("job", "start", cwd=repo), "project.yaml: not UTF-8 text")
+    one_line_error(cli("run", "--watch", "--once", cwd=repo, timeout=30), "project.yaml: not UTF-8 text")
+    py.unlink()
+    py.mkdir()
+    one_line_error(cli("job", "start", cwd=repo), "project.yaml: is a directory")
+
+
+def test_repo_that_is_a_file(repo: Path, tmp_path: Path, cli) -> None:
+    f = tmp_path / "afile"
+    f.write_text("x")
+    one_line_error(cli("task", "define", "--file", "x.yaml", "--repo", str(f)), f"--repo {f}: not a directory")
+    one_line_error(cli("job", "list", "--repo", str(tmp_path / "nope")), "no such directory")
+
+
+def test_init_checks_everything_before_writing(git_repo: Path, cli) -> None:
+    (git_repo / ".gitignore").mkdir()
+    one_line_error(cli("init", "--gate-fast", "true", cwd=git_repo), ".gitignore is a directory: remove it")
+    assert not (git_repo / ".ai").exists()
+    repos_file = list(Path(__import__("os").environ["PILOTHOUSE_HOME"]).rglob("repos.json"))
+    assert all(str(git_repo) not in p.read_text() for p in repos_file)
+
+
+def test_endless_input_is_refused_without_reading_it_all(repo: Path, cli) -> None:
+    one_line_error(cli("job", "create", "z1", "--request-file", "/dev/zero", cwd=repo, timeout=20),
+                   "--request-file /dev/zero", "limit")
+    one_line_error(cli("task", "define", "--file", "/dev/zero", "--job", "demo", cwd=repo, timeout=20),
+                   "--file /dev/zero", "limit")
+    assert not (repo / ".ai/jobs/z1.json").exists()
+
+
+@pytest.mark.parametrize("tid", ["a..b", "x.lock", "9."])
+def test_task_ids_must_fit_in_a_branch_name(tid: str) -> None:
+    from pilothouse.core.project import ProjectConfig
+    from pilothouse.core.taskgraph import TaskGraphError, validate_tasks
+
+    project = ProjectConfig.model_validate({"gates": {"fast": "true", "full": "true"}})
+    with pytest.raises(TaskGraphError) as exc:
+        validate_tasks([{"id": tid, "title": "t"}], project, job="j")
+    assert f"task '{tid}': id cannot be part of a git branch name" in str(exc.value)
+    assert "rename it" in str(exc.value)
+    assert validate_tasks([{"id": "a.b-c_d", "title": "t"}], project, job="j")[0].id == "a.b-c_d"
+
+
+def test_tasks_defined_after_the_plan_are_refused(repo: Path, cli) -> None:
+    from pilothouse.core import store
+    from pilothouse.core.supervisor_state import StateStore
+
+    (repo / "t.yaml").write_text("tasks:\n- id: a\n  title: A\n")
+    assert cli("task", "define", "--file", "t.yaml", "--job", "demo", cwd=repo).returncode == 0
+    assert cli("job", "plan-ready", "demo", cwd=repo).returncode == 0
+    layout = RepoLayout(repo)
+    conn = store.connect(layout.state_db)
+    try:
+        s = StateStore(layout, conn, EventLog(layout.events))
+        s.ensure_job("demo", 1)
+        s.set_job("demo", None, reason="planned by the operator", state="running", planned_revision=1)
+    finally:
+        conn.close()
+    (repo / "late.yaml").write_text("tasks:\n- id: late\n  title: Late\n")
+    want = ("job demo is already planned (revision 1)", "pilothouse job update demo --request-file F")
+    one_line_error(cli("task", "define", "--file", "late.yaml", "--job", "demo", cwd=repo), *want)
+    one_line_error(cli("job", "plan-ready", "demo", cwd=repo), *want)
+    assert "late" not in (repo / ".ai/tasks.yaml").read_text()
+
+
+def test_max_workers_below_one_is_refused_before_anything_is_written(repo: Path, tmp_path: Path, cli) -> None:
+    for n in ("0", "-1"):
+        one_line_error(cli("job", "start", "--max-workers", n, cwd=repo), "--max-workers", "at least 1")
+        one_line_error(cli("run", "--watch", "--max-workers", n, cwd=repo), "--max-workers", "at least 1")
+    scratch = tmp_path / "scratch"
+    one_line_error(cli("demo", "--max-workers", "-5", "--dir", str(scratch)), "--max-workers", "at least 1")
+    assert not scratch.exists()
+    assert not (repo / ".ai/runtime/supervisor.log").exists()
+
+
+def test_job_wait_timeout(repo: Path, cli) -> None:
+    one_line_error(cli("job", "wait", "demo", "--timeout", "-3", cwd=repo), "--timeout", "0 or more")
+    r = cli("job", "wait", "demo", "--timeout", "0", cwd=repo)
+    assert r.returncode == 124, r.stdout + r.stderr
+    assert "still running after 0s" in r.stderr
+    helptext = cli("job", "wait", "--help").stdout
+    assert "124 timed out" in " ".join(helptext.split())
+    assert "2 usage error or no supervisor" in " ".join(helptext.split())
+
+
+def test_events_and_live_for_unknown_tasks_and_jobs(repo: Path, cli) -> None:
+    log = EventLog(RepoLayout(repo).events)
+    log.append("task.state", job="demo", task="a", data={"from": None, "to": "planned"})
+    one_line_error(cli("events", "--task", "nosuch", cwd=repo), "no events for task 'nosuch'")
+    one_line_error(cli("events", "--job", "nosuch", cwd=repo), "no job named 'nosuch'")
+    one_line_error(cli("live", "--job", "nosuch", cwd=repo), "no job named 'nosuch'")
+    assert cli("events", "--task", "a", cwd=repo).returncode == 0
+    r = cli("live", "--job", "demo", "--type", "gate.", cwd=repo)
+    assert r.returncode == 0 and "no events for job demo" in r.stderr, r.stderr
+
+
+def test_demo_lists_and_runs_only_job_scenarios(tmp_path: Path, cli) -> None:
+    listed = [line.split()[0] for line in cli("demo", "--list").stdout.splitlines() if line.strip()]
+    assert "demo" in listed and "garbage" not in listed and "slow" not in listed
+    d = tmp_path / "d"
+    r = cli("demo", "--scenario", "garbage", "--dir", str(d))
+    one_line_error(r, "scenario 'garbage'", "mode plan")
+    r = cli("demo", "--scenario", "nope", "--dir", str(d))
+    one_line_error(r, "no scenario named 'nope'")
+    assert "scratch repository" not in r.stdout and not d.exists()
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "x").write_text("x")
+    r = cli("demo", "--dir", str(full))
+    one_line_error(r, "is not empty")
+    assert "scratch repository" not in r.stdout
+
+
+def test_job_name_length_is_named() -> None:
+    from pilothouse.core.jobs import validate_name
+
+    with pytest.raises(UserError, match="70 characters: the limit is 63"):
+        validate_name("a" * 70)
+    assert validate_name("a" * 63) == "a" * 63
+
+
+def test_supervisor_shown_in_status_and_start_says_what_it_did_not_apply(repo: Path, cli) -> None:
+    r = cli("job", "status", cwd=repo)
+    assert "supervisor: not running (start it: pilothouse job start)" in r.stdout
+    assert json.loads(cli("job", "status", "demo", "--json", cwd=repo).stdout)["supervisor"]["running"] is False
+    assert cli("job", "start", "--max-workers", "2", cwd=repo, timeout=60).returncode == 0
+    try:
+        again = cli("job", "start", "--max-workers", "4", cwd=repo)
+        assert again.returncode == 0 and "already running" in again.stdout
+        assert "--max-workers 4 not applied" in again.stderr and "job stop" in again.stderr
+        same = cli("job", "start", "--max-workers", "2", cwd=repo)
+        assert same.returncode == 0 and "not applied" not in same.stderr
+        st = json.loads(cli("job", "status", "demo", "--json", cwd=repo).stdout)["supervisor"]
+        assert st["running"] is True and isinstance(st["pid"], int)
+        assert f"supervisor: pid {st['pid']}" in cli("job", "status", cwd=repo).stdout
+        assert json.loads(cli("status", "--json", cwd=repo).stdout)["supervisor"]["pid"] == st["pid"]
+    finally:
+        cli("job", "stop", cwd=repo, timeout=60)
