@@ -23,6 +23,7 @@ from pilothouse.core.gates import DEFAULT_TIMEOUT_S, GateResult, kill_orphan_gat
 from pilothouse.core.layout import RepoLayout
 from pilothouse.core.project import PROTECTED_BRANCHES, ProjectConfig
 from pilothouse.core.worktrees import (
+    INTEGRATION_DIR,
     GitError,
     branch_exists,
     checkout_state,
@@ -53,7 +54,7 @@ class MergeResult:
 
 
 def integration_path(layout: RepoLayout) -> Path:
-    return worktree_root(layout) / "_integration"
+    return worktree_root(layout) / INTEGRATION_DIR
 
 
 def _refuse_protected(branch: str) -> None:

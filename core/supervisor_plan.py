@@ -81,7 +81,9 @@ def step(sup: Supervisor, job: Any, row: sqlite3.Row) -> bool:
             return True
         except _Invalid as exc:
             errors, resumable = exc.errors, True
-    if resumable and len(assigners) < PLAN_TRIES and verdict.get("session_id"):
+    # runs that met a usage limit or refused credentials planned nothing: they use no correction round
+    tries = sum(classify_verdict(L.verdict_of(a)) not in ("quota", "auth") for a in assigners)
+    if resumable and tries < PLAN_TRIES and verdict.get("session_id"):
         _launch_assigner(sup, job, revision, last, errors)
         return False
     _stop_planning(sup, job.name, revision, errors, last["run_id"])
@@ -208,7 +210,9 @@ def _wait_for_quota(sup: Supervisor, job: Any, revision: int, provider: str) -> 
         return False
     if av.next_check_at is not None:
         sup.wake_at(av.next_check_at.timestamp())
-    why = f"planning revision {revision} waits: {av.reason}"
+    # a fixed time, not av.reason's countdown: the reason (and its event) changes only when the wait does
+    until = f" until {av.next_check_at.strftime('%Y-%m-%d %H:%M:%S UTC')}" if av.next_check_at else ""
+    why = f"planning revision {revision} waits for {provider}'s usage limit{until}"
     if sup.store.job(job.name)["reason"] != why:  # type: ignore[index]
         sup.store.set_job(job.name, "job.waiting", reason=why, state="planning")
     return False

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pilothouse.core.supervisor_state import TERMINAL, IllegalTransition, counters
+from pilothouse.providers.errors import UserError, describe
 
 if TYPE_CHECKING:
     from pilothouse.core.supervisor import Supervisor
@@ -31,6 +32,17 @@ def apply_replies(sup: Supervisor) -> None:
             outcome = _apply(sup, p, rep)
         except IllegalTransition as exc:
             outcome = f"nothing to do: {exc}"
+        except Exception as exc:  # noqa: BLE001 - an answer that cannot be applied must not stall the rest
+            if not isinstance(exc, UserError):
+                sup.log.exception("problem %s: applying %s failed", p.code, rep.reply)
+            why = describe(exc)
+            problems.close_problem(sup.layout, p.code, f"not applied: {why}", conn=sup.conn, log=sup.events)
+            # the stop still stands: the operator gets it back, with what went wrong, to answer again
+            problems.open_problem(sup.layout, p.job, p.task, p.kind,
+                                  f"{p.summary.split(' — your ')[0]} — your {rep.reply} could not be applied: {why}",
+                                  p.evidence,
+                                  list(p.replies), conn=sup.conn, log=sup.events)
+            continue
         problems.close_problem(sup.layout, p.code, outcome, conn=sup.conn, log=sup.events)
         sup.log.info("problem %s answered %s: %s", p.code, rep.reply, outcome)
 
@@ -80,13 +92,14 @@ def _apply(sup: Supervisor, p: Any, rep: Any) -> str:
         c.pop("gate_fail", None)
         c.pop("crash", None)
         fields: dict[str, Any] = {"counters": c}
-        if target == "gating" and (r["worktree"] is None or not Path(r["worktree"]).is_dir()):
-            target = "ready"
-        elif target in ("gating", "approved"):
-            fixed = _commit_operator_fix(sup, p, r)
-            if fixed:
-                fields["commit_sha"] = fixed
-                target = "gating"  # what merges is what passed: the fix goes through the gate first
+        if target in ("gating", "approved"):
+            if not r["worktree"] or not Path(r["worktree"]).is_dir():
+                target = "ready"  # its worktree is gone: a builder starts again on the task's branch
+            else:
+                now = _take_operator_fix(sup, p, r)
+                if now != r["commit_sha"]:
+                    fields["commit_sha"] = now
+                    target = "gating"  # what merges is what passed: the fix goes through the gate first
         if target == "ready" and r["state"] == "stopped" and p.kind in ("auth", "budget", "worker_crashed"):
             fields["session_id"] = r["session_id"]
         sup.store.set_task(job, p.task, target, f"{who} ({p.kind})", **fields)
@@ -94,16 +107,25 @@ def _apply(sup: Supervisor, p: Any, rep: Any) -> str:
     return f"reply {reply} does not apply here"
 
 
-def _commit_operator_fix(sup: Supervisor, p: Any, r: Any) -> str | None:
-    """The operator fixed the task's worktree by hand and answered retry: commit that fix, so the
-    gate judges, and the merge takes, the same tree (a gate passing on uncommitted edits would
-    merge the commit without them)."""
-    from pilothouse.core.worktrees import commit_all
+def _take_operator_fix(sup: Supervisor, p: Any, r: Any) -> str:
+    """The operator may have fixed the task's worktree by hand before answering retry: commit what
+    they left uncommitted, so the gate judges, and the merge takes, the same tree. Returns the
+    worktree's HEAD (a commit of theirs counts as a fix too)."""
+    from pilothouse.core.worktrees import checkout_state, commit_all
 
-    sha = commit_all(r["worktree"], f"Operator's fix for {p.task} (problem {p.code})\n\njob: {p.job}")
+    wt = r["worktree"]
+    state = checkout_state(wt)
+    if state is None:
+        raise UserError(f"{wt} is not a usable checkout: remove it (pilothouse maintain worktrees remove {wt}), "
+                        "then retry: a builder starts again on the task's branch")
+    head, branch, _dirty = state
+    if r["branch"] and branch != r["branch"]:
+        raise UserError(f"the worktree {wt} is on {branch or 'a detached HEAD'}, not the task's branch "
+                        f"{r['branch']}: check it out there (git -C {wt} checkout {r['branch']}), then retry")
+    sha = commit_all(wt, f"Operator's fix for {p.task} (problem {p.code})\n\njob: {p.job}")
     if sha:
-        sup.log.info("committed the operator's changes in %s as %s", r["worktree"], sha)
-    return sha
+        sup.log.info("committed the operator's changes in %s as %s", wt, sha)
+    return sha or head
 
 
 def _apply_job(sup: Supervisor, p: Any, reply: str, words: str | None) -> str:
@@ -111,7 +133,7 @@ def _apply_job(sup: Supervisor, p: Any, reply: str, words: str | None) -> str:
     if jr is None:
         return "no such job"
     planning = jr["state"] == "blocked" and str(jr["reason"] or "").startswith("planning")
-    if reply == "plan" or (reply == "retry" and (p.kind == "plan_invalid" or planning)):
+    if reply == "plan" or (reply == "retry" and (p.kind == "plan_invalid" or (p.kind == "auth" and planning))):
         _request_replan(sup, p.job, words)
         return "re-planning"
     if reply == "accept":

@@ -152,7 +152,7 @@ def finish_job(sup: Supervisor, job: str, planned: bool, hold: str | None = None
         sup.store.set_job(job, "job.blocked", reason="every task was skipped or cancelled", state="failed",
                           finished_at=utc_now_iso())
         return
-    if state == "blocked" and _job_problem_open(sup, job):
+    if state == "blocked" and str(jr["reason"] or "").startswith(_END_REASONS) and _job_problem_open(sup, job):
         return  # the full gate or the combined review stopped the job: it waits for the operator's reply
     if state in ("running", "blocked", "planning"):
         sup.store.set_job(job, None, reason="every task merged; the full gate runs on the integration branch",
@@ -164,9 +164,15 @@ def finish_job(sup: Supervisor, job: str, planned: bool, hold: str | None = None
         _combined_review_step(sup, job)
 
 
+# the stops of a job whose tasks are all done: only the operator's answer moves it on
+_END_STOPS = ("gate_failed", "review_rejected", "reviewer_failed")
+_END_REASONS = ("the full gate", "the combined review")  # how those stops word the job's reason
+
+
 def _job_problem_open(sup: Supervisor, job: str) -> bool:
-    return sup.conn.execute("SELECT 1 FROM problems WHERE job=? AND task IS NULL AND state != 'closed' LIMIT 1",
-                            (job,)).fetchone() is not None
+    marks = ",".join("?" * len(_END_STOPS))
+    return sup.conn.execute(f"SELECT 1 FROM problems WHERE job=? AND task IS NULL AND state != 'closed' "
+                            f"AND kind IN ({marks}) LIMIT 1", (job, *_END_STOPS)).fetchone() is not None
 
 
 def _awaits_operator(sup: Supervisor, r: sqlite3.Row) -> bool:

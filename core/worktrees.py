@@ -90,6 +90,9 @@ def _scratch_pathspecs() -> list[str]:
     return out
 
 
+INTEGRATION_DIR = "_integration"  # the integration checkout's folder under worktree_root
+
+
 def worktree_root(layout: RepoLayout) -> Path:
     """Per-repository folder for its worktrees, outside the repository (user data dir)."""
     resolved = str(layout.root.resolve())
@@ -194,13 +197,16 @@ def remove_worktree(layout: RepoLayout, path: Path | str, *, delete_branch: bool
     Only paths under this repository's worktree root: anything else may be the operator's own
     checkout or plain files, and a forced removal would lose their uncommitted work."""
     path = Path(path).absolute()
-    root = worktree_root(layout).resolve()
-    if path.resolve() == layout.root.resolve():
+    real, root = path.resolve(), worktree_root(layout).resolve()
+    if real == layout.root.resolve():
         raise WorktreeError(f"{path} is the repository's own checkout, not a task worktree")
-    if not path.resolve().is_relative_to(root) or path.resolve() == root:
+    # a task's checkout is root/<job>/<task>, the integration checkout root/_integration: nothing
+    # else under the root (a job's folder holds every task of the job) is removed whole
+    place = real.relative_to(root).parts if real.is_relative_to(root) else ()
+    if len(place) != 2 and place != (INTEGRATION_DIR,):
         raise WorktreeError(f"{path} is not a pilothouse worktree of this repository "
                             "(see: pilothouse maintain worktrees list)")
-    listed = [wt for wt in list_worktrees(layout) if Path(wt["path"]).resolve() == path.resolve()]
+    listed = [wt for wt in list_worktrees(layout) if Path(wt["path"]).resolve() == real]
     if not listed and not path.exists():
         raise WorktreeError(f"{path}: no such worktree (see: pilothouse maintain worktrees list)")
     branch = listed[0]["branch"] if listed else None

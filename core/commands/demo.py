@@ -87,10 +87,18 @@ def _follow(layout: Any) -> int:
         sys.stdout.write(format_event(ev) + "\n")
         sys.stdout.flush()
 
-    rc = wait_for_job(layout, demo.JOB, on_event=show)
+    try:
+        rc = wait_for_job(layout, demo.JOB, on_event=show)
+    except KeyboardInterrupt:
+        print(f"\nthe job goes on in the background: pilothouse job wait {demo.JOB} --repo {layout.root}"
+              f" (or stop it: pilothouse job stop --repo {layout.root})", file=sys.stderr)
+        raise
     if rc != EXIT_WAITING:
         _stop(layout)
     _summary(layout)
+    if rc == EXIT_WAITING:
+        print(f"the supervisor keeps running to apply your replies (answer in {layout.root}); "
+              f"when done: pilothouse job stop --repo {layout.root}")
     return rc
 
 

@@ -96,7 +96,8 @@ def _refuse_busy(layout: Any, path: Path) -> None:
                             ACTIVE).fetchall()
     finally:
         conn.close()
+    real = path.resolve()
     for r in rows:
-        if r["worktree"] and Path(r["worktree"]).absolute() == path:
-            raise UserError(f"task {r['job']}/{r['task']} is {r['state']} in {path}: let it finish, or skip it "
-                            f"first (pilothouse problem list), then remove the worktree")
+        if r["worktree"] and Path(r["worktree"]).resolve().is_relative_to(real):
+            raise UserError(f"task {r['job']}/{r['task']} is {r['state']} in {r['worktree']}: let it finish, or "
+                            "skip it first (pilothouse problem list), then remove the worktree")

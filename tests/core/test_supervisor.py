@@ -393,6 +393,8 @@ scripts:
   - match: {mode: plan, contains: ["usage-limit wait"]}
     turns:
       - say: |
+          <!--RESULT-->{"tasks":[{"id":"one","title":"One","kind":"WEIRD","expected_paths":{"write":["one.txt"]}}]}<!--/RESULT-->
+      - say: |
           <!--RESULT-->{"tasks":[{"id":"one","title":"One","kind":"SAFE_PARALLEL","expected_paths":{"write":["one.txt"]}}]}<!--/RESULT-->
   - match: {mode: plan}
     turns:
@@ -418,9 +420,11 @@ def test_an_assigner_at_its_usage_limit_waits_for_the_reset_instead_of_failing_t
     assert problems.list_problems(layout, False, job="demo") == []  # no plan_invalid for a usage limit
     events = [json.loads(line) for line in layout.events.read_text().splitlines()]
     waits = [e for e in events if e["type"] == "job.waiting"]
-    assert len(waits) == 1 and "five_hour limit reached" in waits[0]["data"]["reason"]
+    assert len(waits) == 1 and "waits for sim's usage limit until 20" in waits[0]["data"]["reason"]
     assigners = [e for e in events if e["type"] == "run.started" and e["data"]["role"] == "assigner"]
-    assert len(assigners) == 2
+    # the limited run, a fresh one after the wait, and its correction round (the wait used none)
+    assert [a["data"]["mode"] for a in assigners] == ["plan", "plan", "plan"]
+    assert [bool(a["data"]["resume_of"]) for a in assigners] == [False, False, True]
     conn = store.connect(layout.state_db, readonly=True)
     assert conn.execute("SELECT state FROM jobs_state WHERE job='demo'").fetchone()["state"] == "accepted"
     conn.close()
@@ -459,3 +463,67 @@ def test_files_changed_outside_the_declared_write_paths_are_named(tmp_path: Path
     [note] = [e for e in events if e["type"] == "task.paths_exceeded"]
     assert (note["task"], note["data"]["files"], note["data"]["declared"]) == ("one", ["setup.cfg"], ["docs/"])
     assert note["data"]["reason"] == "it also changed setup.cfg, outside its expected_paths.write"
+
+
+CONFLICT = """
+name: conflict
+description: two tasks write the same file; the second one's merge conflicts
+scripts:
+  - match: {mode: plan}
+    turns:
+      - say: |
+          <!--RESULT-->{"tasks":[{"id":"one","title":"One","kind":"SAFE_PARALLEL","expected_paths":{"write":["a.txt"]}},
+          {"id":"two","title":"Two","kind":"SAFE_PARALLEL","expected_paths":{"write":["b.txt"]}}]}<!--/RESULT-->
+  - match: {mode: code, contains: ["task: one"]}
+    turns:
+      - say: "Writing"
+        actions:
+          - write: {path: shared.txt, content: "from one\\n"}
+      - say: |
+          <!--RESULT-->{"status":"complete","files_changed":["shared.txt"],"validation":{"commands":[],"passed":true},"risks":[]}<!--/RESULT-->
+  - match: {mode: code, contains: ["task: two"]}
+    turns:
+      - say: "Writing"
+        delay_s: 1
+        actions:
+          - write: {path: shared.txt, content: "from two\\n"}
+      - say: |
+          <!--RESULT-->{"status":"complete","files_changed":["shared.txt"],"validation":{"commands":[],"passed":true},"risks":[]}<!--/RESULT-->
+"""
+
+
+def test_a_retry_takes_the_operators_own_fix_through_the_gate_and_a_bad_checkout_gives_the_problem_back(
+        tmp_path: Path) -> None:
+    scenario = tmp_path / "conflict.yaml"
+    scenario.write_text(CONFLICT)
+    layout = demo.prepare(tmp_path / "repo", str(scenario))
+    _quick_project(layout)
+
+    def once() -> None:
+        done = subprocess.run([sys.executable, "-m", "pilothouse.core.supervisor", "--repo", str(layout.root),
+                               "--once"], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+
+    once()
+    [p] = problems.list_problems(layout, True, job="demo")
+    assert (p.task, p.kind) == ("two", "merge_conflict")
+    wt = Path(p.evidence["worktree"])
+    # a checkout that is not the task's branch: the answer is given back, with why, and nothing moves
+    _git(wt, "checkout", "-q", "--detach")
+    problems.act(layout, p.code, "retry")
+    once()
+    [again] = problems.list_problems(layout, True, job="demo")
+    assert again.code != p.code and again.kind == "merge_conflict" and again.replies == p.replies
+    assert "your retry could not be applied: the worktree" in again.summary and "detached HEAD" in again.summary
+    # the operator resolves the conflict and commits it themselves: the fix is gated, then merged
+    _git(wt, "checkout", "-q", "ph/demo/two")
+    subprocess.run(["git", "merge", "-q", "pilothouse/integration"], cwd=wt, capture_output=True)
+    (wt / "shared.txt").write_text("from one\nfrom two\n")
+    _git(wt, "commit", "-qam", "operator: both lines")
+    problems.act(layout, again.code, "retry")
+    once()
+    assert problems.list_problems(layout, True, job="demo") == []
+    events = [json.loads(line) for line in layout.events.read_text().splitlines()]
+    moves = [e["data"]["to"] for e in events if e["type"] == "task.state" and e["task"] == "two"]
+    assert moves[-4:] == ["gating", "approved", "merging", "done"]  # the hand-made commit passed the gate
+    assert _git(layout.root, "show", "pilothouse/integration:shared.txt") == "from one\nfrom two"

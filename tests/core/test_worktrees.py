@@ -150,11 +150,17 @@ def test_remove_refuses_what_is_not_a_pilothouse_worktree(layout: RepoLayout, tm
     victim = tmp_path / "victim"
     victim.mkdir()
     (victim / "notes.txt").write_text("keep me\n")
-    for path in (victim, layout.root / "src", wt.worktree_root(layout)):
+    task, _ = wt.create_worktree(layout, "j1", "t1", "HEAD")
+    (task / "wip.txt").write_text("work in progress\n")
+    link = tmp_path / "link"
+    link.symlink_to(wt.worktree_root(layout))
+    for path in (victim, layout.root / "src", wt.worktree_root(layout), task.parent, link / "j1", link / "..",
+                 task / ".."):
         with pytest.raises(wt.WorktreeError, match="is not a pilothouse worktree of this repository"):
             wt.remove_worktree(layout, path)
+    assert (task / "wip.txt").is_file()  # a job's folder (every task of the job) is never removed whole
     with pytest.raises(wt.WorktreeError, match="no such worktree"):
-        wt.remove_worktree(layout, wt.worktree_root(layout) / "nothing-here")
+        wt.remove_worktree(layout, wt.worktree_root(layout) / "j1" / "nothing-here")
     assert (victim / "notes.txt").read_text() == "keep me\n" and (layout.root / "src").is_dir()
 
 
@@ -179,6 +185,10 @@ def test_the_cli_refuses_the_worktree_of_a_task_at_work(layout: RepoLayout, cli)
     conn.execute("INSERT INTO tasks(job, task, state, kind, worktree, updated_at) VALUES"
                  " ('j1', 't1', 'running', 'SAFE_PARALLEL', ?, 'x')", (str(path),))
     refused = cli("maintain", "worktrees", "remove", str(path), "--repo", str(layout.root))
+    assert refused.returncode == 2 and "task j1/t1 is running in" in refused.stderr and path.is_dir()
+    link = layout.root.parent / "link"
+    link.symlink_to(path.parent)
+    refused = cli("maintain", "worktrees", "remove", str(link / "t1"), "--repo", str(layout.root))
     assert refused.returncode == 2 and "task j1/t1 is running in" in refused.stderr and path.is_dir()
     conn.execute("UPDATE tasks SET state='stopped'")
     conn.close()
