@@ -113,12 +113,12 @@ def find_repo(start: Path | str | None = None) -> RepoLayout:
     """The repository containing `start` (default: the current directory); inside one of
     pilothouse's task worktrees, the repository it was made from (see main_layout)."""
     if start is not None and str(start):
-        given = Path(start).expanduser()
+        start = Path(start).expanduser()
         # subprocess would only say NotADirectoryError / FileNotFoundError about its cwd
-        if given.exists() and not given.is_dir():
-            raise UserError(f"--repo {start}: not a directory: pass the repository's directory")
-        if not given.exists():
-            raise UserError(f"--repo {start}: no such directory: pass the repository's directory")
+        if start.exists() and not start.is_dir():
+            raise UserError(f"{start}: not a directory: pass the repository's directory")
+        if not start.exists():
+            raise UserError(f"{start}: no such directory: pass the repository's directory")
     here = Path(start or os.getcwd()).resolve()
     for cand in (here, *here.parents):
         dotgit = cand / ".git"

@@ -7,6 +7,7 @@ import argparse
 import sys
 import types
 
+from pilothouse.core.commands._out import positive_int
 from pilothouse.providers.modes import MODES
 
 TYPE_CHECKING = False  # typing costs ~2 ms on every command; annotations are strings here
@@ -33,15 +34,6 @@ def _positive_float(v: str) -> float:
     return f
 
 
-def _positive_int(v: str) -> int:
-    try:
-        n = int(v)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{v}' is not a whole number") from None
-    if n <= 0:
-        raise argparse.ArgumentTypeError(f"'{v}' must be at least 1")
-    return n
-
 
 def _run_options(p: argparse.ArgumentParser, task_required: bool = True, with_provider: bool = True,
                  run_id_flag: str = "--run-id") -> None:
@@ -54,7 +46,7 @@ def _run_options(p: argparse.ArgumentParser, task_required: bool = True, with_pr
     p.add_argument(run_id_flag, dest="run_id", help="id for this run (default: timestamp + random)")
     p.add_argument("--scenario", help="sim only: scenario name or YAML path (else $PILOTHOUSE_SIM_SCENARIO)")
     p.add_argument("--model", help="override the provider's model id")
-    p.add_argument("--step-cap", type=_positive_int, help="most model turns the worker may take")
+    p.add_argument("--step-cap", type=positive_int, help="most model turns the worker may take")
     p.add_argument("--timeout", type=_positive_float, help="overall timeout in seconds (default 1800)")
     p.add_argument("--idle-timeout", type=_positive_float, help="end the run after N s without output (default 300)")
 
@@ -97,7 +89,7 @@ def register(sub: Any) -> None:
         "(provider, mode, workdir, task_file or task, and optionally run_id, scenario, model, "
         "step_cap, timeout, idle_timeout, session, resume_of)."))
     p.add_argument("--jobs", required=True, help="JSON file listing the dispatches")
-    p.add_argument("--max-parallel", type=_positive_int, default=4, help="at most N at once (default 4)")
+    p.add_argument("--max-parallel", type=positive_int, default=4, help="at most N at once (default 4)")
     p.set_defaults(func=cmd_fanout)
 
     p = _one_line_errors(sub.add_parser("template", help="print a task template for a mode"))

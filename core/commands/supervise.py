@@ -59,9 +59,11 @@ def add_watch_options(p: Any) -> None:
 def run_supervisor(args: Any) -> int:
     import threading
 
+    from pilothouse.core.project import load_project
     from pilothouse.core.supervisor import run_foreground
 
     layout = _layout(args)
+    load_project(layout)  # a repository never set up is refused before anything is written to it
     done = threading.Event()
     printer = None
     if not getattr(args, "quiet", False):

@@ -58,7 +58,7 @@ def test_project_yaml_not_utf8_or_a_directory(repo: Path, cli) -> None:
 def test_repo_that_is_a_file(repo: Path, tmp_path: Path, cli) -> None:
     f = tmp_path / "afile"
     f.write_text("x")
-    one_line_error(cli("task", "define", "--file", "x.yaml", "--repo", str(f)), f"--repo {f}: not a directory")
+    one_line_error(cli("task", "define", "--file", "x.yaml", "--repo", str(f)), f"{f}: not a directory: pass the repository's directory")
     one_line_error(cli("job", "list", "--repo", str(tmp_path / "nope")), "no such directory")
 
 

@@ -55,6 +55,13 @@ def _quick_project(layout: RepoLayout, **changes: object) -> None:
     layout.project_yaml.write_text(yaml.safe_dump(data))
 
 
+def _once(layout: RepoLayout) -> None:
+    """The supervisor in the foreground until no job can move without the operator."""
+    done = subprocess.run([sys.executable, "-m", "pilothouse.core.supervisor", "--repo", str(layout.root), "--once"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
 def test_stop_keeps_others_going_then_wait_exits_3_and_a_reply_finishes(tmp_path: Path, cli) -> None:
     scenario = tmp_path / "blocked.yaml"
     scenario.write_text(BLOCKED)
@@ -114,9 +121,7 @@ def test_operator_defined_graph_runs_with_run_once(tmp_path: Path, cli) -> None:
     save_tasks(layout, validate_tasks(entries, load_project(layout), job="demo"))
     r = cli("job", "plan-ready", "demo", "--repo", str(layout.root))
     assert r.returncode == 0, r.stderr
-    done = subprocess.run([sys.executable, "-m", "pilothouse.core.supervisor", "--repo", str(layout.root), "--once"],
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
+    _once(layout)
     conn = store.connect(layout.state_db, readonly=True)
     job = conn.execute("SELECT * FROM jobs_state WHERE job='demo'").fetchone()
     roles = [r["role"] for r in conn.execute("SELECT role FROM runs")]
@@ -362,24 +367,19 @@ def test_a_failed_final_gate_waits_for_the_operator_and_retry_runs_it_again(tmp_
     save_tasks(layout, validate_tasks(entries, load_project(layout), job="demo"))
     assert cli("job", "plan-ready", "demo", "--repo", str(layout.root)).returncode == 0
 
-    def once() -> None:
-        done = subprocess.run([sys.executable, "-m", "pilothouse.core.supervisor", "--repo", str(layout.root),
-                               "--once"], capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0, done.stderr
-
     def full_gates() -> int:
         events = [json.loads(line) for line in layout.events.read_text().splitlines()]
         return sum(e["type"] == "gate.started" and e["data"].get("where") == "integration" for e in events)
 
-    once()  # returns: nothing moves until the operator answers
+    _once(layout)  # returns: nothing moves until the operator answers
     [problem] = problems.list_problems(layout, True, job="demo")
     assert (problem.task, problem.kind, problem.replies) == (None, "gate_failed", ["retry", "plan"])
     assert "the full gate failed on pilothouse/integration" in problem.summary
     assert full_gates() == 1
-    once()
+    _once(layout)
     assert full_gates() == 1  # not again by itself
     problems.act(layout, problem.code, "retry")
-    once()
+    _once(layout)
     assert full_gates() == 2
     conn = store.connect(layout.state_db, readonly=True)
     assert conn.execute("SELECT state FROM jobs_state WHERE job='demo'").fetchone()["state"] == "accepted"
@@ -414,9 +414,7 @@ def test_an_assigner_at_its_usage_limit_waits_for_the_reset_instead_of_failing_t
     scenario.write_text(PLAN_QUOTA)
     layout = demo.prepare(tmp_path / "repo", str(scenario))
     _quick_project(layout)
-    done = subprocess.run([sys.executable, "-m", "pilothouse.core.supervisor", "--repo", str(layout.root), "--once"],
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
+    _once(layout)
     assert problems.list_problems(layout, False, job="demo") == []  # no plan_invalid for a usage limit
     events = [json.loads(line) for line in layout.events.read_text().splitlines()]
     waits = [e for e in events if e["type"] == "job.waiting"]
@@ -456,9 +454,7 @@ def test_files_changed_outside_the_declared_write_paths_are_named(tmp_path: Path
     scenario.write_text(UNDECLARED)
     layout = demo.prepare(tmp_path / "repo", str(scenario))
     _quick_project(layout)
-    done = subprocess.run([sys.executable, "-m", "pilothouse.core.supervisor", "--repo", str(layout.root), "--once"],
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
+    _once(layout)
     events = [json.loads(line) for line in layout.events.read_text().splitlines()]
     [note] = [e for e in events if e["type"] == "task.paths_exceeded"]
     assert (note["task"], note["data"]["files"], note["data"]["declared"]) == ("one", ["setup.cfg"], ["docs/"])
@@ -499,19 +495,14 @@ def test_a_retry_takes_the_operators_own_fix_through_the_gate_and_a_bad_checkout
     layout = demo.prepare(tmp_path / "repo", str(scenario))
     _quick_project(layout)
 
-    def once() -> None:
-        done = subprocess.run([sys.executable, "-m", "pilothouse.core.supervisor", "--repo", str(layout.root),
-                               "--once"], capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0, done.stderr
-
-    once()
+    _once(layout)
     [p] = problems.list_problems(layout, True, job="demo")
     assert (p.task, p.kind) == ("two", "merge_conflict")
     wt = Path(p.evidence["worktree"])
     # a checkout that is not the task's branch: the answer is given back, with why, and nothing moves
     _git(wt, "checkout", "-q", "--detach")
     problems.act(layout, p.code, "retry")
-    once()
+    _once(layout)
     [again] = problems.list_problems(layout, True, job="demo")
     assert again.code != p.code and again.kind == "merge_conflict" and again.replies == p.replies
     assert "your retry could not be applied: the worktree" in again.summary and "detached HEAD" in again.summary
@@ -521,7 +512,7 @@ def test_a_retry_takes_the_operators_own_fix_through_the_gate_and_a_bad_checkout
     (wt / "shared.txt").write_text("from one\nfrom two\n")
     _git(wt, "commit", "-qam", "operator: both lines")
     problems.act(layout, again.code, "retry")
-    once()
+    _once(layout)
     assert problems.list_problems(layout, True, job="demo") == []
     events = [json.loads(line) for line in layout.events.read_text().splitlines()]
     moves = [e["data"]["to"] for e in events if e["type"] == "task.state" and e["task"] == "two"]
