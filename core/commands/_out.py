@@ -45,6 +45,15 @@ def positive_int(value: str) -> int:
 
 def seconds(value: str) -> float:
     """argparse type: a duration in seconds, 0 or more."""
+    return _seconds(value, above_zero=False)
+
+
+def positive_seconds(value: str) -> float:
+    """argparse type: a duration in seconds, more than 0 (a timeout of 0 would end a run at once)."""
+    return _seconds(value, above_zero=True)
+
+
+def _seconds(value: str, *, above_zero: bool) -> float:
     import argparse
     import math
 
@@ -52,6 +61,7 @@ def seconds(value: str) -> float:
         s = float(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"'{value}' is not a number of seconds") from None
-    if not math.isfinite(s) or s < 0:
-        raise argparse.ArgumentTypeError(f"'{value}' must be 0 or more seconds")
+    if not math.isfinite(s) or s < 0 or (above_zero and s == 0):
+        raise argparse.ArgumentTypeError(f"'{value}' must be more than 0" if above_zero else
+                                         f"'{value}' must be 0 or more seconds")
     return s

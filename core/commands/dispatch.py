@@ -7,7 +7,7 @@ import argparse
 import sys
 import types
 
-from pilothouse.core.commands._out import positive_int
+from pilothouse.core.commands._out import positive_int, positive_seconds
 from pilothouse.providers.modes import MODES
 
 TYPE_CHECKING = False  # typing costs ~2 ms on every command; annotations are strings here
@@ -24,17 +24,6 @@ def _one_line_errors(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
     return parser
 
 
-def _positive_float(v: str) -> float:
-    try:
-        f = float(v)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{v}' is not a number of seconds") from None
-    if f <= 0:
-        raise argparse.ArgumentTypeError(f"'{v}' must be more than 0")
-    return f
-
-
-
 def _run_options(p: argparse.ArgumentParser, task_required: bool = True, with_provider: bool = True,
                  run_id_flag: str = "--run-id") -> None:
     if with_provider:
@@ -47,8 +36,8 @@ def _run_options(p: argparse.ArgumentParser, task_required: bool = True, with_pr
     p.add_argument("--scenario", help="sim only: scenario name or YAML path (else $PILOTHOUSE_SIM_SCENARIO)")
     p.add_argument("--model", help="override the provider's model id")
     p.add_argument("--step-cap", type=positive_int, help="most model turns the worker may take")
-    p.add_argument("--timeout", type=_positive_float, help="overall timeout in seconds (default 1800)")
-    p.add_argument("--idle-timeout", type=_positive_float, help="end the run after N s without output (default 300)")
+    p.add_argument("--timeout", type=positive_seconds, help="overall timeout in seconds (default 1800)")
+    p.add_argument("--idle-timeout", type=positive_seconds, help="end the run after N s without output (default 300)")
 
 
 def register(sub: Any) -> None:
