@@ -172,6 +172,25 @@ def builder_done(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any, run: sqli
     sup.work(key, commit, lambda res, exc: _after_builder(sup, job, tid, tdef, run_id, res, exc))
 
 
+def _commit_failed(sup: Supervisor, job: str, tid: str, run: sqlite3.Row, exc: BaseException) -> None:
+    """The builder's work is in its worktree but cannot be committed. git's own words run to a
+    dozen lines: the problem gets the one that says why. A missing author identity is the
+    repository's setup, alike for every task: a setup failure (two alike hold the job)."""
+    from pilothouse.core.worktrees import GitError
+
+    detail = exc.stderr if isinstance(exc, GitError) else str(exc)
+    lines = [ln.strip() for ln in detail.splitlines() if ln.strip() and not ln.strip().startswith("***")]
+    why = lines[0] if lines else describe(exc)
+    if "Author identity unknown" in detail or "empty ident name" in detail or "unable to auto-detect email" in detail:
+        stop_task(sup.store, job, tid, "cannot commit the builder's work: git has no author identity here: set "
+                  "it in the repository (git config user.name NAME; git config user.email EMAIL), then retry",
+                  kind="setup_failed", evidence={"command": "git commit", "output_tail": detail[-800:],
+                                                 "run": run["run_id"]})
+        return
+    stop_task(sup.store, job, tid, f"cannot commit the builder's work: {why}", kind="worker_crashed",
+              evidence={"run": run["run_id"], "log": run["log"], "error": detail[-800:]})
+
+
 def _check_paths(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any) -> None:
     """Off the critical path (the gate is already running): name what the task changed outside its
     expected_paths.write."""
@@ -212,13 +231,14 @@ def _after_builder(sup: Supervisor, job: str, tid: str, tdef: Any, run_id: str, 
         return
     v = L.verdict_of(run)
     if exc is not None:
-        stop_task(sup.store, job, tid, f"cannot commit the builder's work: {exc}", kind="worker_crashed",
-                  evidence={"run": run_id, "log": run["log"]})
+        _commit_failed(sup, job, tid, run, exc)
         return
     session = v.get("session_id") or r["session_id"]
     resumed = run["mode"] == "resume"
-    # on a first run, the attempt's base is recorded in commit_sha: no move means no commit
-    commit = now if now is not None and (resumed or now != r["commit_sha"]) else None
+    # on a first run, the attempt's base is recorded in commit_sha: no move means no commit, unless
+    # the branch already holds work since the task's base (an earlier attempt's, never merged)
+    earlier = now is not None and now != counters(r).get("base", now)
+    commit = now if now is not None and (resumed or now != r["commit_sha"] or earlier) else None
     d = stops.after_builder(v, counters(r), commit=commit, last_submitted=r["commit_sha"] if resumed else None,
                             log=run["log"])
     if d.action == stops.PROCEED:

@@ -68,6 +68,16 @@ def step(sup: Supervisor, job: Any, row: sqlite3.Row) -> bool:
                                                  f"credentials: {verdict.get('error') or 'auth'}; fix the key "
                                                  "(pilothouse keys), then retry"], last["run_id"], kind="auth")
         return False
+    if how == "crash" and not result:
+        # like a builder's: one automatic fresh try, then the operator (with the run's last words)
+        crashes = sum(classify_verdict(L.verdict_of(a)) == "crash" for a in assigners)
+        why = f"the assigner run failed: {verdict.get('error') or verdict.get('verdict')}"
+        if crashes < 2:
+            sup.events.append("job.waiting", job=job.name, data={"reason": f"{why}; planning again once"})
+            _launch_assigner(sup, job, revision, None)
+            return False
+        _stop_planning(sup, job.name, revision, [why + " (twice)"], last["run_id"], kind="worker_crashed")
+        return False
     if verdict.get("verdict") in ("error", "quota", "empty") and not result:
         errors = [f"the assigner run failed: {verdict.get('error') or verdict.get('verdict')}"]
         resumable = False
@@ -81,8 +91,8 @@ def step(sup: Supervisor, job: Any, row: sqlite3.Row) -> bool:
             return True
         except _Invalid as exc:
             errors, resumable = exc.errors, True
-    # runs that met a usage limit or refused credentials planned nothing: they use no correction round
-    tries = sum(classify_verdict(L.verdict_of(a)) not in ("quota", "auth") for a in assigners)
+    # runs that met a usage limit, refused credentials or crashed planned nothing: no correction round used
+    tries = sum(classify_verdict(L.verdict_of(a)) not in ("quota", "auth", "crash") for a in assigners)
     if resumable and tries < PLAN_TRIES and verdict.get("session_id"):
         _launch_assigner(sup, job, revision, last, errors)
         return False

@@ -133,7 +133,8 @@ def _apply_job(sup: Supervisor, p: Any, reply: str, words: str | None) -> str:
     if jr is None:
         return "no such job"
     planning = jr["state"] == "blocked" and str(jr["reason"] or "").startswith("planning")
-    if reply == "plan" or (reply == "retry" and (p.kind == "plan_invalid" or (p.kind == "auth" and planning))):
+    if reply == "plan" or (reply == "retry" and (p.kind == "plan_invalid" or
+                                                 (p.kind in ("auth", "worker_crashed") and planning))):
         _request_replan(sup, p.job, words)
         return "re-planning"
     if reply == "accept":

@@ -191,25 +191,38 @@ def _attach_fresh_branch(layout: RepoLayout, branch: str, path: Path, base_ref: 
     return git_run(layout.root, "worktree", "add", "-q", str(path), branch).returncode == 0
 
 
-def remove_worktree(layout: RepoLayout, path: Path | str, *, delete_branch: bool = False) -> None:
+def remove_worktree(layout: RepoLayout, path: Path | str, *, delete_branch: bool = False,
+                    force: bool = False) -> None:
     """Remove one of pilothouse's worktrees (its branch is kept unless asked: it may hold unmerged commits).
 
-    Only paths under this repository's worktree root: anything else may be the operator's own
-    checkout or plain files, and a forced removal would lose their uncommitted work."""
+    Only a task's checkout (root/<job>/<task> on its ph/ branch) or the integration checkout of this
+    repository: anything else may be the operator's own checkout or plain files. Uncommitted work
+    in it is refused unless `force` (a finished job's cleanup passes it)."""
     path = Path(path).absolute()
     real, root = path.resolve(), worktree_root(layout).resolve()
     if real == layout.root.resolve():
         raise WorktreeError(f"{path} is the repository's own checkout, not a task worktree")
+    not_ours = WorktreeError(f"{path} is not a pilothouse worktree of this repository "
+                             "(see: pilothouse maintain worktrees list)")
     # a task's checkout is root/<job>/<task>, the integration checkout root/_integration: nothing
     # else under the root (a job's folder holds every task of the job) is removed whole
     place = real.relative_to(root).parts if real.is_relative_to(root) else ()
     if len(place) != 2 and place != (INTEGRATION_DIR,):
-        raise WorktreeError(f"{path} is not a pilothouse worktree of this repository "
-                            "(see: pilothouse maintain worktrees list)")
+        raise not_ours
     listed = [wt for wt in list_worktrees(layout) if Path(wt["path"]).resolve() == real]
     if not listed and not path.exists():
         raise WorktreeError(f"{path}: no such worktree (see: pilothouse maintain worktrees list)")
     branch = listed[0]["branch"] if listed else None
+    if listed and len(place) == 2 and branch not in (None, task_branch(*place)):
+        raise not_ours  # a checkout someone made by hand in our folder, on a branch of their own
+    if not listed and not ((path / ".git").is_file() or not any(path.iterdir())):
+        raise not_ours  # only a creation cut short (a .git file git no longer knows) or an empty folder
+    if listed and not force and path.exists():
+        state = checkout_state(path)
+        if state is not None and state[2]:
+            shown = ", ".join(state[2][:5]) + (" …" if len(state[2]) > 5 else "")
+            raise WorktreeError(f"{path} has uncommitted changes ({shown}): commit or copy them first, "
+                                "or pass --force to discard them")
     try:
         git(layout.root, "worktree", "remove", "--force", "--force", str(path))
     except GitError as exc:
@@ -253,7 +266,7 @@ def remove_job_worktrees(layout: RepoLayout, job: str) -> list[str]:
     removed = []
     for wt in list_worktrees(layout):
         if wt["job"] == job:
-            remove_worktree(layout, wt["path"])
+            remove_worktree(layout, wt["path"], force=True)  # the job is over: its scratch goes too
             removed.append(wt["path"])
     return removed
 

@@ -29,8 +29,9 @@ def register(sub: Any) -> None:
     wl.add_argument("--repo", metavar="PATH", help="the repository (default: the current one)")
     add_json_flag(wl)
     wl.set_defaults(func=cmd_worktrees_list)
-    wr = wa.add_parser("remove", help="remove one worktree")
+    wr = wa.add_parser("remove", help="remove one task's worktree (its branch and commits stay)")
     wr.add_argument("path")
+    wr.add_argument("--force", action="store_true", help="discard its uncommitted changes too")
     wr.add_argument("--repo", metavar="PATH", help="the repository (default: the current one)")
     wr.set_defaults(func=cmd_worktrees_remove)
 
@@ -76,7 +77,7 @@ def cmd_worktrees_remove(args: argparse.Namespace) -> int:
 
     layout = _layout(args)
     _refuse_busy(layout, Path(args.path).absolute())
-    worktrees.remove_worktree(layout, args.path)
+    worktrees.remove_worktree(layout, args.path, force=args.force)
     print(f"removed worktree {args.path}")
     return 0
 

@@ -46,8 +46,8 @@ def add_watch_options(p: Any) -> None:
     g = p.add_argument_group("supervisor (run --watch)")
     g.add_argument("--watch", action="store_true", help="run this repository's supervisor in the foreground: "
                    "it plans, builds, gates, reviews and integrates every open job")
-    g.add_argument("--once", action="store_true", help="with --watch: exit when no job can progress without "
-                   "the operator")
+    g.add_argument("--once", action="store_true", help="run the supervisor until no job can progress without "
+                   "the operator, then exit (implies --watch)")
     g.add_argument("--max-workers", type=positive_int, metavar="N", help="with --watch: parallel workers "
                    "(default: project.yaml max_workers)")
     g.add_argument("--quiet", action="store_true", help="with --watch: print nothing (the events are still "
@@ -59,17 +59,27 @@ def add_watch_options(p: Any) -> None:
 def run_supervisor(args: Any) -> int:
     import threading
 
+    from pilothouse.core import supervisor_ctl
+    from pilothouse.core.events import EventTailer
     from pilothouse.core.project import load_project
     from pilothouse.core.supervisor import run_foreground
+    from pilothouse.providers.errors import UserError
 
     layout = _layout(args)
     load_project(layout)  # a repository never set up is refused before anything is written to it
+    running = supervisor_ctl.status(layout)
+    if running is not None:
+        raise UserError(f"a supervisor is already running for {layout.root} (pid {running['pid']}): "
+                        "pilothouse live --follow shows what it does; pilothouse job stop stops it")
     done = threading.Event()
     printer = None
     if not getattr(args, "quiet", False):
         print(f"supervisor for {layout.root} in the foreground (Ctrl-C stops it; running workers go on); "
               f"log: {layout.supervisor_log}", flush=True)
-        printer = threading.Thread(target=_print_events, args=(layout, done), name="events", daemon=True)
+        layout.events.parent.mkdir(parents=True, exist_ok=True)
+        # positioned before the supervisor starts, so its first events are printed too
+        tailer = EventTailer(layout.events, start_at_end=True)
+        printer = threading.Thread(target=_print_events, args=(layout, tailer, done), name="events", daemon=True)
         printer.start()
     try:
         return run_foreground(layout, getattr(args, "max_workers", None), once=getattr(args, "once", False))
@@ -79,14 +89,11 @@ def run_supervisor(args: Any) -> int:
             printer.join(timeout=2)
 
 
-def _print_events(layout: Any, done: Any) -> None:
+def _print_events(layout: Any, tailer: Any, done: Any) -> None:
     """What the supervisor does, as `pilothouse live --follow` would print it, until it stops."""
     from pilothouse.core.commands.live import format_event
-    from pilothouse.core.events import EventTailer
     from watchfiles import watch
 
-    layout.events.parent.mkdir(parents=True, exist_ok=True)
-    tailer = EventTailer(layout.events, start_at_end=True)
     try:
         for _ in watch(layout.events.parent, debounce=0, step=10, rust_timeout=500, yield_on_timeout=True,
                        stop_event=done):

@@ -29,13 +29,18 @@ def _registered() -> list[Path]:
         return []
     out: list[Path] = []
     for item in repos.list_repos():
-        raw = getattr(item, "root", None) or getattr(item, "path", None)
-        if raw is None and isinstance(item, dict):
-            raw = item.get("root") or item.get("path")
-        if raw is None and isinstance(item, str | Path):
+        # a Path first: Path has a `root` attribute too ("/"), which is not the repository
+        raw: Any = None
+        if isinstance(item, str | Path):
             raw = item
+        elif isinstance(item, dict):
+            raw = item.get("root") or item.get("path")
+        else:
+            raw = getattr(item, "root", None) or getattr(item, "path", None)
         if raw is not None and Path(raw).exists():
-            out.append(Path(raw))
+            path = Path(raw)
+            if path not in out:
+                out.append(path)
     return out
 
 

@@ -518,3 +518,32 @@ def test_a_retry_takes_the_operators_own_fix_through_the_gate_and_a_bad_checkout
     moves = [e["data"]["to"] for e in events if e["type"] == "task.state" and e["task"] == "two"]
     assert moves[-4:] == ["gating", "approved", "merging", "done"]  # the hand-made commit passed the gate
     assert _git(layout.root, "show", "pilothouse/integration:shared.txt") == "from one\nfrom two"
+
+
+def test_no_git_identity_is_one_line_setup_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """git explains a missing author in a dozen lines; the problem says it in one, as the repo's setup."""
+    scenario = tmp_path / "undeclared.yaml"
+    scenario.write_text(UNDECLARED)
+    layout = demo.prepare(tmp_path / "repo", str(scenario))
+    _quick_project(layout)
+    for key in ("user.name", "user.email"):
+        subprocess.run(["git", "config", "--unset", key], cwd=layout.root)  # set here or only in HOME
+    _git(layout.root, "config", "user.useConfigOnly", "true")  # never guess one from the host
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", "/dev/null")
+    for var in ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL"):
+        monkeypatch.delenv(var, raising=False)
+    _once(layout)
+    [p] = problems.list_problems(layout, True, job="demo")
+    assert (p.task, p.kind) == ("one", "setup_failed") and "\n" not in p.summary
+    assert "git has no author identity here" in p.summary and "git config user.email" in p.summary
+
+
+def test_a_crashed_assigner_is_tried_once_more_then_the_problem_says_why(tmp_path: Path) -> None:
+    layout = demo.prepare(tmp_path / "repo", "demo")
+    _quick_project(layout, sim_scenario=str(tmp_path / "missing.yaml"))
+    _once(layout)
+    [p] = problems.list_problems(layout, True, job="demo")
+    assert (p.task, p.kind, p.replies) == (None, "worker_crashed", ["retry", "plan"])
+    assert "missing.yaml not found" in p.summary and "(twice)" in p.summary
+    events = [json.loads(line) for line in layout.events.read_text().splitlines()]
+    assert sum(e["type"] == "run.started" and e["data"]["role"] == "assigner" for e in events) == 2

@@ -159,6 +159,19 @@ def test_remove_refuses_what_is_not_a_pilothouse_worktree(layout: RepoLayout, tm
         with pytest.raises(wt.WorktreeError, match="is not a pilothouse worktree of this repository"):
             wt.remove_worktree(layout, path)
     assert (task / "wip.txt").is_file()  # a job's folder (every task of the job) is never removed whole
+    plain = wt.worktree_root(layout) / "j1" / "plain"  # shaped like a task's, but git's it is not
+    plain.mkdir()
+    (plain / "notes.txt").write_text("mine\n")
+    handmade = wt.worktree_root(layout) / "j1" / "handmade"
+    git(layout.root, "worktree", "add", "-q", "-b", "handmade", str(handmade))
+    for path in (plain, handmade):
+        with pytest.raises(wt.WorktreeError, match="is not a pilothouse worktree of this repository"):
+            wt.remove_worktree(layout, path)
+    assert (plain / "notes.txt").is_file() and handmade.is_dir()
+    with pytest.raises(wt.WorktreeError, match=r"has uncommitted changes \(wip.txt\).*--force"):
+        wt.remove_worktree(layout, task)
+    wt.remove_worktree(layout, task, force=True)
+    assert not task.exists()
     with pytest.raises(wt.WorktreeError, match="no such worktree"):
         wt.remove_worktree(layout, wt.worktree_root(layout) / "j1" / "nothing-here")
     assert (victim / "notes.txt").read_text() == "keep me\n" and (layout.root / "src").is_dir()
