@@ -50,8 +50,8 @@ class ActionsMixin:
         dash = app.dashboard
         if action == "reply":
             problem = dash.current_problem
-            if problem is None:
-                return False
+            if problem is None or problem.code in dash.problems.pending:
+                return False  # no problem here, or its answer already waits for the supervisor
             return bool(parameters) and parameters[0] in problem.replies
         if action == "edit_job":
             return dash.selected_job is not None
@@ -86,8 +86,9 @@ class ActionsMixin:
     # --- problems -------------------------------------------------------------------------------
 
     def action_reply(self, reply: str) -> None:
-        problem = self._app().dashboard.current_problem
-        if problem is not None:
+        dash = self._app().dashboard
+        problem = dash.current_problem
+        if problem is not None and problem.code not in dash.problems.pending:
             self.answer(problem, reply)
 
     def answer(self, problem: ProblemRow, reply: str) -> None:
@@ -102,7 +103,13 @@ class ActionsMixin:
             def call() -> None:
                 problems.act(layout, problem.code, reply, words, who=who())
 
-            self.call_core(f"{reply} {problem.code}", call, done=f"{reply} sent for {problem.code}")
+            def sent(_: Any) -> str:
+                if app.supervisor_alive():
+                    return f"{reply} sent for {problem.code}"
+                return (f"{reply} sent for {problem.code}; the supervisor is stopped: the answer applies "
+                        "when it starts (S starts it)")
+
+            self.call_core(f"{reply} {problem.code}", call, done=sent)
 
         if reply in ("hint", "plan"):
             prompt = ("Words for the builder, who continues its own session" if reply == "hint"
@@ -138,9 +145,11 @@ class ActionsMixin:
     def open_problem(self, code: str) -> None:
         from pilothouse.tui.screens.problem import ProblemDialog
 
-        problem = self._app().dashboard.problems.problems.get(code)
+        table = self._app().dashboard.problems
+        problem = table.problems.get(code)
         if problem is not None:
-            self._app().push_screen(ProblemDialog(problem))
+            pending = table.pending.get(code)
+            self._app().push_screen(ProblemDialog(problem, answered=pending.reply if pending else None))
 
     def open_run_detail(self, job: str | None, task: str) -> None:
         from pilothouse.tui.screens.detail import RunDetail
@@ -150,46 +159,61 @@ class ActionsMixin:
 
     # --- jobs -----------------------------------------------------------------------------------
 
+    def refuse_unset(self, what: str) -> bool:
+        """True (and says why) when the repository is not set up for pilothouse yet."""
+        app = self._app()
+        if app.setup_error:
+            app.notify(app.setup_error, title=what, severity="error", timeout=8)
+            return True
+        return False
+
     def action_new_job(self) -> None:
         from pilothouse.tui.screens.jobform import JobForm
 
         app = self._app()
+        layout = app.layout
+        if layout is None or self.refuse_unset("new job"):
+            return
 
-        def submit(form: dict[str, Any] | None) -> None:
-            if not form:
-                return
+        def save(form: dict[str, Any]) -> str:
+            """Runs in the form's worker: a UserError keeps the form open with core's message."""
             from pilothouse.core import jobs
+            from pilothouse.core.project import load_project
 
-            layout = app.layout
-            self.call_core("new job", lambda: jobs.create_job(
-                layout, form["name"], form["request"], acceptance=form["acceptance"] or None,
-                attachments=form["attachments"]), done=f"job {form['name']} created")
+            load_project(layout)  # as `pilothouse job create` does: not set up, say so now
+            jobs.create_job(layout, form["name"], form["request"], acceptance=form["acceptance"] or None,
+                            attachments=form["attachments"])
+            return f"job {form['name']} created"
 
-        app.push_screen(JobForm(), submit)
+        app.push_screen(JobForm(save=save), self._form_done)
+
+    def _form_done(self, message: str | None) -> None:
+        if message:
+            self._app().notify(message, timeout=3)
 
     def action_edit_job(self) -> None:
         from pilothouse.tui.screens.jobform import JobForm, current_request
 
         app = self._app()
         name = app.dashboard.selected_job
-        if name is None or app.layout is None:
+        layout = app.layout
+        if name is None or layout is None:
             return
         try:
             from pilothouse.core import jobs
 
-            request = current_request(jobs.load_job(app.layout, name))
+            request = current_request(jobs.load_job(layout, name))
         except (UserError, ImportError) as exc:
             app.notify(str(exc), title=f"correct {name}", severity="error")
             return
 
-        def submit(form: dict[str, Any] | None) -> None:
-            if form:
-                from pilothouse.core import jobs
+        def save(form: dict[str, Any]) -> str:
+            from pilothouse.core import jobs
 
-                self.call_core(f"correct {name}", lambda: jobs.update_job(app.layout, name, form["request"]),
-                               done=f"job {name} corrected")
+            jobs.update_job(layout, name, form["request"])
+            return f"job {name} corrected"
 
-        app.push_screen(JobForm(name=name, request=request), submit)
+        app.push_screen(JobForm(name=name, request=request, save=save), self._form_done)
 
     # --- workers and the supervisor -------------------------------------------------------------
 
@@ -222,8 +246,20 @@ class ActionsMixin:
         from pilothouse.core import supervisor_ctl
 
         if not app.supervisor_alive():
-            self.call_core("supervisor", lambda: supervisor_ctl.start(layout),
-                           done=lambda pid: f"supervisor started (pid {pid})")
+            if self.refuse_unset("supervisor"):
+                return
+
+            def start() -> int:
+                from pilothouse.core.project import load_project
+
+                load_project(layout)  # as `pilothouse job start` does: a broken project.yaml is said here
+                return supervisor_ctl.start(layout)
+
+            def started(pid: int) -> str:
+                app.call_from_thread(app.refresh_supervisor_now)
+                return f"supervisor started (pid {pid})"
+
+            self.call_core("supervisor", start, done=started)
             return
 
         def confirmed(ok: bool | None) -> None:

@@ -16,6 +16,7 @@ from pilothouse.core.events import EventTailer, parse_ts
 from pilothouse.core.layout import RepoLayout
 from pilothouse.core.queries import Queries, affected
 from pilothouse.core.queries_problems import SupervisorRow
+from pilothouse.providers.errors import UserError
 from pilothouse.tui import format as fmt
 from pilothouse.tui.actions import JOB_BINDINGS, REPLY_BINDINGS, ActionsMixin
 from pilothouse.tui.live import Follower
@@ -58,6 +59,7 @@ class CockpitApp(ActionsMixin, App[None]):
         self.follower: Follower | None = None
         self.supervisor_row: SupervisorRow | None = None
         self.supervisor_info: dict[str, Any] | None = None  # core.supervisor_ctl.status(): alive
+        self.setup_error: str | None = None  # why .ai/project.yaml does not load (None: set up)
         self._ticks = 0
         self.on_batch: Callable[[list[dict[str, Any]]], None] | None = None  # bench/test hook
         self.theme = "textual-dark"
@@ -95,6 +97,7 @@ class CockpitApp(ActionsMixin, App[None]):
         self.queries = Queries(layout)
         tailer = EventTailer(layout.events)
         events = tailer.tail(self.tail)
+        self.refresh_setup()
         self.refresh_supervisor()
         self.dashboard.load(events)
         if self.live:
@@ -136,6 +139,7 @@ class CockpitApp(ActionsMixin, App[None]):
         self._ticks += 1
         if self._ticks % 5 == 0:
             self.refresh_supervisor()  # a supervisor that died says nothing: look now and then
+            self.refresh_setup()  # `pilothouse init` run in another terminal
         if self.screen is self.screen_stack[0] and not self._exit_renderables and self.is_running:
             try:
                 self.dashboard.tick()
@@ -158,13 +162,48 @@ class CockpitApp(ActionsMixin, App[None]):
         except Exception:  # noqa: BLE001 - a store being created: ask again on the next tick
             self.supervisor_info = None
 
+    def refresh_supervisor_now(self) -> None:
+        """After a start from here: draw the new state without waiting for the next look."""
+        self.refresh_supervisor()
+        if self.layout is not None and self.is_running:
+            self.dashboard.update_status()
+
+    def refresh_setup(self) -> None:
+        """Whether the repository is set up (`pilothouse init`): a small file, read as core reads it."""
+        if self.layout is None:
+            self.setup_error = None
+            return
+        try:
+            stamp: Any = self.layout.project_yaml.stat().st_mtime_ns
+        except OSError:
+            stamp = None
+        if (self.layout, stamp) == getattr(self, "_setup_stamp", None):
+            return  # unchanged since the last look: parse it again only when it changes
+        self._setup_stamp = (self.layout, stamp)
+        try:
+            from pilothouse.core.project import load_project
+        except ImportError:
+            return
+        try:
+            load_project(self.layout)
+        except UserError as exc:
+            self.setup_error = str(exc)
+        else:
+            self.setup_error = None
+
     def supervisor_alive(self) -> bool:
         return self.supervisor_info is not None
 
     def status_line(self) -> Any:
         repo = self.layout.root.name if self.layout else "(no repository)"
         row = self.supervisor_row
-        problems = len(self.dashboard.problems.problems) if self.queries else 0
+        table = self.dashboard.problems
+        problems = len(set(table.problems) - set(table.pending)) if self.queries else 0
+        if self.setup_error and not self.supervisor_alive():
+            assert self.layout is not None
+            if self.layout.project_yaml.exists():
+                return status_text(repo, "bad .ai/project.yaml: n or S says why", "bold red", problems)
+            return status_text(repo, "not set up: run `pilothouse init`", "bold yellow", problems)
         if row is None:
             return status_text(repo, "never started · S starts", "dim", problems)
         if not self.supervisor_alive():

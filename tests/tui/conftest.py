@@ -50,12 +50,17 @@ TASKS = [
 ]
 
 
+PROJECT_YAML = "gates:\n  fast: python -m pytest -q\n  full: python -m pytest -q\n"
+
+
 def build_state(root: Path) -> RepoLayout:
     """A repository mid-job: one task running, one stopped on a problem, one waiting on quota."""
     root.mkdir(parents=True, exist_ok=True)
     if not (root / ".git").exists():
         subprocess.run(["git", "init", "-q"], cwd=root, check=True)
     layout = RepoLayout(root)
+    layout.ai.mkdir(parents=True, exist_ok=True)  # a repository mid-job was set up by `pilothouse init`
+    layout.project_yaml.write_text(PROJECT_YAML)
     db = connect(layout.state_db)
     with db:
         db.execute("INSERT INTO jobs_state VALUES ('hello-world','accepted',1,1,'sim/sim-coder',12000,NULL,?,?,?)",

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from pilothouse.core.queries import Changes, JobRow, TaskRow
-from pilothouse.core.queries_problems import ProblemRow
+from pilothouse.core.queries_problems import ProblemRow, ReplyRow
 from pilothouse.tui.format import styled
 from pilothouse.tui.widgets.events import EventStream
 from pilothouse.tui.widgets.panels import JobsTable, ProblemsTable, ProvidersTable, TasksTable
@@ -117,8 +117,22 @@ class Dashboard(Screen[None]):
         self.tasks.border_title = f"3 Tasks · {job}" if job else "3 Tasks"
 
     def _show_problems(self, problems: list[ProblemRow]) -> None:
-        self.problems.show(problems)
-        self.problems.border_title = f"4 Problems · {len(problems)} open" if problems else "4 Problems"
+        q = self.cockpit.queries
+        pending: dict[str, ReplyRow] = {}
+        if q is not None:
+            for p in problems:  # an answer the supervisor has not taken yet (few open problems: cheap)
+                waiting = [r for r in q.replies(p.code) if r.consumed_at is None]
+                if waiting:
+                    pending[p.code] = waiting[0]
+        self._problem_rows = problems
+        self._supervisor_alive = self.cockpit.supervisor_alive()
+        self.problems.show(problems, pending, stopped=not self._supervisor_alive)
+        waiting_n = len(problems) - len(pending)
+        title = "4 Problems"
+        if problems:
+            title += f" · {waiting_n} open" if waiting_n else ""
+            title += f" · {len(pending)} answered" if pending else ""
+        self.problems.border_title = title
         self.bindings_may_change()
 
     def apply(self, changes: Changes, events: list[dict[str, Any]]) -> None:
@@ -162,6 +176,9 @@ class Dashboard(Screen[None]):
         self.update_status()
 
     def update_status(self) -> None:
+        rows = getattr(self, "_problem_rows", None)
+        if rows and self.cockpit.supervisor_alive() != getattr(self, "_supervisor_alive", None):
+            self._show_problems(rows)  # an answered row says whether the supervisor will take it
         line = self.cockpit.status_line()
         if line != getattr(self, "_status", None):  # Static.update lays the screen out again: only on change
             self._status = line
@@ -195,6 +212,7 @@ class Dashboard(Screen[None]):
         self._bindings_pending = False
         problem, task = self.current_problem, self.current_task
         key = (problem.code if problem else None, problem.replies if problem else None,
+               problem is not None and problem.code in self.problems.pending,
                self.selected_job, task.state if task else None, task.run_id if task else None)
         if key != getattr(self, "_bindings_key", None):
             self._bindings_key = key
@@ -207,11 +225,16 @@ class Dashboard(Screen[None]):
 
     @property
     def current_problem(self) -> ProblemRow | None:
-        """The selected task's open problem when the Tasks panel has focus, else the Problems row."""
-        if self.focused is self.tasks and self.current_task is not None:
+        """The selected task's own open problem when the Tasks panel has focus (None when it has
+        none: the reply keys never reach another task's problem), else the Problems row."""
+        if self.focused is self.tasks:
+            task = self.current_task
+            if task is None:
+                return None
             for p in self.problems.problems.values():
-                if p.task == self.current_task.task and p.job == self.current_task.job:
+                if p.task == task.task and p.job == task.job:
                     return p
+            return None
         return self.problems.current
 
     # --- actions --------------------------------------------------------------------------------
@@ -252,6 +275,8 @@ class Dashboard(Screen[None]):
             box.value = ""
             box.display = False
             self.query_one(f"#{getattr(self, '_filter_target', 'events')}").focus()
+            if self.events.follow:  # the layout changed under the log: settle at the newest line again
+                self.events.settle()
 
 
 def status_text(repo: str, supervisor: str, sup_style: str, problems: int) -> Text:

@@ -1,4 +1,4 @@
-"""Small dialogs: confirm (skip, abort, stop) and words (hint, plan). Keyboard only."""
+"""Small dialogs: confirm (skip, abort, stop, discard) and words (hint, plan). Keyboard only."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from textual.widgets import Input, Label, Static
 
 class ConfirmModal(ModalScreen[bool]):
     BINDINGS = [
-        Binding("y,enter", "answer(True)", "Yes", id="confirm.yes"),
-        Binding("n,escape", "answer(False)", "No", id="confirm.no"),
+        Binding("y", "answer(True)", "Yes", id="confirm.yes"),
+        # destructive: enter is the safe default, only `y` confirms
+        Binding("n,escape,enter", "answer(False)", "No", id="confirm.no"),
     ]
 
     def __init__(self, title: str, body: str, verb: str = "Yes") -> None:
@@ -23,7 +24,7 @@ class ConfirmModal(ModalScreen[bool]):
         with Vertical(classes="dialog") as box:
             box.border_title = self.title_text
             yield Static(self.body, classes="body")
-            yield Label(f"[b]y[/b]/enter {self.verb}   [b]n[/b]/esc cancel", classes="keys")
+            yield Label(f"[b]y[/b] {self.verb}   [b]n[/b]/enter/esc cancel", classes="keys")
 
     def action_answer(self, ok: bool) -> None:
         self.dismiss(ok)

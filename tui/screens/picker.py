@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pilothouse.core.layout import RepoLayout
-from pilothouse.tui.format import tilde
+from pilothouse.tui.format import styled, tilde
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -26,8 +26,9 @@ class RepoPicker(ModalScreen[RepoLayout | None]):
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog") as box:
             box.border_title = "repositories"
-            yield OptionList(*(Option(f"{r.root.name}  [dim]{tilde(r.root)}[/dim]", id=str(i))
-                               for i, r in enumerate(self.repos)))
+            # Text, not markup: a path may hold "[" (and a name is shown exactly as the directory's)
+            yield OptionList(*(Option(styled(r.root.name, "bold") + styled(f"  {tilde(r.root)}", "dim"),
+                                      id=str(i)) for i, r in enumerate(self.repos)))
             yield Label("[b]enter[/b] open   [b]esc[/b] quit", classes="keys")
 
     def on_mount(self) -> None:

@@ -40,12 +40,17 @@ class ProblemDialog(ModalScreen[None]):
         Binding("escape,q", "dismiss", "Close", id="dialog.close"),
     ]
 
-    def __init__(self, problem: ProblemRow) -> None:
+    def __init__(self, problem: ProblemRow, answered: str | None = None) -> None:
         super().__init__()
         self.problem = problem
+        self.answered = answered  # the reply already given (here earlier, or elsewhere): no keys then
+        self.answered_note = f"answered ({answered}) · waiting for the supervisor" if answered else ""
 
     def compose(self) -> ComposeResult:
         p = self.problem
+        app: CockpitApp = self.app  # type: ignore[assignment]
+        if self.answered is not None and not app.supervisor_alive():
+            self.answered_note = f"answered ({self.answered}) · supervisor stopped: S starts it"
         with VerticalScroll(classes="dialog problem") as box:
             box.border_title = f"problem {p.code}"
             head = Text()
@@ -57,21 +62,55 @@ class ProblemDialog(ModalScreen[None]):
             yield Static(Text(p.summary), classes="body")
             if p.evidence:
                 yield Static(evidence_text(p.evidence), classes="evidence")
-            keys = Text()
-            for reply in p.replies:
+            yield Label(self._keys(), classes="keys", id="dialog-keys")
+
+    def _keys(self) -> Text:
+        keys = Text()
+        if self.answered is not None:
+            keys.append(self.answered_note, style="bold yellow")
+            keys.append("  ")
+        else:
+            for reply in self.problem.replies:
                 key = fmt.REPLY_KEYS.get(reply, "?")
                 keys.append(f" {key} ", style="bold reverse")
                 keys.append(f" {reply}  ")
-            keys.append(" esc ", style="bold reverse")
-            keys.append(" close")
-            yield Label(keys, classes="keys")
+        keys.append(" esc ", style="bold reverse")
+        keys.append(" close")
+        return keys
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "reply":
-            return bool(parameters) and parameters[0] in self.problem.replies
+            return self.answered is None and bool(parameters) and parameters[0] in self.problem.replies
         return True
+
+    def on_repo_events(self, events: list[dict[str, Any]]) -> None:
+        """Called by the app with each batch: an answer given elsewhere (the CLI, another cockpit)
+        takes the keys away instead of leaving a stale dialog that would only be refused."""
+        code = self.problem.code
+        if self.answered is not None or not any(
+                str(ev.get("type", "")).startswith("problem.") and (ev.get("data") or {}).get("code") == code
+                for ev in events):
+            return
+        app: CockpitApp = self.app  # type: ignore[assignment]
+        q = app.queries
+        if q is None:
+            return
+        row = q.problem(code)
+        waiting = [r for r in q.replies(code) if r.consumed_at is None]
+        if waiting:
+            self.answered = waiting[0].reply
+            self.answered_note = f"answered ({self.answered}) elsewhere · waiting for the supervisor"
+        elif row is None or row.state != "open":
+            self.answered = (row.answer if row is not None else None) or "closed"
+            self.answered_note = f"answered ({self.answered}) elsewhere"
+        else:
+            return
+        self.query_one("#dialog-keys", Label).update(self._keys())
+        self.refresh_bindings()
 
     def action_reply(self, reply: str) -> None:
         app: CockpitApp = self.app  # type: ignore[assignment]
+        if self.answered is not None:
+            return
         self.dismiss(None)
         app.answer(self.problem, reply)

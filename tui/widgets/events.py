@@ -101,6 +101,10 @@ class EventStream(ScrollView, can_focus=True):
         if self.follow:
             self._to_end()
 
+    def settle(self) -> None:
+        """Back at the newest line once the layout around the log has changed."""
+        self._to_end()
+
     def _to_end(self) -> None:
         self.scroll_end(animate=False, immediate=True, x_axis=False)
         # before the first layout the widget has no height yet: settle again once it has

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from pilothouse.core.queries import TASK_ACTIVE, JobRow, TaskRow, depth
-from pilothouse.core.queries_problems import ProblemRow, ProviderRow
+from pilothouse.core.queries_problems import ProblemRow, ProviderRow, ReplyRow
 from pilothouse.tui import format as fmt
 from pilothouse.tui.widgets.table import Cell, Col, KeyedTable
 from rich.text import Text
@@ -156,12 +156,25 @@ class ProblemsTable(KeyedTable):
     def __init__(self, **kwargs: object) -> None:
         super().__init__(id="problems-table", **kwargs)  # type: ignore[arg-type]
         self.problems: dict[str, ProblemRow] = {}
+        self.pending: dict[str, ReplyRow] = {}  # code → the answer the supervisor has not taken yet
 
-    def show(self, problems: list[ProblemRow]) -> None:
+    def show(self, problems: list[ProblemRow], pending: dict[str, ReplyRow] | None = None,
+             stopped: bool = False) -> None:
         self.problems = {p.code: p for p in problems}
-        self.set_rows([(p.code, {"code": Text(p.code, style="bold"), "task": p.task or p.job,
-                                 "what": p.summary, "replies": replies_text(p.replies)})
-                       for p in problems])
+        self.pending = dict(pending or {})
+        self.set_rows([(p.code, self.cells(p, self.pending.get(p.code), stopped)) for p in problems])
+
+    @staticmethod
+    def cells(p: ProblemRow, answer: ReplyRow | None, stopped: bool) -> dict[str, Cell]:
+        if answer is None:
+            return {"code": Text(p.code, style="bold"), "task": p.task or p.job, "what": p.summary,
+                    "replies": replies_text(p.replies)}
+        # answered, not yet taken: the reply keys are gone; say who must act (S when it is stopped)
+        waiting = "waiting for the supervisor" + (" (stopped)" if stopped else "")
+        return {"code": Text(p.code, style="dim"), "task": p.task or p.job,
+                "what": fmt.styled(waiting, "yellow") + fmt.styled(f" · {p.summary}", "dim"),
+                "replies": fmt.styled(f"✓ {answer.reply}", "green")
+                + fmt.styled(" · S starts it" if stopped else " · waiting", "yellow")}
 
     @property
     def current(self) -> ProblemRow | None:
