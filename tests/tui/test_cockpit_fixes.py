@@ -2,22 +2,12 @@
 
 from __future__ import annotations
 
-import sqlite3
-
 import pytest
 from pilothouse.core.events import EventLog
 from pilothouse.core.layout import RepoLayout
-from pilothouse.core.store import connect
+from test_cockpit import replies
 
 pytestmark = pytest.mark.anyio
-
-
-def replies(layout: RepoLayout) -> list[sqlite3.Row]:
-    conn = connect(layout.state_db, readonly=True)
-    try:
-        return conn.execute("SELECT * FROM replies ORDER BY id").fetchall()
-    finally:
-        conn.close()
 
 
 def shown(app: object, binding_id: str) -> bool:
@@ -216,20 +206,3 @@ async def test_filter_escape_restores_layout_and_follow(cockpit_repo, make_app, 
         await wait_for(pilot, lambda: "feedbeef" in events.lines[-1])
         await pilot.pause()
         assert events.follow and events.scroll_y == events.max_scroll_y
-
-
-# --- 8. destructive confirmations default to no ----------------------------------------------------
-
-
-async def test_enter_cancels_a_destructive_confirmation(cockpit_repo, make_app, wait_for) -> None:
-    from pilothouse.tui.screens.modals import ConfirmModal
-
-    app = make_app(cockpit_repo)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause()
-        await pilot.press("4", "s")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal))
-        await pilot.press("enter")
-        await pilot.pause(0.3)
-        assert app.screen is app.dashboard
-        assert not replies(cockpit_repo)
