@@ -133,9 +133,9 @@ def choose_worker(project: Any, task: Any, availability: AvailabilityOf | None =
         elif explicit:
             why = f"{tid}: assignment '{name}' ({a.provider}) named by the task"
         elif considered:
-            why = f"{tid}: '{name}' ({a.provider}), the first assignment that fits and is available"
+            why = f"{tid}: '{name}' ({a.provider}), the first model assignment that fits and is available"
         else:
-            why = f"{tid}: '{name}' ({a.provider}), the {'default' if name == mp.default_assignment else 'first'} assignment"
+            why = f"{tid}: '{name}' ({a.provider}), the {'default' if name == mp.default_assignment else 'first'} model assignment"
         if av.check_due:  # granted the one due availability check: this run is it
             why += f"; {av.reason}"
         return Choice(a.provider, a.model, why, assignment=name, fallback=is_fallback, considered=considered)

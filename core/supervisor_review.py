@@ -149,7 +149,7 @@ def finish_job(sup: Supervisor, job: str, planned: bool, hold: str | None = None
             sup.store.set_job(job, None, reason="work resumed", state="running")
         return
     if not any(r["state"] == "done" for r in rows):
-        sup.store.set_job(job, "job.blocked", reason="every task was skipped or cancelled", state="failed",
+        sup.store.set_job(job, "job.failed", reason="every task was skipped or cancelled", state="failed",
                           finished_at=utc_now_iso())
         return
     if state == "blocked" and str(jr["reason"] or "").startswith(_END_REASONS) and _job_problem_open(sup, job):

@@ -41,8 +41,9 @@ def register(sub: Any) -> None:
     _add_common(e)
     e.set_defaults(func=_events)
 
-    w = sub.add_parser("why", help="why a task launched, waits, stopped or failed to merge, from the events")
-    w.add_argument("task", help="the task id")
+    w = sub.add_parser("why", help="why a task launched, waits, stopped or failed to merge (or a job, by its "
+                       "name: its planning, final gate and stops), from the events")
+    w.add_argument("task", help="the task id, or a job's name")
     w.add_argument("--job", help="the task's job (needed when two jobs have a task with this id)")
     _add_common(w)
     w.set_defaults(func=_why)
@@ -278,13 +279,17 @@ def _why(args: Any) -> int:
     layout = _layout(args)
     evs = _all_events(layout)
     job = _resolve_job(evs, args.task, args.job)
-    if job is None:
-        raise UserError(f"no events for task {args.task!r}: `pilothouse job status` lists the tasks")
-    report = explain(layout, job, args.task, evs)
+    if job is None and args.job is None and any(e.get("job") == args.task for e in evs):
+        report = explain_job(layout, args.task, evs)  # `why JOB`: the job's own stops and waits
+    elif job is None:
+        raise UserError(f"no events for task {args.task!r}: `pilothouse job status` lists the jobs and tasks")
+    else:
+        report = explain(layout, job, args.task, evs)
     if args.json:
         emit_json(report)
         return 0
-    print(f"{job}/{args.task}: {report['state'] or 'unknown'}" + (f" — {report['now']}" if report["now"] else ""))
+    where = report["job"] if report["task"] is None else f"{report['job']}/{report['task']}"
+    print(f"{where}: {report['state'] or 'unknown'}" + (f" — {report['now']}" if report["now"] else ""))
     for step in report["chain"]:
         print(f"  {_clock(step['ts'])}  {step['text']}")
     for hint in report["hints"]:
@@ -295,7 +300,7 @@ def _why(args: Any) -> int:
 # ---------------------------------------------------------------- why
 
 _CHAIN_TYPES = ("task.", "run.started", "run.finished", "gate.finished", "review.", "merge.", "problem.")
-_JOB_TYPES = ("job.revised", "job.blocked", "job.planned", "budget.exceeded", "quota.changed")
+_JOB_TYPES = ("job.revised", "job.blocked", "job.failed", "job.planned", "budget.exceeded", "quota.changed")
 
 
 def _db_rows(layout: Any, job: str, task: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]],
@@ -321,6 +326,50 @@ def _db_rows(layout: Any, job: str, task: str) -> tuple[dict[str, Any] | None, l
         conn.close()
     mine = next((r for r in rows if r["task"] == task), None)
     return mine, rows, problems
+
+
+_JOB_CHAIN = ("job.", "gate.", "problem.", "review.", "run.started", "run.finished", "budget.", "merge.")
+
+
+def explain_job(layout: Any, job: str, events: list[dict[str, Any]]) -> dict[str, Any]:
+    """What happened to the job itself (planning, its final gate and review, its stops) and what it
+    waits for now; each task has its own `why TASK`."""
+    import json
+    import sqlite3
+
+    from pilothouse.core.store import connect
+
+    chain = [{"seq": ev.get("seq"), "ts": str(ev.get("ts") or ""), "type": str(ev.get("type")),
+              "text": f"{ev.get('type')!s:<16} {_describe(ev)}", "data": ev.get("data")}
+             for ev in events if ev.get("job") == job and ev.get("task") is None
+             and str(ev.get("type", "")).startswith(_JOB_CHAIN)]
+    state = now = None
+    hints: list[str] = []
+    if layout.state_db.exists():
+        try:
+            conn = connect(layout.state_db, readonly=True)
+            try:
+                row = conn.execute("SELECT state, reason FROM jobs_state WHERE job=?", (job,)).fetchone()
+                tasks = conn.execute("SELECT task, state FROM tasks WHERE job=? ORDER BY rowid", (job,)).fetchall()
+                problems = conn.execute("SELECT code, task, kind, summary, replies FROM problems WHERE job=? "
+                                        "AND state!='closed' ORDER BY opened_at", (job,)).fetchall()
+            finally:
+                conn.close()
+        except sqlite3.Error:
+            row, tasks, problems = None, [], []
+        if row is not None:
+            state, now = row["state"], row["reason"]
+        if tasks:
+            counts: dict[str, list[str]] = {}
+            for t in tasks:
+                counts.setdefault(t["state"], []).append(t["task"])
+            hints.append("tasks: " + ", ".join(f"{len(v)} {k}" + (f" ({', '.join(v[:3])})" if k != "done" else "")
+                                               for k, v in counts.items()))
+        for p in problems:
+            first = (json.loads(p["replies"] or "[]") or ["REPLY"])[0]
+            hints.append(f"problem {p['code']} ({p['task'] or 'the job'}: {p['kind']}): {_short(p['summary'], 100)}"
+                         f" — pilothouse problem act {p['code']} {first}")
+    return {"job": job, "task": None, "state": state, "now": now, "chain": chain, "hints": hints}
 
 
 def explain(layout: Any, job: str, task: str, events: list[dict[str, Any]]) -> dict[str, Any]:

@@ -339,7 +339,7 @@ def wait_for_job(layout: Any, name: str, timeout: float | None = None, on_event:
     last_alive = time.monotonic()
     outcome, reason = job_outcome(layout, name)
     settled_at: float | None = None
-    closing = {"accepted": "job.accepted", "waiting": "job.blocked", "failed": "job.blocked"}
+    closing = {"accepted": "job.accepted", "waiting": "job.blocked", "failed": "job.failed"}
     for _changes in _watch(watch, layout):
         seen = set()
         for ev in tailer.read_new():

@@ -376,6 +376,10 @@ def test_a_failed_final_gate_waits_for_the_operator_and_retry_runs_it_again(tmp_
     assert (problem.task, problem.kind, problem.replies) == (None, "gate_failed", ["retry", "plan"])
     assert "the full gate failed on pilothouse/integration" in problem.summary
     assert full_gates() == 1
+    why = cli("why", "demo", "--repo", str(layout.root))  # a job's name: the job's own story
+    assert why.returncode == 0, why.stderr
+    assert why.stdout.startswith("demo: blocked — the full gate failed") and "tasks: 2 done" in why.stdout
+    assert f"pilothouse problem act {problem.code} retry" in why.stdout and "gate.finished" in why.stdout
     _once(layout)
     assert full_gates() == 1  # not again by itself
     problems.act(layout, problem.code, "retry")
