@@ -280,9 +280,12 @@ class Dashboard(Screen[None]):
 
 
 def status_text(repo: str, supervisor: str, sup_style: str, problems: int) -> Text:
-    t = styled(" pilothouse ", "bold reverse") + Text(f" {repo} ", style="bold")
-    t += Text("│ supervisor ") + Text(supervisor, style=sup_style)
+    # what needs the operator comes first: on a narrow terminal the line's end is cut off
+    t = styled(" pilothouse ", "bold reverse")
     if problems:
-        t += Text(" │ ") + Text(f"{problems} problem{'s' if problems != 1 else ''} waiting", style="bold red")
+        t += Text(" ") + Text(f"{problems} problem{'s' if problems != 1 else ''} waiting", style="bold red") + \
+            Text(" │")
+    t += Text(f" {repo} ", style="bold")
+    t += Text("│ supervisor ") + Text(supervisor, style=sup_style)
     t += Text(" │ ? help", style="dim")
     return t
