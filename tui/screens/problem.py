@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from typing import TYPE_CHECKING, Any
 
 from pilothouse.core.queries_problems import ProblemRow
@@ -93,10 +94,13 @@ class ProblemDialog(ModalScreen[None]):
             return
         app: CockpitApp = self.app  # type: ignore[assignment]
         q = app.queries
-        if q is None:
-            return
-        row = q.problem(code)
-        waiting = [r for r in q.replies(code) if r.consumed_at is None]
+        if q is None or not self.is_mounted:
+            return  # not composed yet, or already gone: the next batch (or the reopened dialog) shows it
+        try:
+            row = q.problem(code)
+            waiting = [r for r in q.replies(code) if r.consumed_at is None]
+        except sqlite3.Error:
+            return  # a busy or replaced state.db: a stale key is refused by core, never a crash here
         if waiting:
             self.answered = waiting[0].reply
             self.answered_note = f"answered ({self.answered}) elsewhere · waiting for the supervisor"
