@@ -187,7 +187,12 @@ def make_app() -> Callable[..., Any]:
 async def wait_until(pilot: Any, predicate: Callable[[], Any], timeout: float = 30.0, step: float = 0.05) -> None:
     """Let the app run until `predicate()` holds; fail after `timeout` seconds of wall-clock time."""
     deadline = time.monotonic() + timeout
-    while not predicate():
+    while True:
+        crashed = getattr(pilot.app, "_exception", None)
+        if crashed is not None:  # the app died: show why, not what the predicate trips over after
+            raise AssertionError(f"the cockpit stopped on {type(crashed).__name__}: {crashed}") from crashed
+        if predicate():
+            return
         if time.monotonic() >= deadline:
             raise AssertionError(f"condition not met within {timeout}s")
         await pilot.pause(step)
