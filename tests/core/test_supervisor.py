@@ -402,7 +402,7 @@ scripts:
           <!--RESULT-->{"tasks":[{"id":"one","title":"One","kind":"SAFE_PARALLEL","expected_paths":{"write":["one.txt"]}}]}<!--/RESULT-->
   - match: {mode: plan}
     turns:
-      - error: {status: 429, retry_after_s: 1, window: five_hour, used_pct: 100}
+      - error: {status: 429, retry_after_s: 3, window: five_hour, used_pct: 100}
   - match: {mode: code}
     turns:
       - say: "Writing one.txt"
@@ -414,6 +414,7 @@ scripts:
 
 
 def test_an_assigner_at_its_usage_limit_waits_for_the_reset_instead_of_failing_the_plan(tmp_path: Path) -> None:
+    """The sim's 429 says retry after 3 s (a 1 s window could pass before a loaded machine looks)."""
     scenario = tmp_path / "plan-quota.yaml"
     scenario.write_text(PLAN_QUOTA)
     layout = demo.prepare(tmp_path / "repo", str(scenario))
