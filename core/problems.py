@@ -103,13 +103,16 @@ def normalise_code(code: str) -> str:
     return code.strip().upper()
 
 
-def _row_to_problem(row: sqlite3.Row) -> Problem:
-    ans = json.loads(row["answer"]) if row["answer"] else {}
-    return Problem(code=row["code"], job=row["job"], task=row["task"], kind=row["kind"],
-                   summary=row["summary"], evidence=json.loads(row["evidence"] or "{}"),
-                   replies=json.loads(row["replies"]), state=row["state"], opened_at=row["opened_at"],
-                   answer=ans.get("reply"), answered_at=row["answered_at"], closed_at=row["closed_at"],
-                   words=ans.get("words"), who=ans.get("who"))
+def row_to_problem(row: sqlite3.Row) -> Problem:
+    """A problems row as a Problem (core and the cockpit's read-only queries alike); a column that
+    does not read as what it should be reads as empty."""
+    ans, evidence, replies = (store.loads(row[c], d) for c, d in (("answer", {}), ("evidence", {}), ("replies", [])))
+    ans = ans if isinstance(ans, dict) else {}
+    return Problem(code=row["code"], job=row["job"], task=row["task"], kind=row["kind"], summary=row["summary"],
+                   evidence=evidence if isinstance(evidence, dict) else {},
+                   replies=[str(r) for r in replies] if isinstance(replies, list) else [], state=row["state"],
+                   opened_at=row["opened_at"], answer=ans.get("reply"), answered_at=row["answered_at"],
+                   closed_at=row["closed_at"], words=ans.get("words"), who=ans.get("who"))
 
 
 def _target(where: Any) -> tuple[RepoLayout, sqlite3.Connection | None, EventLog | None]:
@@ -157,7 +160,7 @@ def open_problem(layout: Any, job: str, task: str | None, kind: str, summary: st
                 "SELECT * FROM problems WHERE job = ? AND task IS ? AND kind = ? AND state != 'closed'",
                 (job, task, kind)).fetchone()
             if existing is not None:
-                return _row_to_problem(existing)
+                return row_to_problem(existing)
             code = new_code(db)
             db.execute(
                 "INSERT INTO problems(code, job, task, kind, summary, evidence, replies, state, opened_at)"
@@ -184,7 +187,7 @@ def get_problem(layout: RepoLayout, code: str, *, conn: sqlite3.Connection | Non
                 "SELECT code FROM problems WHERE state = 'open' ORDER BY opened_at")]
             hint = f"open problems: {', '.join(open_codes)}" if open_codes else "there are no open problems"
             raise UserError(f"no problem with code {code} in {layout.root}: {hint} (see `pilothouse problem list`)")
-        problem = _row_to_problem(row)
+        problem = row_to_problem(row)
         pend = db.execute("SELECT * FROM replies WHERE code = ? AND consumed_at IS NULL ORDER BY id",
                           (code,)).fetchone()
         if pend is not None:
@@ -211,7 +214,7 @@ def list_problems(layout: RepoLayout, open_only: bool = True, *, job: str | None
         sql += " WHERE " + " AND ".join(where)
     sql += " ORDER BY opened_at, code"
     with _db(layout, conn) as db:
-        problems = [_row_to_problem(r) for r in db.execute(sql, args)]
+        problems = [row_to_problem(r) for r in db.execute(sql, args)]
         pending = {r["code"]: r for r in db.execute(
             "SELECT * FROM replies WHERE consumed_at IS NULL ORDER BY id DESC")}
     for p in problems:
@@ -338,7 +341,7 @@ def consume_replies(layout: RepoLayout, *, now: datetime | None = None,
                                         "at": r["at"]}), r["at"], r["code"]))
         out = []
         for row in db.execute("SELECT * FROM problems WHERE state = 'answered' ORDER BY answered_at, code"):
-            p = _row_to_problem(row)
+            p = row_to_problem(row)
             rep = Reply(code=p.code, reply=p.answer or "", words=p.words, who=p.who or "",
                         at=p.answered_at or "", problem=p)
             if rep.reply == "skip" and p.task:

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from pilothouse.core import jobs as core_jobs
-from pilothouse.core.queries_problems import ProblemQueries, loads
+from pilothouse.core.queries_problems import ProblemQueries
+from pilothouse.core.store import loads
 from pilothouse.providers.errors import UserError
 
 # task states that no longer move on their own

@@ -9,39 +9,14 @@ connection is opened as soon as the file appears.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from pilothouse.core.layout import RepoLayout
+from pilothouse.core.problems import Problem, row_to_problem
 from pilothouse.core.store import connect
-
-
-def loads(value: str | None, default: Any) -> Any:
-    """A JSON column's value; `default` when empty or unreadable (a view never fails on one row)."""
-    if not value:
-        return default
-    try:
-        return json.loads(value)
-    except ValueError:
-        return default
-
-
-@dataclass(frozen=True)
-class ProblemRow:
-    code: str
-    job: str
-    task: str | None
-    kind: str
-    summary: str
-    evidence: dict[str, Any]
-    replies: tuple[str, ...]
-    state: str
-    opened_at: str
-    answer: str | None
-    answered_at: str | None
 
 
 @dataclass(frozen=True)
@@ -128,30 +103,29 @@ class ProblemQueries(StoreReader):
 
     # --- problems -----------------------------------------------------------------------------
 
-    @staticmethod
-    def _problem(r: sqlite3.Row) -> ProblemRow:
-        replies = loads(r["replies"], [])
-        evidence = loads(r["evidence"], {})
-        return ProblemRow(code=r["code"], job=r["job"], task=r["task"], kind=r["kind"],
-                          summary=r["summary"], evidence=evidence if isinstance(evidence, dict) else {},
-                          replies=tuple(str(x) for x in replies) if isinstance(replies, list) else (),
-                          state=r["state"], opened_at=r["opened_at"], answer=r["answer"],
-                          answered_at=r["answered_at"])
-
-    def problems(self, open_only: bool = True) -> list[ProblemRow]:
+    def problems(self, open_only: bool = True) -> list[Problem]:
         where = " WHERE state = 'open'" if open_only else ""
-        return [self._problem(r) for r in self._all(
+        return [row_to_problem(r) for r in self._all(
             f"SELECT * FROM problems{where} ORDER BY opened_at, code")]
 
-    def problem(self, code: str) -> ProblemRow | None:
+    def problem(self, code: str) -> Problem | None:
         rows = self._all("SELECT * FROM problems WHERE code = ?", (code,))
-        return self._problem(rows[0]) if rows else None
+        return row_to_problem(rows[0]) if rows else None
 
-    def replies(self, code: str | None = None) -> list[ReplyRow]:
-        where, params = (" WHERE code = ?", (code,)) if code else ("", ())
+    def replies(self, code: str | None = None, *, waiting: bool = False) -> list[ReplyRow]:
+        """Answers, oldest first; `waiting`: only those the supervisor has not taken yet."""
+        where = [w for w, on in (("code = ?", code), ("consumed_at IS NULL", waiting)) if on]
+        sql = "SELECT * FROM replies" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY id"
         return [ReplyRow(id=r["id"], code=r["code"], reply=r["reply"], words=r["words"], who=r["who"],
                          at=r["at"], consumed_at=r["consumed_at"])
-                for r in self._all(f"SELECT * FROM replies{where} ORDER BY id", params)]
+                for r in self._all(sql, (code,) if code else ())]
+
+    def waiting_answers(self) -> dict[str, ReplyRow]:
+        """Each problem's first answer the supervisor has not taken yet, in one query."""
+        waiting: dict[str, ReplyRow] = {}
+        for r in self.replies(waiting=True):
+            waiting.setdefault(r.code, r)
+        return waiting
 
     # --- providers and quota ------------------------------------------------------------------
 

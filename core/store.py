@@ -7,8 +7,10 @@ Every state change is one transaction, paired with one events.jsonl line by the 
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 SCHEMA_VERSION = 1
 
@@ -130,3 +132,13 @@ def connect(path: Path, readonly: bool = False) -> sqlite3.Connection:
     conn.row_factory = sqlite3.Row
     conn.execute("PRAGMA busy_timeout=10000")
     return conn
+
+
+def loads(value: str | None, default: Any) -> Any:
+    """A JSON column's value; `default` when empty or unreadable (a view never fails on one row)."""
+    if not value:
+        return default
+    try:
+        return json.loads(value)
+    except ValueError:
+        return default

@@ -13,7 +13,7 @@ from pilothouse.tui.format import REPLY_KEYS
 from textual.binding import Binding
 
 if TYPE_CHECKING:
-    from pilothouse.core.queries_problems import ProblemRow
+    from pilothouse.core.problems import Problem
     from pilothouse.tui.app import CockpitApp
 
 REPLY_BINDINGS = [Binding(key, f"reply('{reply}')", reply.capitalize(), id=f"problem.{reply}")
@@ -91,7 +91,7 @@ class ActionsMixin:
         if problem is not None and problem.code not in dash.problems.pending:
             self.answer(problem, reply)
 
-    def answer(self, problem: ProblemRow, reply: str) -> None:
+    def answer(self, problem: Problem, reply: str) -> None:
         app = self._app()
         layout = app.layout
         assert layout is not None

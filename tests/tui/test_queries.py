@@ -17,7 +17,7 @@ def test_queries_read_the_fixture(cockpit_repo) -> None:
     assert depth(tasks)["calendar-docs"] == 2
     assert q.task("first-draft", "calendar-api").worker == "sim/sim-coder"
     assert [p.code for p in q.problems()] == ["KTRWMB"]
-    assert q.problem("KTRWMB").replies == ("retry", "accept", "skip", "hint")
+    assert q.problem("KTRWMB").replies == ["retry", "accept", "skip", "hint"]
     providers = {p.provider: p for p in q.providers()}
     assert not providers["sim-b"].available(None) and providers["sim"].available(None)
     assert providers["sim"].next_check_at is not None
@@ -67,3 +67,15 @@ def test_affected_names_only_what_changed() -> None:
     assert affected([{"type": "job.revised", "job": "j"}]).task_lists == {"j"}
     assert not affected([{"type": "something.new"}])
 
+
+
+def test_a_closed_problem_reads_its_reply_and_waiting_answers_come_in_one_query(cockpit_repo) -> None:
+    """The cockpit reads problems as core does: the answer is the reply, not its stored JSON."""
+    from pilothouse.core import problems as core_problems
+    core_problems.act(cockpit_repo, "KTRWMB", "retry", who="someone@cli")
+    q = Queries(cockpit_repo)
+    assert [(c, r.reply) for c, r in q.waiting_answers().items()] == [("KTRWMB", "retry")]
+    [taken] = core_problems.consume_replies(cockpit_repo)  # what the supervisor does, then closes it
+    core_problems.close_problem(cockpit_repo, taken.problem.code, "back to gating")
+    assert q.waiting_answers() == {}
+    assert (q.problem("KTRWMB").state, q.problem("KTRWMB").answer) == ("closed", "retry")

@@ -10,8 +10,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from pilothouse.core.problems import Problem
 from pilothouse.core.queries import Changes, JobRow, TaskRow
-from pilothouse.core.queries_problems import ProblemRow, ReplyRow
+from pilothouse.core.queries_problems import ReplyRow
 from pilothouse.tui.format import styled
 from pilothouse.tui.widgets.events import EventStream
 from pilothouse.tui.widgets.panels import JobsTable, ProblemsTable, ProvidersTable, TasksTable
@@ -116,14 +117,11 @@ class Dashboard(Screen[None]):
         self.tasks.show(job, tasks, now)
         self.tasks.border_title = f"3 Tasks · {job}" if job else "3 Tasks"
 
-    def _show_problems(self, problems: list[ProblemRow]) -> None:
+    def _show_problems(self, problems: list[Problem]) -> None:
         q = self.cockpit.queries
-        pending: dict[str, ReplyRow] = {}
-        if q is not None:
-            for p in problems:  # an answer the supervisor has not taken yet (few open problems: cheap)
-                waiting = [r for r in q.replies(p.code) if r.consumed_at is None]
-                if waiting:
-                    pending[p.code] = waiting[0]
+        # an answer the supervisor has not taken yet
+        waiting = q.waiting_answers() if q is not None else {}
+        pending: dict[str, ReplyRow] = {p.code: waiting[p.code] for p in problems if p.code in waiting}
         self._problem_rows = problems
         self._supervisor_alive = self.cockpit.supervisor_alive()
         self.problems.show(problems, pending, stopped=not self._supervisor_alive)
@@ -224,7 +222,7 @@ class Dashboard(Screen[None]):
         return self.tasks.tasks.get(key) if key else None
 
     @property
-    def current_problem(self) -> ProblemRow | None:
+    def current_problem(self) -> Problem | None:
         """The selected task's own open problem when the Tasks panel has focus (None when it has
         none: the reply keys never reach another task's problem), else the Problems row."""
         if self.focused is self.tasks:

@@ -6,7 +6,7 @@ import json
 import sqlite3
 from typing import TYPE_CHECKING, Any
 
-from pilothouse.core.queries_problems import ProblemRow
+from pilothouse.core.problems import Problem
 from pilothouse.tui import format as fmt
 from rich.text import Text
 from textual.app import ComposeResult
@@ -41,7 +41,7 @@ class ProblemDialog(ModalScreen[None]):
         Binding("escape,q", "dismiss", "Close", id="dialog.close"),
     ]
 
-    def __init__(self, problem: ProblemRow, answered: str | None = None) -> None:
+    def __init__(self, problem: Problem, answered: str | None = None) -> None:
         super().__init__()
         self.problem = problem
         self.answered = answered  # the reply already given (here earlier, or elsewhere): no keys then
@@ -98,7 +98,7 @@ class ProblemDialog(ModalScreen[None]):
             return  # not composed yet, or already gone: the next batch (or the reopened dialog) shows it
         try:
             row = q.problem(code)
-            waiting = [r for r in q.replies(code) if r.consumed_at is None]
+            waiting = q.replies(code, waiting=True)
         except sqlite3.Error:
             return  # a busy or replaced state.db: a stale key is refused by core, never a crash here
         if waiting:

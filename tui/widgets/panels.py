@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from pilothouse.core.problems import Problem
 from pilothouse.core.queries import TASK_ACTIVE, JobRow, TaskRow, depth
-from pilothouse.core.queries_problems import ProblemRow, ProviderRow, ReplyRow
+from pilothouse.core.queries_problems import ProviderRow, ReplyRow
 from pilothouse.tui import format as fmt
 from pilothouse.tui.widgets.table import Cell, Col, KeyedTable
 from rich.text import Text
@@ -135,7 +136,7 @@ class ProvidersTable(KeyedTable):
                     self.set_cell(key, "check", fmt.countdown(p.next_check_at, now))
 
 
-def replies_text(replies: tuple[str, ...]) -> Text:
+def replies_text(replies: list[str]) -> Text:
     out = Text()
     for n, r in enumerate(replies):
         if n:
@@ -155,17 +156,17 @@ class ProblemsTable(KeyedTable):
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__(id="problems-table", **kwargs)  # type: ignore[arg-type]
-        self.problems: dict[str, ProblemRow] = {}
+        self.problems: dict[str, Problem] = {}
         self.pending: dict[str, ReplyRow] = {}  # code → the answer the supervisor has not taken yet
 
-    def show(self, problems: list[ProblemRow], pending: dict[str, ReplyRow] | None = None,
+    def show(self, problems: list[Problem], pending: dict[str, ReplyRow] | None = None,
              stopped: bool = False) -> None:
         self.problems = {p.code: p for p in problems}
         self.pending = dict(pending or {})
         self.set_rows([(p.code, self.cells(p, self.pending.get(p.code), stopped)) for p in problems])
 
     @staticmethod
-    def cells(p: ProblemRow, answer: ReplyRow | None, stopped: bool) -> dict[str, Cell]:
+    def cells(p: Problem, answer: ReplyRow | None, stopped: bool) -> dict[str, Cell]:
         if answer is None:
             return {"code": Text(p.code, style="bold"), "task": p.task or p.job, "what": p.summary,
                     "replies": replies_text(p.replies)}
@@ -177,6 +178,6 @@ class ProblemsTable(KeyedTable):
                 + fmt.styled(" · S starts it" if stopped else " · waiting", "yellow")}
 
     @property
-    def current(self) -> ProblemRow | None:
+    def current(self) -> Problem | None:
         key = self.current_key
         return self.problems.get(key) if key else None
