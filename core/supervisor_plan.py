@@ -59,44 +59,44 @@ def step(sup: Supervisor, job: Any, row: sqlite3.Row) -> bool:
         return False
     verdict = L.verdict_of(last)
     result = verdict.get("result") if verdict.get("parse_state") == "parsed" else None
+    ended = [classify_verdict(L.verdict_of(a)) for a in assigners]  # ok | quota | auth | crash, per run
+    if ended[-1] != "ok" and not result:
+        return _planning_run_failed(sup, job, revision, last, verdict, ended)
     errors: list[str]
-    how = classify_verdict(verdict)
-    if how == "quota" and not result:
-        return _wait_for_quota(sup, job, revision, last["provider"])
-    if how == "auth" and not result:
-        _stop_planning(sup, job.name, revision, [f"the assigner's provider {last['provider']} refused its "
-                                                 f"credentials: {verdict.get('error') or 'auth'}; fix the key "
-                                                 "(pilothouse keys), then retry"], last["run_id"], kind="auth")
-        return False
-    if how == "crash" and not result:
-        # like a builder's: one automatic fresh try, then the operator (with the run's last words)
-        crashes = sum(classify_verdict(L.verdict_of(a)) == "crash" for a in assigners)
-        why = f"the assigner run failed: {verdict.get('error') or verdict.get('verdict')}"
-        if crashes < 2:
-            sup.events.append("job.waiting", job=job.name, data={"reason": f"{why}; planning again once"})
-            _launch_assigner(sup, job, revision, None)
-            return False
-        _stop_planning(sup, job.name, revision, [why + " (twice)"], last["run_id"], kind="worker_crashed")
-        return False
-    if verdict.get("verdict") in ("error", "quota", "empty") and not result:
-        errors = [f"the assigner run failed: {verdict.get('error') or verdict.get('verdict')}"]
-        resumable = False
-    elif not isinstance(result, dict) or not isinstance(result.get("tasks"), list):
+    if not isinstance(result, dict) or not isinstance(result.get("tasks"), list):
         errors = [f"no valid plan result block ({verdict.get('parse_error') or verdict.get('parse_state')}): "
                   "end your answer with <!--RESULT-->{\"tasks\": [...]}<!--/RESULT-->"]
-        resumable = True
     else:
         try:
             _accept_plan(sup, job, revision, result["tasks"], source="assigner", run_id=last["run_id"])
             return True
         except _Invalid as exc:
-            errors, resumable = exc.errors, True
+            errors = exc.errors
     # runs that met a usage limit, refused credentials or crashed planned nothing: no correction round used
-    tries = sum(classify_verdict(L.verdict_of(a)) not in ("quota", "auth", "crash") for a in assigners)
-    if resumable and tries < PLAN_TRIES and verdict.get("session_id"):
+    if ended.count("ok") < PLAN_TRIES and verdict.get("session_id"):
         _launch_assigner(sup, job, revision, last, errors)
         return False
     _stop_planning(sup, job.name, revision, errors, last["run_id"])
+    return False
+
+
+def _planning_run_failed(sup: Supervisor, job: Any, revision: int, last: sqlite3.Row, verdict: dict[str, Any],
+                         ended: list[str]) -> bool:
+    """The assigner's run ended without planning: a usage limit waits, refused credentials ask the
+    operator, a crash gets one fresh try (like a builder's) and then asks, with the run's last words."""
+    if ended[-1] == "quota":
+        return _wait_for_quota(sup, job, revision, last["provider"])
+    if ended[-1] == "auth":
+        _stop_planning(sup, job.name, revision, [f"the assigner's provider {last['provider']} refused its "
+                                                 f"credentials: {verdict.get('error') or 'auth'}; fix the key "
+                                                 "(pilothouse keys), then retry"], last["run_id"], kind="auth")
+        return False
+    why = f"the assigner run failed: {verdict.get('error') or verdict.get('verdict')}"
+    if ended.count("crash") < 2:
+        sup.events.append("job.waiting", job=job.name, data={"reason": f"{why}; planning again once"})
+        _launch_assigner(sup, job, revision, None)
+        return False
+    _stop_planning(sup, job.name, revision, [why + " (twice)"], last["run_id"], kind="worker_crashed")
     return False
 
 

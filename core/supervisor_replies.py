@@ -118,10 +118,12 @@ def _take_operator_fix(sup: Supervisor, p: Any, r: Any) -> str:
     if state is None:
         raise UserError(f"{wt} is not a usable checkout: remove it (pilothouse maintain worktrees remove {wt}), "
                         "then retry: a builder starts again on the task's branch")
-    head, branch, _dirty = state
+    head, branch, dirty = state
     if r["branch"] and branch != r["branch"]:
         raise UserError(f"the worktree {wt} is on {branch or 'a detached HEAD'}, not the task's branch "
                         f"{r['branch']}: check it out there (git -C {wt} checkout {r['branch']}), then retry")
+    if not dirty:
+        return head
     sha = commit_all(wt, f"Operator's fix for {p.task} (problem {p.code})\n\njob: {p.job}")
     if sha:
         sup.log.info("committed the operator's changes in %s as %s", wt, sha)
