@@ -195,28 +195,28 @@ def _decode(raw: bytes, events_only: bool = True) -> dict[str, Any] | None:
     return value if isinstance(value, dict) and ("type" in value or not events_only) else None
 
 
-def follow(path: Path, stop: Callable[[], bool] | None = None, from_start: bool = True,
-           last: int | None = None) -> Iterator[dict[str, Any]]:
+def follow(path: Path, stop_event: Any = None, from_start: bool = True, last: int | None = None,
+           tailer: EventTailer | None = None) -> Iterator[dict[str, Any]]:
     """Yield events as they are appended, waking on filesystem notifications (watchfiles).
 
     The parent directory is watched, not the file, so creation and replacement are seen too.
-    watchfiles falls back to polling by itself where inotify is unavailable.
+    watchfiles falls back to polling by itself where inotify is unavailable. `tailer`: one placed
+    earlier (e.g. before a supervisor starts, so none of its events is missed). `stop_event` (a
+    threading.Event) ends the following; what was appended until then is still yielded.
     """
     from watchfiles import watch  # lazy: only followers pay for it
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tailer = EventTailer(path)
-    if last is not None:
-        yield from tailer.tail(last)
-    elif not from_start:
-        tailer = EventTailer(path, start_at_end=True)
+    if tailer is None:
+        tailer = EventTailer(path, start_at_end=not from_start and last is None)
+        if last is not None:
+            yield from tailer.tail(last)
     yield from tailer.read_new()
     target = str(path.resolve())
     for changes in watch(path.parent, debounce=0, step=10, rust_timeout=500, yield_on_timeout=True,
-                         stop_event=None):
-        if stop is not None and stop():
-            return
+                         stop_event=stop_event):
         if changes and not any(os.path.abspath(p) == target for _, p in changes):
             continue
         yield from tailer.read_new()
+    yield from tailer.read_new()  # stopped: what was written as it stopped

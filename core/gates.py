@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from pilothouse.core.project import ProjectConfig
-from pilothouse.core.worktrees import git, is_scratch
+from pilothouse.core.worktrees import git, is_scratch, some_paths
 from pilothouse.providers import confine, paths
 from pilothouse.providers.errors import UserError
 
@@ -306,8 +306,7 @@ def _run(command: str, cwd: Path, argv: list[str], env: dict[str, str], *, level
     elif code != 0:
         result.reason = f"gate '{level}' failed: exit {code}"
     elif result.changed_files:
-        shown = ", ".join(result.changed_files[:5]) + (" …" if len(result.changed_files) > 5 else "")
-        result.reason = f"gate '{level}' changed files ({shown}); a gate must not edit the tree (restored)"
+        result.reason = f"gate '{level}' changed files ({some_paths(result.changed_files)}); a gate must not edit the tree (restored)"
     else:
         result.passed = True
     return result

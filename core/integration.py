@@ -31,6 +31,7 @@ from pilothouse.core.worktrees import (
     git_ok,
     git_run,
     is_scratch,
+    some_paths,
     worktree_root,
 )
 from pilothouse.providers.errors import UserError
@@ -106,8 +107,7 @@ def ensure_integration_checkout(layout: RepoLayout, project: ProjectConfig) -> P
                         f"another branch (pilothouse merges in its own checkout)")
     dirty = _dirty(where)
     if dirty:
-        shown = ", ".join(dirty[:5]) + (" …" if len(dirty) > 5 else "")
-        raise UserError(f"the integration checkout {where} has uncommitted changes ({shown}): commit or "
+        raise UserError(f"the integration checkout {where} has uncommitted changes ({some_paths(dirty)}): commit or "
                         f"discard them there (git -C {where} status)")
     return where
 

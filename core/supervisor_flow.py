@@ -194,14 +194,15 @@ def _commit_failed(sup: Supervisor, job: str, tid: str, run: sqlite3.Row, exc: B
 def _check_paths(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any) -> None:
     """Off the critical path (the gate is already running): name what the task changed outside its
     expected_paths.write."""
+    from pilothouse.core.worktrees import some_paths
+
     worktree, base, writes = r["worktree"], counters(r).get("base"), list(tdef.expected_paths.write)
 
     def noted(files: list[str] | None, exc: BaseException | None) -> None:
         if files:
-            shown = ", ".join(files[:5]) + (" …" if len(files) > 5 else "")
             sup.events.append("task.paths_exceeded", job=job, task=r["task"], data={
                 "files": files[:50], "declared": writes,
-                "reason": f"it also changed {shown}, outside its expected_paths.write"})
+                "reason": f"it also changed {some_paths(files)}, outside its expected_paths.write"})
 
     sup.work(("paths", job, r["task"]), lambda: _undeclared(worktree, base, writes), noted)
 

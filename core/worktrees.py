@@ -100,6 +100,11 @@ def worktree_root(layout: RepoLayout) -> Path:
     return worktrees_base() / f"{layout.root.name}-{digest}"
 
 
+def some_paths(paths: list[str], limit: int = 5) -> str:
+    """The first few of a checkout's paths, for a one-line message."""
+    return ", ".join(paths[:limit]) + (" …" if len(paths) > limit else "")
+
+
 def task_branch(job: str, task: str) -> str:
     return f"{BRANCH_PREFIX}{job}/{task}"
 
@@ -220,8 +225,7 @@ def remove_worktree(layout: RepoLayout, path: Path | str, *, delete_branch: bool
     if listed and not force and path.exists():
         state = checkout_state(path)
         if state is not None and state[2]:
-            shown = ", ".join(state[2][:5]) + (" …" if len(state[2]) > 5 else "")
-            raise WorktreeError(f"{path} has uncommitted changes ({shown}): commit or copy them first, "
+            raise WorktreeError(f"{path} has uncommitted changes ({some_paths(state[2])}): commit or copy them first, "
                                 "or pass --force to discard them")
     try:
         git(layout.root, "worktree", "remove", "--force", "--force", str(path))

@@ -92,14 +92,10 @@ def run_supervisor(args: Any) -> int:
 def _print_events(layout: Any, tailer: Any, done: Any) -> None:
     """What the supervisor does, as `pilothouse live --follow` would print it, until it stops."""
     from pilothouse.core.commands.live import format_event
-    from watchfiles import watch
+    from pilothouse.core.events import follow
 
     try:
-        for _ in watch(layout.events.parent, debounce=0, step=10, rust_timeout=500, yield_on_timeout=True,
-                       stop_event=done):
-            for ev in tailer.read_new():
-                print(format_event(ev), flush=True)
-        for ev in tailer.read_new():  # what was written as it stopped
+        for ev in follow(layout.events, stop_event=done, tailer=tailer):
             print(format_event(ev), flush=True)
     except (BrokenPipeError, ValueError):
         pass  # stdout closed (a pipe into head): the supervisor itself goes on

@@ -111,7 +111,7 @@ def test_follow_wakes_on_append_from_another_process(tmp_path: Path) -> None:
     done = threading.Event()
 
     def reader() -> None:
-        for event in follow(path, stop=done.is_set):
+        for event in follow(path, stop_event=done):
             seen.append(event["type"])
             if event["type"] == "job.accepted":
                 done.set()
@@ -124,6 +124,20 @@ def test_follow_wakes_on_append_from_another_process(tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-c", code, str(path)], check=True)
     t.join(timeout=20)
     assert seen == ["job.created", "job.accepted"]
+
+
+def test_follow_from_a_placed_tailer_ends_on_its_stop_event(tmp_path: Path) -> None:
+    """`run --watch` places the tailer before the supervisor starts: its first events are kept,
+    and setting the stop event ends the following with everything written until then."""
+    path = tmp_path / "runtime" / "events.jsonl"
+    EventLog(path).append("job.created")  # before: not shown
+    tailer = EventTailer(path, start_at_end=True)
+    EventLog(path).append("supervisor.started")
+    EventLog(path).append("supervisor.stopped")
+    done = threading.Event()
+    done.set()
+    assert [e["type"] for e in follow(path, stop_event=done, tailer=tailer)] == ["supervisor.started",
+                                                                                "supervisor.stopped"]
 
 
 def test_a_change_committed_with_its_event_is_logged_before_any_reaction(tmp_path: Path) -> None:
