@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def build_repo(root: Path, lines: int) -> Path:
     """A repository with a 50-task job in state.db and `lines` events in events.jsonl."""
-    from pilothouse.core.layout import RepoLayout
-    from pilothouse.core.store import connect
+    from pilothouse.core.records.layout import RepoLayout
+    from pilothouse.core.state.store import connect
 
     repo = root / "repo"
     (repo / ".git").mkdir(parents=True)
@@ -65,7 +65,7 @@ FIRST_PAINT = textwrap.dedent("""
     import resource, sys, time
     t0 = time.perf_counter()
     from pathlib import Path
-    from pilothouse.core.layout import RepoLayout
+    from pilothouse.core.records.layout import RepoLayout
     from pilothouse.tui.app import CockpitApp
     t_import = time.perf_counter() - t0
     app = CockpitApp(RepoLayout(Path(sys.argv[1])), live=False)
@@ -127,8 +127,8 @@ def terminal_paint(repo: Path) -> None:
 APPENDER = textwrap.dedent("""
     import random, sys, time
     from pathlib import Path
-    from pilothouse.core.events import EventLog
-    from pilothouse.core.store import connect
+    from pilothouse.core.state.events import EventLog
+    from pilothouse.core.state.store import connect
     repo, count = Path(sys.argv[1]), int(sys.argv[2])
     log = EventLog(repo / ".ai/runtime/events.jsonl")
     db = connect(repo / ".ai/runtime/state.db")
@@ -148,7 +148,7 @@ def latency(repo: Path, count: int) -> None:
     batch has been applied and the screen refreshed."""
     import asyncio
 
-    from pilothouse.core.layout import RepoLayout
+    from pilothouse.core.records.layout import RepoLayout
     from pilothouse.tui.app import CockpitApp
 
     delays: list[float] = []

@@ -81,11 +81,12 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="pilothouse-bench-sched-"))
     os.environ["PILOTHOUSE_HOME"] = str(tmp / "home")
     import yaml
-    from pilothouse.core import demo, store
+    from pilothouse.core import demo
     from pilothouse.core.commands.supervise import wait_for_job
-    from pilothouse.core.project import load_project
-    from pilothouse.core.supervisor_plan import mark_plan_ready
-    from pilothouse.core.taskgraph import save_tasks, validate_tasks
+    from pilothouse.core.records.project import load_project
+    from pilothouse.core.records.taskgraph import save_tasks, validate_tasks
+    from pilothouse.core.state import store
+    from pilothouse.core.supervisor.planning import mark_plan_ready
 
     tasks = _graph()
     scenario = tmp / "bench-dag.yaml"
@@ -103,7 +104,7 @@ def main() -> int:
     conn.close()
 
     started = time.monotonic()
-    sup = subprocess.Popen([sys.executable, "-m", "pilothouse.core.supervisor", "--repo", str(layout.root)],
+    sup = subprocess.Popen([sys.executable, "-m", "pilothouse.core.supervisor.loop", "--repo", str(layout.root)],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         rc = wait_for_job(layout, demo.JOB, timeout=600)

@@ -20,8 +20,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pilothouse.core.layout import RepoLayout
-from pilothouse.core.worktrees import GitError, git, git_ok
+from pilothouse.core.git.worktrees import GitError, git, git_ok
+from pilothouse.core.records.layout import RepoLayout
 from pilothouse.providers.errors import UserError
 
 JOB = "demo"
@@ -139,7 +139,7 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 def configure(layout: RepoLayout, scenario: str, max_workers: int | None = None) -> None:
     """Point the project at the simulator and the scenario (plus the scenario's own overrides)."""
     import yaml
-    from pilothouse.core.project import load_project
+    from pilothouse.core.records.project import load_project
     from pilothouse.providers.fsutil import atomic_write_text
 
     data = yaml.safe_load(layout.project_yaml.read_text(encoding="utf-8"))
@@ -156,8 +156,8 @@ def configure(layout: RepoLayout, scenario: str, max_workers: int | None = None)
 
 def prepare(dest: Path, scenario: str = DEFAULT_SCENARIO, max_workers: int | None = None) -> RepoLayout:
     """Scratch repo + init + the demo job; the supervisor is not started yet."""
-    from pilothouse.core.jobs import create_job
-    from pilothouse.core.project import init_project
+    from pilothouse.core.records.jobs import create_job
+    from pilothouse.core.repo_setup import init_project
 
     # `demo` checks the scenario before anything is made (check_scenario); tests and benches bring
     # their own, which may define the graph by hand and script no plan
@@ -176,7 +176,7 @@ def prepare(dest: Path, scenario: str = DEFAULT_SCENARIO, max_workers: int | Non
 
 def integration_summary(layout: RepoLayout) -> list[str]:
     """One line per merge commit on the integration branch (first parent), newest first."""
-    from pilothouse.core.project import load_project
+    from pilothouse.core.records.project import load_project
 
     branch = load_project(layout).integration_branch
     try:

@@ -290,7 +290,7 @@ def wrap(launch: LaunchSpec, spec: RunSpec, *, extra_ro: list[Path] | None = Non
     # no controlling terminal (start_new_session=True: dispatch_proc, gates, probe), which is what
     # that flag is for (no TIOCSTI into the operator's terminal; without a controlling tty it needs
     # CAP_SYS_ADMIN, dropped). bwrap's own setsid() would also start a fresh scheduling autogroup at
-    # nice 0 and undo worker_nice (core/cpu_priority.py) for everything inside.
+    # nice 0 and undo worker_nice (core/dispatch/priority.py) for everything inside.
     args = [bwrap, "--unshare-user", "--cap-drop", "ALL", "--unshare-pid", "--unshare-ipc",
             "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent"]
     if _probe_bwrap()[3]:

@@ -4,7 +4,7 @@ Runners emit the normalised events (plain dataclasses in contract_events.py: a r
 and reading them must not need pydantic). The verdict line and the per-mode result blocks are
 pydantic models (contract_fast.py checks the plainly valid ones without importing pydantic).
 The started line has no model: it is printed before the worker runs, from fields dispatch
-itself sets, so core/dispatch_verdict.py builds it by hand rather than wait for pydantic.
+itself sets, so core/dispatch/verdict.py builds it by hand rather than wait for pydantic.
 """
 
 from __future__ import annotations

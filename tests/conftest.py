@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from pilothouse.core.layout import RepoLayout
+    from pilothouse.core.records.layout import RepoLayout
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # Variables a test may inherit from the runner's environment; everything else about the user is replaced.
@@ -82,7 +82,7 @@ def cli():
 
 def project_layout(root: Path, project_yaml: str) -> RepoLayout:
     """A repository layout at `root` whose .ai/project.yaml is `project_yaml` (no git needed)."""
-    from pilothouse.core.layout import RepoLayout
+    from pilothouse.core.records.layout import RepoLayout
 
     lay = RepoLayout(root)
     lay.ai.mkdir(parents=True, exist_ok=True)

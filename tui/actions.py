@@ -13,7 +13,7 @@ from pilothouse.tui.format import REPLY_KEYS
 from textual.binding import Binding
 
 if TYPE_CHECKING:
-    from pilothouse.core.problems import Problem
+    from pilothouse.core.stops.problems import Problem
     from pilothouse.tui.app import CockpitApp
 
 REPLY_BINDINGS = [Binding(key, f"reply('{reply}')", reply.capitalize(), id=f"problem.{reply}")
@@ -98,7 +98,7 @@ class ActionsMixin:
         from pilothouse.tui.screens.modals import ConfirmModal, WordsModal
 
         def send(words: str | None = None) -> None:
-            from pilothouse.core import problems
+            from pilothouse.core.stops import problems
 
             def call() -> None:
                 problems.act(layout, problem.code, reply, words, who=who())
@@ -123,7 +123,7 @@ class ActionsMixin:
             return
         if reply == "skip":
             try:
-                from pilothouse.core import problems
+                from pilothouse.core.stops import problems
 
                 cancels = problems.skip_preview(layout, problem.code)
             except UserError as exc:
@@ -177,8 +177,8 @@ class ActionsMixin:
 
         def save(form: dict[str, Any]) -> str:
             """Runs in the form's worker: a UserError keeps the form open with core's message."""
-            from pilothouse.core import jobs
-            from pilothouse.core.project import load_project
+            from pilothouse.core.records import jobs
+            from pilothouse.core.records.project import load_project
 
             load_project(layout)  # as `pilothouse job create` does: not set up, say so now
             jobs.create_job(layout, form["name"], form["request"], acceptance=form["acceptance"] or None,
@@ -200,7 +200,7 @@ class ActionsMixin:
         if name is None or layout is None:
             return
         try:
-            from pilothouse.core import jobs
+            from pilothouse.core.records import jobs
 
             request = current_request(jobs.load_job(layout, name))
         except (UserError, ImportError) as exc:
@@ -208,7 +208,7 @@ class ActionsMixin:
             return
 
         def save(form: dict[str, Any]) -> str:
-            from pilothouse.core import jobs
+            from pilothouse.core.records import jobs
 
             jobs.update_job(layout, name, form["request"])
             return f"job {name} corrected"
@@ -228,7 +228,7 @@ class ActionsMixin:
 
         def confirmed(ok: bool | None) -> None:
             if ok:
-                from pilothouse.core import supervisor_ctl
+                from pilothouse.core.supervisor import control as supervisor_ctl
 
                 self.call_core(f"abort {task.task}", lambda: supervisor_ctl.abort_run(app.layout, run_id),
                                done=lambda ok: f"{run_id} aborted" if ok else f"{run_id} was not running")
@@ -243,14 +243,14 @@ class ActionsMixin:
         layout = app.layout
         if layout is None:
             return
-        from pilothouse.core import supervisor_ctl
+        from pilothouse.core.supervisor import control as supervisor_ctl
 
         if not app.supervisor_alive():
             if self.refuse_unset("supervisor"):
                 return
 
             def start() -> int:
-                from pilothouse.core.project import load_project
+                from pilothouse.core.records.project import load_project
 
                 load_project(layout)  # as `pilothouse job start` does: a broken project.yaml is said here
                 return supervisor_ctl.start(layout)

@@ -12,10 +12,10 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from pilothouse.core.events import EventTailer, parse_ts
-from pilothouse.core.layout import RepoLayout
-from pilothouse.core.queries import Queries, affected
-from pilothouse.core.queries_problems import SupervisorRow
+from pilothouse.core.queries.problems import SupervisorRow
+from pilothouse.core.queries.work import Queries, affected
+from pilothouse.core.records.layout import RepoLayout
+from pilothouse.core.state.events import EventTailer, parse_ts
 from pilothouse.providers.errors import UserError
 from pilothouse.tui import format as fmt
 from pilothouse.tui.actions import JOB_BINDINGS, REPLY_BINDINGS, ActionsMixin
@@ -155,7 +155,7 @@ class CockpitApp(ActionsMixin, App[None]):
         if self.supervisor_row is None or self.supervisor_row.stopped_at:
             self.supervisor_info = None
             return
-        from pilothouse.core import supervisor_ctl
+        from pilothouse.core.supervisor import control as supervisor_ctl
 
         try:
             self.supervisor_info = supervisor_ctl.status(self.layout)
@@ -181,7 +181,7 @@ class CockpitApp(ActionsMixin, App[None]):
             return  # unchanged since the last look: parse it again only when it changes
         self._setup_stamp = (self.layout, stamp)
         try:
-            from pilothouse.core.project import load_project
+            from pilothouse.core.records.project import load_project
         except ImportError:
             return
         try:

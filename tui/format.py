@@ -6,7 +6,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pilothouse.core.events import parse_ts
+from pilothouse.core.state.events import parse_ts
 from rich.text import Text
 
 # rich styles (Text objects cannot resolve Textual variables)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pilothouse.core.events import EventTailer, LineTailer
+from pilothouse.core.state.events import EventTailer, LineTailer
 
 
 class Follower:

@@ -49,7 +49,7 @@ def _demo(args: Any) -> int:
     # only now: a refusal above must not name a directory that holds no repository
     print(f"scratch repository: {layout.root}", flush=True)
     print(f"job {demo.JOB} created (scenario {args.scenario}); starting the supervisor", flush=True)
-    from pilothouse.core import supervisor_ctl
+    from pilothouse.core.supervisor import control as supervisor_ctl
 
     supervisor_ctl.start(layout)
     if not args.follow and demo.tty() and _cockpit(layout):
@@ -122,7 +122,7 @@ def _finish(layout: Any, outcome: str | None) -> int:
 
 
 def _stop(layout: Any) -> None:
-    from pilothouse.core import supervisor_ctl
+    from pilothouse.core.supervisor import control as supervisor_ctl
 
     supervisor_ctl.stop(layout)
 

@@ -87,7 +87,7 @@ def register(sub: Any) -> None:
 
 
 def _options(args: argparse.Namespace, **over: Any) -> Any:
-    from pilothouse.core.dispatch import DispatchOptions
+    from pilothouse.core.dispatch.prepare import DispatchOptions
 
     fields = dict(provider=getattr(args, "provider", None), mode=getattr(args, "mode", None),
                   workdir=getattr(args, "workdir", None), task_file=args.task_file,
@@ -100,8 +100,8 @@ def _options(args: argparse.Namespace, **over: Any) -> Any:
 
 
 def _dispatch(opts: Any, on_event: Any = None, emit: Any = None) -> dict[str, Any]:
-    from pilothouse.core.dispatch import prepare, refuse_line
-    from pilothouse.core.dispatch_run import execute
+    from pilothouse.core.dispatch.prepare import prepare, refuse_line
+    from pilothouse.core.dispatch.run import execute
     from pilothouse.providers.errors import UserError
 
     try:
@@ -123,7 +123,7 @@ def cmd_dispatch(args: argparse.Namespace) -> int:
 def cmd_resume(args: argparse.Namespace) -> int:
     import os
 
-    from pilothouse.core.dispatch import find_previous_run
+    from pilothouse.core.dispatch.prepare import find_previous_run
 
     prev = find_previous_run(args.resume_of)
     workdir = prev["workdir"] or os.getcwd()
@@ -133,7 +133,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from pilothouse.core.dispatch_verdict import human_summary
+    from pilothouse.core.dispatch.verdict import human_summary
     from pilothouse.providers.errors import UserError
 
     if getattr(args, "watch", False) or getattr(args, "once", False):
@@ -172,7 +172,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_fanout(args: argparse.Namespace) -> int:
-    from pilothouse.core.fanout import fanout, load_jobs
+    from pilothouse.core.dispatch.fanout import fanout, load_jobs
 
     results = fanout(load_jobs(args.jobs), max_parallel=args.max_parallel)
     import json

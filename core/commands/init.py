@@ -29,7 +29,7 @@ def _init(args: Any) -> int:
     import os
 
     from pilothouse.core.commands._out import emit_json
-    from pilothouse.core.project import init_project
+    from pilothouse.core.repo_setup import init_project
     from pilothouse.providers.errors import UserError
 
     gates = None

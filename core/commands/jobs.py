@@ -75,14 +75,14 @@ def register(sub: Any) -> None:
 
 
 def _layout(args: Any) -> Any:
-    from pilothouse.core.layout import find_repo
+    from pilothouse.core.records.layout import find_repo
 
     return find_repo(getattr(args, "repo", None))
 
 
 def _read(path: str | None, what: str) -> str | None:
-    from pilothouse.core.jobs import MAX_REQUEST_CHARS
-    from pilothouse.core.layout import read_text
+    from pilothouse.core.records.jobs import MAX_REQUEST_CHARS
+    from pilothouse.core.records.layout import read_text
     from pilothouse.providers.errors import UserError
 
     if path is None:
@@ -103,9 +103,9 @@ def _summary(job: Any) -> dict[str, Any]:
 
 
 def _create(args: Any) -> int:
-    from pilothouse.core import jobs
     from pilothouse.core.commands._out import emit_json
-    from pilothouse.core.project import load_project
+    from pilothouse.core.records import jobs
+    from pilothouse.core.records.project import load_project
 
     layout = _layout(args)
     load_project(layout)  # not set up (or a broken project.yaml): say so now, not when the job starts
@@ -121,8 +121,8 @@ def _create(args: Any) -> int:
 
 
 def _update(args: Any) -> int:
-    from pilothouse.core import jobs
     from pilothouse.core.commands._out import emit_json
+    from pilothouse.core.records import jobs
 
     layout = _layout(args)
     job = jobs.update_job(layout, args.name, _read(args.request_file, "--request-file") or "",
@@ -136,8 +136,8 @@ def _update(args: Any) -> int:
 
 
 def _decide(args: Any) -> int:
-    from pilothouse.core import jobs
     from pilothouse.core.commands._out import emit_json
+    from pilothouse.core.records import jobs
 
     job = jobs.decide(_layout(args), args.name, " ".join(args.text))
     if args.json:
@@ -153,7 +153,7 @@ def job_states(layout: Any, with_problems: bool = False) -> Any:
     import json
     import sqlite3
 
-    from pilothouse.core.store import connect
+    from pilothouse.core.state.store import connect
 
     empty: Any = ({}, {}, {}) if with_problems else ({}, {})
     if not layout.state_db.exists():
@@ -189,7 +189,7 @@ def supervisor_info(layout: Any) -> dict[str, Any]:
     """{running, pid, heartbeat_at, heartbeat_age_s} of the repository's supervisor."""
     import sqlite3
 
-    from pilothouse.core import supervisor_ctl
+    from pilothouse.core.supervisor import control as supervisor_ctl
 
     try:
         row = supervisor_ctl.status(layout)
@@ -210,8 +210,8 @@ def supervisor_line(sup: dict[str, Any]) -> str:
 
 
 def _list(args: Any) -> int:
-    from pilothouse.core import jobs
     from pilothouse.core.commands._out import emit_json, print_table
+    from pilothouse.core.records import jobs
 
     layout = _layout(args)
     all_jobs = jobs.list_jobs(layout)
@@ -236,8 +236,8 @@ def _list(args: Any) -> int:
 
 
 def _status(args: Any) -> int:
-    from pilothouse.core import jobs
     from pilothouse.core.commands._out import emit_json, print_table
+    from pilothouse.core.records import jobs
 
     layout = _layout(args)
     selected = [jobs.load_job(layout, args.name)] if args.name else jobs.list_jobs(layout)

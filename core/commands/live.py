@@ -160,13 +160,13 @@ def _emit(ev: dict[str, Any], as_json: bool) -> None:
 
 
 def _layout(args: Any) -> Any:
-    from pilothouse.core.layout import find_repo
+    from pilothouse.core.records.layout import find_repo
 
     return find_repo(getattr(args, "repo", None))
 
 
 def _all_events(layout: Any) -> list[dict[str, Any]]:
-    from pilothouse.core.events import EventTailer
+    from pilothouse.core.state.events import EventTailer
 
     return EventTailer(layout.events).read_new()
 
@@ -175,7 +175,7 @@ def _all_events(layout: Any) -> list[dict[str, Any]]:
 
 
 def _live(args: Any) -> int:
-    from pilothouse.core.events import follow
+    from pilothouse.core.state.events import follow
 
     layout = _layout(args)
     everything = _all_events(layout)
@@ -261,7 +261,7 @@ def _job_known(layout: Any, job: str, events: list[dict[str, Any]]) -> bool:
 
 
 def _task_known(layout: Any, job: str | None, task: str, events: list[dict[str, Any]]) -> bool:
-    from pilothouse.core.taskgraph import load_tasks
+    from pilothouse.core.records.taskgraph import load_tasks
     from pilothouse.providers.errors import UserError
 
     if any(e.get("task") == task and (job is None or e.get("job") == job) for e in events):
@@ -308,7 +308,7 @@ def _db_rows(layout: Any, job: str, task: str) -> tuple[dict[str, Any] | None, l
     """(the task's row, its job's task rows, its open problems) from state.db, read-only."""
     import sqlite3
 
-    from pilothouse.core.store import connect
+    from pilothouse.core.state.store import connect
 
     if not layout.state_db.exists():
         return None, [], []
@@ -337,7 +337,7 @@ def explain_job(layout: Any, job: str, events: list[dict[str, Any]]) -> dict[str
     import json
     import sqlite3
 
-    from pilothouse.core.store import connect
+    from pilothouse.core.state.store import connect
 
     chain = [{"seq": ev.get("seq"), "ts": str(ev.get("ts") or ""), "type": str(ev.get("type")),
               "text": f"{ev.get('type')!s:<16} {_describe(ev)}", "data": ev.get("data")}

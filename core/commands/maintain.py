@@ -55,13 +55,13 @@ def cmd_prune(args: argparse.Namespace) -> int:
 
 
 def _layout(args: argparse.Namespace) -> Any:
-    from pilothouse.core.layout import find_repo
+    from pilothouse.core.records.layout import find_repo
 
     return find_repo(getattr(args, "repo", None))
 
 
 def cmd_worktrees_list(args: argparse.Namespace) -> int:
-    from pilothouse.core import worktrees
+    from pilothouse.core.git import worktrees
 
     rows = worktrees.list_worktrees(_layout(args))
     if args.json:
@@ -73,7 +73,7 @@ def cmd_worktrees_list(args: argparse.Namespace) -> int:
 
 
 def cmd_worktrees_remove(args: argparse.Namespace) -> int:
-    from pilothouse.core import worktrees
+    from pilothouse.core.git import worktrees
 
     layout = _layout(args)
     _refuse_busy(layout, Path(args.path).absolute())
@@ -84,8 +84,8 @@ def cmd_worktrees_remove(args: argparse.Namespace) -> int:
 
 def _refuse_busy(layout: Any, path: Path) -> None:
     """A worker, gate or merge may be using it: removing it under them loses their work."""
-    from pilothouse.core import store
-    from pilothouse.core.supervisor_state import ACTIVE
+    from pilothouse.core.state import store
+    from pilothouse.core.supervisor.state import ACTIVE
     from pilothouse.providers.errors import UserError
 
     if not layout.state_db.exists():

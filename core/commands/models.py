@@ -19,8 +19,8 @@ def register(sub: Any) -> None:
 
 def policy_report(layout: Any, now: Any = None) -> dict[str, Any]:
     """What `models` shows, for the CLI and the cockpit."""
-    from pilothouse.core import policy, quota
-    from pilothouse.core.project import load_project
+    from pilothouse.core.records.project import load_project
+    from pilothouse.core.stops import policy, quota
 
     project = load_project(layout)
     mp = project.model_policy
@@ -31,7 +31,7 @@ def policy_report(layout: Any, now: Any = None) -> dict[str, Any]:
     avail = {p: quota.availability(layout, p, now) for p in providers}
     pinned: dict[str, str] = {}
     if layout.state_db.exists():
-        from pilothouse.core import store
+        from pilothouse.core.state import store
 
         conn = store.connect(layout.state_db, readonly=True)
         try:
@@ -52,7 +52,7 @@ def policy_report(layout: Any, now: Any = None) -> dict[str, Any]:
 
 def _models(args: Any) -> int:
     from pilothouse.core.commands._out import emit_json, print_table
-    from pilothouse.core.layout import find_repo
+    from pilothouse.core.records.layout import find_repo
 
     layout = find_repo(args.repo)
     rep = policy_report(layout)
@@ -101,16 +101,16 @@ def register_provider_subcommands(prov_sub: Any) -> None:
 
 
 def _status(args: Any) -> int:
-    from pilothouse.core import quota
     from pilothouse.core.commands._out import emit_json, print_table
-    from pilothouse.core.layout import find_repo
+    from pilothouse.core.records.layout import find_repo
+    from pilothouse.core.stops import quota
 
     layout = find_repo(args.repo)
     names = [args.provider] if args.provider else sorted({w["provider"] for w in quota.windows(layout)})
     if not args.provider:
         try:
-            from pilothouse.core import policy
-            from pilothouse.core.project import load_project
+            from pilothouse.core.records.project import load_project
+            from pilothouse.core.stops import policy
 
             names = [*policy.providers_in_policy(load_project(layout)), *[n for n in names]]
             names = list(dict.fromkeys(names))
@@ -136,16 +136,16 @@ def _status(args: Any) -> int:
 
 
 def _check(args: Any) -> int:
-    from pilothouse.core.availability import check_provider
     from pilothouse.core.commands._out import emit_json
-    from pilothouse.core.layout import find_repo
+    from pilothouse.core.records.layout import find_repo
+    from pilothouse.core.stops.availability import check_provider
 
     layout = find_repo(args.repo)
     if args.provider:
         names = [args.provider]
     else:
-        from pilothouse.core import policy
-        from pilothouse.core.project import load_project
+        from pilothouse.core.records.project import load_project
+        from pilothouse.core.stops import policy
 
         names = policy.providers_in_policy(load_project(layout))
         if not names:

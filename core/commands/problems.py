@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 
 def _layout(args: Any) -> Any:
-    from pilothouse.core.layout import find_repo
+    from pilothouse.core.records.layout import find_repo
 
     return find_repo(getattr(args, "repo", None))
 
@@ -54,7 +54,7 @@ def register(sub: Any) -> None:
 
 
 def _replies_help() -> str:
-    from pilothouse.core.replies import REPLY_HELP  # stdlib-only: register() runs on every command
+    from pilothouse.core.stops.replies import REPLY_HELP  # stdlib-only: register() runs on every command
 
     return "replies:\n" + "\n".join(f"  {r:<8} {h}" for r, h in REPLY_HELP.items())
 
@@ -76,8 +76,8 @@ def _fmt_problem(p: Any) -> str:
 
 
 def _list(args: Any) -> int:
-    from pilothouse.core import problems
     from pilothouse.core.commands._out import emit_json, print_table
+    from pilothouse.core.stops import problems
 
     layout = _layout(args)
     items = problems.list_problems(layout, open_only=not args.all, job=args.job)
@@ -107,9 +107,9 @@ def _list(args: Any) -> int:
 
 
 def _show(args: Any) -> int:
-    from pilothouse.core import problems
     from pilothouse.core.commands._out import emit_json
-    from pilothouse.core.replies import REPLY_HELP
+    from pilothouse.core.stops import problems
+    from pilothouse.core.stops.replies import REPLY_HELP
 
     layout = _layout(args)
     p = problems.get_problem(layout, args.code)
@@ -131,8 +131,8 @@ def _show(args: Any) -> int:
 
 
 def _act(args: Any) -> int:
-    from pilothouse.core import problems
     from pilothouse.core.commands._out import emit_json
+    from pilothouse.core.stops import problems
 
     layout = _layout(args)
     data = problems.act(layout, args.code, args.reply, " ".join(args.words) or None, who=args.who)
@@ -148,7 +148,7 @@ def _act(args: Any) -> int:
 
 def _supervisor_note(layout: Any) -> str:
     try:
-        from pilothouse.core import supervisor_ctl
+        from pilothouse.core.supervisor import control as supervisor_ctl
 
         running = supervisor_ctl.status(layout)
     except Exception:  # no supervisor module or no state yet: say nothing wrong
@@ -159,8 +159,9 @@ def _supervisor_note(layout: Any) -> str:
 
 
 def _task_retry(args: Any) -> int:
-    from pilothouse.core import problems, store
     from pilothouse.core.commands._out import emit_json
+    from pilothouse.core.state import store
+    from pilothouse.core.stops import problems
     from pilothouse.providers.errors import UserError
 
     layout = _layout(args)

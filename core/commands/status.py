@@ -90,7 +90,7 @@ def _supervisor() -> dict[str, Any] | None:
     """The supervisor of the repository containing the current directory ({repo, running, pid,
     heartbeat_age_s, ...}); None outside a repository set up for pilothouse."""
     from pilothouse.core.commands.jobs import supervisor_info
-    from pilothouse.core.layout import find_repo
+    from pilothouse.core.records.layout import find_repo
     from pilothouse.providers.errors import UserError
 
     try:

@@ -28,7 +28,7 @@ def _add_repo(p: Any) -> None:
 
 
 def _layout(args: Any) -> Any:
-    from pilothouse.core.layout import find_repo
+    from pilothouse.core.records.layout import find_repo
 
     return find_repo(getattr(args, "repo", None))
 
@@ -59,10 +59,10 @@ def add_watch_options(p: Any) -> None:
 def run_supervisor(args: Any) -> int:
     import threading
 
-    from pilothouse.core import supervisor_ctl
-    from pilothouse.core.events import EventTailer
-    from pilothouse.core.project import load_project
-    from pilothouse.core.supervisor import run_foreground
+    from pilothouse.core.records.project import load_project
+    from pilothouse.core.state.events import EventTailer
+    from pilothouse.core.supervisor import control as supervisor_ctl
+    from pilothouse.core.supervisor.loop import run_foreground
     from pilothouse.providers.errors import UserError
 
     layout = _layout(args)
@@ -92,7 +92,7 @@ def run_supervisor(args: Any) -> int:
 def _print_events(layout: Any, tailer: Any, done: Any) -> None:
     """What the supervisor does, as `pilothouse live --follow` would print it, until it stops."""
     from pilothouse.core.commands.live import format_event
-    from pilothouse.core.events import follow
+    from pilothouse.core.state.events import follow
 
     try:
         for ev in follow(layout.events, stop_event=done, tailer=tailer):
@@ -126,8 +126,8 @@ def register_job_subcommands(job_sub: Any) -> None:
 
 
 def _integrate(args: Any) -> int:
-    from pilothouse.core import supervisor_ctl
-    from pilothouse.core.supervisor import run_foreground
+    from pilothouse.core.supervisor import control as supervisor_ctl
+    from pilothouse.core.supervisor.loop import run_foreground
     from pilothouse.providers.errors import UserError
 
     layout = _layout(args)
@@ -144,7 +144,7 @@ def _integrate(args: Any) -> int:
 
 
 def _merge_queue(layout: Any) -> list[tuple[str, str]]:
-    from pilothouse.core import store
+    from pilothouse.core.state import store
 
     if not layout.state_db.exists():
         return []
@@ -157,7 +157,7 @@ def _merge_queue(layout: Any) -> list[tuple[str, str]]:
 
 
 def _tasks(layout: Any, keys: list[tuple[str, str]]) -> list[tuple[str, str, str, str]]:
-    from pilothouse.core import store
+    from pilothouse.core.state import store
 
     conn = store.connect(layout.state_db, readonly=True)
     try:
@@ -171,13 +171,13 @@ def _tasks(layout: Any, keys: list[tuple[str, str]]) -> list[tuple[str, str, str
 
 
 def _start(args: Any) -> int:
-    from pilothouse.core import supervisor_ctl
-    from pilothouse.core.project import load_project
+    from pilothouse.core.records.project import load_project
+    from pilothouse.core.supervisor import control as supervisor_ctl
 
     layout = _layout(args)
     load_project(layout)  # a broken project.yaml is reported here, not in the log
     if args.name:
-        from pilothouse.core.jobs import load_job
+        from pilothouse.core.records.jobs import load_job
 
         load_job(layout, args.name)
     before = supervisor_ctl.status(layout)
@@ -217,7 +217,7 @@ def _running_max_workers(layout: Any, pid: int) -> int | None:
 
 
 def _stop(args: Any) -> int:
-    from pilothouse.core import supervisor_ctl
+    from pilothouse.core.supervisor import control as supervisor_ctl
 
     layout = _layout(args)
     if supervisor_ctl.stop(layout):
@@ -228,10 +228,10 @@ def _stop(args: Any) -> int:
 
 
 def _plan_ready(args: Any) -> int:
-    from pilothouse.core import store
-    from pilothouse.core.jobs import load_job
-    from pilothouse.core.supervisor_plan import mark_plan_ready
-    from pilothouse.core.taskgraph import load_tasks
+    from pilothouse.core.records.jobs import load_job
+    from pilothouse.core.records.taskgraph import load_tasks
+    from pilothouse.core.state import store
+    from pilothouse.core.supervisor.planning import mark_plan_ready
     from pilothouse.providers.errors import UserError
 
     layout = _layout(args)
@@ -258,7 +258,7 @@ def refuse_if_planned(layout: Any, name: str, revision: int) -> None:
     final), so tasks defined afterwards would sit in .ai/tasks.yaml and never run."""
     import sqlite3
 
-    from pilothouse.core import store
+    from pilothouse.core.state import store
     from pilothouse.providers.errors import UserError
 
     if not layout.state_db.exists():
@@ -279,7 +279,7 @@ def refuse_if_planned(layout: Any, name: str, revision: int) -> None:
 
 def job_outcome(layout: Any, name: str) -> tuple[str | None, str]:
     """("accepted"|"failed"|"waiting"|None, reason) for a job, read from the store."""
-    from pilothouse.core import store
+    from pilothouse.core.state import store
 
     if not layout.state_db.exists():
         return None, ""
@@ -305,7 +305,7 @@ def job_outcome(layout: Any, name: str) -> tuple[str | None, str]:
 
 def print_waiting(layout: Any, name: str, out: Any = None) -> None:
     """Each open problem of the job: its code and the replies that fit, one per line."""
-    from pilothouse.core import problems
+    from pilothouse.core.stops import problems
 
     out = out or sys.stdout
     found = problems.list_problems(layout, True, job=name)
@@ -321,8 +321,8 @@ def wait_for_job(layout: Any, name: str, timeout: float | None = None, on_event:
     on_event(ev) is called with each new event (the demo prints them)."""
     import time
 
-    from pilothouse.core import supervisor_ctl
-    from pilothouse.core.events import EventTailer
+    from pilothouse.core.state.events import EventTailer
+    from pilothouse.core.supervisor import control as supervisor_ctl
     from pilothouse.providers.errors import UserError
 
     deadline = None if timeout is None else time.monotonic() + timeout
@@ -376,7 +376,7 @@ def _watch(watch: Any, layout: Any) -> Any:
 
 
 def _wait(args: Any) -> int:
-    from pilothouse.core.jobs import load_job
+    from pilothouse.core.records.jobs import load_job
 
     layout = _layout(args)
     load_job(layout, args.name)

@@ -43,13 +43,13 @@ def register(sub: Any) -> None:
 
 
 def _define(args: Any) -> int:
-    from pilothouse.core import jobs
     from pilothouse.core.commands._out import emit_json
     from pilothouse.core.commands.supervise import refuse_if_planned
-    from pilothouse.core.events import EventLog
-    from pilothouse.core.layout import find_repo, read_text
-    from pilothouse.core.project import load_project, parse_yaml
-    from pilothouse.core.taskgraph import load_tasks, save_tasks, validate_tasks
+    from pilothouse.core.records import jobs
+    from pilothouse.core.records.layout import find_repo, read_text
+    from pilothouse.core.records.project import load_project, parse_yaml
+    from pilothouse.core.records.taskgraph import load_tasks, save_tasks, validate_tasks
+    from pilothouse.core.state.events import EventLog
     from pilothouse.providers.errors import UserError
 
     layout = find_repo(args.repo)
@@ -90,8 +90,8 @@ def _define(args: Any) -> int:
 
 def _list(args: Any) -> int:
     from pilothouse.core.commands._out import emit_json, print_table
-    from pilothouse.core.layout import find_repo
-    from pilothouse.core.taskgraph import load_tasks, topo_order
+    from pilothouse.core.records.layout import find_repo
+    from pilothouse.core.records.taskgraph import load_tasks, topo_order
 
     tasks = topo_order(load_tasks(find_repo(args.repo), args.job))
     if args.json:

@@ -24,7 +24,7 @@ def register(sub: Any) -> None:
 
 def _registered() -> list[Path]:
     try:
-        from pilothouse.core import repos
+        from pilothouse.core.records import repos
     except ImportError:
         return []
     out: list[Path] = []
@@ -46,7 +46,7 @@ def _registered() -> list[Path]:
 
 def resolve(repo: str | None) -> tuple[Any, list[Any]]:
     """(layout, []) when one repository is meant, (None, choices) when the operator must pick."""
-    from pilothouse.core.layout import RepoLayout, find_repo
+    from pilothouse.core.records.layout import RepoLayout, find_repo
     from pilothouse.providers.errors import UserError
 
     if repo:

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 from conftest import project_layout
-from pilothouse.core import budgets, problems, store
-from pilothouse.core.layout import RepoLayout
+from pilothouse.core.records.layout import RepoLayout
+from pilothouse.core.state import store
+from pilothouse.core.stops import budgets, problems
 from pilothouse.providers.errors import UserError
 
 T0 = datetime(2026, 11, 29, 7, 0, tzinfo=UTC)
@@ -41,7 +42,7 @@ def test_budget_over_cap_opens_one_problem_and_retry_needs_a_raised_cap(layout: 
 
 
 def test_launch_hold_names_the_budget_and_the_setup_hold(layout: RepoLayout) -> None:
-    from pilothouse.core import holds
+    from pilothouse.core.stops import holds
 
     assert holds.launch_hold(layout, "j", 1000) is None
     a = problems.open_problem(layout, "j", "a", "setup_failed", "x", {"command": "make", "output_tail": "boom"})

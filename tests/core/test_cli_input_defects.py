@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from pilothouse.core.events import EventLog
-from pilothouse.core.layout import RepoLayout
+from pilothouse.core.records.layout import RepoLayout
+from pilothouse.core.state.events import EventLog
 from pilothouse.providers.errors import UserError
 
 
@@ -80,8 +80,8 @@ def test_endless_input_is_refused_without_reading_it_all(repo: Path, cli) -> Non
 
 @pytest.mark.parametrize("tid", ["a..b", "x.lock", "9."])
 def test_task_ids_must_fit_in_a_branch_name(tid: str) -> None:
-    from pilothouse.core.project import ProjectConfig
-    from pilothouse.core.taskgraph import TaskGraphError, validate_tasks
+    from pilothouse.core.records.project import ProjectConfig
+    from pilothouse.core.records.taskgraph import TaskGraphError, validate_tasks
 
     project = ProjectConfig.model_validate({"gates": {"fast": "true", "full": "true"}})
     with pytest.raises(TaskGraphError) as exc:
@@ -92,8 +92,8 @@ def test_task_ids_must_fit_in_a_branch_name(tid: str) -> None:
 
 
 def test_tasks_defined_after_the_plan_are_refused(repo: Path, cli) -> None:
-    from pilothouse.core import store
-    from pilothouse.core.supervisor_state import StateStore
+    from pilothouse.core.state import store
+    from pilothouse.core.supervisor.state import StateStore
 
     (repo / "t.yaml").write_text("tasks:\n- id: a\n  title: A\n")
     assert cli("task", "define", "--file", "t.yaml", "--job", "demo", cwd=repo).returncode == 0
@@ -162,7 +162,7 @@ def test_demo_lists_and_runs_only_job_scenarios(tmp_path: Path, cli) -> None:
 
 
 def test_job_name_length_is_named() -> None:
-    from pilothouse.core.jobs import validate_name
+    from pilothouse.core.records.jobs import validate_name
 
     with pytest.raises(UserError, match="70 characters: the limit is 63"):
         validate_name("a" * 70)

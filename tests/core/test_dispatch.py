@@ -231,7 +231,7 @@ def test_template_placeholders_are_refused_until_filled(cli, git_repo, tmp_path)
 
 
 def test_first_user_message_is_preamble_blank_line_task():
-    from pilothouse.core.dispatch import compose_prompt
+    from pilothouse.core.dispatch.prepare import compose_prompt
     from pilothouse.providers.modes import MODES
 
     for mode in MODES:

@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from pilothouse.core.events import EventLog, EventTailer, follow
+from pilothouse.core.state.events import EventLog, EventTailer, follow
 
 
 def test_append_assigns_increasing_seq_and_fields(tmp_path: Path) -> None:
@@ -27,7 +27,7 @@ def test_append_assigns_increasing_seq_and_fields(tmp_path: Path) -> None:
 def test_seq_strictly_increasing_across_processes(tmp_path: Path) -> None:
     path = tmp_path / "events.jsonl"
     code = (
-        "import sys\nfrom pathlib import Path\nfrom pilothouse.core.events import EventLog\n"
+        "import sys\nfrom pathlib import Path\nfrom pilothouse.core.state.events import EventLog\n"
         "log = EventLog(Path(sys.argv[1]))\n"
         "for i in range(50):\n    log.append('run.activity', data={'i': i})\n"
     )
@@ -119,7 +119,7 @@ def test_follow_wakes_on_append_from_another_process(tmp_path: Path) -> None:
 
     t = threading.Thread(target=reader, daemon=True)
     t.start()
-    code = ("import sys\nfrom pathlib import Path\nfrom pilothouse.core.events import EventLog\n"
+    code = ("import sys\nfrom pathlib import Path\nfrom pilothouse.core.state.events import EventLog\n"
             "EventLog(Path(sys.argv[1])).append('job.accepted')\n")
     subprocess.run([sys.executable, "-c", code, str(path)], check=True)
     t.join(timeout=20)

@@ -7,7 +7,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from pilothouse.core.gates import run_command
+from pilothouse.core.git.gates import run_command
 from pilothouse.providers import confine, paths
 
 ON = {"confinement": "on"}

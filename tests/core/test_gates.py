@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 from conftest import git
-from pilothouse.core import worktrees as wt
-from pilothouse.core.gates import run_command, run_gate, run_setup
-from pilothouse.core.layout import RepoLayout
-from pilothouse.core.project import ProjectConfig
+from pilothouse.core.git import worktrees as wt
+from pilothouse.core.git.gates import run_command, run_gate, run_setup
+from pilothouse.core.records.layout import RepoLayout
+from pilothouse.core.records.project import ProjectConfig
 from pilothouse.providers import paths
 
 PY = sys.executable
@@ -146,7 +146,7 @@ def test_confined_gate_gets_no_secrets(git_repo: Path, monkeypatch: pytest.Monke
 
 
 def test_shell_keywords_are_not_taken_for_missing_programs(git_repo) -> None:
-    from pilothouse.core.gates import run_command
+    from pilothouse.core.git.gates import run_command
 
     for command in ('case "$HOME" in /*) true;; esac', "until true; do :; done", ": ok"):
         res = run_command(command, git_repo, level="fast", settings={"confinement": "off"})

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 from conftest import git
-from pilothouse.core import integration as integ
-from pilothouse.core import worktrees as wt
-from pilothouse.core.layout import RepoLayout
-from pilothouse.core.project import ProjectConfig
+from pilothouse.core.git import integration as integ
+from pilothouse.core.git import worktrees as wt
+from pilothouse.core.records.layout import RepoLayout
+from pilothouse.core.records.project import ProjectConfig
 from pilothouse.providers.errors import UserError
 
 PY = sys.executable
@@ -147,9 +147,9 @@ def test_supervisor_killed_mid_gate(layout: RepoLayout, tmp_path: Path) -> None:
 
     branch = task_branch(layout, "t", {"f.txt": "x\n"})
     code = ("import sys; from pathlib import Path\n"
-            "from pilothouse.core.integration import merge_task\n"
-            "from pilothouse.core.layout import RepoLayout\n"
-            "from pilothouse.core.project import ProjectConfig\n"
+            "from pilothouse.core.git.integration import merge_task\n"
+            "from pilothouse.core.records.layout import RepoLayout\n"
+            "from pilothouse.core.records.project import ProjectConfig\n"
             "cfg = ProjectConfig.model_validate({'gates': {'fast': 'true', 'full': 'sleep 60'}})\n"
             "merge_task(RepoLayout(Path(sys.argv[1])), cfg, sys.argv[2], 'merge t')\n")
     proc = subprocess.Popen([sys.executable, "-c", code, str(layout.root), branch])

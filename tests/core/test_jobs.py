@@ -8,9 +8,9 @@ import zlib
 from pathlib import Path
 
 import pytest
-from pilothouse.core import jobs
-from pilothouse.core.events import EventTailer
-from pilothouse.core.layout import RepoLayout
+from pilothouse.core.records import jobs
+from pilothouse.core.records.layout import RepoLayout
+from pilothouse.core.state.events import EventTailer
 from pilothouse.providers.errors import UserError
 
 
@@ -140,7 +140,7 @@ def test_task_define_cli(git_repo: Path, tmp_path: Path, cli) -> None:
 
 
 def test_job_status_reads_the_store(git_repo: Path, cli) -> None:
-    from pilothouse.core import store
+    from pilothouse.core.state import store
 
     layout = RepoLayout(git_repo)
     jobs.create_job(layout, "j", "do it")

@@ -10,10 +10,10 @@ import threading
 from pathlib import Path
 
 import pytest
-from pilothouse.core import store
 from pilothouse.core.commands.live import explain, format_event
-from pilothouse.core.events import EventLog, EventTailer
-from pilothouse.core.layout import RepoLayout
+from pilothouse.core.records.layout import RepoLayout
+from pilothouse.core.state import store
+from pilothouse.core.state.events import EventLog, EventTailer
 
 
 @pytest.fixture
@@ -67,7 +67,7 @@ def test_follow_sees_appends_from_another_process(layout: RepoLayout) -> None:
     try:
         first = json.loads(lines.get(timeout=20))
         assert first["type"] == "job.created"  # history printed: the follower is up
-        code = ("import sys; from pathlib import Path; from pilothouse.core.events import EventLog\n"
+        code = ("import sys; from pathlib import Path; from pilothouse.core.state.events import EventLog\n"
                 "log = EventLog(Path(sys.argv[1]))\n"
                 "[log.append('task.state', job='j', task=f't{i}', data={'to': 'ready'}) for i in range(3)]\n")
         subprocess.run([sys.executable, "-c", code, str(layout.events)], check=True)

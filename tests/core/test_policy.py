@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 from conftest import project_layout
-from pilothouse.core import policy, quota
-from pilothouse.core.layout import RepoLayout
-from pilothouse.core.project import load_project
+from pilothouse.core.records.layout import RepoLayout
+from pilothouse.core.records.project import load_project
+from pilothouse.core.stops import policy, quota
 from pilothouse.providers.errors import UserError
 
 T0 = datetime(2026, 11, 29, 7, 0, tzinfo=UTC)

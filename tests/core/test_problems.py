@@ -7,9 +7,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from pilothouse.core import holds, problems, store
-from pilothouse.core.events import EventTailer
-from pilothouse.core.layout import RepoLayout
+from pilothouse.core.records.layout import RepoLayout
+from pilothouse.core.state import store
+from pilothouse.core.state.events import EventTailer
+from pilothouse.core.stops import holds, problems
 from pilothouse.providers.errors import UserError
 
 T0 = datetime(2026, 11, 29, 7, 0, tzinfo=UTC)

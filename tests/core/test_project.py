@@ -8,9 +8,15 @@ from pathlib import Path
 
 import pytest
 from conftest import git
-from pilothouse.core import repos
-from pilothouse.core.layout import RepoLayout
-from pilothouse.core.project import ProjectConfig, detect_gates, init_project, load_project, render_project
+from pilothouse.core.records import repos
+from pilothouse.core.records.layout import RepoLayout
+from pilothouse.core.records.project import (
+    ProjectConfig,
+    detect_gates,
+    load_project,
+    render_project,
+)
+from pilothouse.core.repo_setup import init_project
 from pilothouse.providers.errors import UserError
 
 
@@ -174,7 +180,7 @@ def test_init_asks_on_a_tty(tmp_path: Path) -> None:
 
 def test_settings_come_from_the_main_checkout_not_a_worktree(git_repo: Path, tmp_path: Path) -> None:
     """A worker can rewrite its worktree's .ai/project.yaml: gates must never be read from there."""
-    from pilothouse.core import worktrees as wt
+    from pilothouse.core.git import worktrees as wt
 
     init_project(git_repo, {"fast": "true", "full": "python -m pytest -q"})
     path, _ = wt.create_worktree(RepoLayout(git_repo), "j", "t", "HEAD")

@@ -6,9 +6,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from pilothouse.core import quota
-from pilothouse.core.events import EventTailer, utc_now_iso
-from pilothouse.core.layout import RepoLayout
+from pilothouse.core.records.layout import RepoLayout
+from pilothouse.core.state.events import EventTailer, utc_now_iso
+from pilothouse.core.stops import quota
 
 T0 = datetime(2026, 11, 29, 7, 0, tzinfo=UTC)
 H = timedelta(hours=1)
@@ -106,7 +106,7 @@ def test_may_launch_hands_the_due_check_to_one_launcher(layout: RepoLayout) -> N
 
 
 def test_a_run_started_before_the_block_does_not_lift_it(layout: RepoLayout) -> None:
-    from pilothouse.core import store
+    from pilothouse.core.state import store
 
     conn = store.connect(layout.state_db)
     for rid, start in (("early", T0), ("late", T0 + 10 * M)):

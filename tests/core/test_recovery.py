@@ -13,9 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pilothouse.core import demo, runs, store, supervisor_ctl
-from pilothouse.core.events import EventTailer
-from pilothouse.core.layout import RepoLayout
+from pilothouse.core import demo
+from pilothouse.core.dispatch import runs
+from pilothouse.core.records.layout import RepoLayout
+from pilothouse.core.state import store
+from pilothouse.core.state.events import EventTailer
+from pilothouse.core.supervisor import control as supervisor_ctl
 
 
 def _git(cwd: Path, *args: str) -> str:
@@ -48,7 +51,7 @@ def _kill(pid: int) -> None:
 
 def _wait_merged_not_gated(layout: RepoLayout, before: str, timeout: float = 60) -> None:
     """Until git has merged (the integration branch moved) while the merge's gate still runs."""
-    from pilothouse.core.worktrees import worktree_root
+    from pilothouse.core.git.worktrees import worktree_root
 
     pending = worktree_root(layout) / "integration.pending.json"
     deadline = time.monotonic() + timeout
@@ -122,8 +125,8 @@ def test_sigkill_during_build_gate_and_merge(tmp_path: Path) -> None:
 
 def test_unspawned_launch_is_spawned_once_on_restart(tmp_path: Path) -> None:
     """A launch recorded but never spawned (killed in between) is spawned by the next supervisor, once."""
-    from pilothouse.core import supervisor_launch as L
-    from pilothouse.core.supervisor import Supervisor
+    from pilothouse.core.supervisor import launch as L
+    from pilothouse.core.supervisor.loop import Supervisor
 
     layout = demo.prepare(tmp_path / "repo", "demo-recovery")
     sup = Supervisor(layout)

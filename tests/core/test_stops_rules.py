@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pilothouse.core import stops
+from pilothouse.core.stops import rules as stops
 
 
 def v(**kw):

@@ -11,10 +11,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from pilothouse.core import demo, problems, store, supervisor_ctl
-from pilothouse.core.events import EventLog
-from pilothouse.core.layout import RepoLayout
-from pilothouse.core.supervisor_state import IllegalTransition, StateStore
+from pilothouse.core import demo
+from pilothouse.core.records.layout import RepoLayout
+from pilothouse.core.state import store
+from pilothouse.core.state.events import EventLog
+from pilothouse.core.stops import problems
+from pilothouse.core.supervisor import control as supervisor_ctl
+from pilothouse.core.supervisor.state import IllegalTransition, StateStore
 
 BLOCKED = """
 name: blocked-builder
@@ -57,7 +60,7 @@ def _quick_project(layout: RepoLayout, **changes: object) -> None:
 
 def _once(layout: RepoLayout) -> None:
     """The supervisor in the foreground until no job can move without the operator."""
-    done = subprocess.run([sys.executable, "-m", "pilothouse.core.supervisor", "--repo", str(layout.root), "--once"],
+    done = subprocess.run([sys.executable, "-m", "pilothouse.core.supervisor.loop", "--repo", str(layout.root), "--once"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
 
@@ -70,7 +73,7 @@ def test_stop_keeps_others_going_then_wait_exits_3_and_a_reply_finishes(tmp_path
     pid = supervisor_ctl.start(layout)
     try:
         # one per repository: a second supervisor refuses, `job start` finds the running one
-        second = subprocess.run([sys.executable, "-m", "pilothouse.core.supervisor", "--repo", str(layout.root)],
+        second = subprocess.run([sys.executable, "-m", "pilothouse.core.supervisor.loop", "--repo", str(layout.root)],
                                 capture_output=True, text=True, timeout=30)
         assert second.returncode == 2
         assert "already running" in second.stderr and f"pid {pid}" in second.stderr
@@ -107,8 +110,8 @@ def test_stop_keeps_others_going_then_wait_exits_3_and_a_reply_finishes(tmp_path
 
 
 def test_operator_defined_graph_runs_with_run_once(tmp_path: Path, cli) -> None:
-    from pilothouse.core.project import load_project
-    from pilothouse.core.taskgraph import save_tasks, validate_tasks
+    from pilothouse.core.records.project import load_project
+    from pilothouse.core.records.taskgraph import save_tasks, validate_tasks
 
     quick = tmp_path / "quick.yaml"
     bundled = Path(demo._data() / "scenarios" / "demo-recovery.yaml").read_text()
@@ -131,8 +134,8 @@ def test_operator_defined_graph_runs_with_run_once(tmp_path: Path, cli) -> None:
 
 
 def test_job_wait_exit_codes_from_the_store(tmp_path: Path, git_repo: Path, cli) -> None:
-    from pilothouse.core.jobs import create_job
-    from pilothouse.core.project import init_project
+    from pilothouse.core.records.jobs import create_job
+    from pilothouse.core.repo_setup import init_project
 
     init_project(git_repo, {"fast": "true", "full": "true"}, stdin_is_tty=False)
     layout = RepoLayout(git_repo)
@@ -172,7 +175,7 @@ def test_state_machine_refuses_illegal_changes(git_repo: Path) -> None:
 def test_path_conflicts() -> None:
     from types import SimpleNamespace
 
-    from pilothouse.core.supervisor_sched import conflict
+    from pilothouse.core.supervisor.scheduling import conflict
 
     sup = SimpleNamespace(project=SimpleNamespace(hotspots=["config/"]))
 
@@ -212,7 +215,7 @@ def test_abort_run_interrupts_one_dispatch_and_the_task_is_retried_once(tmp_path
     import json
     import time
 
-    from pilothouse.core.events import EventTailer
+    from pilothouse.core.state.events import EventTailer
 
     scenario = tmp_path / "slow.yaml"
     scenario.write_text(SLOW_ONE)
@@ -245,8 +248,8 @@ def test_abort_run_interrupts_one_dispatch_and_the_task_is_retried_once(tmp_path
 def test_only_news_from_others_makes_the_supervisor_look_again(git_repo: Path) -> None:
     """Its own commits and events wake the file watcher too; reconciling on each would cost a pass
     over every task per event. Another process's commit (an operator's reply) must still count."""
-    from pilothouse.core.project import init_project
-    from pilothouse.core.supervisor import Supervisor
+    from pilothouse.core.repo_setup import init_project
+    from pilothouse.core.supervisor.loop import Supervisor
 
     init_project(git_repo, {"fast": "true", "full": "true"}, stdin_is_tty=False)
     sup = Supervisor(RepoLayout(git_repo))
@@ -271,7 +274,7 @@ def test_a_timer_due_while_the_loop_is_busy_still_brings_a_reconcile() -> None:
     while the loop is reading a streaming worker's logs, whose wake-ups alone never reconcile."""
     import time
 
-    from pilothouse.core.supervisor import Supervisor
+    from pilothouse.core.supervisor.loop import Supervisor
 
     class StreamingWaker:
         calls = 0
@@ -305,7 +308,7 @@ def test_a_pass_that_moved_a_task_is_followed_by_another_at_once() -> None:
     """Our own writes wake nothing: a crashed run's task made ready again by one pass is launched by
     the next, which must come without waiting for outside news (bounded, should a record move on
     every pass)."""
-    from pilothouse.core import supervisor as S
+    from pilothouse.core.supervisor import loop as S
 
     class QuietWaker:
         timeouts: list[float] = []
@@ -350,8 +353,8 @@ def test_a_pass_that_moved_a_task_is_followed_by_another_at_once() -> None:
 
 def test_a_failed_final_gate_waits_for_the_operator_and_retry_runs_it_again(tmp_path: Path, cli) -> None:
     """The job's last full gate fails: one problem, the job blocked, the gate not run again until `retry`."""
-    from pilothouse.core.project import load_project
-    from pilothouse.core.taskgraph import save_tasks, validate_tasks
+    from pilothouse.core.records.project import load_project
+    from pilothouse.core.records.taskgraph import save_tasks, validate_tasks
 
     quick = tmp_path / "quick.yaml"
     bundled = Path(demo._data() / "scenarios" / "demo-recovery.yaml").read_text()

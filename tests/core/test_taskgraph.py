@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from pilothouse.core.layout import RepoLayout
-from pilothouse.core.project import ProjectConfig
-from pilothouse.core.taskgraph import (
+from pilothouse.core.records.layout import RepoLayout
+from pilothouse.core.records.project import ProjectConfig
+from pilothouse.core.records.taskgraph import (
     TaskGraphError,
     dependents_of,
     load_tasks,

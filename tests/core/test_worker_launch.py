@@ -11,9 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
-from pilothouse.core import cpu_priority, runs
-from pilothouse.core.layout import RepoLayout
-from pilothouse.core.supervisor_wake import Waker
+from pilothouse.core.dispatch import priority as cpu_priority
+from pilothouse.core.dispatch import runs
+from pilothouse.core.records.layout import RepoLayout
+from pilothouse.core.supervisor.wake import Waker
 
 
 def _nice_of(pid: int) -> int:
@@ -80,7 +81,7 @@ def test_dispatch_runs_niced_and_says_when_its_verdict_is_written(git_repo: Path
 def test_worker_session_inherits_the_dispatch_priority() -> None:
     """A dispatch starts its worker in a session of its own: that session must not run above it."""
     code = ("import os, subprocess, sys\n"
-            "from pilothouse.core import cpu_priority\n"
+            "from pilothouse.core.dispatch import priority as cpu_priority\n"
             "os.setpriority(os.PRIO_PROCESS, 0, 5)\n"
             "p = subprocess.Popen(['sleep', '5'], start_new_session=True)\n"
             "cpu_priority.set_session(p.pid, cpu_priority.own_nice())\n"
@@ -176,9 +177,9 @@ def test_a_confined_command_cannot_type_into_a_terminal(git_repo: Path) -> None:
 def test_a_recorded_launch_is_spawned_even_if_project_yaml_broke_just_now(git_repo: Path) -> None:
     """The run is recorded before it is spawned; reading worker_nice at that moment must not leave a
     recorded run that nobody started or watches (an editor's half-written save of project.yaml)."""
-    from pilothouse.core import supervisor_launch
-    from pilothouse.core.project import init_project
-    from pilothouse.core.supervisor import Supervisor
+    from pilothouse.core.repo_setup import init_project
+    from pilothouse.core.supervisor import launch as supervisor_launch
+    from pilothouse.core.supervisor.loop import Supervisor
 
     init_project(git_repo, {"fast": "true", "full": "true"}, stdin_is_tty=False)
     layout = RepoLayout(git_repo)

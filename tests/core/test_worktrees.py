@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 from conftest import git
-from pilothouse.core import worktrees as wt
-from pilothouse.core.layout import RepoLayout
+from pilothouse.core.git import worktrees as wt
+from pilothouse.core.records.layout import RepoLayout
 
 
 @pytest.fixture
@@ -126,8 +126,8 @@ def test_existing_branch_with_reuse(layout: RepoLayout) -> None:
 
 def test_head_read_from_files_matches_git_everywhere(git_repo, tmp_path):
     """head() reads git's files instead of starting git; whatever the ref layout, it agrees with git."""
-    from pilothouse.core.layout import RepoLayout
-    from pilothouse.core.worktrees import _head_from_files, create_worktree, head
+    from pilothouse.core.git.worktrees import _head_from_files, create_worktree, head
+    from pilothouse.core.records.layout import RepoLayout
 
     def rev(p):
         return subprocess.run(["git", "rev-parse", "HEAD"], cwd=p, capture_output=True, text=True,
@@ -191,7 +191,7 @@ def test_a_removed_worktree_is_made_again_on_its_own_branch(layout: RepoLayout) 
 
 
 def test_the_cli_refuses_the_worktree_of_a_task_at_work(layout: RepoLayout, cli) -> None:
-    from pilothouse.core import store
+    from pilothouse.core.state import store
 
     path, _ = wt.create_worktree(layout, "j1", "t1", "HEAD")
     conn = store.connect(layout.state_db)

@@ -261,7 +261,7 @@ def abort_when_ready(spec: RunSpec) -> tuple[list[str], Any]:
     """Run a TERM-trapping shell confined by `spec`, abort it once it is ready; its stdout lines and outcome."""
     import threading
 
-    from pilothouse.core.dispatch_proc import WorkerProcess
+    from pilothouse.core.dispatch.process import WorkerProcess
 
     script = 'trap "echo got-TERM; exit 3" TERM; echo ready; sleep 300 & wait'
     launch = LaunchSpec(argv=["/bin/sh", "-c", script], env={"PATH": "/usr/bin:/bin"}, cwd=spec.workdir)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pilothouse.core.dispatch import DEFAULT_STEP_CAP
+from pilothouse.core.dispatch.prepare import DEFAULT_STEP_CAP
 from pilothouse.providers import contract
 from pilothouse.providers.confine import WRITER_MODES
 from pilothouse.providers.contract_fast import RESULT_MODELS

@@ -125,7 +125,7 @@ def test_redactor_for_configured_covers_every_configured_key():
 
 
 def test_event_log_redacts_configured_keys_by_default(tmp_path):
-    from pilothouse.core.events import EventLog
+    from pilothouse.core.state.events import EventLog
     from pilothouse.providers import keys
 
     log = EventLog(tmp_path / "events.jsonl")

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pilothouse.core import events as core_events
-from pilothouse.core.events import EventLog
-from pilothouse.core.layout import RepoLayout
-from pilothouse.core.store import connect
+from pilothouse.core.records.layout import RepoLayout
+from pilothouse.core.state import events as core_events
+from pilothouse.core.state.events import EventLog
+from pilothouse.core.state.store import connect
 
 NOW = datetime(2026, 11, 29, 7, 30, 0, tzinfo=UTC)
 T0 = datetime(2026, 11, 29, 7, 0, 0, tzinfo=UTC)

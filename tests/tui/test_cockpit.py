@@ -8,9 +8,9 @@ import sqlite3
 from typing import Any
 
 import pytest
-from pilothouse.core.events import EventLog
-from pilothouse.core.layout import RepoLayout
-from pilothouse.core.store import connect
+from pilothouse.core.records.layout import RepoLayout
+from pilothouse.core.state.events import EventLog
+from pilothouse.core.state.store import connect
 
 pytestmark = pytest.mark.anyio  # anyio's pytest plugin runs the async tests (asyncio backend)
 
@@ -135,7 +135,7 @@ async def test_retry_by_key_reaches_store_and_log(cockpit_repo, make_app, wait_f
 
 
 async def test_refused_reply_shows_cores_message(cockpit_repo, make_app, wait_for) -> None:
-    from pilothouse.core import problems
+    from pilothouse.core.stops import problems
 
     app = make_app(cockpit_repo)  # not live: the answer below is not seen before the key
     async with app.run_test(size=(80, 24)) as pilot:
@@ -200,7 +200,7 @@ async def test_dismiss_and_plan_on_a_problem_that_takes_them(cockpit_repo, make_
         await wait_for(pilot, lambda: replies(cockpit_repo))
         assert [(r["code"], r["reply"], r["words"]) for r in replies(cockpit_repo)] == [
             ("HXPQRT", "plan", "split the db work out")]
-    from pilothouse.core import problems
+    from pilothouse.core.stops import problems
 
     db = connect(cockpit_repo.state_db)
     db.execute("DELETE FROM replies")  # as if the supervisor had consumed it and re-opened a fresh ask
@@ -215,7 +215,7 @@ async def test_dismiss_and_plan_on_a_problem_that_takes_them(cockpit_repo, make_
 
 
 async def test_new_job_and_correction(cockpit_repo, make_app, wait_for, wait_for_input) -> None:
-    from pilothouse.core import jobs
+    from pilothouse.core.records import jobs
 
     app = make_app(cockpit_repo, live=True)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -275,7 +275,7 @@ def test_view_outside_any_repo_says_what_to_do(cli, tmp_path) -> None:
 
 async def test_a_fresh_repository_fills_in_live(git_repo, make_app, wait_for) -> None:
     """No .ai/ yet: the cockpit opens empty, then picks up the first job as soon as it is written."""
-    from pilothouse.core import jobs
+    from pilothouse.core.records import jobs
 
     layout = RepoLayout(git_repo)
     app = make_app(layout, live=True)
@@ -293,7 +293,7 @@ async def test_abort_a_running_worker(cockpit_repo, make_app, wait_for) -> None:
     import os
     import subprocess
 
-    from pilothouse.core.runs import pid_start
+    from pilothouse.core.dispatch.runs import pid_start
 
     worker = subprocess.Popen(["sleep", "60"], start_new_session=True)  # a dispatch leads its own group
     db = connect(cockpit_repo.state_db)

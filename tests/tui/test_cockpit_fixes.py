@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from pilothouse.core.events import EventLog
-from pilothouse.core.layout import RepoLayout
+from pilothouse.core.records.layout import RepoLayout
+from pilothouse.core.state.events import EventLog
 from test_cockpit import replies
 
 pytestmark = pytest.mark.anyio
@@ -20,8 +20,8 @@ def shown(app: object, binding_id: str) -> bool:
 
 
 async def test_registered_repos_are_listed_and_opened(isolated_home, tmp_path, monkeypatch) -> None:
-    from pilothouse.core import repos
     from pilothouse.core.commands.view import resolve
+    from pilothouse.core.records import repos
     from pilothouse.tui.app import CockpitApp
     from pilothouse.tui.screens.picker import RepoPicker
     from textual.widgets import OptionList
@@ -131,7 +131,7 @@ async def test_answer_while_supervisor_stopped_shows_as_waiting(cockpit_repo, ma
 
 async def test_job_form_validates_in_place_and_asks_before_discarding(cockpit_repo, make_app, wait_for,
                                                                       wait_for_input) -> None:
-    from pilothouse.core import jobs
+    from pilothouse.core.records import jobs
 
     jobs.create_job(cockpit_repo, "week-view", "Show a week view.")
     app = make_app(cockpit_repo)
@@ -166,7 +166,7 @@ async def test_job_form_validates_in_place_and_asks_before_discarding(cockpit_re
 
 
 async def test_problem_dialog_answered_elsewhere_drops_its_keys(cockpit_repo, make_app, wait_for) -> None:
-    from pilothouse.core import problems
+    from pilothouse.core.stops import problems
     from pilothouse.tui.screens.problem import ProblemDialog
 
     app = make_app(cockpit_repo, live=True)

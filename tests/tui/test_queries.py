@@ -1,9 +1,9 @@
-"""core/queries.py: read-only views of state.db, and which rows a batch of events invalidates."""
+"""core/queries/work.py: read-only views of state.db, and which rows a batch of events invalidates."""
 
 from __future__ import annotations
 
-from pilothouse.core.layout import RepoLayout
-from pilothouse.core.queries import Queries, affected, depth
+from pilothouse.core.queries.work import Queries, affected, depth
+from pilothouse.core.records.layout import RepoLayout
 
 
 def test_queries_read_the_fixture(cockpit_repo) -> None:
@@ -71,7 +71,7 @@ def test_affected_names_only_what_changed() -> None:
 
 def test_a_closed_problem_reads_its_reply_and_waiting_answers_come_in_one_query(cockpit_repo) -> None:
     """The cockpit reads problems as core does: the answer is the reply, not its stored JSON."""
-    from pilothouse.core import problems as core_problems
+    from pilothouse.core.stops import problems as core_problems
     core_problems.act(cockpit_repo, "KTRWMB", "retry", who="someone@cli")
     q = Queries(cockpit_repo)
     assert [(c, r.reply) for c, r in q.waiting_answers().items()] == [("KTRWMB", "retry")]

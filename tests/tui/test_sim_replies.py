@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pilothouse.core.layout import RepoLayout
-from pilothouse.core.store import connect
+from pilothouse.core.records.layout import RepoLayout
+from pilothouse.core.state.store import connect
 
 pytestmark = pytest.mark.anyio
 
@@ -139,7 +139,7 @@ async def test_reply_by_key_on_a_sim_job(sim_jobs, wait_for, reply: str) -> None
 
 
 async def test_supervisor_stop_and_start_by_key(sim_jobs, wait_for) -> None:
-    from pilothouse.core import supervisor_ctl
+    from pilothouse.core.supervisor import control as supervisor_ctl
     from pilothouse.tui.app import CockpitApp
 
     layout = sim_jobs("skip")  # its demo left the supervisor running

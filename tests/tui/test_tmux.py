@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from pilothouse.core.store import connect
+from pilothouse.core.state.store import connect
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed (scripts/test installs it)")
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from pilothouse.core.problems import Problem
-from pilothouse.core.queries import Changes, JobRow, TaskRow
-from pilothouse.core.queries_problems import ReplyRow
+from pilothouse.core.queries.problems import ReplyRow
+from pilothouse.core.queries.work import Changes, JobRow, TaskRow
+from pilothouse.core.stops.problems import Problem
 from pilothouse.tui.format import styled
 from pilothouse.tui.widgets.events import EventStream
 from pilothouse.tui.widgets.panels import JobsTable, ProblemsTable, ProvidersTable, TasksTable

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pilothouse.core.queries import TASK_ACTIVE, RunRow, TaskRow, run_log_paths
+from pilothouse.core.queries.work import TASK_ACTIVE, RunRow, TaskRow, run_log_paths
 from pilothouse.tui import format as fmt
 from pilothouse.tui.live import Follower, LineTailer, scan_back
 from pilothouse.tui.widgets.table import Cell, Col, KeyedTable
@@ -87,7 +87,8 @@ def findings_text(runs: list[RunRow], events: list[dict[str, Any]]) -> Text:
 
 def diff_stat(app: CockpitApp, task: TaskRow) -> str:
     """The branch's diff stat against the integration branch (core.worktrees), read-only."""
-    from pilothouse.core import project, worktrees
+    from pilothouse.core.git import worktrees
+    from pilothouse.core.records import project
 
     layout = app.layout
     assert layout is not None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pilothouse.core.layout import RepoLayout
+from pilothouse.core.records.layout import RepoLayout
 from pilothouse.tui.format import styled, tilde
 from textual.app import ComposeResult
 from textual.binding import Binding

@@ -6,7 +6,7 @@ import json
 import sqlite3
 from typing import TYPE_CHECKING, Any
 
-from pilothouse.core.problems import Problem
+from pilothouse.core.stops.problems import Problem
 from pilothouse.tui import format as fmt
 from rich.text import Text
 from textual.app import ComposeResult

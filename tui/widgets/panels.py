@@ -1,6 +1,6 @@
 """The dashboard's tables: jobs, tasks of the selected job, providers and quota, problems.
 
-Each turns query rows (core/queries.py, core/queries_problems.py) into keyed cells. Times are
+Each turns query rows (core/queries/work.py, core/queries/problems.py) into keyed cells. Times are
 computed against the app's clock, so snapshots are deterministic and elapsed/countdown cells
 tick in place.
 """
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pilothouse.core.problems import Problem
-from pilothouse.core.queries import TASK_ACTIVE, JobRow, TaskRow, depth
-from pilothouse.core.queries_problems import ProviderRow, ReplyRow
+from pilothouse.core.queries.problems import ProviderRow, ReplyRow
+from pilothouse.core.queries.work import TASK_ACTIVE, JobRow, TaskRow, depth
+from pilothouse.core.stops.problems import Problem
 from pilothouse.tui import format as fmt
 from pilothouse.tui.widgets.table import Cell, Col, KeyedTable
 from rich.text import Text

@@ -1,0 +1,177 @@
+"""What a run produced, event by event, and the verdict it earns (DESIGN §4.2).
+
+Verdict rules, in order:
+- quota      the provider refused for quota/rate limit (HTTP 429 or the runner's quota error);
+- completed  a result block parsed and, for code/resume, its status is `complete`;
+- partial    a parsed code result that is partial/blocked;
+- error      an auth/fatal/transient error, a spawn failure, or a non-zero exit with no text;
+- empty      the worker ended cleanly without saying anything;
+- partial    everything else with text: unstructured or malformed result, timeout, idle timeout,
+             interruption, step cap.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pilothouse.core.dispatch.process import ProcOutcome
+
+STDERR_TAIL = 2000
+
+
+@dataclass
+class RunState:
+    """Accumulates normalised events (duck-typed: providers.contract dataclasses)."""
+
+    texts: list[str] = field(default_factory=list)
+    tokens: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
+        ("input", "output", "reasoning", "cache_read", "cache_write"), 0))
+    cost: float = 0.0
+    steps: int = 0
+    denied: int = 0
+    tool_other: int = 0
+    session_id: str | None = None
+    errors: list[tuple[str, str]] = field(default_factory=list)  # (class, message)
+    quota: list[dict[str, Any]] = field(default_factory=list)
+    stderr_tail: bytes = b""
+
+    def add(self, ev: Any) -> None:
+        kind = ev.kind
+        if kind == "text":
+            self.texts.append(ev.text)
+        elif kind == "usage":
+            self.steps += 1
+            for k in self.tokens:
+                self.tokens[k] += int(getattr(ev, k) or 0)
+            self.cost += float(ev.cost or 0.0)
+        elif kind == "tool":
+            if ev.status == "denied":
+                self.denied += 1
+            elif ev.status == "error":
+                self.tool_other += 1
+        elif kind == "session":
+            self.session_id = ev.id
+        elif kind == "error":
+            self.errors.append((ev.error_class, ev.message))
+        elif kind == "quota":
+            self.quota.append({"window": ev.window, "used_pct": ev.used_pct, "resets_at": ev.resets_at})
+
+    def add_stderr(self, chunk: bytes) -> None:
+        self.stderr_tail = (self.stderr_tail + chunk)[-STDERR_TAIL * 2:]
+
+
+@dataclass
+class _Parsed:
+    state: str
+    result: dict[str, Any] | None
+    error: str | None
+
+
+def cost_from_tokens(tokens: dict[str, int], cost_cfg: Any) -> float:
+    """USD from the provider's per-1M prices, for runners that report no cost themselves."""
+    if cost_cfg is None:
+        return 0.0
+    inp = float(getattr(cost_cfg, "input", 0) or 0)
+    outp = float(getattr(cost_cfg, "output", 0) or 0)
+    cache_read = getattr(cost_cfg, "cache_read", None)
+    cr = float(cache_read if cache_read is not None else inp)
+    usd = (tokens["input"] + tokens["cache_write"]) * inp + tokens["cache_read"] * cr \
+        + (tokens["output"] + tokens["reasoning"]) * outp
+    return round(usd / 1_000_000, 6)
+
+
+def final_text(state: RunState, runner: Any) -> str | None:
+    text = runner.final_text()
+    if text is None and state.texts:
+        text = "\n\n".join(t.strip("\n") for t in state.texts)
+    return text or None
+
+
+def decide(state: RunState, out: ProcOutcome, mode: str, text: str | None, step_cap: int) -> dict[str, Any]:
+    """verdict, parse_state, parse_error, result, error_class, error."""
+    from pilothouse.providers import contract_fast
+
+    fast = contract_fast.parse_result(text, mode)
+    if fast is not None:
+        parsed: Any = _Parsed(*fast)
+    else:  # not plainly valid: pydantic judges, and names the first bad field
+        from pilothouse.providers.contract import parse_result
+
+        parsed = parse_result(text, mode)
+    error_class: str | None = None
+    error: str | None = None
+    if state.errors:
+        error_class, error = state.errors[-1]
+    step_capped = step_cap > 0 and state.steps >= step_cap and parsed.state != "parsed"
+    if out.spawn_error:
+        verdict, error_class, error = "error", "fatal", out.spawn_error
+    elif error_class == "quota" or (state.quota and error_class is None and not text):
+        verdict, error_class = "quota", "quota"
+    elif parsed.state == "parsed" and parsed.result is not None:
+        status = parsed.result.get("status") if mode in ("code", "resume") else "complete"
+        verdict = "completed" if status == "complete" else "partial"
+    elif error_class is not None:
+        verdict = "error"
+    elif not text:
+        clean = out.exit_code == 0 and not (out.timed_out or out.idle_timed_out or out.interrupted)
+        verdict = "empty" if clean and not step_capped else "error"
+        if not clean and error is None:
+            error = _why_ended(out, step_cap) or f"the worker exited with code {out.exit_code} and no text"
+    else:
+        verdict = "partial"
+    if out.timed_out or out.idle_timed_out or out.interrupted or step_capped:
+        why = _why_ended(out, step_cap, step_capped)
+        error = f"{why} (then: {error})" if error and why and why not in error else (why or error)
+    return {"verdict": verdict, "parse_state": parsed.state, "parse_error": parsed.error,
+            "result": parsed.result, "error_class": error_class, "error": error}
+
+
+def _why_ended(out: ProcOutcome, step_cap: int, step_capped: bool = False) -> str | None:
+    if out.interrupted:
+        return "interrupted: the worker was stopped on request"
+    if out.timed_out:
+        return "timed out: the run exceeded its overall timeout"
+    if out.idle_timed_out:
+        return "idle timeout: the worker produced no output for too long"
+    if step_capped:
+        return f"step cap: the worker used all {step_cap} steps without finishing"
+    if out.aborted_reason:
+        return out.aborted_reason
+    return None
+
+
+def verdict_line(fields: dict[str, Any]) -> str:
+    """The verdict as its one JSON line, validated by the shared contract model (through
+    contract_fast when the fields are plainly valid: same line, no pydantic import)."""
+    from pilothouse.providers import contract_fast
+
+    line = contract_fast.verdict_line(fields)
+    if line is not None:
+        return line
+    from pilothouse.providers.contract import Verdict
+
+    return Verdict.model_validate(fields).line()
+
+
+def started_line(fields: dict[str, Any]) -> str:
+    # printed before the worker runs, so it never waits for pydantic; no model checks it, as
+    # dispatch sets every field itself (tests/core/test_dispatch.py pins the keys and their order)
+    return json.dumps({"type": "pilothouse.started", "schema": 1, **fields}, separators=(",", ":"))
+
+
+def human_summary(v: dict[str, Any]) -> str:
+    tok = v["tokens"]
+    parts = [f"{v['verdict']} ({v['parse_state']})", f"{v['steps']} steps", f"{v['duration_s']:.1f}s",
+             f"{tok['input'] + tok['output'] + tok['reasoning']} tokens"]
+    for flag in ("timed_out", "idle_timed_out", "interrupted"):
+        if v.get(flag):
+            parts.append(flag.replace("_", " "))
+    if v["tool_errors"]["permission_denied"]:
+        parts.append(f"{v['tool_errors']['permission_denied']} denied")
+    return ", ".join(parts)
+
+
+Redact = Callable[[str], str]

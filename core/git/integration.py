@@ -1,0 +1,278 @@
+"""Integration: approved task branches merge into the integration branch in a dedicated checkout.
+
+The checkout lives outside the repository (next to the task worktrees), so the operator's
+checkout, its branch and its uncommitted edits are never touched. Each merge is `--no-ff`
+(one merge commit per task), followed by the combined gate; a conflict or a failing gate is
+rolled back to the previous head. Merging is idempotent: a branch whose tip already has its
+merge commit is reported as merged, and a merge interrupted mid-gate (supervisor killed) is
+rolled back and redone, so a restarted supervisor never merges a commit twice nor keeps an
+ungated merge.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pilothouse.core.git.gates import DEFAULT_TIMEOUT_S, GateResult, kill_orphan_gate, run_gate
+from pilothouse.core.git.worktrees import (
+    INTEGRATION_DIR,
+    GitError,
+    branch_exists,
+    checkout_state,
+    git,
+    git_ok,
+    git_run,
+    is_scratch,
+    some_paths,
+    worktree_root,
+)
+from pilothouse.core.records.layout import RepoLayout
+from pilothouse.core.records.project import PROTECTED_BRANCHES, ProjectConfig
+from pilothouse.providers.errors import UserError
+from pilothouse.providers.fsutil import atomic_write_json
+
+
+@dataclass
+class MergeResult:
+    ok: bool
+    merged_sha: str | None
+    previous_sha: str | None
+    reason: str | None = None
+    gate: GateResult | None = None
+    already_merged: bool = False
+    conflicts: list[str] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "merged_sha": self.merged_sha, "previous_sha": self.previous_sha,
+                "reason": self.reason, "already_merged": self.already_merged, "conflicts": self.conflicts,
+                "gate": self.gate.to_dict() if self.gate else None}
+
+
+def integration_path(layout: RepoLayout) -> Path:
+    return worktree_root(layout) / INTEGRATION_DIR
+
+
+def _refuse_protected(branch: str) -> None:
+    if branch in PROTECTED_BRANCHES:
+        raise UserError(f".ai/project.yaml: integration_branch: '{branch}' is protected; pilothouse merges "
+                        "only into its own branch: set integration_branch: pilothouse/integration")
+
+
+def _worktree_of(layout: RepoLayout, branch: str) -> Path | None:
+    out = git(layout.root, "worktree", "list", "--porcelain")
+    current = None
+    for line in out.splitlines():
+        if line.startswith("worktree "):
+            current = Path(line[len("worktree "):])
+        elif line == f"branch refs/heads/{branch}" and current is not None:
+            return current
+    return None
+
+
+def _dirty(checkout: Path) -> list[str]:
+    out = git(checkout, "status", "--porcelain=v1", "-z", "--untracked-files=all", strip=False)
+    return [e[3:] for e in out.split("\0") if len(e) > 3 and not is_scratch(e[3:])]
+
+
+def ensure_integration_checkout(layout: RepoLayout, project: ProjectConfig) -> Path:
+    """The integration branch's dedicated checkout, created on first use from the repo's HEAD commit."""
+    branch = project.integration_branch
+    _refuse_protected(branch)
+    path = integration_path(layout)
+    if not branch_exists(layout.root, branch):
+        try:
+            git(layout.root, "branch", branch, "HEAD")
+        except GitError as exc:
+            raise UserError(f"cannot create the integration branch {branch}: {exc.stderr}") from None
+    where = _worktree_of(layout, branch)
+    if where is None:
+        git(layout.root, "worktree", "prune", check=False)
+        if path.exists() and any(path.iterdir()):
+            raise UserError(f"{path} exists but is not the checkout of {branch}: remove it "
+                            "(pilothouse maintain worktrees remove PATH) and retry")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            git(layout.root, "worktree", "add", "-q", str(path), branch)
+        except GitError as exc:
+            raise UserError(f"cannot check out {branch} at {path}: {exc.stderr}") from None
+        where = path
+    elif where.resolve() != path.resolve():
+        raise UserError(f"the integration branch {branch} is checked out at {where}: switch that checkout to "
+                        f"another branch (pilothouse merges in its own checkout)")
+    dirty = _dirty(where)
+    if dirty:
+        raise UserError(f"the integration checkout {where} has uncommitted changes ({some_paths(dirty)}): commit or "
+                        f"discard them there (git -C {where} status)")
+    return where
+
+
+def _integration_state(layout: RepoLayout, project: ProjectConfig) -> tuple[Path, str]:
+    """(the integration checkout, its HEAD), checked like ensure_integration_checkout: in one git
+    call when the checkout is there, on the branch and clean (every merge after the first)."""
+    path = integration_path(layout)
+    if (path / ".git").exists():
+        _refuse_protected(project.integration_branch)
+        state = checkout_state(path)
+        if state is not None and state[1] == project.integration_branch and not state[2]:
+            return path, state[0]
+    checkout = ensure_integration_checkout(layout, project)
+    return checkout, git(checkout, "rev-parse", "HEAD")
+
+
+@contextmanager
+def _merge_lock(layout: RepoLayout) -> Iterator[None]:
+    lock_path = worktree_root(layout) / "integration.lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "a") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def _pending_file(layout: RepoLayout) -> Path:
+    return worktree_root(layout) / "integration.pending.json"
+
+
+def _find_merge(checkout: Path, tip: str) -> tuple[str, str] | None:
+    """(merge commit, its first parent) of the first-parent merge on the integration head whose
+    second parent is `tip`."""
+    out = git(checkout, "log", "--first-parent", "--merges", "--format=%H %P", "HEAD")
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and tip in parts[2:]:
+            return parts[0], parts[1]
+    return None
+
+
+def _recover_pending(layout: RepoLayout, checkout: Path) -> None:
+    """A merge whose gate never finished (killed supervisor) is undone so it can be redone."""
+    pending = _pending_file(layout)
+    try:
+        info = json.loads(pending.read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError):
+        pending.unlink(missing_ok=True)
+        return
+    if isinstance(info.get("gate_pgid"), int):
+        kill_orphan_gate(info["gate_pgid"], checkout)
+    previous = info.get("previous_sha")
+    if previous and git_ok(checkout, "merge-base", "--is-ancestor", previous, "HEAD"):
+        git(checkout, "merge", "--abort", check=False)
+        git(checkout, "reset", "-q", "--hard", previous)
+    pending.unlink(missing_ok=True)
+
+
+def _rollback(checkout: Path, previous: str) -> None:
+    git(checkout, "merge", "--abort", check=False)
+    git(checkout, "reset", "-q", "--hard", previous)
+    git(checkout, "clean", "-q", "-fd", check=False)
+
+
+def _already_merged(checkout: Path, branch: str, previous: str, project: ProjectConfig) -> MergeResult:
+    """`git merge` found nothing to do: the branch is merged already, or never left the head."""
+    tip = git(checkout, "rev-parse", "--verify", "-q", f"{branch}^{{commit}}")
+    found = _find_merge(checkout, tip)
+    if found is None:
+        return MergeResult(False, None, previous,
+                           reason=f"nothing to merge: {branch} has no commits beyond {project.integration_branch}")
+    return MergeResult(True, found[0], found[1], reason="already merged", already_merged=True)
+
+
+def _merge_failed(checkout: Path, branch: str, previous: str, proc: Any) -> MergeResult:
+    conflicts = [p for p in git(checkout, "diff", "--name-only", "--diff-filter=U").splitlines() if p]
+    _rollback(checkout, previous)
+    if not conflicts and not git_ok(checkout, "rev-parse", "--verify", "-q", f"{branch}^{{commit}}"):
+        return MergeResult(False, None, None, reason=f"branch {branch} does not exist")
+    detail = (proc.stderr or proc.stdout).strip().splitlines()
+    what = (f"merge conflict in {', '.join(conflicts[:5])}" if conflicts
+            else f"merge failed: {detail[-1] if detail else 'git merge exited ' + str(proc.returncode)}")
+    return MergeResult(False, None, previous, reason=f"{what}; rolled back to {previous[:10]}",
+                       conflicts=conflicts)
+
+
+def merge_task(layout: RepoLayout, project: ProjectConfig, branch: str, message: str,
+               gate_level: str | None = "full", *, timeout: float = DEFAULT_TIMEOUT_S,
+               env: dict[str, str] | None = None) -> MergeResult:
+    """Merge `branch` into the integration branch and gate it; roll back on conflict or failure.
+
+    Git calls on the usual path: one status (checkout, branch, cleanliness, head), the merge, one
+    log for the new head and its parents — plus the gate's two tree snapshots."""
+    with _merge_lock(layout):
+        checkout = integration_path(layout)
+        if checkout.exists():
+            _recover_pending(layout, checkout)
+        checkout, previous = _integration_state(layout, project)
+        pending = _pending_file(layout)
+        atomic_write_json(pending, {"branch": branch, "previous_sha": previous})
+        try:
+            # an already-merged tip is "Already up to date" (exit 0, no commit): idempotence costs no
+            # extra call on the usual path; hooks are the operator's, not for this checkout
+            proc = git_run(checkout, "-c", "core.hooksPath=/dev/null", "merge", "--no-ff", "--no-edit",
+                           "-m", message, branch)
+            if proc.returncode != 0:
+                failed = _merge_failed(checkout, branch, previous, proc)  # rolled back: the marker can go
+                pending.unlink(missing_ok=True)
+                return failed
+            merged, *parents = git(checkout, "log", "-1", "--format=%H %P", "HEAD").split()
+            if merged == previous:
+                pending.unlink(missing_ok=True)
+                return _already_merged(checkout, branch, previous, project)
+            tip = parents[-1]
+            gate = None
+            if gate_level is not None:
+                def remember(pgid: int) -> None:
+                    atomic_write_json(pending, {"branch": branch, "tip": tip, "previous_sha": previous,
+                                                "gate_pgid": pgid})
+
+                gate = run_gate(project, gate_level, checkout, timeout=timeout, env=env, on_start=remember)
+                if not gate.passed:
+                    _rollback(checkout, previous)
+                    pending.unlink(missing_ok=True)
+                    return MergeResult(False, None, previous, gate=gate,
+                                       reason=f"{gate.reason} after merging {branch}; rolled back to "
+                                              f"{previous[:10]}")
+        except BaseException:
+            # interrupted in-process: never leave an ungated merge behind
+            _rollback(checkout, previous)
+            pending.unlink(missing_ok=True)
+            raise
+        pending.unlink(missing_ok=True)
+        return MergeResult(True, merged, previous, gate=gate)
+
+
+def integration_head(layout: RepoLayout, project: ProjectConfig) -> str | None:
+    try:
+        return git(layout.root, "rev-parse", "--verify", "-q", f"refs/heads/{project.integration_branch}")
+    except GitError:
+        return None
+
+
+def run_integration_gate(layout: RepoLayout, project: ProjectConfig, level: str = "full", *,
+                         timeout: float = DEFAULT_TIMEOUT_S, env: dict[str, str] | None = None) -> GateResult:
+    """The combined gate on the integration head (before accepting a job)."""
+    with _merge_lock(layout):
+        checkout, _head = _integration_state(layout, project)
+        return run_gate(project, level, checkout, timeout=timeout, env=env)
+
+
+def sync_integration(layout: RepoLayout, project: ProjectConfig, ref: str = "HEAD") -> dict[str, Any]:
+    """Bring the operator's newer commits (`ref` of their checkout) into the integration branch when that
+    is a fast-forward, so a new job builds on them. Never merges or rewrites: a diverged history is
+    reported (`state: diverged`) for the caller to decide.
+    """
+    with _merge_lock(layout):
+        checkout, head = _integration_state(layout, project)
+        target = git(layout.root, "rev-parse", "--verify", f"{ref}^{{commit}}")
+        if head == target or git_ok(checkout, "merge-base", "--is-ancestor", target, head):
+            return {"state": "up-to-date", "head": head}
+        if git_ok(checkout, "merge-base", "--is-ancestor", head, target):
+            git(checkout, "merge", "-q", "--ff-only", target)
+            return {"state": "fast-forwarded", "head": target, "previous": head}
+        return {"state": "diverged", "head": head, "operator": target}

@@ -1,0 +1,276 @@
+"""Job records: `.ai/jobs/<job>.json` — the user's request in their own words, its corrections
+(revisions; the original is never overwritten), acceptance, decisions, screenshots and the
+coordinator pinned once chosen. Committed with the project; written atomically under a per-job
+lock (the operator and the supervisor may write the same job at once), each write evented.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from pilothouse.core.records.layout import RepoLayout
+from pilothouse.core.state.events import EventLog, utc_now_iso
+from pilothouse.providers.errors import UserError
+from pilothouse.providers.fsutil import atomic_write_text
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+MAX_NAME_CHARS = 63
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+MAX_ATTACHMENTS = 10
+MAX_ATTACHMENT_BYTES = 8 * 1024 * 1024
+MAX_REQUEST_CHARS = 200_000
+
+
+class Revision(BaseModel):
+    revision: int
+    request: str
+    at: str
+
+
+class Decision(BaseModel):
+    text: str
+    at: str
+
+
+class Attachment(BaseModel):
+    path: str  # relative to the repository root (under .ai/runtime/attachments/<job>/)
+    sha256: str
+    mime: str
+    name: str = ""  # the file's original name, for people
+    size: int = 0
+    revision: int = 1
+
+
+class CoordinatorPin(BaseModel):
+    provider: str
+    model: str | None = None
+    pinned_at: str = ""
+
+
+class Job(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    name: str
+    created_at: str
+    revisions: list[Revision]
+    acceptance: str | None = None
+    decisions: list[Decision] = Field(default_factory=list)
+    attachments: list[Attachment] = Field(default_factory=list)
+    coordinator: CoordinatorPin | None = None
+
+    @property
+    def revision(self) -> int:
+        return self.revisions[-1].revision
+
+    @property
+    def request(self) -> str:
+        """The latest request text (earlier revisions stay in `revisions`)."""
+        return self.revisions[-1].request
+
+    def attachment_paths(self, layout: RepoLayout) -> list[Path]:
+        return [layout.root / a.path for a in self.attachments]
+
+
+def validate_name(name: str) -> str:
+    if isinstance(name, str) and len(name) > MAX_NAME_CHARS:
+        raise UserError(f"job name {name[:20]!r}... is {len(name)} characters: the limit is {MAX_NAME_CHARS} "
+                        "(it becomes part of branch and file names): use a shorter name")
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise UserError(f"job name {name!r} is not valid: use lowercase letters, digits and '-', "
+                        f"starting with a letter or digit, at most {MAX_NAME_CHARS} characters (e.g. first-draft)")
+    return name
+
+
+def _path(layout: RepoLayout, name: str) -> Path:
+    return layout.jobs_dir / f"{validate_name(name)}.json"
+
+
+@contextmanager
+def _locked(layout: RepoLayout, name: str) -> Iterator[None]:
+    lock_dir = layout.runtime / "locks"
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    with open(lock_dir / f"job-{name}.lock", "a") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def _write(layout: RepoLayout, job: Job) -> None:
+    atomic_write_text(_path(layout, job.name), json.dumps(job.model_dump(mode="json"), indent=2) + "\n")
+
+
+def _events(layout: RepoLayout) -> EventLog:
+    return EventLog(layout.events)
+
+
+# ---------------------------------------------------------------- attachments
+
+_MAGIC: tuple[tuple[bytes, int, str], ...] = (
+    (b"\x89PNG\r\n\x1a\n", 0, "image/png"),
+    (b"\xff\xd8\xff", 0, "image/jpeg"),
+    (b"GIF87a", 0, "image/gif"),
+    (b"GIF89a", 0, "image/gif"),
+)
+_EXT = {"image/png": ".png", "image/jpeg": ".jpg", "image/gif": ".gif", "image/webp": ".webp"}
+
+
+def sniff_image(head: bytes) -> str | None:
+    """The image type from the file's first bytes (names lie), or None."""
+    for magic, offset, mime in _MAGIC:
+        if head[offset:offset + len(magic)] == magic:
+            return mime
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
+def _check_attachment(path: Path) -> tuple[str, int]:
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as fh:
+            head = fh.read(16)
+    except FileNotFoundError:
+        raise UserError(f"--attach {path}: no such file") from None
+    except IsADirectoryError:
+        raise UserError(f"--attach {path}: is a directory, not an image") from None
+    mime = sniff_image(head)
+    if mime is None:
+        raise UserError(f"--attach {path}: not a PNG, JPEG, GIF or WebP image (checked by content): "
+                        "attach a screenshot in one of those formats")
+    if size > MAX_ATTACHMENT_BYTES:
+        raise UserError(f"--attach {path}: {size / 1024 / 1024:.1f} MB is over the 8 MB limit: shrink or crop it")
+    return mime, size
+
+
+def _store_attachments(layout: RepoLayout, job: Job, files: Sequence[Path | str], revision: int) -> None:
+    sources = [Path(f) for f in files]
+    if not sources:
+        return
+    checked = [(f, *_check_attachment(f)) for f in sources]
+    if len(job.attachments) + len(checked) > MAX_ATTACHMENTS:
+        raise UserError(f"job {job.name}: at most {MAX_ATTACHMENTS} screenshots per job "
+                        f"({len(job.attachments)} already attached): attach fewer")
+    dest_dir = layout.attachments / job.name
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    for src, mime, size in checked:
+        data = src.read_bytes()
+        digest = hashlib.sha256(data).hexdigest()
+        if any(a.sha256 == digest for a in job.attachments):
+            continue
+        dest = dest_dir / f"{digest[:12]}{_EXT[mime]}"
+        tmp = dest.with_name(f".{dest.name}.tmp")
+        tmp.write_bytes(data)
+        tmp.replace(dest)
+        job.attachments.append(Attachment(path=str(dest.relative_to(layout.root)), sha256=digest, mime=mime,
+                                          name=src.name, size=size, revision=revision))
+
+
+# ---------------------------------------------------------------- API
+
+
+def _check_request(request: str, what: str = "request") -> str:
+    if not isinstance(request, str) or not request.strip():
+        raise UserError(f"the {what} is empty: write what you want in the file, in your own words")
+    if len(request) > MAX_REQUEST_CHARS:
+        raise UserError(f"the {what} is {len(request)} characters (limit {MAX_REQUEST_CHARS}): shorten it "
+                        "and attach details as files in the repository")
+    return request
+
+
+def load_job(layout: RepoLayout, name: str) -> Job:
+    path = _path(layout, name)
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"no job named {name!r}: `pilothouse job list` shows the jobs") from None
+    except ValueError as exc:
+        raise UserError(f".ai/jobs/{name}.json: invalid JSON ({exc}): restore it from git") from None
+    try:
+        return Job.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(x) for x in err["loc"])
+        raise UserError(f".ai/jobs/{name}.json: {field}: {err['msg']}: restore it from git") from None
+
+
+def list_jobs(layout: RepoLayout) -> list[Job]:
+    """Every job of the repository, oldest first; unreadable records are skipped."""
+    jobs = []
+    for path in sorted(layout.jobs_dir.glob("*.json")):
+        if not NAME_RE.match(path.stem):
+            continue
+        try:
+            jobs.append(load_job(layout, path.stem))
+        except UserError:
+            continue
+    return sorted(jobs, key=lambda j: (j.created_at, j.name))
+
+
+def create_job(layout: RepoLayout, name: str, request: str, acceptance: str | None = None,
+               attachments: Sequence[Path | str] = ()) -> Job:
+    validate_name(name)
+    _check_request(request)
+    if acceptance is not None and not acceptance.strip():
+        acceptance = None
+    with _locked(layout, name):
+        if _path(layout, name).exists():
+            raise UserError(f"job {name} already exists: correct it with `pilothouse job update {name} "
+                            "--request-file F`, or pick another name")
+        now = utc_now_iso()
+        job = Job(name=name, created_at=now, revisions=[Revision(revision=1, request=request, at=now)],
+                  acceptance=acceptance)
+        _store_attachments(layout, job, attachments, 1)
+        # written under the event log's lock (see EventLog.append): the supervisor's reaction to
+        # the record is logged after this event
+        _events(layout).append("job.created", job=name, data={
+            "revision": 1, "request_chars": len(request), "acceptance": acceptance is not None,
+            "attachments": len(job.attachments)}, commit=lambda: _write(layout, job))
+    return job
+
+
+def update_job(layout: RepoLayout, name: str, request: str, attachments: Sequence[Path | str] = (),
+               acceptance: str | None = None) -> Job:
+    """Add a correction: a new revision (the earlier ones are kept); new launches wait for the re-plan."""
+    _check_request(request, "correction")
+    with _locked(layout, name):
+        job = load_job(layout, name)
+        rev = job.revision + 1
+        job.revisions.append(Revision(revision=rev, request=request, at=utc_now_iso()))
+        if acceptance is not None and acceptance.strip():
+            job.acceptance = acceptance
+        _store_attachments(layout, job, attachments, rev)
+        _events(layout).append("job.revised", job=name, data={"revision": rev, "request_chars": len(request)},
+                               commit=lambda: _write(layout, job))
+    return job
+
+
+def decide(layout: RepoLayout, name: str, text: str) -> Job:
+    """Record an operator's decision (e.g. an answer to an open question); the assigner reads them."""
+    if not text or not text.strip():
+        raise UserError("the decision is empty: write it as TEXT, e.g. job decide NAME \"use SQLite\"")
+    with _locked(layout, name):
+        job = load_job(layout, name)
+        job.decisions.append(Decision(text=text.strip(), at=utc_now_iso()))
+        _events(layout).append("job.decided", job=name, data={"text": text.strip(), "count": len(job.decisions)},
+                               commit=lambda: _write(layout, job))
+    return job
+
+
+def pin_coordinator(layout: RepoLayout, name: str, provider: str, model: str | None = None) -> Job:
+    """Pin the coordinator once; a later call returns the job with the first pin unchanged."""
+    with _locked(layout, name):
+        job = load_job(layout, name)
+        if job.coordinator is not None:
+            return job
+        job.coordinator = CoordinatorPin(provider=provider, model=model, pinned_at=utc_now_iso())
+        _events(layout).append("job.pinned", job=name, data={"provider": provider, "model": model},
+                               commit=lambda: _write(layout, job))
+    return job

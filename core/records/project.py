@@ -1,0 +1,285 @@
+"""`.ai/project.yaml`: how pilothouse works in one repository (DESIGN §3).
+
+The file is the operator's: every field has a default except the gates, unknown keys are
+refused (a typo must not silently turn a setting off), and a mistake is reported as one line
+naming the file, the field, the line when known, and the fix.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pilothouse.core.records.layout import RepoLayout
+from pilothouse.providers.errors import UserError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+PROTECTED_BRANCHES = ("main", "master")
+DEFAULT_INTEGRATION_BRANCH = "pilothouse/integration"
+Complexity = Literal["easy", "standard", "complex"]
+COMPLEXITIES: tuple[str, ...] = ("easy", "standard", "complex")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Workflow(_Strict):
+    mode: Literal["feature", "separate-tasks"] = "feature"
+    review: Literal["ai", "once", "off", "human"] = "once"
+
+
+class Roles(_Strict):
+    """Exact pins for the control roles, as `provider` or `provider/model`."""
+
+    coordinator: str | None = None
+    reviewer: str | None = None
+
+
+def _all_complexities() -> list[Complexity]:
+    return ["easy", "standard", "complex"]
+
+
+class Assignment(_Strict):
+    provider: str
+    model: str | None = None
+    fallbacks: list[str] = Field(default_factory=list)
+    complexity: list[Complexity] = Field(default_factory=_all_complexities)
+    modes: list[str] = Field(default_factory=list)
+
+
+class ModelPolicy(_Strict):
+    roles: Roles = Field(default_factory=Roles)
+    assignments: dict[str, Assignment] = Field(default_factory=dict)
+    default_assignment: str | None = None
+
+    @model_validator(mode="after")
+    def _default_is_defined(self) -> ModelPolicy:
+        if self.default_assignment is not None and self.default_assignment not in self.assignments:
+            known = ", ".join(sorted(self.assignments)) or "none defined"
+            raise ValueError(f"default_assignment '{self.default_assignment}' is not one of "
+                             f"model_policy.assignments ({known})")
+        for name, a in self.assignments.items():
+            for fb in a.fallbacks:
+                if fb not in self.assignments:
+                    raise ValueError(f"assignments.{name}.fallbacks names '{fb}', which is not an assignment")
+        return self
+
+
+class Budgets(_Strict):
+    job_tokens: int | None = Field(default=None, ge=1)
+
+
+def split_provider(spec: str) -> tuple[str, str | None]:
+    """`provider[/model]` -> (provider, model or None)."""
+    provider, _, model = spec.partition("/")
+    return provider, (model or None)
+
+
+class ProjectConfig(_Strict):
+    workflow: Workflow = Field(default_factory=Workflow)
+    gates: dict[str, str]
+    setup: list[str] = Field(default_factory=list)
+    model_policy: ModelPolicy = Field(default_factory=ModelPolicy)
+    budgets: Budgets = Field(default_factory=Budgets)
+    hotspots: list[str] = Field(default_factory=list)
+    contracts: list[str] = Field(default_factory=list)
+    integration_branch: str = DEFAULT_INTEGRATION_BRANCH
+    max_workers: int = Field(default=2, ge=1, le=64)
+    # workers yield the CPU to the supervisor (whose gates and merges every dependent task waits
+    # for) and to the operator's own shell; 0 runs them at the supervisor's priority
+    worker_nice: int = Field(default=10, ge=0, le=19)
+    confinement: Literal["on", "off"] = "on"
+    network: Literal["default", "none"] = "default"
+    availability_poll_seconds: int = Field(default=300, ge=10)
+    sim_scenario: str | None = None
+
+    @field_validator("confinement", mode="before")
+    @classmethod
+    def _yaml_booleans(cls, v: Any) -> Any:
+        # YAML 1.1 reads a bare `on`/`off` as a boolean
+        if v is True:
+            return "on"
+        if v is False:
+            return "off"
+        return v
+
+    @field_validator("gates")
+    @classmethod
+    def _gates(cls, v: dict[str, str]) -> dict[str, str]:
+        missing = [g for g in ("fast", "full") if not (v.get(g) or "").strip()]
+        if missing:
+            raise ValueError(f"gates must define {' and '.join(missing)} (a command each; they may be the same)")
+        for name, cmd in v.items():
+            if not isinstance(cmd, str) or not cmd.strip():
+                raise ValueError(f"gate '{name}' needs a command string")
+        return {k: c.strip() for k, c in v.items()}
+
+    @field_validator("integration_branch")
+    @classmethod
+    def _branch(cls, v: str) -> str:
+        v = v.strip()
+        if v in PROTECTED_BRANCHES:
+            raise ValueError(f"'{v}' is protected: pilothouse merges only into its own branch, e.g. "
+                             f"'{DEFAULT_INTEGRATION_BRANCH}'")
+        if not v or v.startswith(("-", "/")) or ".." in v or " " in v or v.endswith((".lock", "/")):
+            raise ValueError(f"'{v}' is not a valid branch name")
+        return v
+
+    @field_validator("hotspots", "contracts")
+    @classmethod
+    def _relative(cls, v: list[str]) -> list[str]:
+        for p in v:
+            if p.startswith("/") or ".." in Path(p).parts:
+                raise ValueError(f"'{p}' must be a path inside the repository (relative, no '..')")
+        return v
+
+    def role_pin(self, role: Literal["coordinator", "reviewer"]) -> tuple[str, str | None] | None:
+        spec = getattr(self.model_policy.roles, role)
+        return split_provider(spec) if spec else None
+
+
+# ---------------------------------------------------------------- loading
+
+
+def _yaml_line(text: str, loc: tuple[Any, ...]) -> int | None:
+    """1-based line of the YAML node at `loc`, or of its deepest existing parent."""
+    import yaml
+
+    try:
+        node: Any = yaml.compose(text)
+    except yaml.YAMLError:
+        return None
+    line = None
+    for key in loc:
+        if isinstance(node, yaml.MappingNode):
+            for k, value in node.value:
+                if k.value == str(key):
+                    line, node = k.start_mark.line + 1, value
+                    break
+            else:
+                return line
+        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
+            node = node.value[key]
+            line = node.start_mark.line + 1
+        else:
+            return line
+    return line
+
+
+def format_validation_error(exc: ValidationError, file: str, text: str | None = None) -> str:
+    """One line for the first problem (plus a count of the rest)."""
+    errors = exc.errors()
+    err = errors[0]
+    loc = tuple(x for x in err["loc"] if not (isinstance(x, str) and x.startswith("function-")))
+    field = ".".join(str(x) for x in loc) or "(top level)"
+    kind = err["type"]
+    msg = err["msg"].removeprefix("Value error, ")
+    if kind == "extra_forbidden":
+        msg = "unknown key: remove it or check its spelling"
+    elif kind == "missing":
+        msg = "required: add it"
+    elif kind == "literal_error":
+        msg = f"{msg} (got {err.get('input')!r})"
+    line = _yaml_line(text, loc) if text is not None else None
+    where = f"{file}:{line}" if line else file
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{where}: {field}: {msg}{more}"
+
+
+def parse_yaml(text: str, file: str) -> Any:
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{file}:{mark.line + 1}" if mark is not None else file
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise UserError(f"{where}: invalid YAML ({problem}): fix the syntax") from None
+
+
+def load_project(layout: RepoLayout) -> ProjectConfig:
+    """The project's settings, from the main checkout (see layout.main_layout)."""
+    from pilothouse.core.records.layout import main_layout, read_text
+
+    file = ".ai/project.yaml"
+    layout = main_layout(layout)
+    try:
+        text = read_text(layout.project_yaml, f"{layout.project_yaml}",
+                         not_text_fix="save it as UTF-8 (or re-run `pilothouse init --force`)")
+    except FileNotFoundError:
+        raise UserError(f"{layout.root}: no {file}: run `pilothouse init` in the repository") from None
+    data = parse_yaml(text, file)
+    if not isinstance(data, dict):
+        raise UserError(f"{file}: expected a mapping of settings (workflow, gates, ...): "
+                        "fix the file or re-run `pilothouse init`")
+    try:
+        return ProjectConfig.model_validate(data)
+    except ValidationError as exc:
+        raise UserError(format_validation_error(exc, file, text)) from None
+
+
+# ---------------------------------------------------------------- init
+
+_NPM_PLACEHOLDER = "no test specified"
+
+
+def detect_gates(root: Path) -> dict[str, str] | None:
+    """The obvious test command of a repository, or None when nothing is obvious."""
+    import json
+
+    pyproject = root / "pyproject.toml"
+    setup_cfg = root / "setup.cfg"
+    has_pytest = (
+        (root / "pytest.ini").exists()
+        or (root / "conftest.py").exists()
+        or (pyproject.exists() and "[tool.pytest" in pyproject.read_text(errors="replace"))
+        or (setup_cfg.exists() and "[tool:pytest]" in setup_cfg.read_text(errors="replace"))
+        or any((root / d).is_dir() and any((root / d).rglob("test_*.py")) for d in ("tests", "test"))
+    )
+    if has_pytest:
+        import shutil
+
+        # Debian-like systems without python-is-python3 have only `python3`
+        py = "python" if shutil.which("python") or not shutil.which("python3") else "python3"
+        return {"fast": f"{py} -m pytest -q", "full": f"{py} -m pytest -q"}
+    package = root / "package.json"
+    if package.exists():
+        try:
+            scripts = json.loads(package.read_text(encoding="utf-8")).get("scripts") or {}
+        except (ValueError, AttributeError):
+            scripts = {}
+        test = scripts.get("test") if isinstance(scripts, dict) else None
+        if isinstance(test, str) and test.strip() and _NPM_PLACEHOLDER not in test:
+            return {"fast": "npm test", "full": "npm test"}
+    return None
+
+
+def render_project(gates: dict[str, str]) -> str:
+    """The commented project.yaml `init` writes (values quoted so YAML keeps them strings)."""
+    import json
+
+    q = json.dumps  # a JSON string is a valid double-quoted YAML scalar
+    return f"""# pilothouse project settings (commit this file). Reference: pilothouse init --help
+workflow:
+  mode: feature        # feature | separate-tasks
+  review: once         # ai (every task) | once (the combined change) | off | human
+gates:                 # commands that must pass; they must not change committed files
+  fast: {q(gates["fast"])}
+  full: {q(gates["full"])}
+setup: []              # commands run once in each new worktree (e.g. "npm ci")
+model_policy:
+  roles: {{}}            # coordinator / reviewer: "provider" or "provider/model"
+  assignments: {{}}      # name: {{provider, model, fallbacks, complexity, modes}}
+budgets:
+  job_tokens: null     # stop launching new work for a job past this many tokens
+hotspots: []           # paths one task at a time may write
+contracts: []          # shared interfaces; change them in CONTRACT_CHANGE tasks
+integration_branch: {q(DEFAULT_INTEGRATION_BRANCH)}
+max_workers: 2
+worker_nice: 10        # 0-19: CPU priority of workers below the supervisor's gates and merges
+confinement: "on"
+network: default       # default | none
+availability_poll_seconds: 300
+"""

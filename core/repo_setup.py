@@ -1,0 +1,112 @@
+"""`pilothouse init`: set a repository up for pilothouse (checks first, then the records).
+
+Above records and git: it reads the repository with git, writes `.ai/project.yaml` and
+`.gitignore`, and registers the repository for the cockpit.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pilothouse.core.records.project import (
+    ProjectConfig,
+    detect_gates,
+    format_validation_error,
+    load_project,
+    parse_yaml,
+    render_project,
+)
+from pilothouse.providers.errors import UserError
+from pydantic import ValidationError
+
+
+def _ask_gates(stdin_is_tty: bool) -> dict[str, str]:
+    if not stdin_is_tty:
+        raise UserError("no test command detected in this repository: pass --gate-fast CMD --gate-full CMD "
+                        "(they may be the same command)")
+    fast = input("Command for the fast gate (runs after each task): ").strip()
+    full = input(f"Command for the full gate (runs after each merge) [{fast}]: ").strip() or fast
+    if not fast:
+        raise UserError("a fast gate command is required: re-run and type one, or pass --gate-fast CMD")
+    return {"fast": fast, "full": full}
+
+
+def _gitignore_update(root: Path) -> str | None:
+    """The new .gitignore text, or None when it already ignores .ai/runtime/ (writes nothing)."""
+    from pilothouse.core.records.layout import read_text
+
+    gi = root / ".gitignore"
+    if gi.is_dir():
+        raise UserError(f"{gi} is a directory: remove it (git reads .gitignore as a file)")
+    try:
+        text = read_text(gi, str(gi))
+    except FileNotFoundError:
+        text = ""
+    if any(line.strip() in (".ai/runtime/", ".ai/runtime", "/.ai/runtime/", "/.ai/runtime")
+           for line in text.splitlines()):
+        return None
+    sep = "" if not text or text.endswith("\n") else "\n"
+    return f"{text}{sep}# pilothouse runtime state (not a record)\n.ai/runtime/\n"
+
+
+def init_project(root: Path | str, gates: dict[str, str] | None = None, *,
+                 stdin_is_tty: bool | None = None, force: bool = False) -> dict[str, Any]:
+    """Set a repository up for pilothouse; returns what was done (for the CLI to report)."""
+    import os
+    import sys
+
+    from pilothouse.core.git.worktrees import GitError, git
+    from pilothouse.core.records import repos
+    from pilothouse.core.records.layout import find_repo
+    from pilothouse.providers.fsutil import atomic_write_text
+
+    layout = find_repo(Path(root))
+    try:
+        git(layout.root, "rev-parse", "--verify", "-q", "HEAD^{commit}")
+    except GitError:
+        raise UserError(f"{layout.root} has no commit yet: commit a README first "
+                        "(git add README.md && git commit -m 'initial')") from None
+    for key in ("user.name", "user.email"):
+        if os.environ.get(f"GIT_AUTHOR_{key[5:].upper()}"):
+            continue
+        try:
+            value = git(layout.root, "config", key)
+        except GitError:
+            value = ""
+        if not value:
+            raise UserError(f"no git author configured ({key} is unset): run "
+                            f"git config --global {key} \"...\"")
+    done: dict[str, Any] = {"repo": str(layout.root), "project_yaml": str(layout.project_yaml)}
+    # everything is checked before anything is written: a refusal must not leave half a setup
+    gitignore = _gitignore_update(layout.root)
+    if layout.ai.exists() and not layout.ai.is_dir():
+        raise UserError(f"{layout.ai} is a file, not a directory: move it away (pilothouse keeps its records there)")
+    if layout.project_yaml.is_dir():
+        raise UserError(f"{layout.project_yaml} is a directory, not a file: remove it, then run init again")
+    repos.check_writable()
+    text: str | None = None
+    if layout.project_yaml.exists() and not force:
+        load_project(layout)  # an existing file must at least be valid
+        done["written"] = False
+    else:
+        if gates is None:
+            gates = detect_gates(layout.root)
+            done["detected"] = gates is not None
+            if gates is None:
+                tty = sys.stdin.isatty() if stdin_is_tty is None else stdin_is_tty
+                gates = _ask_gates(tty)
+        text = render_project(gates)
+        try:
+            ProjectConfig.model_validate(parse_yaml(text, ".ai/project.yaml"))
+        except ValidationError as exc:
+            raise UserError(format_validation_error(exc, "--gate-fast/--gate-full")) from None
+        done["written"] = True
+        done["gates"] = gates
+    if text is not None:
+        atomic_write_text(layout.project_yaml, text)
+    if gitignore is not None:
+        atomic_write_text(layout.root / ".gitignore", gitignore)
+    done["gitignore_updated"] = gitignore is not None
+    done["registered"] = repos.register_repo(layout.root)
+    return done

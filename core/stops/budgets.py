@@ -1,0 +1,86 @@
+"""Job token budgets: `budgets.job_tokens` in project.yaml caps a job's recorded tokens.
+
+Past the cap nothing new launches for the job; runs already going finish and their work is kept.
+The operator gets one `budget` problem; `retry` after raising (or removing) the cap lifts it —
+`problem act` refuses the retry while the cap is still below what the job has used.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from pilothouse.core.records.layout import RepoLayout
+from pilothouse.core.state.events import EventLog
+from pilothouse.core.stops.problems import Problem, _db, open_problem
+
+
+@dataclass
+class BudgetState:
+    job: str
+    used: int
+    cap: int | None
+
+    @property
+    def over(self) -> bool:
+        return self.cap is not None and self.used >= self.cap
+
+    @property
+    def reason(self) -> str:
+        if self.cap is None:
+            return f"job {self.job}: {self.used} tokens used, no budget set"
+        verb = "reached" if self.over else "within"
+        return f"job {self.job}: {self.used} of {self.cap} tokens (budgets.job_tokens) — {verb} its budget"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"job": self.job, "used_tokens": self.used, "cap": self.cap, "over": self.over,
+                "reason": self.reason}
+
+
+def job_token_cap(layout: RepoLayout) -> int | None:
+    from pilothouse.core.records.project import load_project
+
+    return load_project(layout).budgets.job_tokens
+
+
+def job_tokens(layout: RepoLayout, job: str, *, conn: sqlite3.Connection | None = None) -> int:
+    """Tokens recorded for the job: the larger of the job's running total and its runs' sum
+    (whichever the supervisor has updated last)."""
+    if conn is None and not layout.state_db.exists():
+        return 0
+    with _db(layout, conn) as db:
+        runs = db.execute("SELECT coalesce(sum(tokens), 0) FROM runs WHERE job = ?", (job,)).fetchone()[0]
+        row = db.execute("SELECT tokens FROM jobs_state WHERE job = ?", (job,)).fetchone()
+    return max(int(runs or 0), int(row["tokens"]) if row is not None else 0)
+
+
+def budget_state(layout: RepoLayout, job: str, cap: int | None = None, *,
+                 conn: sqlite3.Connection | None = None) -> BudgetState:
+    """`cap` defaults to the project's budgets.job_tokens (read fresh: the operator may raise it)."""
+    if cap is None:
+        cap = job_token_cap(layout)
+    return BudgetState(job, job_tokens(layout, job, conn=conn), cap)
+
+
+def enforce(layout: RepoLayout, job: str, cap: int | None = None, *, now: datetime | None = None,
+            conn: sqlite3.Connection | None = None, log: EventLog | None = None) -> Problem | None:
+    """Supervisor side, before launching anything for `job`: None if it may launch, else the job's
+    budget problem (opened, with a budget.exceeded event, the first time)."""
+    state = budget_state(layout, job, cap, conn=conn)
+    if not state.over:
+        return None
+    with _db(layout, conn) as db:
+        existing = db.execute("SELECT code FROM problems WHERE job = ? AND kind = 'budget' AND state != 'closed'",
+                              (job,)).fetchone()
+    log = log or EventLog(layout.events)
+    problem = open_problem(
+        layout, job, None, "budget",
+        f"Job {job} has used {state.used} tokens, past its budget of {state.cap} (budgets.job_tokens): "
+        "nothing new launches; the work so far is kept. Raise the cap in .ai/project.yaml, then retry.",
+        {"used_tokens": state.used, "cap": state.cap, "file": ".ai/project.yaml", "field": "budgets.job_tokens"},
+        now=now, conn=conn, log=log)
+    if existing is None:
+        log.append("budget.exceeded", job=job, data={**state.as_dict(), "code": problem.code})
+    return problem

@@ -1,0 +1,107 @@
+"""The supervisor's dispatches: which are alive, adopting a predecessor's, collecting verdicts.
+
+A mixin of Supervisor (core/supervisor/loop.py), kept apart because it is the part recovery depends
+on: runs still alive after a restart are adopted by pid and start time, verdicts written while
+no supervisor watched are collected, and a launch recorded but never spawned is spawned now.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import subprocess
+from typing import Any
+
+from pilothouse.core.dispatch import runs
+from pilothouse.core.records.layout import RepoLayout
+from pilothouse.core.state.events import EventLog
+from pilothouse.core.supervisor import flow
+from pilothouse.core.supervisor.state import BUSY, StateStore
+from pilothouse.core.supervisor.wake import Waker
+
+
+class SupervisorRuns:
+    layout: RepoLayout
+    conn: sqlite3.Connection
+    events: EventLog
+    store: StateStore
+    waker: Waker
+    log: logging.Logger
+    children: dict[str, subprocess.Popen[bytes]]
+    adopted: set[str]
+    tails: dict[str, runs.RunTail]
+    activity_sent: dict[str, tuple[float, str | None]]
+    usage_sent: dict[str, tuple[float, int]]
+    good_head: str | None
+
+    def live_runs(self) -> set[str]:
+        return set(self.children) | self.adopted
+
+    def busy_count(self) -> int:
+        marks = ",".join("?" * len(BUSY))
+        row = self.conn.execute(f"SELECT count(*) FROM tasks WHERE state IN ({marks})", BUSY).fetchone()
+        planning = self.conn.execute("SELECT count(*) FROM runs WHERE role='assigner' AND state='running'").fetchone()
+        return int(row[0]) + int(planning[0])
+
+    def recover(self) -> None:
+        """Adopt dispatches a previous supervisor left running; collect those that finished."""
+        for row in list(self.conn.execute("SELECT * FROM runs WHERE state='running'")):
+            run_id = row["run_id"]
+            pid, start = row["pid"], row["pid_start"]
+            if not runs.process_matches(pid, start):
+                pid = runs.find_dispatch_pid(run_id)
+                if pid:
+                    start = runs.record_pid(self.conn, run_id, pid)
+            if pid and runs.process_matches(pid, start) and self.waker.watch_pid(run_id, pid):
+                self.adopted.add(run_id)
+                self.tails[run_id] = runs.RunTail(runs.provider_logs(row["provider"], run_id)["jsonl"])
+                self.log.info("adopted run %s (pid %s)", run_id, pid)
+                continue
+            verdict = runs.read_verdict(self.layout, run_id, row["provider"])
+            if verdict is None and row["pid"] is None:
+                launch = runs.read_spec(self.layout, run_id)
+                if launch is not None:
+                    # recorded but never spawned: spawning it now is its first and only start
+                    from pilothouse.core.supervisor.launch import spawn
+
+                    spawn(self, launch)
+                    continue
+            self.finish(row, verdict or runs.synth_verdict(self.layout, row, "the dispatch ended without a verdict"))
+        self.good_head = flow.integration_good_head(self)
+
+    def collect(self, run_id: str) -> None:
+        self.waker.unwatch_pid(run_id)
+        proc = self.children.pop(run_id, None)
+        if proc is not None:
+            proc.wait()
+        self.adopted.discard(run_id)
+        row = self.store.run(run_id)
+        if row is None or row["state"] == "finished":
+            return
+        verdict = runs.read_verdict(self.layout, run_id, row["provider"])
+        self.finish(row, verdict or runs.synth_verdict(self.layout, row, "the dispatch exited without a verdict"))
+
+    def collect_verdict(self, run_id: str) -> None:
+        """A dispatch wrote its verdict.json: take it now rather than when the process has wound down
+        (its exit is still watched, to reap it)."""
+        if run_id not in self.live_runs():
+            return
+        row = self.store.run(run_id)
+        if row is None or row["state"] == "finished":
+            return
+        verdict = runs.read_verdict(self.layout, run_id, row["provider"])
+        if verdict is not None:
+            self.finish(row, verdict)
+
+    def finish(self, row: sqlite3.Row, verdict: dict[str, Any]) -> None:
+        tail = self.tails.pop(row["run_id"], None)
+        if tail is not None:
+            tail.read()
+        runs.finish_run(self.conn, self.events, row, verdict)
+        if verdict.get("tokens"):
+            self.events.append("run.usage", job=row["job"], task=row["task"], run=row["run_id"],
+                               data={"tokens": verdict["tokens"], "cost_usd": verdict.get("cost_usd"),
+                                     "final": True})
+        flow.note_quota(self, row, verdict)
+        self.activity_sent.pop(row["run_id"], None)
+        self.usage_sent.pop(row["run_id"], None)

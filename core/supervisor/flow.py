@@ -1,0 +1,364 @@
+"""A task's way through the supervisor: ready → running → gating → reviewing → approved → merging → done.
+
+Each function looks at one task in the state the store holds and moves it on when it can; it is
+safe to call again after a crash (a builder's work is committed idempotently, a gate is simply
+rerun, a recorded merge intent is redone through the idempotent merge_task).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from pilothouse.core.supervisor import launch as L
+from pilothouse.core.supervisor import review
+from pilothouse.core.supervisor.answers import apply_replies  # noqa: F401  (the loop calls it through here)
+from pilothouse.core.supervisor.scheduling import launch_ready, resume_builder  # noqa: F401
+from pilothouse.core.supervisor.state import TERMINAL, counters, stop_task
+from pilothouse.providers.errors import describe
+
+if TYPE_CHECKING:
+    import sqlite3
+
+    from pilothouse.core.supervisor.loop import Supervisor
+
+
+
+def integration_good_head(sup: Supervisor) -> str | None:
+    """The integration head to start new worktrees from: never a merge whose gate has not passed."""
+    from pilothouse.core.git.integration import integration_head
+    from pilothouse.core.git.worktrees import worktree_root
+
+    try:
+        pending = json.loads((worktree_root(sup.layout) / "integration.pending.json").read_text())
+        return str(pending["previous_sha"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return integration_head(sup.layout, sup.project)
+
+
+def _defs(sup: Supervisor) -> dict[tuple[str, str], Any]:
+    from pilothouse.core.records.taskgraph import load_tasks
+
+    try:
+        mtime = sup.layout.tasks_yaml.stat().st_mtime_ns
+    except FileNotFoundError:
+        mtime = None
+    cache = getattr(sup, "_defs_cache", None)
+    if cache is None or cache[0] != mtime:
+        cache = (mtime, {(t.job_id, t.id): t for t in load_tasks(sup.layout)})
+        sup._defs_cache = cache  # type: ignore[attr-defined]
+    return cache[1]
+
+
+def _deps(row: sqlite3.Row) -> list[str]:
+    return list(json.loads(row["depends_on"] or "[]"))
+
+
+def step_job(sup: Supervisor, job: str, planned: bool) -> list[tuple[str, Any, Any]]:
+    """Move each task of the job on; returns the tasks ready to launch (launches wait for the plan)."""
+    defs = _defs(sup)
+    rows = sup.store.tasks(job)
+    states = {r["task"]: r["state"] for r in rows}
+    ready: list[tuple[str, Any, Any]] = []
+    hold = launch_hold(sup, job) if rows else None
+    for r in rows:
+        if r["state"] in TERMINAL or r["state"] == "stopped":
+            continue
+        try:
+            _step_task(sup, job, r, defs.get((job, r["task"])), states, planned, ready)
+        except Exception as exc:  # noqa: BLE001 - one task's trouble must not stop the others
+            sup.log.exception("task %s/%s: %s", job, r["task"], exc)
+            try:
+                stop_task(sup.store, job, r["task"], f"the supervisor failed on this task: {describe(exc)}",
+                          kind="worker_crashed", evidence={"error": repr(exc)})
+            except Exception:  # noqa: BLE001
+                sup.log.exception("cannot stop task %s/%s", job, r["task"])
+    if hold:
+        for _, r, _ in ready:
+            if r is not None and r["reason"] != hold:
+                sup.store.update_task(job, r["task"], reason=hold)
+        ready = []
+    review.finish_job(sup, job, planned, hold)
+    return ready
+
+
+def launch_hold(sup: Supervisor, job: str, *, setup: bool = True) -> str | None:
+    """Why nothing new may launch for the job now (budget, a shared setup failure), or None."""
+    from pilothouse.core.stops import holds
+
+    return holds.launch_hold(sup.layout, job, sup.project.budgets.job_tokens, conn=sup.conn, log=sup.events,
+                             setup=setup)
+
+
+def _step_task(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any, states: dict[str, str], planned: bool,
+               ready: list[tuple[str, Any, Any]]) -> None:
+    st, tid = r["state"], r["task"]
+    if tdef is None:
+        if st in ("planned", "ready", "waiting"):
+            sup.store.set_task(job, tid, "needs_replan", "its definition is gone from .ai/tasks.yaml")
+        return
+    if st == "planned" and all(states.get(d) == "done" for d in _deps(r)):
+        sup.store.set_task(job, tid, "ready", "dependencies done" if _deps(r) else "no dependencies")
+        st = "ready"
+    if st == "ready" and planned:
+        ready.append((job, sup.store.task(job, tid), tdef))
+    elif st == "waiting":
+        c = counters(r)
+        providers = list(c.get("wait_for") or ([r["provider"]] if r["provider"] else []))
+        if not providers or any(_available(sup, p) for p in providers):
+            target = c.pop("wait_then", "ready")
+            c.pop("wait_for", None)
+            sup.store.set_task(job, tid, target, f"{', '.join(providers) or 'the provider'} may take work again",
+                               counters=c)
+            if planned and target == "ready":
+                ready.append((job, sup.store.task(job, tid), tdef))
+    elif st == "running":
+        run = sup.store.run(r["run_id"])
+        if run is not None and run["state"] == "finished":
+            builder_done(sup, job, r, tdef, run)
+    elif st == "gating":
+        start_gate(sup, job, r, tdef)
+    elif st == "reviewing":
+        review.step(sup, job, r, tdef)
+    elif st in ("approved", "merging") and planned:
+        start_merge(sup, job, r, tdef)
+
+
+def _available(sup: Supervisor, provider: str | None) -> bool:
+    if not provider:
+        return True
+    from pilothouse.core.stops import quota
+
+    av = quota.availability(sup.layout, provider, conn=sup.conn)
+    if not av.available and not av.check_due and av.next_check_at is not None:
+        sup.wake_at(av.next_check_at.timestamp())  # look again then, without polling meanwhile
+    # a due check makes the task ready; the launch claims the one check (quota.may_launch)
+    return av.available or av.check_due
+
+
+def note_quota(sup: Supervisor, row: sqlite3.Row, verdict: dict[str, Any]) -> None:
+    from pilothouse.core.stops import quota
+
+    try:
+        quota.record_verdict(sup.layout, row["provider"], verdict, conn=sup.conn, log=sup.events,
+                             job=row["job"], task=row["task"], run=row["run_id"])
+    except TypeError:
+        quota.record_verdict(sup.layout, row["provider"], verdict, conn=sup.conn, log=sup.events)
+
+
+# --- after the builder -----------------------------------------------------------------------
+
+def builder_done(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any, run: sqlite3.Row) -> None:
+    """The builder's run finished: commit its work (in a thread), then decide what comes next."""
+    from pilothouse.core.git.worktrees import commit_all, head
+    from pilothouse.core.stops import rules as stops
+
+    tid, run_id = r["task"], run["run_id"]
+    key = ("commit", job, tid)
+    if key in sup.inflight:
+        return
+    if stops.classify_verdict(L.verdict_of(run)) != "ok":
+        _after_builder(sup, job, tid, tdef, run_id, None, None)
+        return
+    if run["mode"] == "explore":
+        _research_done(sup, job, r, run)
+        return
+    worktree = r["worktree"]
+    message = f"{tid}: {tdef.title}\n\njob: {job}\ntask: {tid}\nrun: {run_id}"
+
+    def commit() -> str:
+        return commit_all(worktree, message) or head(worktree)
+
+    sup.work(key, commit, lambda res, exc: _after_builder(sup, job, tid, tdef, run_id, res, exc))
+
+
+def _commit_failed(sup: Supervisor, job: str, tid: str, run: sqlite3.Row, exc: BaseException) -> None:
+    """The builder's work is in its worktree but cannot be committed. git's own words run to a
+    dozen lines: the problem gets the one that says why. A missing author identity is the
+    repository's setup, alike for every task: a setup failure (two alike hold the job)."""
+    from pilothouse.core.git.worktrees import GitError
+
+    detail = exc.stderr if isinstance(exc, GitError) else str(exc)
+    lines = [ln.strip() for ln in detail.splitlines() if ln.strip() and not ln.strip().startswith("***")]
+    why = lines[0] if lines else describe(exc)
+    if "Author identity unknown" in detail or "empty ident name" in detail or "unable to auto-detect email" in detail:
+        stop_task(sup.store, job, tid, "cannot commit the builder's work: git has no author identity here: set "
+                  "it in the repository (git config user.name NAME; git config user.email EMAIL), then retry",
+                  kind="setup_failed", evidence={"command": "git commit", "output_tail": detail[-800:],
+                                                 "run": run["run_id"]})
+        return
+    stop_task(sup.store, job, tid, f"cannot commit the builder's work: {why}", kind="worker_crashed",
+              evidence={"run": run["run_id"], "log": run["log"], "error": detail[-800:]})
+
+
+def _check_paths(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any) -> None:
+    """Off the critical path (the gate is already running): name what the task changed outside its
+    expected_paths.write."""
+    from pilothouse.core.git.worktrees import some_paths
+
+    worktree, base, writes = r["worktree"], counters(r).get("base"), list(tdef.expected_paths.write)
+
+    def noted(files: list[str] | None, exc: BaseException | None) -> None:
+        if files:
+            sup.events.append("task.paths_exceeded", job=job, task=r["task"], data={
+                "files": files[:50], "declared": writes,
+                "reason": f"it also changed {some_paths(files)}, outside its expected_paths.write"})
+
+    sup.work(("paths", job, r["task"]), lambda: _undeclared(worktree, base, writes), noted)
+
+
+def _undeclared(worktree: str, base: str | None, writes: list[str]) -> list[str]:
+    """Files the task changed outside its expected_paths.write: the scheduler ran it beside tasks
+    on the strength of those paths, so the operator and its reviewer should know."""
+    from pilothouse.core.git.worktrees import changed_files
+    from pilothouse.core.supervisor.scheduling import _overlap
+
+    if not base or not writes:
+        return []
+    try:
+        files = changed_files(worktree, base)
+    except Exception:  # noqa: BLE001 - only a note; the gate and the merge judge the work
+        return []
+    return [f for f in files if not any(_overlap(f, w) for w in writes)]
+
+
+def _after_builder(sup: Supervisor, job: str, tid: str, tdef: Any, run_id: str, now: str | None,
+                   exc: BaseException | None) -> None:
+    from pilothouse.core.stops import rules as stops
+
+    r = sup.store.task(job, tid)
+    run = sup.store.run(run_id)
+    if r is None or run is None or r["state"] != "running" or r["run_id"] != run_id:
+        return
+    v = L.verdict_of(run)
+    if exc is not None:
+        _commit_failed(sup, job, tid, run, exc)
+        return
+    session = v.get("session_id") or r["session_id"]
+    resumed = run["mode"] == "resume"
+    # on a first run, the attempt's base is recorded in commit_sha: no move means no commit, unless
+    # the branch already holds work since the task's base (an earlier attempt's, never merged)
+    earlier = now is not None and now != counters(r).get("base", now)
+    commit = now if now is not None and (resumed or now != r["commit_sha"] or earlier) else None
+    d = stops.after_builder(v, counters(r), commit=commit, last_submitted=r["commit_sha"] if resumed else None,
+                            log=run["log"])
+    if d.action == stops.PROCEED:
+        assert commit is not None
+        sup.store.set_task(job, tid, "gating", f"{d.reason} ({v.get('verdict')})", commit_sha=commit,
+                           session_id=session, activity=None, counters=d.counters)
+        row = sup.store.task(job, tid)
+        start_gate(sup, job, row, tdef)  # type: ignore[arg-type]
+        _check_paths(sup, job, row, tdef)  # type: ignore[arg-type]
+    elif d.action == stops.WAIT:
+        # a usage limit is not a failure: the attempt is given back and the task waits
+        c = dict(d.counters)
+        c["wait_for"] = [r["provider"]]
+        c["quota_waits"] = int(c.get("quota_waits", 0)) + 1
+        sup.store.set_task(job, tid, "waiting", d.reason, attempt=max(0, int(r["attempt"]) - 1),
+                           session_id=session, counters=c)
+    elif d.action == stops.RERUN:
+        sup.store.set_task(job, tid, "ready", d.reason, counters=d.counters)
+    else:
+        stop_task(sup.store, job, tid, d.reason, kind=d.kind or "worker_crashed", evidence=d.evidence,
+                  counters=d.counters, session_id=session)
+
+
+def _research_done(sup: Supervisor, job: str, r: sqlite3.Row, run: sqlite3.Row) -> None:
+    """A RESEARCH task: nothing to commit, gate or merge; its facts are its result."""
+    v = L.verdict_of(run)
+    result = v.get("result") if v.get("parse_state") == "parsed" else None
+    facts = list((result or {}).get("facts") or [])
+    if not facts:
+        stop_task(sup.store, job, r["task"], "the research run returned no facts "
+                  f"({v.get('parse_error') or v.get('parse_state')})", kind="builder_blocked",
+                  evidence={"run": run["run_id"], "log": run["log"]})
+        return
+    sup.store.set_task(job, r["task"], "done", f"research: {len(facts)} facts", activity=None,
+                       event_data={"facts": facts[:20], "truncated": bool((result or {}).get("truncated"))})
+
+
+def start_gate(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any) -> None:
+    from pilothouse.core.git.gates import run_gate
+
+    key = ("gate", job, r["task"])
+    if key in sup.inflight:
+        return
+    level = tdef.gate_level or "fast"
+    project, cwd = sup.project, r["worktree"]
+    sup.events.append("gate.started", job=job, task=r["task"], data={"level": level, "where": "worktree",
+                                                                     "command": project.gates.get(level)})
+    sup.work(key, lambda: run_gate(project, level, cwd),
+             lambda res, exc: gate_done(sup, job, r["task"], level, res, exc))
+
+
+def gate_done(sup: Supervisor, job: str, tid: str, level: str, res: Any, exc: BaseException | None) -> None:
+    from pilothouse.core.stops import rules as stops
+
+    r = sup.store.task(job, tid)
+    if r is None or r["state"] != "gating":
+        return
+    gate = res.to_dict() if res is not None else {"level": level, "passed": False, "command": "",
+                                                   "reason": f"the gate crashed: {exc!r}", "output_tail": ""}
+    tail = str(gate.get("output_tail") or "")[-1500:]
+    sup.events.append("gate.finished", job=job, task=tid, data={
+        "level": level, "passed": bool(gate.get("passed")), "where": "worktree", "reason": gate.get("reason"),
+        "output_tail": tail, "exit_code": gate.get("exit_code"), "duration_s": gate.get("duration_s")})
+    d = stops.after_gate(gate, counters(r))
+    if d.action == stops.PROCEED:
+        sup.store.update_task(job, tid, counters=d.counters)
+        review.after_gate(sup, job, sup.store.task(job, tid))  # type: ignore[arg-type]
+        return
+    if d.action == stops.RESUME and resume_builder(sup, job, r, d.feedback or "", d.reason, d.counters):
+        return
+    stop_task(sup.store, job, tid, d.reason, kind=d.kind or "gate_failed", evidence=d.evidence or {
+        "command": gate.get("command"), "output_tail": tail, "level": level}, counters=d.counters)
+
+
+def start_merge(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any) -> None:
+    from pilothouse.core.git.integration import merge_task
+
+    tid = r["task"]
+    key = ("merge", job, tid)
+    if key in sup.inflight:
+        return
+    if r["state"] == "approved":
+        # the intent is recorded before git moves, so a restart redoes (idempotently) what it finds here
+        sup.store.set_task(job, tid, "merging", f"merging {r['branch']} into {sup.project.integration_branch}")
+    layout, project, branch = sup.layout, sup.project, r["branch"]
+    message = f"Merge {tid}: {tdef.title}\n\njob: {job}\ntask: {tid}\nbranch: {branch}"
+    sup.work(key, lambda: merge_task(layout, project, branch, message),
+             lambda res, exc: merge_done(sup, job, tid, res, exc))
+
+
+def merge_done(sup: Supervisor, job: str, tid: str, res: Any, exc: BaseException | None) -> None:
+    r = sup.store.task(job, tid)
+    if r is None or r["state"] != "merging":
+        return
+    if res is None:
+        sup.events.append("merge.finished", job=job, task=tid, data={"ok": False, "reason": describe(exc)})
+        stop_task(sup.store, job, tid, f"merge failed: {describe(exc)}", kind="merge_failed")
+        return
+    data = res.to_dict()
+    if data.get("gate"):
+        data["gate"] = {k: data["gate"].get(k) for k in ("level", "passed", "reason", "duration_s")}
+    sup.events.append("merge.finished", job=job, task=tid, data=data)
+    if res.ok:
+        sup.good_head = res.merged_sha if not res.already_merged else integration_good_head(sup)
+        sup.store.set_task(job, tid, "done", "merged" if not res.already_merged else "already merged",
+                           merged_sha=res.merged_sha)
+        return
+    sup.events.append("merge.rolled_back", job=job, task=tid,
+                      data={"previous_sha": res.previous_sha, "reason": res.reason, "conflicts": res.conflicts})
+    evidence = {"conflicts": res.conflicts or []}
+    if res.gate is not None:
+        evidence.update(command=res.gate.command, output_tail=res.gate.output_tail[-1500:])
+    stop_task(sup.store, job, tid, res.reason or "merge failed",
+              kind="merge_conflict" if res.conflicts else "merge_failed", evidence=evidence)
+
+
+def integrate_job(sup: Supervisor, job: str) -> None:
+    """`pilothouse integrate`: merge what is approved, nothing else."""
+    defs = _defs(sup)
+    for r in sup.store.tasks(job):
+        if r["state"] in ("approved", "merging") and (job, r["task"]) in defs:
+            start_merge(sup, job, r, defs[(job, r["task"])])

@@ -1,0 +1,243 @@
+"""Planning: a job's revision becomes a task graph, once per revision.
+
+Either the operator (or a host agent) defined the graph — `task define --file` then
+`job plan-ready NAME`, which records `plan_ready:<job>` = revision in the store's meta table —
+or the assigner plans it: a dispatch in mode `plan` on the job's pinned coordinator, whose
+result block `{tasks: […]}` goes through the task-graph validation. Invalid output goes back
+to the same assigner session once, with the errors; a second failure stops the job's planning.
+The assigner's runs carry the revision in `runs.attempt`, so a restart knows what was asked.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pilothouse.core.dispatch import runs
+from pilothouse.core.stops.rules import classify_verdict
+from pilothouse.core.supervisor import launch as L
+
+if TYPE_CHECKING:
+    import sqlite3
+
+    from pilothouse.core.supervisor.loop import Supervisor
+
+PLAN_TRIES = 2
+
+
+def plan_ready_key(job: str) -> str:
+    return f"plan_ready:{job}"
+
+
+def mark_plan_ready(conn: sqlite3.Connection, job: str, revision: int) -> None:
+    conn.execute("INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+                 (plan_ready_key(job), str(revision)))
+
+
+def _plan_ready(sup: Supervisor, job: str) -> int:
+    row = sup.conn.execute("SELECT value FROM meta WHERE key=?", (plan_ready_key(job),)).fetchone()
+    return int(row["value"]) if row else 0
+
+
+def step(sup: Supervisor, job: Any, row: sqlite3.Row) -> bool:
+    """True when the job's current revision is planned (its tasks may launch and merge)."""
+    revision = job.revision
+    if row["planned_revision"] >= revision:
+        return True
+    if _plan_ready(sup, job.name) >= revision:
+        _adopt_defined(sup, job, revision)
+        return sup.store.job(job.name)["planned_revision"] >= revision  # type: ignore[index]
+    assigners = list(sup.conn.execute(
+        "SELECT * FROM runs WHERE job=? AND role='assigner' AND attempt=? ORDER BY started_at, rowid",
+        (job.name, revision)))
+    if row["state"] == "blocked" and row["reason"] and row["reason"].startswith("planning"):
+        return False  # waiting for the operator's answer to the planning problem
+    if not assigners:
+        _launch_assigner(sup, job, revision, None)
+        return False
+    last = assigners[-1]
+    if last["state"] != "finished":
+        return False
+    verdict = L.verdict_of(last)
+    result = verdict.get("result") if verdict.get("parse_state") == "parsed" else None
+    ended = [classify_verdict(L.verdict_of(a)) for a in assigners]  # ok | quota | auth | crash, per run
+    if ended[-1] != "ok" and not result:
+        return _planning_run_failed(sup, job, revision, last, verdict, ended)
+    errors: list[str]
+    if not isinstance(result, dict) or not isinstance(result.get("tasks"), list):
+        errors = [f"no valid plan result block ({verdict.get('parse_error') or verdict.get('parse_state')}): "
+                  "end your answer with <!--RESULT-->{\"tasks\": [...]}<!--/RESULT-->"]
+    else:
+        try:
+            _accept_plan(sup, job, revision, result["tasks"], source="assigner", run_id=last["run_id"])
+            return True
+        except _Invalid as exc:
+            errors = exc.errors
+    # runs that met a usage limit, refused credentials or crashed planned nothing: no correction round used
+    if ended.count("ok") < PLAN_TRIES and verdict.get("session_id"):
+        _launch_assigner(sup, job, revision, last, errors)
+        return False
+    _stop_planning(sup, job.name, revision, errors, last["run_id"])
+    return False
+
+
+def _planning_run_failed(sup: Supervisor, job: Any, revision: int, last: sqlite3.Row, verdict: dict[str, Any],
+                         ended: list[str]) -> bool:
+    """The assigner's run ended without planning: a usage limit waits, refused credentials ask the
+    operator, a crash gets one fresh try (like a builder's) and then asks, with the run's last words."""
+    if ended[-1] == "quota":
+        return _wait_for_quota(sup, job, revision, last["provider"])
+    if ended[-1] == "auth":
+        _stop_planning(sup, job.name, revision, [f"the assigner's provider {last['provider']} refused its "
+                                                 f"credentials: {verdict.get('error') or 'auth'}; fix the key "
+                                                 "(pilothouse keys), then retry"], last["run_id"], kind="auth")
+        return False
+    why = f"the assigner run failed: {verdict.get('error') or verdict.get('verdict')}"
+    if ended.count("crash") < 2:
+        sup.events.append("job.waiting", job=job.name, data={"reason": f"{why}; planning again once"})
+        _launch_assigner(sup, job, revision, None)
+        return False
+    _stop_planning(sup, job.name, revision, [why + " (twice)"], last["run_id"], kind="worker_crashed")
+    return False
+
+
+class _Invalid(Exception):
+    def __init__(self, errors: list[str]) -> None:
+        super().__init__("; ".join(errors))
+        self.errors = errors
+
+
+def _accept_plan(sup: Supervisor, job: Any, revision: int, entries: list[Any], *, source: str,
+                 run_id: str | None) -> None:
+    from pilothouse.core.records.taskgraph import TaskGraphError, load_tasks, save_tasks, validate_tasks
+
+    others = [t for t in load_tasks(sup.layout) if t.job_id != job.name]
+    try:
+        defs = validate_tasks(entries, sup.project, others, job=job.name)
+    except TaskGraphError as exc:
+        raise _Invalid(list(exc.errors)) from None
+    if not defs:
+        raise _Invalid(["the plan has no tasks: give at least one"])
+    save_tasks(sup.layout, defs, replace_job=job.name)
+    _install(sup, job.name, revision, [d.model_dump() for d in defs], source, run_id)
+
+
+def _adopt_defined(sup: Supervisor, job: Any, revision: int) -> None:
+    """The operator's graph (already validated by `task define`)."""
+    from pilothouse.core.records.taskgraph import load_tasks
+
+    defs = load_tasks(sup.layout, job.name)
+    if not defs:
+        sup.store.set_job(job.name, None, reason="plan-ready, but .ai/tasks.yaml has no tasks for this job",
+                          state="planning")
+        return
+    _install(sup, job.name, revision, [d.model_dump() for d in defs], "operator", None)
+
+
+def _install(sup: Supervisor, job: str, revision: int, entries: list[dict[str, Any]], source: str,
+             run_id: str | None) -> None:
+    new_ids = {e["id"] for e in entries}
+    for t in sup.store.tasks(job):
+        # a re-plan drops the tasks it no longer names, unless work on them is under way
+        if t["task"] not in new_ids and t["state"] in ("planned", "ready", "waiting", "stopped", "needs_replan"):
+            sup.store.set_task(job, t["task"], "cancelled", f"not in the plan of revision {revision}")
+    first = sup.store.job(job)["planned_revision"] == 0  # type: ignore[index]
+    added = sup.store.add_tasks(job, entries, revision)
+    for e in entries:
+        t = sup.store.task(job, e["id"])
+        if t is not None and t["state"] == "needs_replan":
+            sup.store.set_task(job, e["id"], "planned", f"kept by the plan of revision {revision}")
+    sup.store.set_job(job, "job.planned", reason=f"planned by the {source}", state="running",
+                      planned_revision=revision,
+                      event_data={"revision": revision, "source": source, "run": run_id,
+                                  "tasks": [e["id"] for e in entries], "new": added,
+                                  "edges": {e["id"]: list(e.get("depends_on") or []) for e in entries}})
+    if first:
+        sup.events.append("job.started", job=job, data={"revision": revision, "tasks": len(entries)})
+
+
+def _coordinator(sup: Supervisor, job: Any) -> tuple[str, str | None]:
+    from pilothouse.core.records.jobs import pin_coordinator
+    from pilothouse.core.stops import policy
+
+    if job.coordinator is not None:
+        return job.coordinator.provider, job.coordinator.model
+    pin = policy.coordinator_pin(sup.project, default=sup.default_provider)
+    provider, _, model = pin.partition("/")
+    job = pin_coordinator(sup.layout, job.name, provider, model or None)
+    assert job.coordinator is not None
+    sup.store.set_job(job.name, None, coordinator=pin)
+    return job.coordinator.provider, job.coordinator.model
+
+
+def _launch_assigner(sup: Supervisor, job: Any, revision: int, previous: sqlite3.Row | None,
+                     errors: list[str] | None = None, note: str = "") -> None:
+    from pilothouse.core.git.integration import ensure_integration_checkout
+    from pilothouse.core.supervisor.flow import launch_hold
+
+    # a shared setup failure holds builders, not planning: a correction may be what fixes it
+    hold = launch_hold(sup, job.name, setup=False)
+    if hold:
+        if sup.store.job(job.name)["reason"] != hold:  # type: ignore[index]
+            sup.store.set_job(job.name, "job.blocked", reason=hold, state="blocked")
+        return
+    provider, model = _coordinator(sup, job)
+    checkout = ensure_integration_checkout(sup.layout, sup.project)
+    if previous is None and not sup.inflight and not sup.live_runs():
+        _sync(sup)
+    if previous is None:
+        existing = [{"task": t["task"], "state": t["state"]} for t in sup.store.tasks(job.name)]
+        text = L.plan_text(job, job.name, revision, L.repo_summary(checkout), existing) + note
+        session = resume_of = None
+    else:
+        text = ("Your plan was rejected:\n" + "\n".join(f"- {e}" for e in (errors or [])) +
+                "\n\nAnswer again with the whole corrected plan in one result block.\n")
+        session, resume_of = L.verdict_of(previous).get("session_id"), previous["run_id"]
+    launch = runs.Launch(run_id=runs.new_run_id(), job=job.name, task=None, role="assigner", provider=provider,
+                         mode="plan", workdir=str(checkout), task_text=text, attempt=revision, model=model,
+                         session_id=session, resume_of=resume_of, scenario=sup.project.sim_scenario)
+    sup.store.set_job(job.name, None, reason=f"planning revision {revision}", state="planning")
+    L.start(sup, launch)
+
+
+def _stop_planning(sup: Supervisor, job: str, revision: int, errors: list[str], run_id: str, *,
+                   kind: str = "plan_invalid") -> None:
+    from pilothouse.core.stops import problems
+
+    summary = f"planning revision {revision} failed: " + "; ".join(errors)[:600]
+    sup.store.set_job(job, "job.blocked", reason=summary, state="blocked")
+    problems.open_problem(sup.layout, job, None, kind, summary, {"run": run_id, "errors": errors},
+                          conn=sup.conn, log=sup.events)
+
+
+def _wait_for_quota(sup: Supervisor, job: Any, revision: int, provider: str) -> bool:
+    """The assigner hit a usage limit: no problem for the operator, planning waits like a builder
+    would — until the window resets (or its check is due), then a fresh assigner plans."""
+    from pilothouse.core.stops import quota
+
+    av = quota.may_launch(sup.layout, provider, poll_s=sup.project.availability_poll_seconds, conn=sup.conn)
+    if av.available:
+        _launch_assigner(sup, job, revision, None, note="\n(Planning again after a usage-limit wait.)\n")
+        return False
+    if av.next_check_at is not None:
+        sup.wake_at(av.next_check_at.timestamp())
+    # a fixed time, not av.reason's countdown: the reason (and its event) changes only when the wait does
+    until = f" until {av.next_check_at.strftime('%Y-%m-%d %H:%M:%S UTC')}" if av.next_check_at else ""
+    why = f"planning revision {revision} waits for {provider}'s usage limit{until}"
+    if sup.store.job(job.name)["reason"] != why:  # type: ignore[index]
+        sup.store.set_job(job.name, "job.waiting", reason=why, state="planning")
+    return False
+
+
+def _sync(sup: Supervisor) -> None:
+    """With nothing in flight, bring the operator's newer commits into the integration branch (a
+    fast-forward only), so a new plan builds on what they committed since the last job."""
+    from pilothouse.core.git.integration import sync_integration
+
+    try:
+        result = sync_integration(sup.layout, sup.project)
+    except Exception as exc:  # noqa: BLE001 - planning goes on from the current integration head
+        sup.log.warning("could not sync the integration branch: %s", exc)
+        return
+    if result.get("state") == "fast-forwarded":
+        sup.good_head = None  # recomputed at the next launch
+        sup.log.info("integration branch fast-forwarded to %s", result.get("head"))

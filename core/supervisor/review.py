@@ -1,0 +1,286 @@
+"""Reviews (per workflow.review), the job's end (combined gate, `once` review, acceptance), and the
+operator's replies to problems.
+
+- `ai`: a fresh reviewer per task and round (never the builder's session); CHANGES go back to the
+  builder's own session, up to MAX_ROUNDS rounds; then the task stops.
+- `once`: tasks merge after their gate; the combined change is reviewed once at the end.
+- `off`: the gates decide. `human`: the task waits in `reviewing` for the operator's answer.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pilothouse.core.dispatch import runs
+from pilothouse.core.state.events import utc_now_iso
+from pilothouse.core.supervisor import launch as L
+from pilothouse.core.supervisor.state import ACTIVE, TERMINAL, counters, stop_task
+from pilothouse.providers.errors import describe
+
+if TYPE_CHECKING:
+    import sqlite3
+
+    from pilothouse.core.supervisor.loop import Supervisor
+
+MAX_ROUNDS = 3
+
+
+def _reviewer(sup: Supervisor) -> tuple[str, str | None] | None:
+    from pilothouse.core.stops import policy
+
+    choice = policy.role_choice(sup.project, "reviewer", None, default=sup.default_provider)
+    return (choice.provider, choice.model) if choice.provider else None
+
+
+def after_gate(sup: Supervisor, job: str, r: sqlite3.Row) -> None:
+    mode = sup.project.workflow.review
+    if counters(r).get("accepted_by_operator"):
+        sup.store.set_task(job, r["task"], "approved", "gate passed; the operator accepted this commit")
+    elif mode == "ai":
+        launch_reviewer(sup, job, r)
+    elif mode == "human":
+        from pilothouse.core.stops import problems
+
+        sup.store.set_task(job, r["task"], "reviewing", "gate passed; waiting for the operator's review")
+        problems.open_problem(sup.layout, job, r["task"], "human_review",
+                              f"{r['task']} passed its gate and waits for your review (branch {r['branch']})",
+                              {"branch": r["branch"], "worktree": r["worktree"], "commit": r["commit_sha"]},
+                              ["accept", "hint", "skip"], conn=sup.conn, log=sup.events)
+    else:
+        sup.store.set_task(job, r["task"], "approved",
+                           "gate passed" + ("; reviewed with the whole job" if mode == "once" else ""))
+
+
+def launch_reviewer(sup: Supervisor, job: str, r: sqlite3.Row) -> None:
+    from pilothouse.core.git.worktrees import diff_stat
+    from pilothouse.core.supervisor.flow import launch_hold
+
+    tdef = _def(sup, job, r["task"])
+    round_no = int(r["review_round"]) + 1
+    hold = launch_hold(sup, job)
+    if hold:
+        if r["state"] != "reviewing":
+            sup.store.set_task(job, r["task"], "reviewing", hold)  # the reviewer starts once the hold lifts
+        return
+    who = _reviewer(sup)
+    if who is None:
+        c = counters(r)
+        c.update(wait_then="gating", wait_for=[sup.project.model_policy.roles.reviewer or "sim"])
+        sup.store.set_task(job, r["task"], "waiting", "the reviewer's provider is at a usage limit", counters=c)
+        return
+    base = counters(r).get("base") or sup.project.integration_branch
+    stat = diff_stat(r["worktree"], base).get("text", "")
+    launch = runs.Launch(run_id=runs.new_run_id(), job=job, task=r["task"], role="reviewer", provider=who[0],
+                         mode="review", workdir=r["worktree"], task_text=L.review_text(job, tdef, round_no, base, stat),
+                         attempt=int(r["attempt"]), model=who[1], scenario=sup.project.sim_scenario)
+    L.start(sup, launch, task_state="reviewing", reason=f"review round {round_no}",
+            fields={"review_round": round_no})
+
+
+def _def(sup: Supervisor, job: str, tid: str) -> Any:
+    from pilothouse.core.supervisor.flow import _defs
+
+    return _defs(sup)[(job, tid)]
+
+
+def step(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any) -> None:
+    """A task in `reviewing`: wait for its reviewer, or act on the verdict."""
+    run = sup.store.run(r["run_id"])
+    if run is None or run["role"] != "reviewer":
+        if sup.project.workflow.review == "ai" and not counters(r).get("accepted_by_operator"):
+            launch_reviewer(sup, job, r)  # the state changed but the reviewer never got recorded
+        return
+    if run["state"] != "finished":
+        return
+    from pilothouse.core.stops import rules as stops
+    from pilothouse.core.supervisor.flow import resume_builder
+
+    v = L.verdict_of(run)
+    result = v.get("result") if v.get("parse_state") == "parsed" else None
+    round_no = int(r["review_round"])
+    overall = result.get("overall") if isinstance(result, dict) else None
+    findings = list(result.get("findings") or []) if isinstance(result, dict) else []
+    _review_event(sup, job, r, run, overall, findings)
+    d = stops.after_review(v, counters(r), review_round=round_no, log=run["log"])
+    if d.action == stops.PROCEED:
+        sup.store.set_task(job, r["task"], "approved", d.reason, counters=d.counters)
+    elif d.action == stops.RESUME and resume_builder(sup, job, r, d.feedback or "", d.reason, d.counters):
+        return
+    elif d.action == stops.WAIT:
+        c = dict(d.counters)
+        c["wait_then"] = "gating"  # once the reviewer's provider is back: gate again, then a fresh review
+        c["wait_for"] = [run["provider"]]
+        sup.store.set_task(job, r["task"], "waiting", d.reason, counters=c)
+    else:
+        stop_task(sup.store, job, r["task"], d.reason, kind=d.kind or "review_rejected",
+                  evidence=d.evidence, counters=d.counters)
+
+
+def _review_event(sup: Supervisor, job: str, r: Any, run: Any, overall: str | None,
+                  findings: list[dict[str, Any]]) -> None:
+    sup.events.append("review.finished", job=job, task=r["task"] if r is not None else None, run=run["run_id"],
+                      data={"round": int(r["review_round"]) if r is not None else 1, "overall": overall,
+                            "findings": len(findings),
+                            "summaries": [str(f.get("summary"))[:200] for f in findings[:5]]})
+
+
+# --- the job's end ---------------------------------------------------------------------------
+
+def finish_job(sup: Supervisor, job: str, planned: bool, hold: str | None = None) -> None:
+    rows = sup.store.tasks(job)
+    jr = sup.store.job(job)
+    if not rows or jr is None or not planned:
+        return
+    state = jr["state"]
+    if any(r["state"] not in TERMINAL for r in rows):
+        if hold:
+            # held: only work already under way moves; ready tasks wait for the operator
+            live = {rid for rid in sup.live_runs()}
+            moving = any(r["state"] in ("gating", "approved", "merging") or
+                         (r["state"] in ("running", "reviewing") and r["run_id"] in live) for r in rows)
+        else:
+            moving = any(r["state"] in (*ACTIVE, "ready", "waiting") and not _awaits_operator(sup, r)
+                         for r in rows)
+        if not moving and not any(k[1] == job for k in sup.inflight if len(k) > 1) and state != "blocked":
+            stopped = [r["task"] for r in rows if r["state"] == "stopped" or _awaits_operator(sup, r)]
+            why = hold or ("waiting for the operator: " + ", ".join(stopped))
+            sup.store.set_job(job, "job.blocked", reason=why, state="blocked", event_data={"tasks": stopped})
+        elif moving and state == "blocked":
+            sup.store.set_job(job, None, reason="work resumed", state="running")
+        return
+    if not any(r["state"] == "done" for r in rows):
+        sup.store.set_job(job, "job.failed", reason="every task was skipped or cancelled", state="failed",
+                          finished_at=utc_now_iso())
+        return
+    if state == "blocked" and str(jr["reason"] or "").startswith(_END_REASONS) and _job_problem_open(sup, job):
+        return  # the full gate or the combined review stopped the job: it waits for the operator's reply
+    if state in ("running", "blocked", "planning"):
+        sup.store.set_job(job, None, reason="every task merged; the full gate runs on the integration branch",
+                          state="gating")
+        state = "gating"
+    if state == "gating":
+        _start_job_gate(sup, job)
+    elif state == "reviewing":
+        _combined_review_step(sup, job)
+
+
+# the stops of a job whose tasks are all done: only the operator's answer moves it on
+_END_STOPS = ("gate_failed", "review_rejected", "reviewer_failed")
+_END_REASONS = ("the full gate", "the combined review")  # how those stops word the job's reason
+
+
+def _job_problem_open(sup: Supervisor, job: str) -> bool:
+    marks = ",".join("?" * len(_END_STOPS))
+    return sup.conn.execute(f"SELECT 1 FROM problems WHERE job=? AND task IS NULL AND state != 'closed' "
+                            f"AND kind IN ({marks}) LIMIT 1", (job, *_END_STOPS)).fetchone() is not None
+
+
+def _awaits_operator(sup: Supervisor, r: sqlite3.Row) -> bool:
+    return bool(r["state"] == "reviewing" and sup.project.workflow.review == "human"
+                and not counters(r).get("accepted_by_operator"))
+
+
+def _start_job_gate(sup: Supervisor, job: str) -> None:
+    from pilothouse.core.git.integration import run_integration_gate
+
+    key = ("jobgate", job)
+    if key in sup.inflight:
+        return
+    layout, project = sup.layout, sup.project
+    sup.events.append("gate.started", job=job, data={"level": "full", "where": "integration"})
+    sup.work(key, lambda: run_integration_gate(layout, project, "full"),
+             lambda res, exc: _job_gate_done(sup, job, res, exc))
+
+
+def _job_gate_done(sup: Supervisor, job: str, res: Any, exc: BaseException | None) -> None:
+    from pilothouse.core.stops import problems
+
+    jr = sup.store.job(job)
+    if jr is None or jr["state"] != "gating":
+        return
+    passed = bool(res is not None and res.passed)
+    reason = (res.reason if res is not None else None) or (describe(exc) if exc else None)
+    tail = (res.output_tail if res is not None else "")[-1500:]
+    sup.events.append("gate.finished", job=job, data={"level": "full", "where": "integration", "passed": passed,
+                                                      "reason": reason, "output_tail": tail})
+    if not passed:
+        failed = "could not run" if res is None else "failed"
+        sup.store.set_job(job, "job.blocked", reason=f"the full gate {failed} on the integration branch: {reason}",
+                          state="blocked")
+        problems.open_problem(sup.layout, job, None, "gate_failed", f"the full gate {failed} on "
+                              f"{sup.project.integration_branch}: {reason}", {"output_tail": tail},
+                              ["retry"], conn=sup.conn, log=sup.events)
+        return
+    if sup.project.workflow.review == "once":
+        _launch_combined_review(sup, job)
+    else:
+        accept(sup, job)
+
+
+def _launch_combined_review(sup: Supervisor, job: str) -> None:
+    from pilothouse.core.git.integration import ensure_integration_checkout
+    from pilothouse.core.git.worktrees import diff_stat
+
+    who = _reviewer(sup)
+    if who is None:
+        return
+    checkout = ensure_integration_checkout(sup.layout, sup.project)
+    rows = sup.store.tasks(job)
+    base = next((counters(r).get("base") for r in rows if counters(r).get("base")), None) or "HEAD~1"
+    stat = diff_stat(checkout, base).get("text", "")
+    launch = runs.Launch(run_id=runs.new_run_id(), job=job, task=None, role="reviewer", provider=who[0],
+                         mode="review", workdir=str(checkout),
+                         task_text=L.combined_review_text(job, base, stat, [r["task"] for r in rows]),
+                         attempt=int(sup.store.job(job)["revision"]), model=who[1],  # type: ignore[index]
+                         scenario=sup.project.sim_scenario)
+    sup.store.set_job(job, None, reason="the combined change is being reviewed", state="reviewing")
+    L.start(sup, launch)
+
+
+def _combined_review_step(sup: Supervisor, job: str) -> None:
+    from pilothouse.core.stops import problems
+
+    run = sup.conn.execute("SELECT * FROM runs WHERE job=? AND task IS NULL AND role='reviewer'"
+                           " ORDER BY started_at DESC, rowid DESC LIMIT 1", (job,)).fetchone()
+    if run is None:
+        _launch_combined_review(sup, job)
+        return
+    if run["state"] != "finished":
+        return
+    v = L.verdict_of(run)
+    result = v.get("result") if v.get("parse_state") == "parsed" else None
+    overall = result.get("overall") if isinstance(result, dict) else None
+    findings = list(result.get("findings") or []) if isinstance(result, dict) else []
+    _review_event(sup, job, None, run, overall, findings)
+    if overall == "PASS":
+        accept(sup, job)
+        return
+    summary = f"the combined review says {overall or 'nothing usable'}: " + "; ".join(
+        str(f.get("summary")) for f in findings[:3])
+    sup.store.set_job(job, "job.blocked", reason=summary, state="blocked")
+    problems.open_problem(sup.layout, job, None, "review_rejected" if overall else "reviewer_failed", summary,
+                          {"run": run["run_id"], "findings": findings},
+                          ["plan", "accept"] if overall else ["retry", "accept"], conn=sup.conn, log=sup.events)
+
+
+def accept(sup: Supervisor, job: str) -> None:
+    from pilothouse.core.git.integration import integration_head
+    from pilothouse.core.git.worktrees import remove_job_worktrees
+
+    rows = sup.store.tasks(job)
+    jr = sup.store.job(job)
+    merged = sum(r["state"] == "done" for r in rows)
+    left = [f"{n} {state}" for state in ("skipped", "cancelled") if (n := sum(r["state"] == state for r in rows))]
+    reason = ("every task merged" if not left else f"{merged} task(s) merged ({', '.join(left)})") + \
+        " and the full gate passed"
+    sup.store.set_job(job, "job.accepted", reason=reason, state="accepted",
+                      finished_at=utc_now_iso(),
+                      event_data={"integration_branch": sup.project.integration_branch,
+                                  "head": integration_head(sup.layout, sup.project),
+                                  "tasks": [r["task"] for r in rows if r["state"] == "done"],
+                                  "tokens": jr["tokens"] if jr is not None else None})
+    try:
+        # the branches stay (they hold the history); the checkouts are no longer needed
+        remove_job_worktrees(sup.layout, job)
+    except Exception as exc:  # noqa: BLE001 - cleanup must not undo an acceptance
+        sup.log.warning("could not remove the worktrees of job %s: %s", job, exc)
