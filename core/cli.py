@@ -22,6 +22,13 @@ GROUPS = (
     "dispatch", "providers", "keys", "status", "install", "sim", "confine", "maintain",
 )
 
+# the dispatch engine's commands live in core/commands/workers/, the job commands one level up
+WORKER_GROUPS = frozenset({"dispatch", "providers", "keys", "install", "sim", "confine", "maintain"})
+
+
+def _package(group: str) -> str:
+    return "workers." if group in WORKER_GROUPS else ""
+
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The whole parser; given `command` (a name or alias), only that command's parser is real.
@@ -42,7 +49,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     if command is not None:
         sub = _OneCommand(sub, command)
     for group in GROUPS:
-        importlib.import_module(f"pilothouse.core.commands.{group}").register(sub)
+        importlib.import_module(f"pilothouse.core.commands.{_package(group)}{group}").register(sub)
     return parser
 
 

@@ -59,7 +59,7 @@ def _confinement() -> dict[str, Any] | None:
 def collect() -> dict[str, Any]:
     import threading
 
-    from pilothouse.core.commands.providers import provider_rows
+    from pilothouse.core.commands.workers.providers import provider_rows
     from pilothouse.providers import keys, paths
 
     # the confinement check spawns bwrap and the supervisor's imports the store: let them run while
