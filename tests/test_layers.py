@@ -57,3 +57,21 @@ def test_cli_help_imports_nothing_heavy() -> None:
     loaded = set(json.loads(out.stdout.strip().splitlines()[-1]))
     heavy = {"textual", "git", "pydantic", "keyring", "httpx", "watchfiles", "yaml", "rich"}
     assert not (heavy & loaded), sorted(heavy & loaded)
+
+
+def test_import_contracts_hold() -> None:
+    """pyproject.toml's [tool.importlinter] contracts: the layers, core's package order, no circle
+    between siblings, no private module reached from outside its package."""
+    lint = Path(sys.executable).with_name("lint-imports")
+    assert lint.exists(), "import-linter is a dev dependency: pip install -e '.[dev]'"
+    out = subprocess.run([str(lint), "--no-cache", "--config", str(ROOT / "pyproject.toml")],
+                         cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+    assert "0 broken" in out.stdout
+
+
+def test_no_folder_in_core_holds_more_than_fifteen_modules() -> None:
+    crowded = {str(d.relative_to(ROOT)): n for d in [ROOT / "core", *(ROOT / "core").rglob("*/")]
+               if d.is_dir() and "__pycache__" not in d.parts
+               and (n := len([f for f in d.glob("*.py") if f.name != "__init__.py"])) > 15}
+    assert not crowded, crowded

@@ -9,21 +9,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pilothouse.providers.errors import UserError
-from pilothouse.tui.format import REPLY_KEYS
-from textual.binding import Binding
 
 if TYPE_CHECKING:
     from pilothouse.core.stops.problems import Problem
     from pilothouse.tui.app import CockpitApp
 
-REPLY_BINDINGS = [Binding(key, f"reply('{reply}')", reply.capitalize(), id=f"problem.{reply}")
-                  for reply, key in REPLY_KEYS.items()]
-JOB_BINDINGS = [
-    Binding("n", "new_job", "New job", id="job.new"),
-    Binding("e", "edit_job", "Correct job", show=False, id="job.edit"),
-    Binding("x", "abort_run", "Abort worker", show=False, id="run.abort"),
-    Binding("S", "supervisor", "Supervisor", id="supervisor.toggle"),
-]
 # actions that need the dashboard to be the screen in front
 _DASHBOARD_ONLY = {"reply", "new_job", "edit_job", "abort_run", "supervisor"}
 

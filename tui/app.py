@@ -18,7 +18,8 @@ from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.state.events import EventTailer, parse_ts
 from pilothouse.providers.errors import UserError
 from pilothouse.tui import format as fmt
-from pilothouse.tui.actions import JOB_BINDINGS, REPLY_BINDINGS, ActionsMixin
+from pilothouse.tui.actions import ActionsMixin
+from pilothouse.tui.bindings import JOB_BINDINGS, REPLY_BINDINGS
 from pilothouse.tui.live import Follower
 from pilothouse.tui.screens.dashboard import Dashboard, status_text
 from textual.app import App, SystemCommand

@@ -63,11 +63,11 @@ def _demo(args: Any) -> int:
 def _cockpit(layout: Any) -> bool:
     """Open the cockpit on the scratch repo; False when there is none to open."""
     import argparse
+    import importlib.util
 
-    try:
-        import pilothouse.tui.app  # noqa: F401
-        from pilothouse.core.commands import view
-    except ImportError:
+    from pilothouse.core.commands import view
+
+    if importlib.util.find_spec("textual") is None:  # looked up, not imported: core stays Textual-free
         return False
     handler = getattr(view, "_view", None)
     if handler is None:

@@ -116,6 +116,8 @@ def execute(prep: Prepared, on_event: EventHook | None = None,
                        step_cap=prep.step_cap, timeout_s=prep.timeout_s, idle_timeout_s=prep.idle_timeout_s,
                        session_id=prep.session, resume_of=prep.resume_of,
                        extra=extra)
+        # a runner with a sandbox of its own (Codex) cannot nest it inside bubblewrap: it asks this
+        spec.extra["bwrap"] = not confine.confinement_off(spec) and confine.available()[0]
         launch = confine.prepare(prep.runner.build(spec), spec)
     except BaseException as exc:
         _cleanup(sb, sim)

@@ -283,3 +283,7 @@ confinement: "on"
 network: default       # default | none
 availability_poll_seconds: 300
 """
+
+
+def job_token_cap(layout: RepoLayout) -> int | None:
+    return load_project(layout).budgets.job_tokens

@@ -39,12 +39,6 @@ class BudgetState:
                 "reason": self.reason}
 
 
-def job_token_cap(layout: RepoLayout) -> int | None:
-    from pilothouse.core.records.project import load_project
-
-    return load_project(layout).budgets.job_tokens
-
-
 def job_tokens(layout: RepoLayout, job: str, *, conn: sqlite3.Connection | None = None) -> int:
     """Tokens recorded for the job: the larger of the job's running total and its runs' sum
     (whichever the supervisor has updated last)."""
@@ -60,6 +54,8 @@ def budget_state(layout: RepoLayout, job: str, cap: int | None = None, *,
                  conn: sqlite3.Connection | None = None) -> BudgetState:
     """`cap` defaults to the project's budgets.job_tokens (read fresh: the operator may raise it)."""
     if cap is None:
+        from pilothouse.core.records.project import job_token_cap  # pydantic: only when asked
+
         cap = job_token_cap(layout)
     return BudgetState(job, job_tokens(layout, job, conn=conn), cap)
 

@@ -3,7 +3,7 @@
 - its recorded tokens passed `budgets.job_tokens` (a `budget` problem says so);
 - the same setup failure stopped two of its tasks (until the operator retries one of them):
   "the same" is the same command failing with the same output tail once paths, durations,
-  hashes and counts are masked (`setup_fingerprint`).
+  hashes and counts are masked (fingerprint.py).
 
 The supervisor asks `launch_hold` before launching anything for a job; a hold never stops
 runs already going, and the work so far is kept.
@@ -11,16 +11,14 @@ runs already going, and the work so far is kept.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
 import sqlite3
 from datetime import datetime
 
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.state.events import EventLog
 from pilothouse.core.stops import budgets
-from pilothouse.core.stops.problems import _db, get_problem
+from pilothouse.core.stops.problems import _db, get_problem, job_hold
 
 
 def launch_hold(layout: RepoLayout, job: str, cap: int | None, *, now: datetime | None = None,
@@ -39,61 +37,6 @@ def launch_hold(layout: RepoLayout, job: str, cap: int | None, *, now: datetime 
                     f"{problem.evidence.get('cap')}; raise budgets.job_tokens, then "
                     f"pilothouse problem act {problem.code} retry")
     return None
-
-
-_VOLATILE = [
-    (re.compile(r"\b\d+(\.\d+)?\s*(s|ms|sec|seconds)\b"), "<dur>"),
-    (re.compile(r"0x[0-9a-fA-F]+"), "<addr>"),
-    (re.compile(r"\b[0-9a-f]{7,40}\b"), "<sha>"),
-    (re.compile(r"(/[\w.@+-]+)+"), "<path>"),
-    (re.compile(r"\d{4}-\d\d-\d\dT[\d:.]+Z?"), "<ts>"),
-    (re.compile(r"\b\d+\b"), "<n>"),
-    (re.compile(r"[ \t]+"), " "),
-]
-
-
-def setup_fingerprint(command: str, output_tail: str) -> str:
-    """The same setup failure in two worktrees gives the same fingerprint.
-
-    Worktree paths, durations, addresses, hashes and counts differ between tasks failing the
-    same way, so they are masked before hashing; only the last lines (the error) count.
-    """
-    lines = [ln for ln in output_tail.strip().splitlines() if ln.strip()][-8:]
-    text = "\n".join(lines)
-    for pattern, repl in _VOLATILE:
-        text = pattern.sub(repl, text)
-    return hashlib.sha256(f"{command.strip()}\n{text.strip()}".encode()).hexdigest()[:16]
-
-
-def job_hold(layout: RepoLayout, job: str, *, conn: sqlite3.Connection | None = None) -> list[str]:
-    """Codes of the open setup problems that hold this job, or [] when nothing holds it.
-
-    Two or more open setup_failed problems with one fingerprint hold the job: no new launches
-    until the operator retries one of them, so no tokens go to sessions that would fail alike.
-    A retry answer on any problem of that fingerprint (waiting or taken) releases the hold.
-    """
-    with _db(layout, conn) as db:
-        rows = db.execute("SELECT code, evidence, state, opened_at FROM problems"
-                          " WHERE job = ? AND kind = 'setup_failed'", (job,)).fetchall()
-        retried = {r["code"]: r["at"] for r in db.execute(
-            "SELECT code, max(at) AS at FROM replies WHERE reply = 'retry' AND code IN"
-            " (SELECT code FROM problems WHERE job = ? AND kind = 'setup_failed') GROUP BY code", (job,))}
-    groups: dict[str, list[str]] = {}
-    newest: dict[str, str] = {}
-    last_retry: dict[str, str] = {}
-    for r in rows:
-        fp = json.loads(r["evidence"] or "{}").get("fingerprint")
-        if not fp:
-            continue
-        if r["code"] in retried:
-            last_retry[fp] = max(last_retry.get(fp, ""), retried[r["code"]])
-        if r["state"] == "open" and r["code"] not in retried:
-            groups.setdefault(fp, []).append(r["code"])
-            newest[fp] = max(newest.get(fp, ""), r["opened_at"])
-    # a retry after the group's newest failure releases it; failing alike again re-forms it
-    held = [codes for fp, codes in groups.items()
-            if len(codes) >= 2 and last_retry.get(fp, "") < newest[fp]]
-    return sorted(c for codes in held for c in codes)
 
 
 def same_setup_failure(layout: RepoLayout, code: str, *, conn: sqlite3.Connection | None = None) -> list[str]:

@@ -23,6 +23,7 @@ from typing import Any
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.state import store
 from pilothouse.core.state.events import EventLog, utc_now_iso
+from pilothouse.core.stops.fingerprint import setup_fingerprint
 from pilothouse.core.stops.replies import JOB_REPLIES, KIND_REPLIES, NEEDS_WORDS, REPLIES
 from pilothouse.providers.errors import UserError
 
@@ -149,8 +150,6 @@ def open_problem(layout: Any, job: str, task: str | None, kind: str, summary: st
         raise ValueError(f"unknown replies {unknown} for problem kind {kind}")
     ev = dict(evidence or {})
     if kind == "setup_failed" and "fingerprint" not in ev:
-        from pilothouse.core.stops.holds import setup_fingerprint
-
         ev["fingerprint"] = setup_fingerprint(str(ev.get("command", "")), str(ev.get("output_tail", "")))
     log = log or EventLog(layout.events)
     at = utc_now_iso(now)
@@ -166,8 +165,6 @@ def open_problem(layout: Any, job: str, task: str | None, kind: str, summary: st
                 "INSERT INTO problems(code, job, task, kind, summary, evidence, replies, state, opened_at)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, 'open', ?)",
                 (code, job, task, kind, summary, json.dumps(ev, default=str), json.dumps(allowed), at))
-        from pilothouse.core.stops.holds import job_hold
-
         hold = job_hold(layout, job, conn=db)
         problem = get_problem(layout, code, conn=db)
     data: dict[str, Any] = {"code": code, "kind": kind, "summary": summary, "replies": allowed,
@@ -314,10 +311,10 @@ def act(layout: RepoLayout, code: str, reply: str, words: str | None = None, who
 
 
 def _check_budget_raised(layout: RepoLayout, problem: Problem) -> None:
-    from pilothouse.core.stops import budgets
+    from pilothouse.core.records.project import job_token_cap
 
     used = int(problem.evidence.get("used_tokens", 0))
-    cap = budgets.job_token_cap(layout)
+    cap = job_token_cap(layout)
     if cap is not None and used >= cap:
         raise UserError(f"job {problem.job} has used {used} tokens and budgets.job_tokens is still {cap}: "
                         f"raise it in {layout.project_yaml} (or remove it), then retry")
@@ -372,3 +369,34 @@ def open_problem_for(layout: RepoLayout, job: str, task: str, *,
         row = db.execute("SELECT code FROM problems WHERE job = ? AND task = ? AND state = 'open'"
                          " ORDER BY opened_at DESC", (job, task)).fetchone()
         return get_problem(layout, row["code"], conn=db) if row else None
+
+
+def job_hold(layout: RepoLayout, job: str, *, conn: sqlite3.Connection | None = None) -> list[str]:
+    """Codes of the open setup problems that hold this job, or [] when nothing holds it.
+
+    Two or more open setup_failed problems with one fingerprint hold the job: no new launches
+    until the operator retries one of them, so no tokens go to sessions that would fail alike.
+    A retry answer on any problem of that fingerprint (waiting or taken) releases the hold.
+    """
+    with _db(layout, conn) as db:
+        rows = db.execute("SELECT code, evidence, state, opened_at FROM problems"
+                          " WHERE job = ? AND kind = 'setup_failed'", (job,)).fetchall()
+        retried = {r["code"]: r["at"] for r in db.execute(
+            "SELECT code, max(at) AS at FROM replies WHERE reply = 'retry' AND code IN"
+            " (SELECT code FROM problems WHERE job = ? AND kind = 'setup_failed') GROUP BY code", (job,))}
+    groups: dict[str, list[str]] = {}
+    newest: dict[str, str] = {}
+    last_retry: dict[str, str] = {}
+    for r in rows:
+        fp = json.loads(r["evidence"] or "{}").get("fingerprint")
+        if not fp:
+            continue
+        if r["code"] in retried:
+            last_retry[fp] = max(last_retry.get(fp, ""), retried[r["code"]])
+        if r["state"] == "open" and r["code"] not in retried:
+            groups.setdefault(fp, []).append(r["code"])
+            newest[fp] = max(newest.get(fp, ""), r["opened_at"])
+    # a retry after the group's newest failure releases it; failing alike again re-forms it
+    held = [codes for fp, codes in groups.items()
+            if len(codes) >= 2 and last_retry.get(fp, "") < newest[fp]]
+    return sorted(c for codes in held for c in codes)

@@ -48,7 +48,7 @@ def apply_replies(sup: Supervisor) -> None:
 
 
 def _apply(sup: Supervisor, p: Any, rep: Any) -> str:
-    from pilothouse.core.supervisor.flow import resume_builder
+    from pilothouse.core.supervisor.scheduling import resume_builder
 
     job, reply, words = p.job, rep.reply, rep.words
     if p.task is None:

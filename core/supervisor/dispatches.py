@@ -15,7 +15,7 @@ from typing import Any
 from pilothouse.core.dispatch import runs
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.state.events import EventLog
-from pilothouse.core.supervisor import flow
+from pilothouse.core.supervisor import context, flow
 from pilothouse.core.supervisor.state import BUSY, StateStore
 from pilothouse.core.supervisor.wake import Waker
 
@@ -67,7 +67,7 @@ class SupervisorRuns:
                     spawn(self, launch)
                     continue
             self.finish(row, verdict or runs.synth_verdict(self.layout, row, "the dispatch ended without a verdict"))
-        self.good_head = flow.integration_good_head(self)
+        self.good_head = context.integration_good_head(self)
 
     def collect(self, run_id: str) -> None:
         self.waker.unwatch_pid(run_id)

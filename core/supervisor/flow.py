@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from pilothouse.core.supervisor import launch as L
 from pilothouse.core.supervisor import review
 from pilothouse.core.supervisor.answers import apply_replies  # noqa: F401  (the loop calls it through here)
+from pilothouse.core.supervisor.context import integration_good_head, launch_hold, task_defs
 from pilothouse.core.supervisor.scheduling import launch_ready, resume_builder  # noqa: F401
 from pilothouse.core.supervisor.state import TERMINAL, counters, stop_task
 from pilothouse.providers.errors import describe
@@ -23,40 +24,13 @@ if TYPE_CHECKING:
     from pilothouse.core.supervisor.loop import Supervisor
 
 
-
-def integration_good_head(sup: Supervisor) -> str | None:
-    """The integration head to start new worktrees from: never a merge whose gate has not passed."""
-    from pilothouse.core.git.integration import integration_head
-    from pilothouse.core.git.worktrees import worktree_root
-
-    try:
-        pending = json.loads((worktree_root(sup.layout) / "integration.pending.json").read_text())
-        return str(pending["previous_sha"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return integration_head(sup.layout, sup.project)
-
-
-def _defs(sup: Supervisor) -> dict[tuple[str, str], Any]:
-    from pilothouse.core.records.taskgraph import load_tasks
-
-    try:
-        mtime = sup.layout.tasks_yaml.stat().st_mtime_ns
-    except FileNotFoundError:
-        mtime = None
-    cache = getattr(sup, "_defs_cache", None)
-    if cache is None or cache[0] != mtime:
-        cache = (mtime, {(t.job_id, t.id): t for t in load_tasks(sup.layout)})
-        sup._defs_cache = cache  # type: ignore[attr-defined]
-    return cache[1]
-
-
 def _deps(row: sqlite3.Row) -> list[str]:
     return list(json.loads(row["depends_on"] or "[]"))
 
 
 def step_job(sup: Supervisor, job: str, planned: bool) -> list[tuple[str, Any, Any]]:
     """Move each task of the job on; returns the tasks ready to launch (launches wait for the plan)."""
-    defs = _defs(sup)
+    defs = task_defs(sup)
     rows = sup.store.tasks(job)
     states = {r["task"]: r["state"] for r in rows}
     ready: list[tuple[str, Any, Any]] = []
@@ -80,14 +54,6 @@ def step_job(sup: Supervisor, job: str, planned: bool) -> list[tuple[str, Any, A
         ready = []
     review.finish_job(sup, job, planned, hold)
     return ready
-
-
-def launch_hold(sup: Supervisor, job: str, *, setup: bool = True) -> str | None:
-    """Why nothing new may launch for the job now (budget, a shared setup failure), or None."""
-    from pilothouse.core.stops import holds
-
-    return holds.launch_hold(sup.layout, job, sup.project.budgets.job_tokens, conn=sup.conn, log=sup.events,
-                             setup=setup)
 
 
 def _step_task(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any, states: dict[str, str], planned: bool,
@@ -358,7 +324,7 @@ def merge_done(sup: Supervisor, job: str, tid: str, res: Any, exc: BaseException
 
 def integrate_job(sup: Supervisor, job: str) -> None:
     """`pilothouse integrate`: merge what is approved, nothing else."""
-    defs = _defs(sup)
+    defs = task_defs(sup)
     for r in sup.store.tasks(job):
         if r["state"] in ("approved", "merging") and (job, r["task"]) in defs:
             start_merge(sup, job, r, defs[(job, r["task"])])

@@ -172,7 +172,7 @@ def _coordinator(sup: Supervisor, job: Any) -> tuple[str, str | None]:
 def _launch_assigner(sup: Supervisor, job: Any, revision: int, previous: sqlite3.Row | None,
                      errors: list[str] | None = None, note: str = "") -> None:
     from pilothouse.core.git.integration import ensure_integration_checkout
-    from pilothouse.core.supervisor.flow import launch_hold
+    from pilothouse.core.supervisor.context import launch_hold
 
     # a shared setup failure holds builders, not planning: a correction may be what fixes it
     hold = launch_hold(sup, job.name, setup=False)

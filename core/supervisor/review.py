@@ -53,7 +53,7 @@ def after_gate(sup: Supervisor, job: str, r: sqlite3.Row) -> None:
 
 def launch_reviewer(sup: Supervisor, job: str, r: sqlite3.Row) -> None:
     from pilothouse.core.git.worktrees import diff_stat
-    from pilothouse.core.supervisor.flow import launch_hold
+    from pilothouse.core.supervisor.context import launch_hold
 
     tdef = _def(sup, job, r["task"])
     round_no = int(r["review_round"]) + 1
@@ -78,9 +78,9 @@ def launch_reviewer(sup: Supervisor, job: str, r: sqlite3.Row) -> None:
 
 
 def _def(sup: Supervisor, job: str, tid: str) -> Any:
-    from pilothouse.core.supervisor.flow import _defs
+    from pilothouse.core.supervisor.context import task_defs
 
-    return _defs(sup)[(job, tid)]
+    return task_defs(sup)[(job, tid)]
 
 
 def step(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any) -> None:
@@ -93,7 +93,7 @@ def step(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any) -> None:
     if run["state"] != "finished":
         return
     from pilothouse.core.stops import rules as stops
-    from pilothouse.core.supervisor.flow import resume_builder
+    from pilothouse.core.supervisor.scheduling import resume_builder
 
     v = L.verdict_of(run)
     result = v.get("result") if v.get("parse_state") == "parsed" else None

@@ -50,9 +50,9 @@ def conflict(sup: Any, t: Any, others: list[Any]) -> Any | None:
 
 
 def launch_ready(sup: Supervisor, candidates: list[tuple[str, Any, Any]]) -> None:
-    from pilothouse.core.supervisor.flow import _defs
+    from pilothouse.core.supervisor.context import task_defs
 
-    defs = _defs(sup)
+    defs = task_defs(sup)
     capacity = sup.max_workers - sup.busy_count() - len(sup.preparing)
     marks = ",".join("?" * len(ACTIVE))
     active = [defs[(r["job"], r["task"])] for r in sup.conn.execute(
@@ -102,7 +102,7 @@ def launch_builder(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any) -> bool
         return True
     if sup.good_head is None:
         from pilothouse.core.git.integration import ensure_integration_checkout
-        from pilothouse.core.supervisor.flow import integration_good_head
+        from pilothouse.core.supervisor.context import integration_good_head
 
         try:
             ensure_integration_checkout(sup.layout, sup.project)  # creates the branch on first use

@@ -47,9 +47,7 @@ def codex_sandbox(spec: RunSpec) -> str:
     """Codex's own sandbox for its commands. Inside pilothouse's bwrap (which already makes the
     filesystem read-only but for the run's dirs and, for writers, the worktree) Codex's bwrap
     cannot start: that confinement forbids nested user namespaces. So it runs unsandboxed there."""
-    from pilothouse.providers import confine
-
-    if not confine.confinement_off(spec) and confine.available()[0]:
+    if spec.extra.get("bwrap"):  # set by dispatch: this launch will be wrapped in bubblewrap
         return "danger-full-access"
     return "workspace-write" if spec.mode in WRITE_MODES else "read-only"
 

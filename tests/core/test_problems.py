@@ -10,7 +10,7 @@ import pytest
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.state import store
 from pilothouse.core.state.events import EventTailer
-from pilothouse.core.stops import holds, problems
+from pilothouse.core.stops import fingerprint, holds, problems
 from pilothouse.providers.errors import UserError
 
 T0 = datetime(2026, 11, 29, 7, 0, tzinfo=UTC)
@@ -135,7 +135,7 @@ def test_same_setup_failure_in_two_tasks_holds_the_job_until_one_is_retried(layo
 
 
 def test_fingerprint_ignores_paths_durations_and_counts() -> None:
-    f = holds.setup_fingerprint
+    f = fingerprint.setup_fingerprint
     assert f("make", "failed in 1.2s at /a/b\n3 errors") == f("make", "failed in 0.4s at /c/d\n5 errors")
     assert f("make", "no rule to make target") != f("make", "permission denied")
     assert f("make", "x") != f("npm ci", "x")

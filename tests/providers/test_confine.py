@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from conftest import git
 from pilothouse.providers import confine, paths
+from pilothouse.providers.confine.probe import WRITER, probe_spec, run_writer
 from pilothouse.providers.errors import UserError
-from pilothouse.providers.probe import WRITER, probe_spec, run_writer
 from pilothouse.providers.runners.base import LaunchSpec, RunSpec
 
 

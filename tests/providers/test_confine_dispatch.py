@@ -93,7 +93,7 @@ def test_builder_escapes_fail_and_are_counted(cli, worktrees, isolated_home, tmp
 
 
 def _descendants(pid: int) -> list[int]:
-    children = confine._children_map()
+    children = confine.policy._children_map()
     out, todo = [], [pid]
     while todo:
         p = todo.pop()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from pilothouse.providers import confine
-from pilothouse.providers.probe import probe_spec
+from pilothouse.providers.confine.probe import probe_spec
 from pilothouse.providers.runners.base import LaunchSpec
 from test_confine import abort_when_ready, require_confinement
 

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 from conftest import git
-from pilothouse.providers import confine, confine_mounts, paths
-from pilothouse.providers.confine_mounts import _drop_nested
+from pilothouse.providers import confine, paths
+from pilothouse.providers.confine import mounts as confine_mounts
+from pilothouse.providers.confine.mounts import _drop_nested
 
 KINDS = {"--tmpfs": 0, "--bind": 1, "--ro-bind": 2}
 

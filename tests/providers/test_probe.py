@@ -7,7 +7,8 @@ import os
 import shutil
 from pathlib import Path
 
-from pilothouse.providers import confine, probe
+from pilothouse.providers import confine
+from pilothouse.providers.confine import probe
 
 
 def require_confinement() -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from pilothouse.providers import confine, paths
+from pilothouse.providers.confine import bwrap
 from pilothouse.providers.errors import UserError
 from pilothouse.providers.sim.scenario import load_scenario
 
@@ -39,8 +40,8 @@ def _calls(tmp_path: Path) -> int:
 
 def _fresh_process() -> None:
     """Forget what this process learnt, as a new dispatch process would."""
-    confine._smoke.cache_clear()
-    confine._smoke_cached.cache_clear()
+    bwrap._smoke.cache_clear()
+    bwrap._smoke_cached.cache_clear()
 
 
 def test_passed_bwrap_check_is_remembered_until_binary_or_kernel_change(tmp_path, monkeypatch):

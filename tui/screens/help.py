@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pilothouse.tui.actions import JOB_BINDINGS, REPLY_BINDINGS
+from pilothouse.tui.bindings import JOB_BINDINGS, REPLY_BINDINGS
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult

@@ -29,7 +29,8 @@ def register(sub: Any) -> None:
 
 
 def cmd_probe(args: Any) -> int:
-    from pilothouse.providers import confine, probe
+    from pilothouse.providers import confine
+    from pilothouse.providers.confine import probe
 
     ok, reason = confine.available()
     if not ok:

@@ -1,6 +1,6 @@
-"""The mount plan of a confined run: what the worker sees, what it may write (see confine.py).
+"""The mount plan of a confined run: what the worker sees, what it may write (see policy.py).
 
-Kept apart from the policy (confine.py): this is the part a reviewer audits line by line.
+Kept apart from the policy (policy.py): this is the part a reviewer audits line by line.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from pilothouse.providers import paths
-from pilothouse.providers.confine import INSTALL_FIX, WRITER_MODES, _probe_bwrap, _warn_once, bwrap_path
+from pilothouse.providers.confine.bwrap import INSTALL_FIX, WRITER_MODES, _probe_bwrap, _warn_once, bwrap_path
 from pilothouse.providers.errors import UserError
 from pilothouse.providers.runners.base import LaunchSpec, RunSpec
 

@@ -68,21 +68,21 @@ def file_sha256(path: str | Path) -> str:
 
 
 def bwrap_fingerprint() -> dict[str, Any]:
-    from pilothouse.providers import confine
+    from pilothouse.providers.confine import bwrap
 
-    path = confine.bwrap_path()
+    path = bwrap.bwrap_path()
     if path is None:
         return {"path": None, "version": None, "sha256": None}
     st = os.stat(path)
-    ok, _reason, version, disable_userns = confine._smoke(path, (st.st_mtime_ns, st.st_size))
+    ok, _reason, version, disable_userns = bwrap._smoke(path, (st.st_mtime_ns, st.st_size))
     return {"path": path, "version": version, "sha256": file_sha256(path),
             "stat": [st.st_mtime_ns, st.st_size], "disable_userns": disable_userns}
 
 
 def record_matches_bwrap(record: dict[str, Any]) -> bool:
-    from pilothouse.providers import confine
+    from pilothouse.providers.confine import bwrap
 
-    path = confine.bwrap_path()
+    path = bwrap.bwrap_path()
     if path is None:
         return False
     return (record.get("bwrap") or {}).get("sha256") == file_sha256(path)
@@ -129,11 +129,11 @@ def _child_env(spec: RunSpec) -> dict[str, str]:
 
 def run_writer(spec: RunSpec, targets: list[Path], timeout: float = 30) -> dict[str, str]:
     """Launch the Python writer confined for `spec` (the real wrap) and return path -> outcome."""
-    from pilothouse.providers import confine
+    from pilothouse.providers.confine import mounts
 
     launch = LaunchSpec(argv=[sys.executable, "-I", "-c", WRITER, *map(str, targets)],
                         env=_child_env(spec), cwd=spec.workdir)
-    wrapped = confine.wrap(launch, spec)
+    wrapped = mounts.wrap(launch, spec)
     proc = subprocess.run(wrapped.argv, env=wrapped.env, cwd=wrapped.cwd, capture_output=True, text=True,
                           timeout=timeout, stdin=subprocess.DEVNULL, start_new_session=True)
     try:
@@ -187,14 +187,14 @@ def _checks(base: Path) -> list[dict[str, Any]]:
 
 def binary_check(binary: str, base: Path) -> dict[str, Any]:
     """The runner's own binary starts under confinement (`BINARY --version` exits 0)."""
-    from pilothouse.providers import confine
+    from pilothouse.providers.confine import mounts
 
     resolved = os.path.realpath(shutil.which(binary) or binary)
     workdir = base / "binary-wt"
     workdir.mkdir(parents=True, exist_ok=True)
     spec = probe_spec(base / "binary", workdir)
     launch = LaunchSpec(argv=[resolved, "--version"], env=_child_env(spec), cwd=workdir)
-    wrapped = confine.wrap(launch, spec)
+    wrapped = mounts.wrap(launch, spec)
     try:
         proc = subprocess.run(wrapped.argv, env=wrapped.env, cwd=workdir, capture_output=True, text=True,
                               timeout=60, stdin=subprocess.DEVNULL, start_new_session=True)
@@ -226,9 +226,9 @@ def runner_binary(name: str) -> str:
 
 def run_probe(runner: str | None = None) -> dict[str, Any]:
     """Run the checks now, write probe.json, return the record."""
-    from pilothouse.providers import confine
+    from pilothouse.providers.confine import bwrap
 
-    ok, reason = confine.available()
+    ok, reason = bwrap.available()
     record: dict[str, Any] = {"schema": SCHEMA, "time": datetime.now(UTC).isoformat(timespec="seconds"),
                               "bwrap": bwrap_fingerprint(), "ok": False, "reason": reason, "results": [],
                               "binaries": dict((load_record() or {}).get("binaries") or {})}

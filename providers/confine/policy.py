@@ -1,57 +1,25 @@
-"""Confinement of worker processes with bubblewrap.
+"""Confinement policy: which launches must run in bubblewrap, refusing writers that cannot, and
+the gate's variant (prepare_command); the sandbox is found again by its pid for signals.
 
-A worker that edits code is a program we did not write, driven by a model we do not control; the
-agent CLIs' own permission rules guard against mistakes, not against a model that tries. So every
-launch goes through prepare(), which wraps the runner's argv in `bwrap`:
-
-- the whole filesystem read-only; a private /tmp; a fresh minimal /proc (own pid namespace, so no
-  other process's environ is readable) and /dev;
-- the user's home, pilothouse's own config/data/state/cache dirs (other runs' sandboxes, other
-  worktrees, logs, the file key store) and XDG_RUNTIME_DIR (keyring / D-Bus sockets) hidden under
-  empty read-only tmpfs; only what the runner needs is bound back in, read-only (its interpreter,
-  its installed CLI, the run's credential);
-- read-write: the run's own sandbox dirs (its HOME/XDG dirs; the sandbox's own records stay
-  read-only), the provider's shared cache, the runner's declared writable paths and — for
-  code/resume/test only — the worktree. Inside it, `.git` (no planted hooks, no repointing for git
-  commands run later outside), `.ai/project.yaml` and `.ai/runtime` stay read-only;
-- a user namespace with every capability dropped even when pilothouse runs as root (root keeps
-  CAP_SYS_ADMIN under bwrap otherwise and could simply remount / read-write), no nested user
-  namespaces, its own pid/ipc/uts namespaces, a session of its own without a controlling terminal
-  (started so by every launcher: no TIOCSTI into our terminal), and --die-with-parent so an aborted
-  dispatch leaves nothing behind.
-
-A write outside then fails in the kernel with EROFS/EACCES (ENOENT for hidden trees), which the
-runners report as tool errors and dispatch counts as permission denials. The network stays (workers
-call their API from inside); `network: none` gives the run an empty network namespace in which only
-a local model on the host's loopback stays reachable (providers/netrelay.py). The mount plan itself
-is in confine_mounts.py.
-
-Policy: writers (code/resume/test) never launch unconfined unless the project says
-`confinement: off` (RunSpec.extra["confinement"] == "off", read by dispatch from the main
-checkout — never from the worktree, which its worker can edit); read-only modes run unconfined
-with one warning when bwrap cannot work here. Gates run worker-written code: prepare_command(). Before trusting bwrap the first time (and whenever its
-binary changes) the functional probe in providers/probe.py is run.
+The package docstring (confine/__init__.py) says what the sandbox allows.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
-import subprocess
-import sys
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from pilothouse.providers import paths
+from pilothouse.providers.confine.bwrap import (
+    WRITER_MODES,
+    _probe_bwrap,
+    _warn_once,
+    available,
+)
 from pilothouse.providers.errors import UserError
 from pilothouse.providers.runners.base import LaunchSpec, RunSpec
-
-WRITER_MODES = frozenset({"code", "resume", "test"})
-INSTALL_FIX = "install the Debian package `bubblewrap` (sudo apt-get install bubblewrap)"
-_warned: set[str] = set()
 
 
 def confinement_required(mode: str) -> bool:
@@ -63,119 +31,6 @@ def confinement_off(spec: RunSpec) -> bool:
     value = spec.extra.get("confinement")
     # YAML 1.1 reads a bare `confinement: off` as False
     return value is False or str(value).strip().lower() in {"off", "false", "no"}
-
-
-def bwrap_path() -> str | None:
-    override = os.environ.get("PILOTHOUSE_BWRAP")  # lets the tests (and packagers) point elsewhere
-    if override:
-        return override if os.access(override, os.X_OK) else None
-    return shutil.which("bwrap") or (
-        "/usr/bin/bwrap" if os.access("/usr/bin/bwrap", os.X_OK) else None)
-
-
-def _read_int(path: str) -> int | None:
-    try:
-        return int(Path(path).read_text().strip())
-    except (OSError, ValueError):
-        return None
-
-
-def namespace_fix() -> str:
-    """The sysctl that blocks user namespaces here, with the command that lifts it."""
-    if _read_int("/proc/sys/kernel/unprivileged_userns_clone") == 0:
-        return "user namespaces are disabled: sudo sysctl -w kernel.unprivileged_userns_clone=1"
-    if _read_int("/proc/sys/user/max_user_namespaces") == 0:
-        return "user namespaces are disabled: sudo sysctl -w user.max_user_namespaces=15000"
-    if _read_int("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == 1:
-        return ("AppArmor restricts user namespaces: sudo sysctl -w "
-                "kernel.apparmor_restrict_unprivileged_userns=0 (or add an AppArmor profile for bwrap)")
-    return ("user namespaces may be disabled: check sysctl kernel.unprivileged_userns_clone=1 and "
-            "user.max_user_namespaces > 0")
-
-
-@lru_cache(maxsize=8)
-def _smoke(bwrap: str, stamp: tuple[int, int]) -> tuple[bool, str, str | None, bool]:
-    """(works, reason, version, supports --disable-userns) for this bwrap binary (cached per stat)."""
-    try:
-        out = subprocess.run([bwrap, "--version"], capture_output=True, text=True, timeout=10)
-        version = out.stdout.strip().split()[-1] if out.stdout.strip() else None
-        helptext = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=10)
-        disable_userns = "--disable-userns" in (helptext.stdout + helptext.stderr)
-        trial = subprocess.run(
-            [bwrap, "--unshare-user", "--cap-drop", "ALL", "--unshare-pid", "--ro-bind", "/", "/",
-             "--proc", "/proc", "--dev", "/dev", "--", "/bin/sh", "-c", "exit 0"],
-            capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.SubprocessError) as exc:
-        return False, f"bwrap at {bwrap} cannot run ({exc}); {INSTALL_FIX}", None, False
-    if trial.returncode != 0:
-        err = (trial.stderr.strip().splitlines() or ["no message"])[-1]
-        return False, f"bwrap cannot create a sandbox here ({err}); {namespace_fix()}", version, disable_userns
-    return True, "", version, disable_userns
-
-
-def _probe_bwrap() -> tuple[bool, str, str | None, bool]:
-    bwrap = bwrap_path()
-    if bwrap is None:
-        return False, f"bubblewrap (bwrap) is not installed: {INSTALL_FIX}", None, False
-    try:
-        st = os.stat(bwrap)
-    except OSError as exc:
-        return False, f"bwrap at {bwrap} is unreadable ({exc}); {INSTALL_FIX}", None, False
-    stamp = (st.st_mtime_ns, st.st_size)
-    # a passed probe of this very binary (same path, mtime and size) already proved it works here:
-    # trust it and save each dispatch three bwrap start-ups (~20 ms)
-    record = _load_json(paths.config_dir() / "probe.json")  # probe.record_path(), without its imports
-    known = (record or {}).get("bwrap") or {}
-    if (record and record.get("schema") == 1 and record.get("ok") and known.get("path") == bwrap
-            and known.get("stat") == list(stamp)):
-        return True, "", known.get("version"), bool(known.get("disable_userns"))
-    return _smoke_cached(bwrap, stamp)
-
-
-def _load_json(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _smoke_key(bwrap: str, stamp: tuple[int, int]) -> list[Any]:
-    """What a passed smoke test depends on: this binary, this kernel, the user-namespace sysctls."""
-    return [bwrap, *stamp, os.uname().release, _read_int("/proc/sys/kernel/unprivileged_userns_clone"),
-            _read_int("/proc/sys/user/max_user_namespaces"),
-            _read_int("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")]
-
-
-@lru_cache(maxsize=8)
-def _smoke_cached(bwrap: str, stamp: tuple[int, int]) -> tuple[bool, str, str | None, bool]:
-    """_smoke(), remembered on disk while its key holds: every dispatch re-ran its three bwrap
-    start-ups (~50 ms) before. Only a pass is kept: a failure is re-tested (and re-explained)
-    each time, so fixing the sysctl takes effect at once."""
-    where = paths.cache_dir() / "bwrap-check.json"
-    key = _smoke_key(bwrap, stamp)
-    known = _load_json(where)
-    if known and known.get("key") == key:
-        return True, "", known.get("version"), bool(known.get("disable_userns"))
-    result = _smoke(bwrap, stamp)
-    if result[0]:
-        from pilothouse.providers.fsutil import atomic_write_json
-
-        try:
-            atomic_write_json(where, {"key": key, "version": result[2], "disable_userns": result[3]})
-        except OSError:
-            pass  # a read-only cache only costs the next dispatch the check again
-    return result
-
-
-def available() -> tuple[bool, str]:
-    """(True, "") when bwrap can build a sandbox here; else (False, the exact reason and fix)."""
-    ok, reason, _version, _du = _probe_bwrap()
-    return ok, reason
-
-
-def bwrap_version() -> str | None:
-    return _probe_bwrap()[2]
 
 
 def project_setting_near(start: Path | None = None) -> str | None:
@@ -231,7 +86,7 @@ def status(project_setting: str | None = None) -> dict[str, Any]:
     if project_setting is None:
         project_setting = project_setting_near()
     ok, reason, version, _du = _probe_bwrap()
-    from pilothouse.providers import probe
+    from pilothouse.providers.confine import probe
 
     record = probe.load_record()
     probed = bool(ok and record and record.get("ok") and probe.record_matches_bwrap(record))
@@ -244,12 +99,6 @@ def status(project_setting: str | None = None) -> dict[str, Any]:
         mode = "unavailable"
     return {"available": ok, "probed": probed, "bwrap_version": version, "reason": reason,
             "mode": mode, "probed_at": (record or {}).get("time")}
-
-
-def _warn_once(message: str) -> None:
-    if message not in _warned:
-        _warned.add(message)
-        print(f"pilothouse: warning: {message}", file=sys.stderr)
 
 
 def prepare(launch: LaunchSpec, spec: RunSpec, *, sandbox_in_tmp: bool = False) -> LaunchSpec:
@@ -265,7 +114,7 @@ def prepare(launch: LaunchSpec, spec: RunSpec, *, sandbox_in_tmp: bool = False) 
         _warn_once(f"{spec.mode} runs are not confined: {reason}")
         return launch
     if confinement_required(spec.mode):
-        from pilothouse.providers import probe
+        from pilothouse.providers.confine import probe
 
         exe = shutil.which(launch.argv[0], path=launch.env.get("PATH")) if launch.argv else None
         probe.ensure_probed(exe)  # raises UserError naming the failed check
@@ -311,7 +160,7 @@ def prepare_command(argv: list[str], env: dict[str, str], workdir: Path, scratch
 def wrap(launch: LaunchSpec, spec: RunSpec, *, extra_ro: list[Path] | None = None,
          sandbox_in_tmp: bool = False) -> LaunchSpec:
     """argv prefixed with bwrap for this run, no policy checks (prepare() and the probe use it)."""
-    from pilothouse.providers import confine_mounts
+    from pilothouse.providers.confine import mounts as confine_mounts
 
     return confine_mounts.wrap(launch, spec, extra_ro=extra_ro, sandbox_in_tmp=sandbox_in_tmp)
 

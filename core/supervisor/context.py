@@ -1,0 +1,48 @@
+"""What the supervisor's steps read about the repository and the job: the task definitions (cached
+on tasks.yaml's mtime), the integration head new worktrees start from, and whether a job may launch.
+
+The bottom of the supervisor package: flow, scheduling, review and planning all ask it; it asks
+none of them, so the steps depend on it one way.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pilothouse.core.supervisor.loop import Supervisor
+
+
+def integration_good_head(sup: Supervisor) -> str | None:
+    """The integration head to start new worktrees from: never a merge whose gate has not passed."""
+    from pilothouse.core.git.integration import integration_head
+    from pilothouse.core.git.worktrees import worktree_root
+
+    try:
+        pending = json.loads((worktree_root(sup.layout) / "integration.pending.json").read_text())
+        return str(pending["previous_sha"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return integration_head(sup.layout, sup.project)
+
+
+def task_defs(sup: Supervisor) -> dict[tuple[str, str], Any]:
+    from pilothouse.core.records.taskgraph import load_tasks
+
+    try:
+        mtime = sup.layout.tasks_yaml.stat().st_mtime_ns
+    except FileNotFoundError:
+        mtime = None
+    cache = getattr(sup, "_defs_cache", None)
+    if cache is None or cache[0] != mtime:
+        cache = (mtime, {(t.job_id, t.id): t for t in load_tasks(sup.layout)})
+        sup._defs_cache = cache  # type: ignore[attr-defined]
+    return cache[1]
+
+
+def launch_hold(sup: Supervisor, job: str, *, setup: bool = True) -> str | None:
+    """Why nothing new may launch for the job now (budget, a shared setup failure), or None."""
+    from pilothouse.core.stops import holds
+
+    return holds.launch_hold(sup.layout, job, sup.project.budgets.job_tokens, conn=sup.conn, log=sup.events,
+                             setup=setup)

@@ -1,0 +1,15 @@
+"""The cockpit's reply and job key bindings: the app binds them, the help screen lists them."""
+
+from __future__ import annotations
+
+from pilothouse.tui.format import REPLY_KEYS
+from textual.binding import Binding
+
+REPLY_BINDINGS = [Binding(key, f"reply('{reply}')", reply.capitalize(), id=f"problem.{reply}")
+                  for reply, key in REPLY_KEYS.items()]
+JOB_BINDINGS = [
+    Binding("n", "new_job", "New job", id="job.new"),
+    Binding("e", "edit_job", "Correct job", show=False, id="job.edit"),
+    Binding("x", "abort_run", "Abort worker", show=False, id="run.abort"),
+    Binding("S", "supervisor", "Supervisor", id="supervisor.toggle"),
+]
