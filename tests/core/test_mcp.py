@@ -177,3 +177,26 @@ def test_a_sim_job_goes_from_create_to_accepted_through_the_tools(repo: Path) ->
     merged = subprocess.run(["git", "show", "pilothouse/integration:textkit/wordcount.py"], cwd=repo,
                             capture_output=True, text=True, check=True).stdout
     assert "def wordcount" in merged
+
+
+def test_a_server_started_outside_a_repository_says_so_on_each_call(tmp_path: Path) -> None:
+    outside = tmp_path / "not-a-repo"
+    outside.mkdir()
+
+    async def go() -> None:
+        async with connect(outside) as c:
+            assert "is not inside a git repository" in error(await c.call_tool("job_list", {}))
+    run(go)
+
+
+def test_an_unexpected_failure_is_named_in_one_line_and_the_server_goes_on(repo: Path) -> None:
+    async def go() -> None:
+        async with connect(repo) as c:
+            data(await c.call_tool("job_create", {"name": "one", "request": "Count words."}))
+            db = repo / ".ai/runtime/state.db"
+            db.parent.mkdir(parents=True, exist_ok=True)
+            db.write_bytes(b"this is not a database" * 100)
+            assert error(await c.call_tool("problem_list", {})) == (
+                "problem_list failed unexpectedly (DatabaseError); the server's stderr has the details")
+            assert [j["name"] for j in data(await c.call_tool("job_list", {}))] == ["one"]
+    run(go)
