@@ -209,20 +209,25 @@ def supervisor_line(sup: dict[str, Any]) -> str:
     return f"supervisor: pid {sup['pid']}{beat}"
 
 
-def _list(args: Any) -> int:
-    from pilothouse.core.commands._out import emit_json, print_table
+def list_rows(layout: Any) -> list[dict[str, Any]]:
+    """Every job with its state and task counts: `job list --json`, and the MCP server's job_list."""
     from pilothouse.core.records import jobs
 
-    layout = _layout(args)
-    all_jobs = jobs.list_jobs(layout)
     states, tasks = job_states(layout)
     rows = []
-    for j in all_jobs:
+    for j in jobs.list_jobs(layout):
         st = states.get(j.name)
         ts = tasks.get(j.name, [])
         done = sum(1 for t in ts if t["state"] == "done")
         rows.append({**_summary(j), "state": st["state"] if st else "not started",
                      "tasks_done": done, "tasks": len(ts)})
+    return rows
+
+
+def _list(args: Any) -> int:
+    from pilothouse.core.commands._out import emit_json, print_table
+
+    rows = list_rows(_layout(args))
     if args.json:
         emit_json(rows)
         return 0
@@ -237,24 +242,8 @@ def _list(args: Any) -> int:
 
 def _status(args: Any) -> int:
     from pilothouse.core.commands._out import emit_json, print_table
-    from pilothouse.core.records import jobs
 
-    layout = _layout(args)
-    selected = [jobs.load_job(layout, args.name)] if args.name else jobs.list_jobs(layout)
-    states, tasks, problems = job_states(layout, with_problems=True)
-    sup = supervisor_info(layout)
-    out = []
-    for j in selected:
-        st = states.get(j.name)
-        out.append({"job": j.name, "revision": j.revision, "state": st["state"] if st else "not started",
-                    "planned_revision": st["planned_revision"] if st else 0,
-                    "reason": st["reason"] if st else None, "tokens": st["tokens"] if st else 0,
-                    "coordinator": (st and st["coordinator"]) or (
-                        f"{j.coordinator.provider}/{j.coordinator.model or ''}".rstrip("/") if j.coordinator else None),
-                    "tasks": [{k: t.get(k) for k in ("task", "state", "kind", "attempt", "review_round", "provider",
-                                                     "branch", "merged_sha", "reason", "activity", "tokens")}
-                              for t in tasks.get(j.name, [])],
-                    "problems": problems.get(j.name, []), "supervisor": sup})
+    out = status_rows(_layout(args), args.name)
     if args.json:
         emit_json(out[0] if args.name else out)
         return 0
@@ -262,7 +251,7 @@ def _status(args: Any) -> int:
         print("no jobs yet: pilothouse job create NAME --request-file request.md")
         return 0
     # a job's state is what the supervisor last wrote: without one running, "running" is stale
-    print(supervisor_line(sup))
+    print(supervisor_line(out[0]["supervisor"]))
     for n, s in enumerate(out):
         if n:
             print()
@@ -283,3 +272,26 @@ def _status(args: Any) -> int:
             where = f"{p['task']}: " if p["task"] else ""
             print(f"  problem {p['code']} ({where}{p['kind']}): {p['summary']}  [{' | '.join(p['replies'])}]")
     return 0
+
+
+def status_rows(layout: Any, name: str | None = None) -> list[dict[str, Any]]:
+    """The state of one job (or every job): its tasks, open problems and the supervisor; what
+    `job status --json` prints and the MCP server's job_status returns."""
+    from pilothouse.core.records import jobs
+
+    selected = [jobs.load_job(layout, name)] if name else jobs.list_jobs(layout)
+    states, tasks, problems = job_states(layout, with_problems=True)
+    sup = supervisor_info(layout)
+    out = []
+    for j in selected:
+        st = states.get(j.name)
+        out.append({"job": j.name, "revision": j.revision, "state": st["state"] if st else "not started",
+                    "planned_revision": st["planned_revision"] if st else 0,
+                    "reason": st["reason"] if st else None, "tokens": st["tokens"] if st else 0,
+                    "coordinator": (st and st["coordinator"]) or (
+                        f"{j.coordinator.provider}/{j.coordinator.model or ''}".rstrip("/") if j.coordinator else None),
+                    "tasks": [{k: t.get(k) for k in ("task", "state", "kind", "attempt", "review_round", "provider",
+                                                     "branch", "merged_sha", "reason", "activity", "tokens")}
+                              for t in tasks.get(j.name, [])],
+                    "problems": problems.get(j.name, []), "supervisor": sup})
+    return out

@@ -228,27 +228,32 @@ def _stop(args: Any) -> int:
 
 
 def _plan_ready(args: Any) -> int:
+    layout = _layout(args)
+    revision, count = plan_ready(layout, args.name)
+    print(f"job {args.name} revision {revision}: {count} tasks defined; the supervisor takes them as the plan")
+    return 0
+
+
+def plan_ready(layout: Any, name: str) -> tuple[int, int]:
+    """Mark the job's defined tasks as its plan: (the revision planned, how many tasks)."""
     from pilothouse.core.records.jobs import load_job
     from pilothouse.core.records.taskgraph import load_tasks
     from pilothouse.core.state import store
     from pilothouse.core.supervisor.planning import mark_plan_ready
     from pilothouse.providers.errors import UserError
 
-    layout = _layout(args)
-    job = load_job(layout, args.name)
-    refuse_if_planned(layout, args.name, job.revision)
-    tasks = load_tasks(layout, args.name)
+    job = load_job(layout, name)
+    refuse_if_planned(layout, name, job.revision)
+    tasks = load_tasks(layout, name)
     if not tasks:
-        raise UserError(f".ai/tasks.yaml has no tasks for job {args.name}: "
-                        f"`pilothouse task define --file F` first (entries with job_id: {args.name})")
+        raise UserError(f".ai/tasks.yaml has no tasks for job {name}: "
+                        f"`pilothouse task define --file F` first (entries with job_id: {name})")
     conn = store.connect(layout.state_db)
     try:
-        mark_plan_ready(conn, args.name, job.revision)
+        mark_plan_ready(conn, name, job.revision)
     finally:
         conn.close()
-    print(f"job {args.name} revision {job.revision}: {len(tasks)} tasks defined; the supervisor takes them as "
-          "the plan")
-    return 0
+    return job.revision, len(tasks)
 
 
 def refuse_if_planned(layout: Any, name: str, revision: int) -> None:

@@ -44,12 +44,8 @@ def register(sub: Any) -> None:
 
 def _define(args: Any) -> int:
     from pilothouse.core.commands._out import emit_json
-    from pilothouse.core.commands.supervise import refuse_if_planned
-    from pilothouse.core.records import jobs
     from pilothouse.core.records.layout import find_repo, read_text
     from pilothouse.core.records.project import load_project, parse_yaml
-    from pilothouse.core.records.taskgraph import load_tasks, save_tasks, validate_tasks
-    from pilothouse.core.state.events import EventLog
     from pilothouse.providers.errors import UserError
 
     layout = find_repo(args.repo)
@@ -60,25 +56,7 @@ def _define(args: Any) -> int:
         raise UserError(f"--file {args.file}: no such file") from None
     data = parse_yaml(text, args.file)
     entries = data.get("tasks") if isinstance(data, dict) else data
-    if not isinstance(entries, list) or not entries:
-        raise UserError(f"{args.file}: expected a list of task entries (or `tasks:` with one): add at least one")
-    job_ids = {args.job} if args.job else {e.get("job_id") for e in entries if isinstance(e, dict)}
-    if None in job_ids or not job_ids:
-        raise UserError(f"{args.file}: some entries have no job_id: add job_id to each, or pass --job NAME")
-    for name in job_ids:
-        job = jobs.load_job(layout, str(name))  # the job must exist
-        refuse_if_planned(layout, job.name, job.revision)
-    existing = load_tasks(layout)
-    if args.replace:
-        existing = [t for t in existing if t.job_id not in job_ids]
-    tasks = validate_tasks(entries, project, existing, job=args.job)
-    if args.replace and len(job_ids) != 1:
-        raise UserError("--replace works on one job at a time: pass --job NAME")
-    save_tasks(layout, tasks, replace_job=next(iter(job_ids)) if args.replace else None)
-    log = EventLog(layout.events)
-    for t in tasks:
-        log.append("task.defined", job=t.job_id, task=t.id,
-                   data={"kind": t.kind, "depends_on": t.depends_on, "source": "cli"})
+    tasks, job_ids = define_tasks(layout, project, entries, args.job, args.replace, args.file, "cli")
     if args.json:
         emit_json([t.model_dump(mode="json") for t in tasks])
     else:
@@ -104,3 +82,36 @@ def _list(args: Any) -> int:
                 [[t.job_id, t.id, t.kind, ",".join(t.depends_on) or "-", t.effective_gate(), t.title]
                  for t in tasks])
     return 0
+
+
+def define_tasks(layout: Any, project: Any, entries: Any, job: str | None, replace: bool, source: str,
+                 via: str) -> tuple[list[Any], set[str]]:
+    """Validate task entries and merge them into .ai/tasks.yaml by id (the job's whole graph with
+    `replace`); returns (the tasks, their jobs). `source` names the entries in messages, `via` who
+    defined them in the task.defined events."""
+    from pilothouse.core.commands.supervise import refuse_if_planned
+    from pilothouse.core.records import jobs
+    from pilothouse.core.records.taskgraph import load_tasks, save_tasks, validate_tasks
+    from pilothouse.core.state.events import EventLog
+    from pilothouse.providers.errors import UserError
+
+    if not isinstance(entries, list) or not entries:
+        raise UserError(f"{source}: expected a list of task entries (or `tasks:` with one): add at least one")
+    job_ids = {job} if job else {e.get("job_id") for e in entries if isinstance(e, dict)}
+    if None in job_ids or not job_ids:
+        raise UserError(f"{source}: some entries have no job_id: add job_id to each, or pass --job NAME")
+    for name in job_ids:
+        record = jobs.load_job(layout, str(name))  # the job must exist
+        refuse_if_planned(layout, record.name, record.revision)
+    existing = load_tasks(layout)
+    if replace:
+        existing = [t for t in existing if t.job_id not in job_ids]
+    tasks = validate_tasks(entries, project, existing, job=job)
+    if replace and len(job_ids) != 1:
+        raise UserError("--replace works on one job at a time: pass --job NAME")
+    save_tasks(layout, tasks, replace_job=next(iter(job_ids)) if replace else None)
+    log = EventLog(layout.events)
+    for t in tasks:
+        log.append("task.defined", job=t.job_id, task=t.id,
+                   data={"kind": t.kind, "depends_on": t.depends_on, "source": via})
+    return tasks, {str(j) for j in job_ids}

@@ -48,7 +48,7 @@ class Context:
 
 Hook = Callable[[Action, list[ToolDecl], Context], ToolCall | None]
 HOOKS: list[Hook] = []
-PLUGINS = ("pilothouse.providers.sim.dialect_codex",)
+PLUGINS = ("pilothouse.providers.sim.dialect_codex", "pilothouse.providers.sim.dialect_mcp")
 _plugins_loaded = False
 
 

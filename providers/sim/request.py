@@ -25,10 +25,11 @@ class ToolDecl:
     """A tool the client declared: name, kind and its JSON-schema properties."""
 
     name: str
-    kind: str = "function"  # function | custom (freeform, e.g. Codex apply_patch) | local_shell | …
+    kind: str = "function"  # function | custom (freeform, e.g. Codex apply_patch) | local_shell | namespaced | …
     properties: dict[str, dict[str, Any]] = field(default_factory=dict)
     required: list[str] = field(default_factory=list)
     description: str = ""
+    namespace: str | None = None  # kind namespaced: the Responses namespace it was declared in
 
 
 @dataclass
@@ -39,6 +40,7 @@ class ToolCall:
     name: str
     arguments: str
     kind: str = "function"
+    namespace: str | None = None  # Responses: a tool declared inside a namespace (Codex's MCP servers)
 
 
 @dataclass

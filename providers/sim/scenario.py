@@ -23,6 +23,7 @@ ACTIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "bash": (("command",), ("description", "timeout")),
     "glob": (("pattern",), ("path",)),
     "grep": (("pattern",), ("path", "include", "glob")),
+    "mcp": (("tool",), ("arguments",)),  # a tool of an MCP server the client declared (dialect_mcp.py)
 }
 
 

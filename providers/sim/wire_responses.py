@@ -63,14 +63,21 @@ def parse(body: dict[str, Any]) -> SimRequest:
     for t in body.get("tools") or []:
         if not isinstance(t, dict):
             continue
-        kind = str(t.get("type") or "function")
-        params = t.get("parameters") or {}
-        tools.append(ToolDecl(name=str(t.get("name") or kind), kind=kind,
-                              properties=dict(params.get("properties") or {}) if isinstance(params, dict) else {},
-                              required=list(params.get("required") or []) if isinstance(params, dict) else [],
-                              description=str(t.get("description") or "")))
+        tools.append(_tool(t))
+        if t.get("type") == "namespace":  # Codex declares each MCP server's tools inside one
+            tools += [_tool(c, namespace=str(t.get("name") or "")) for c in t.get("tools") or []
+                      if isinstance(c, dict)]
     return SimRequest(wire=NAME, model=str(body.get("model") or "sim-1"), stream=bool(body.get("stream")),
                       messages=messages, tools=tools, system="\n".join(s for s in system if s), raw=body)
+
+
+def _tool(t: dict[str, Any], namespace: str | None = None) -> ToolDecl:
+    kind = "namespaced" if namespace else str(t.get("type") or "function")
+    params = t.get("parameters") or {}
+    return ToolDecl(name=str(t.get("name") or kind), kind=kind, namespace=namespace,
+                    properties=dict(params.get("properties") or {}) if isinstance(params, dict) else {},
+                    required=list(params.get("required") or []) if isinstance(params, dict) else [],
+                    description=str(t.get("description") or ""))
 
 
 def usage_json(u: Usage) -> dict[str, Any]:
@@ -101,8 +108,11 @@ def _call_item(call: ToolCall) -> dict[str, Any]:
     if call.kind == "local_shell":
         return {"id": f"lsh_{suffix}", "type": "local_shell_call", "status": "completed",
                 "call_id": call.id, "action": json.loads(call.arguments)}
-    return {"id": f"fc_{suffix}", "type": "function_call", "status": "completed",
+    item = {"id": f"fc_{suffix}", "type": "function_call", "status": "completed",
             "call_id": call.id, "name": call.name, "arguments": call.arguments}
+    if call.namespace:
+        item["namespace"] = call.namespace
+    return item
 
 
 def _response(req: SimRequest, resp_id: str, status: str, output: list[dict[str, Any]],

@@ -3,7 +3,8 @@
   install runner opencode|claude-code|codex     uninstall runner NAME
   install PROVIDER on claude|codex [for MODE] [--global-key]
   install claude|codex|all                      (refresh the hosts' skills)
-  uninstall PROVIDER on HOST | for MODE on HOST | key PROVIDER | HOST | all
+  install host claude|codex|opencode|all        (register `pilothouse mcp` in the host's config, and its skill)
+  uninstall PROVIDER on HOST | for MODE on HOST | key PROVIDER | HOST | all | host HOST
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ HOSTS = ("claude", "codex")
 def register(sub: Any) -> None:
     p = sub.add_parser("install", help="install a runner CLI, or give a provider to a host agent (claude, codex)",
                        description="install runner NAME | install PROVIDER on HOST [for MODE] [--global-key] | "
-                                   "install HOST|all (refresh the host's pilothouse skill)")
+                                   "install HOST|all (refresh the host's pilothouse skill) | install host "
+                                   "claude|codex|opencode|all (register the MCP server `pilothouse mcp` too)")
     p.add_argument("words", nargs="+", metavar="WORD")
     p.add_argument("--global-key", action="store_true",
                    help="also set the provider's API key (hidden prompt, or the first line of stdin)")
@@ -30,7 +32,7 @@ def register(sub: Any) -> None:
     p.set_defaults(func=_install)
     u = sub.add_parser("uninstall", help="remove a runner, a provider from a host, a route, a key, or a host",
                        description="uninstall runner NAME | PROVIDER on HOST | for MODE on HOST | key PROVIDER | "
-                                   "HOST | all")
+                                   "HOST | all | host HOST (the MCP server and the skill)")
     u.add_argument("words", nargs="+", metavar="WORD")
     u.add_argument("--json", action="store_true", help="print what changed as JSON")
     u.set_defaults(func=_uninstall)
@@ -41,9 +43,10 @@ def _usage(verb: str) -> Any:
 
     if verb == "install":
         return UserError("usage: pilothouse install runner NAME | install PROVIDER on claude|codex "
-                         "[for MODE] [--global-key] | install claude|codex|all")
+                         "[for MODE] [--global-key] | install claude|codex|all | install host "
+                         "claude|codex|opencode|all")
     return UserError("usage: pilothouse uninstall runner NAME | PROVIDER on HOST | for MODE on HOST | "
-                     "key PROVIDER | claude|codex|all")
+                     "key PROVIDER | claude|codex|all | host claude|codex|opencode|all")
 
 
 def _report(done: list[str], as_json: bool) -> int:
@@ -74,6 +77,8 @@ def _install(args: Any) -> int:
         for h in (HOSTS if w[0] == "all" else (w[0],)):
             done += hosts.sync(h)
         return _report(done, args.json)
+    if len(w) == 2 and w[0] == "host":
+        return _report(_mcp_host(w[1], install=True), args.json)
     if len(w) in (3, 5) and w[1] == "on" and (len(w) == 3 or w[3] == "for"):
         provider, host = w[0], w[2]
         mode = w[4] if len(w) == 5 else None
@@ -114,7 +119,24 @@ def _uninstall(args: Any) -> int:
         for h in (HOSTS if w[0] == "all" else (w[0],)):
             done += hosts.remove_host(h)
         return _report(done, args.json)
+    if len(w) == 2 and w[0] == "host":
+        return _report(_mcp_host(w[1], install=False), args.json)
     raise _usage("uninstall")
+
+
+def _mcp_host(host: str, install: bool) -> list[str]:
+    """The MCP server in the host's own config, next to the skill (claude, codex) it gets today."""
+    from pilothouse.providers import hosts, mcp_hosts
+
+    names = mcp_hosts.HOSTS if host == "all" else (host,)
+    for h in names:
+        mcp_hosts.check_host(h)
+    done: list[str] = []
+    for h in names:
+        done += mcp_hosts.register(h) if install else mcp_hosts.unregister(h)
+        if h in hosts.HOSTS:
+            done += hosts.sync(h) if install else hosts.remove_host(h)
+    return done
 
 
 def _check_provider(key: str) -> None:

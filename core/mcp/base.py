@@ -1,0 +1,93 @@
+"""What every tool group shares: the repository served, the guard on host text, and errors as one
+line the model can act on.
+
+A host's model reads each failure as the text of an is_error tool result: a bad argument, an
+unknown job or code, a reply the problem does not take. It never sees a traceback (a crash is
+logged on stderr and reported by name only), and the stdio stream never hangs on one.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from pilothouse.providers.errors import UserError
+from pydantic import ValidationError
+
+log = logging.getLogger("pilothouse.mcp")
+
+# the host profile's; the worker's is in worker.py
+INSTRUCTIONS = (
+    "pilothouse supervises coding jobs in this git repository. Flow: job_create (the request in "
+    "product terms) -> job_start -> job_wait (repeat while it says running) -> when it waits for "
+    "you, answer each problem with problem_act CODE REPLY (the replies it lists) -> job_wait again "
+    "until accepted. job_status and why explain where a job stands."
+)
+
+
+@dataclass
+class Host:
+    """What every tool of one server shares: the repository it serves (None: the one containing
+    the server's working directory, found on each call so a host may start it anywhere)."""
+
+    repo: str | None = None
+    who: str = ""
+
+    def layout(self) -> Any:
+        from pilothouse.core.records.layout import find_repo
+
+        return find_repo(self.repo)
+
+
+def check_text(text: str | None, source: str) -> None:
+    """Host text passes the same credential guard as a task the CLI dispatches."""
+    if not text:
+        return
+    from pilothouse.providers import guard, keys
+
+    found = guard.find_credentials(text, keys.configured_secrets())
+    if found:
+        raise UserError(f"{source} contains {found[0]}; remove the credential (workers never need it: "
+                        "pilothouse passes provider keys to workers itself)")
+
+
+def _fields(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:3]:
+        where = ".".join(str(x) for x in err.get("loc", ())) or "arguments"
+        parts.append(f"{where}: {err.get('msg', 'invalid')}")
+    return "; ".join(parts)
+
+
+def one_line(name: str, exc: ToolError) -> str | None:
+    """The message for a failed call, or None for a crash (reported by name only)."""
+    cause = exc.__cause__
+    if isinstance(cause, UserError):
+        text = str(cause)
+    elif isinstance(cause, ValidationError):
+        text = f"bad arguments ({_fields(cause)}): fix them and call {name} again"
+    elif isinstance(exc, UnexpectedToolError):
+        return None
+    else:
+        text = str(exc).removeprefix(f"Error executing tool {name}: ")
+    return " ".join(text.split())
+
+
+class PilotServer(MCPServer[Any]):
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            text = one_line(name, exc)
+            if text is None:
+                cause = exc.__cause__
+                log.error("tool %s crashed", name, exc_info=cause)
+                raise UnexpectedToolError(f"{name} failed unexpectedly ({type(cause).__name__}); the server's "
+                                          "stderr has the details") from None
+            if text.startswith("Unknown tool"):
+                known = ", ".join(sorted(t.name for t in await self.list_tools()))
+                text = f"unknown tool {name!r}: this server has {known}"
+            raise ToolError(text) from None
