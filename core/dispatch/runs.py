@@ -156,8 +156,12 @@ def spawn(layout: RepoLayout, launch: Launch, *, nice: int = 0,
     files = run_files(layout, launch.run_id)
     env = host_env()
     if launch.scenario:
-        # read only by the sim provider; other providers ignore it
-        env["PILOTHOUSE_SIM_SCENARIO"] = launch.scenario
+        # read only by the sim provider; other providers ignore it. A relative path is the
+        # repository's, not one in the worktree the dispatch starts in (its worker wrote that)
+        scenario = launch.scenario
+        if ("/" in scenario or scenario.endswith((".yaml", ".yml"))) and not os.path.isabs(scenario):
+            scenario = str(layout.root / scenario)
+        env["PILOTHOUSE_SIM_SCENARIO"] = scenario
     if notify_fd is not None:
         env[NOTIFY_ENV] = str(notify_fd)
     with open(files["out"], "ab") as out, open(files["err"], "ab") as err:
