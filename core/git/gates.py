@@ -183,7 +183,7 @@ def confined_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 def settings_of(project: ProjectConfig) -> dict[str, Any]:
     """The project's confinement settings, as prepare_command() takes them."""
-    return {"confinement": project.confinement, "network": project.network}
+    return {"confinement": project.confinement, "network": project.network, "sandbox_read": project.sandbox.read}
 
 
 def _confinement_off(settings: dict[str, Any] | None) -> bool:
