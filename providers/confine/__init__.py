@@ -36,7 +36,7 @@ with one warning when bwrap cannot work here. Gates run worker-written code: pre
 binary changes) the functional probe in probe.py is run.
 
 Modules, lowest first: bwrap (is bubblewrap here and working), repoview (what of the repository a
-run sees), mounts (the mount plan), probe (the functional proof), policy (who must be confined; prepare/prepare_command). Import from here.
+run sees), mounts (the mount plan), probe and probe_reads (the functional proof), policy (who must be confined; prepare/prepare_command). Import from here.
 """
 
 from pilothouse.providers.confine.bwrap import (
