@@ -55,10 +55,21 @@ def main_checkout(workdir: Path, git_outside: list[Path]) -> Path | None:
 def read_setting(spec: RunSpec, main: Path | None) -> list[Path]:
     """`sandbox.read` of the project (in the run's settings as `sandbox_read`): extra paths to bind
     read-only, as real paths; relative ones are the main checkout's."""
+    from pilothouse.providers.errors import UserError
+
     raw = spec.extra.get("sandbox_read") or []
     base = main if main is not None else real(spec.workdir)
     out: list[Path] = []
     for entry in raw:
         p = Path(os.path.expanduser(str(entry)))
-        out.append(real(p if p.is_absolute() else base / p))
+        if p.is_absolute():
+            out.append(real(p))
+            continue
+        target = real(base / p)
+        # the checkout holds merged work: a relative entry turned into a link must not carry the
+        # bind out of it (say `tools -> ~/.ssh`)
+        if not within(target, base):
+            raise UserError(f"sandbox.read in .ai/project.yaml: {entry} leads out of {base} (to {target}); "
+                            "name the target itself if it is meant")
+        out.append(target)
     return out

@@ -96,5 +96,10 @@ def test_sandbox_read_is_what_widens_the_view_and_it_cannot_reopen_a_hidden_tree
     assert gate(["tools"]).split() == ["toolchain", "1.2", "initial"]
     assert gate([str(main / "tools")]).split() == ["toolchain", "1.2", "initial"]
     assert "sandbox.read in .ai/project.yaml" in gate([str(isolated_home.parent)])  # holds the hidden $HOME
+    (isolated_home / ".ssh").mkdir()
+    (isolated_home / ".ssh" / "id_ed25519").write_text("PRIVATE KEY\n")
+    (main / "vendor").symlink_to(isolated_home / ".ssh")  # as a merged branch could make a named entry
+    out = gate(["vendor"]).replace(str(main), "MAIN")
+    assert "vendor leads out of MAIN" in out and "PRIVATE KEY" not in out
     with pytest.raises(ValueError, match="sandbox.read"):
         ProjectConfig.model_validate({"gates": {"fast": "true", "full": "true"}, "sandbox": {"read": ["../x"]}})
