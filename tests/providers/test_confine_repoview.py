@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -74,7 +75,6 @@ def test_a_gate_cannot_read_the_operators_untracked_env_but_reads_what_sandbox_r
 
 def test_sandbox_read_is_what_widens_the_view_and_it_cannot_reopen_a_hidden_tree(
         outside_tmp: Path, git_repo: Path, isolated_home: Path) -> None:
-    from conftest import git
     from pilothouse.core.git.gates import run_command
     from pilothouse.core.records.project import ProjectConfig
     from pilothouse.providers import paths
@@ -85,7 +85,8 @@ def test_sandbox_read_is_what_widens_the_view_and_it_cannot_reopen_a_hidden_tree
     (main / "tools" / "version.txt").write_text("toolchain 1.2\n")
     wt = paths.data_dir() / "worktrees" / "wt"
     wt.parent.mkdir(parents=True)
-    git(main, "worktree", "add", "-q", "-b", "task", str(wt))
+    subprocess.run(["git", "worktree", "add", "-q", "-b", "task", str(wt)], cwd=main, check=True,
+                   capture_output=True)
     cmd = f"cat {main}/tools/version.txt && git log -1 --format=%s"
 
     def gate(read: list[str]) -> str:
