@@ -67,10 +67,11 @@ def main() -> None:
     task.write_text("Explain src/calc.py.\n")
     # measured as installed: with byte-code caches (kept out of the tree with a prefix), even when
     # the calling shell sets PYTHONDONTWRITEBYTECODE (then every import would compile its source)
-    env = {**os.environ, "PILOTHOUSE_HOME": str(home), "PYTHONPYCACHEPREFIX": str(tmp / "pycache")}
-    for var in ("PILOTHOUSE_SIM_SCENARIO", "PYTHONDONTWRITEBYTECODE"):
-        env.pop(var, None)
-    ph = [PY, "-m", "pilothouse"]
+    env = {**os.environ, "PILOTHOUSE_HOME": str(home)}
+    env.pop("PILOTHOUSE_SIM_SCENARIO", None)
+    # isolated as pilothouse starts its own dispatches (-I ignores PYTHON* variables, so the cache
+    # prefix is an -X option)
+    ph = [PY, "-I", "-X", f"pycache_prefix={tmp / 'pycache'}", "-m", "pilothouse"]
 
     help_s = _median(lambda: _wall([*ph, "--help"], env, tmp))
     status_s = _median(lambda: _wall([*ph, "status"], env, tmp))

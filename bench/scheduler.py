@@ -104,7 +104,7 @@ def main() -> int:
     conn.close()
 
     started = time.monotonic()
-    sup = subprocess.Popen([sys.executable, "-m", "pilothouse.core.supervisor.loop", "--repo", str(layout.root)],
+    sup = subprocess.Popen([sys.executable, "-I", "-m", "pilothouse.core.supervisor.loop", "--repo", str(layout.root)],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         rc = wait_for_job(layout, demo.JOB, timeout=600)

@@ -11,7 +11,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pilothouse.providers.errors import UserError
+from pilothouse.providers.hostpython import host_env, python_argv
 
 _FLAGS = {"provider": "--provider", "mode": "--mode", "workdir": "--workdir", "task_file": "--task-file",
           "run_id": "--run-id", "scenario": "--scenario", "model": "--model", "step_cap": "--step-cap",
@@ -76,7 +76,7 @@ def fanout(jobs: list[dict[str, Any]], max_parallel: int = 4) -> list[dict[str, 
             fd, tmp = tempfile.mkstemp(prefix="pilothouse-task-", suffix=".md")  # 0600
             with os.fdopen(fd, "w") as fh:
                 fh.write(str(job["task"]))
-        argv = [sys.executable, "-m", "pilothouse", "dispatch"]
+        argv = python_argv("-m", "pilothouse", "dispatch")
         for k, flag in _FLAGS.items():
             if job.get(k) is not None:
                 argv += [flag, str(job[k])]
@@ -84,7 +84,7 @@ def fanout(jobs: list[dict[str, Any]], max_parallel: int = 4) -> list[dict[str, 
             argv += ["--task-file", tmp]
         try:
             proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                    stdin=subprocess.DEVNULL)
+                                    stdin=subprocess.DEVNULL, env=host_env())
             with lock:
                 procs[i] = proc
             out, err = proc.communicate()

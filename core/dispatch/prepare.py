@@ -82,7 +82,7 @@ def read_task(opts: DispatchOptions) -> str:
 
 
 def _project_settings(workdir: Path) -> dict[str, Any]:
-    """`confinement` / `network` from the nearest .ai/project.yaml (for providers.confine)."""
+    """`confinement` / `network` / `sandbox.read` from the nearest .ai/project.yaml (for providers.confine)."""
     # (helper F) from the main checkout, never a worktree's own copy: its worker can edit that one
     from pilothouse.providers.confine import trusted_project_root
 
@@ -96,7 +96,16 @@ def _project_settings(workdir: Path) -> dict[str, Any]:
                 data = yaml.safe_load(f.read_text()) or {}
             except Exception:
                 return {}  # a broken project file is the supervisor's to report
-            return {k: data[k] for k in ("confinement", "network") if isinstance(data, dict) and k in data}
+            if not isinstance(data, dict):
+                return {}
+            out = {k: data[k] for k in ("confinement", "network") if k in data}
+            from pilothouse.core.records.project import SandboxSettings
+
+            try:  # an invalid `sandbox:` widens nothing (the supervisor names the error)
+                out["sandbox_read"] = SandboxSettings.model_validate(data.get("sandbox") or {}).read
+            except ValueError:
+                pass
+            return out
         if (d / ".git").exists():
             break
     return {}

@@ -221,7 +221,7 @@ def _sim(prep: Prepared, sb: Any) -> Any:
     from pilothouse.providers.sim.server import SimServer, load_scenario
 
     return SimServer(load_scenario(prep.scenario or "explore-basic"), api_key=prep.key,
-                     served_log=sb.state / "served.jsonl")
+                     served_log=sb.state / "served.jsonl", root=prep.workdir)
 
 
 def _project(prep: Prepared) -> dict[str, Any]:

@@ -13,7 +13,6 @@ import json
 import os
 import sqlite3
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -131,7 +130,10 @@ def read_spec(layout: RepoLayout, run_id: str) -> Launch | None:
 
 
 def dispatch_argv(layout: RepoLayout, launch: Launch) -> list[str]:
-    argv = [sys.executable, "-m", "pilothouse", "dispatch", "--provider", launch.provider, "--mode", launch.mode,
+    from pilothouse.providers.hostpython import python_argv
+
+    # isolated: its cwd is the task worktree, whose files the worker wrote
+    argv = [*python_argv("-m", "pilothouse", "dispatch"), "--provider", launch.provider, "--mode", launch.mode,
             "--workdir", launch.workdir, "--task-file", str(run_files(layout, launch.run_id)["task"]),
             "--run-id", launch.run_id]
     if launch.model:
@@ -149,12 +151,17 @@ def spawn(layout: RepoLayout, launch: Launch, *, nice: int = 0,
     priority `nice` (core/dispatch/priority.py). `notify_fd`, the write end of a pipe, is handed to the
     dispatch, which writes to it once its verdict is on disk (the supervisor hears it at once)."""
     from pilothouse.core.dispatch import priority as cpu_priority
+    from pilothouse.providers.hostpython import host_env
 
     files = run_files(layout, launch.run_id)
-    env = dict(os.environ)
+    env = host_env()
     if launch.scenario:
-        # read only by the sim provider; other providers ignore it
-        env["PILOTHOUSE_SIM_SCENARIO"] = launch.scenario
+        # read only by the sim provider; other providers ignore it. A relative path is the
+        # repository's, not one in the worktree the dispatch starts in (its worker wrote that)
+        scenario = launch.scenario
+        if ("/" in scenario or scenario.endswith((".yaml", ".yml"))) and not os.path.isabs(scenario):
+            scenario = str(layout.root / scenario)
+        env["PILOTHOUSE_SIM_SCENARIO"] = scenario
     if notify_fd is not None:
         env[NOTIFY_ENV] = str(notify_fd)
     with open(files["out"], "ab") as out, open(files["err"], "ab") as err:

@@ -35,8 +35,12 @@ from pilothouse.core.git.worktrees import git, is_scratch, some_paths
 from pilothouse.core.records.project import ProjectConfig
 from pilothouse.providers import confine, paths
 from pilothouse.providers.errors import UserError
+from pilothouse.providers.fsutil import read_in_tree
 
 DEFAULT_TIMEOUT_S = 1800.0
+# what the gate's before/after snapshot hashes of one changed file (and its size): beyond it, a
+# change that keeps the size goes unseen, a bounded cost for a check on a worker's tree
+SNAPSHOT_LIMIT = 16 << 20
 TAIL_BYTES = 4096
 _SHELL_WORDS = {"cd", "export", "set", "source", ".", "exec", "test", "[", "[[", "true", "false", "echo", "if",
                 "for", "while", "until", "case", "select", "function", "coproc", ":", "env", "command",
@@ -100,10 +104,12 @@ def _snapshot(cwd: Path) -> dict[str, str]:
         status, path = entry[:2], entry[3:]
         if is_scratch(path):
             continue
-        file = cwd / path
+        # the worktree is the worker's: a link is hashed by its target text, never followed
         try:
-            digest = hashlib.sha256(file.read_bytes()).hexdigest() if file.is_file() else "absent"
-        except OSError:
+            entry = read_in_tree(cwd, path, SNAPSHOT_LIMIT)
+            digest = ("absent" if entry.kind in ("missing", "other") else
+                      f"{entry.kind}:{hashlib.sha256(entry.data).hexdigest()}:{entry.size}")
+        except (OSError, ValueError):
             digest = "unreadable"
         snap[path] = f"{status}:{digest}"
     return snap
@@ -177,7 +183,7 @@ def confined_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 def settings_of(project: ProjectConfig) -> dict[str, Any]:
     """The project's confinement settings, as prepare_command() takes them."""
-    return {"confinement": project.confinement, "network": project.network}
+    return {"confinement": project.confinement, "network": project.network, "sandbox_read": project.sandbox.read}
 
 
 def _confinement_off(settings: dict[str, Any] | None) -> bool:

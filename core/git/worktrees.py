@@ -38,6 +38,13 @@ class WorktreeError(UserError):
     """A task's worktree cannot be created or removed; the message says why and what to do."""
 
 
+# Every git pilothouse runs on the host may run in a tree a worker wrote. A repository the worker
+# nested in it (`sub/.git`, staged as a gitlink) has a config of the worker's: `status` and `diff`
+# would run git inside it, and its `core.fsmonitor` command with it, unconfined. So git never looks
+# into submodules, and never starts an fsmonitor (both settings reach git's child processes).
+SAFE_GIT = ("git", "-c", "core.fsmonitor=false", "-c", "diff.ignoreSubmodules=all")
+
+
 def git(cwd: Path | str, *args: str, check: bool = True, env: dict[str, str] | None = None,
         strip: bool = True) -> str:
     """Run git in `cwd`; stdout stripped (keep `strip=False` for porcelain status, whose lines may
@@ -47,7 +54,7 @@ def git(cwd: Path | str, *args: str, check: bool = True, env: dict[str, str] | N
         full_env = dict(os.environ)
         full_env.update(env)
     for attempt in range(4):
-        proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, env=full_env,
+        proc = subprocess.run([*SAFE_GIT, *args], cwd=cwd, capture_output=True, text=True, env=full_env,
                               stdin=subprocess.DEVNULL)
         # another git (the operator's, or a parallel worktree add) holds a ref or index lock, or is
         # half-way through writing a sibling worktree's admin dir: both pass after a brief wait
@@ -62,11 +69,11 @@ def git(cwd: Path | str, *args: str, check: bool = True, env: dict[str, str] | N
 
 def git_run(cwd: Path | str, *args: str) -> subprocess.CompletedProcess[str]:
     """Run git and return the completed process (for callers that need the exit code and stderr)."""
-    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    return subprocess.run([*SAFE_GIT, *args], cwd=cwd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
 
 
 def git_ok(cwd: Path | str, *args: str) -> bool:
-    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, stdin=subprocess.DEVNULL).returncode == 0
+    return subprocess.run([*SAFE_GIT, *args], cwd=cwd, capture_output=True, stdin=subprocess.DEVNULL).returncode == 0
 
 
 def is_scratch(path: str) -> bool:

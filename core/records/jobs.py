@@ -12,13 +12,13 @@ import json
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.state.events import EventLog, utc_now_iso
 from pilothouse.providers.errors import UserError
 from pilothouse.providers.fsutil import atomic_write_text
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 MAX_NAME_CHARS = 63
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
@@ -45,6 +45,17 @@ class Attachment(BaseModel):
     name: str = ""  # the file's original name, for people
     size: int = 0
     revision: int = 1
+
+    @field_validator("path")
+    @classmethod
+    def _inside_attachments(cls, v: str) -> str:
+        # a job file can arrive through a merge of a worker's branch: its attachments must still be
+        # the copies pilothouse made, never a path that leads anywhere else on the host
+        parts = PurePosixPath(v).parts
+        if v.startswith("/") or ".." in parts or tuple(parts[:3]) != (".ai", "runtime", "attachments"):
+            raise ValueError(f"attachment path {v!r} is not under .ai/runtime/attachments/: "
+                             "remove the entry or attach the file again")
+        return v
 
 
 class CoordinatorPin(BaseModel):

@@ -66,6 +66,26 @@ class ModelPolicy(_Strict):
         return self
 
 
+class SandboxSettings(_Strict):
+    """What a worker's or gate's sandbox shows beyond its worktree (docs/sandbox.md)."""
+
+    # bound read-only into every sandbox: a project venv, a toolchain, a package cache. Relative
+    # paths are the main checkout's, which the sandbox otherwise hides apart from its .git
+    read: list[str] = Field(default_factory=list)
+
+    @field_validator("read")
+    @classmethod
+    def _paths(cls, v: list[str]) -> list[str]:
+        for p in v:
+            if not isinstance(p, str) or not p.strip():
+                raise ValueError("an entry is empty: name a directory or file, e.g. .venv")
+            parts = Path(p).parts
+            if ".." in parts or p.strip() in ("/", "~", ".", "./"):
+                raise ValueError(f"'{p}' would show far more than a tool needs: name the directory it "
+                                 "reads (e.g. .venv or /opt/toolchain), with no '..'")
+        return [p.strip() for p in v]
+
+
 class Budgets(_Strict):
     job_tokens: int | None = Field(default=None, ge=1)
 
@@ -91,6 +111,7 @@ class ProjectConfig(_Strict):
     worker_nice: int = Field(default=10, ge=0, le=19)
     confinement: Literal["on", "off"] = "on"
     network: Literal["default", "none"] = "default"
+    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     availability_poll_seconds: int = Field(default=300, ge=10)
     sim_scenario: str | None = None
 
@@ -281,6 +302,8 @@ max_workers: 2
 worker_nice: 10        # 0-19: CPU priority of workers below the supervisor's gates and merges
 confinement: "on"
 network: default       # default | none
+sandbox:
+  read: []             # paths bound read-only into every sandbox, e.g. [.venv] (docs/sandbox.md)
 availability_poll_seconds: 300
 """
 

@@ -9,7 +9,6 @@ account's allowance. A successful answer is the only proof that a provider is ba
 from __future__ import annotations
 
 import subprocess
-import sys
 import tempfile
 from datetime import datetime
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 from pilothouse.core.dispatch.runs import last_verdict
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.stops import quota
+from pilothouse.providers.hostpython import host_env, python_argv
 
 CHECK_PROMPT = ("job: (availability check)\ntask: availability-check\n\n"
                 "This is an availability check. Do not use any tool. Answer with the single word OK.\n")
@@ -31,12 +31,12 @@ def run_check(provider: str, timeout_s: float = CHECK_TIMEOUT_S) -> dict[str, An
         task.write_text(CHECK_PROMPT)
         work = Path(tmp) / "work"
         work.mkdir()
-        argv = [sys.executable, "-m", "pilothouse", "dispatch", "--provider", provider, "--mode", "explore",
+        argv = [*python_argv("-m", "pilothouse", "dispatch"), "--provider", provider, "--mode", "explore",
                 "--workdir", str(work), "--task-file", str(task), "--step-cap", "1",
                 "--timeout", str(int(timeout_s))]
         try:
             proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s + 30,
-                                  stdin=subprocess.DEVNULL)
+                                  stdin=subprocess.DEVNULL, env=host_env())
         except subprocess.TimeoutExpired:
             return {"verdict": "error", "error": f"the check did not finish in {timeout_s:.0f} s",
                     "provider": provider}

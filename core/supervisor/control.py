@@ -14,7 +14,6 @@ import os
 import select
 import signal
 import subprocess
-import sys
 import time
 from typing import Any
 
@@ -76,12 +75,15 @@ def start(layout: RepoLayout, max_workers: int | None = None) -> int:
         return int(current["pid"])
     layout.runtime.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    argv = [sys.executable, "-m", "pilothouse.core.supervisor.loop", "--repo", str(layout.root)]
+    from pilothouse.providers.hostpython import host_env, python_argv
+
+    # isolated: its cwd is the repository, into which workers' branches may have been merged
+    argv = python_argv("-m", "pilothouse.core.supervisor.loop", "--repo", str(layout.root))
     if max_workers:
         argv += ["--max-workers", str(max_workers)]
     # the intermediate shell exits at once, so the supervisor is nobody's child (no zombie, no SIGHUP)
     cmd = " ".join(_quote(a) for a in argv) + f" </dev/null >>{_quote(str(layout.supervisor_log))} 2>&1 &"
-    subprocess.run(["/bin/sh", "-c", cmd], cwd=layout.root, start_new_session=True, check=True)
+    subprocess.run(["/bin/sh", "-c", cmd], cwd=layout.root, env=host_env(), start_new_session=True, check=True)
     pid = _wait_announced(layout, started, START_TIMEOUT_S)
     if pid is None:
         raise UserError(f"the supervisor did not start within {START_TIMEOUT_S:g}s: see {layout.supervisor_log}"

@@ -32,18 +32,24 @@ def _field(obj: Any, name: str, default: Any = None) -> Any:
 def repo_summary(checkout: Path, limit: int = BRIEF_LIMIT) -> str:
     """A compact picture of the repository: its file tree, then the head of its key files."""
     from pilothouse.core.git.worktrees import git
+    from pilothouse.providers.fsutil import read_in_tree
 
     files = [f for f in git(checkout, "ls-files").splitlines() if f and not f.startswith(".ai/")]
     tree = "\n".join(files[:150]) + (f"\n… and {len(files) - 150} more files" if len(files) > 150 else "")
     parts = [f"Files ({len(files)}):\n{tree}"]
     budget = limit - len(parts[0]) - 200
     for name in _KEY_FILES:
-        path = checkout / name
-        if budget <= 200 or not path.is_file():
-            continue
-        text = path.read_text(encoding="utf-8", errors="replace")
+        if budget <= 200:
+            break
         take = min(budget - 50, 1200)
-        parts.append(f"--- {name} ---\n{text[:take]}" + ("\n…" if len(text) > take else ""))
+        # the checkout holds what builders merged: a key file may be a link to a file of the
+        # operator's that no worker could read; it is shown as a link, never followed
+        entry = read_in_tree(checkout, name, take * 4)
+        if entry.kind == "missing":
+            continue
+        text = entry.text()
+        more = entry.truncated or len(text) > take
+        parts.append(f"--- {name} ---\n{text[:take]}" + ("\n…" if more else ""))
         budget -= take + 50
     return "\n\n".join(parts)[:limit]
 

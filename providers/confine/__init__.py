@@ -10,6 +10,9 @@ launch goes through prepare(), which wraps the runner's argv in `bwrap`:
   worktrees, logs, the file key store) and XDG_RUNTIME_DIR (keyring / D-Bus sockets) hidden under
   empty read-only tmpfs; only what the runner needs is bound back in, read-only (its interpreter,
   its installed CLI, the run's credential);
+- the operator's checkout of a worktree's repository hidden too, apart from its `.git` (read-only),
+  so its untracked files (`.env`) stay out; what a tool needs from outside is named in the
+  project's `sandbox.read` (repoview.py, docs/sandbox.md);
 - read-write: the run's own sandbox dirs (its HOME/XDG dirs; the sandbox's own records stay
   read-only), the provider's shared cache, the runner's declared writable paths and — for
   code/resume/test only — the worktree. Inside it, `.git` (no planted hooks, no repointing for git
@@ -32,8 +35,8 @@ checkout — never from the worktree, which its worker can edit); read-only mode
 with one warning when bwrap cannot work here. Gates run worker-written code: prepare_command(). Before trusting bwrap the first time (and whenever its
 binary changes) the functional probe in probe.py is run.
 
-Modules, lowest first: bwrap (is bubblewrap here and working), mounts (the mount plan), probe (the
-functional proof), policy (who must be confined; prepare/prepare_command). Import from here.
+Modules, lowest first: bwrap (is bubblewrap here and working), repoview (what of the repository a
+run sees), mounts (the mount plan), probe and probe_reads (the functional proof), policy (who must be confined; prepare/prepare_command). Import from here.
 """
 
 from pilothouse.providers.confine.bwrap import (

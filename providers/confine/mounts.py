@@ -6,7 +6,6 @@ Kept apart from the policy (policy.py): this is the part a reviewer audits line 
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import sys
 import threading
@@ -20,6 +19,9 @@ from urllib.parse import urlsplit
 
 from pilothouse.providers import paths
 from pilothouse.providers.confine.bwrap import INSTALL_FIX, WRITER_MODES, _probe_bwrap, _warn_once, bwrap_path
+from pilothouse.providers.confine.repoview import git_paths, main_checkout, read_setting
+from pilothouse.providers.confine.repoview import real as _real
+from pilothouse.providers.confine.repoview import within as _within
 from pilothouse.providers.errors import UserError
 from pilothouse.providers.runners.base import LaunchSpec, RunSpec
 
@@ -51,16 +53,6 @@ def _cached(key: tuple[Any, ...], compute: Callable[[], Any], still_valid: Calla
 def clear_plan_cache() -> None:
     with _plan_lock:
         _plan_cache.clear()
-
-
-def _real(p: Path | str) -> Path:
-    return Path(os.path.realpath(os.path.expanduser(str(p))))
-
-
-def _within(child: Path, parent: Path) -> bool:
-    # string prefixes: Path.is_relative_to re-parses both paths, and the plan asks this thousands of times
-    c, p = str(child), str(parent)
-    return c == p or c.startswith(p if p.endswith("/") else p + "/")
 
 
 def hidden_roots(spec: RunSpec | None = None) -> list[Path]:
@@ -150,22 +142,6 @@ def _tool_roots(path_entries: list[str]) -> list[Path]:
     return roots
 
 
-def _git_paths(workdir: Path) -> tuple[list[Path], list[Path]]:
-    """(read-only paths inside the worktree, read-only git dirs outside it) for git to work read-only."""
-    dotgit = workdir / ".git"
-    inside = [dotgit] if dotgit.exists() else []
-    outside: list[Path] = []
-    if dotgit.is_file():
-        m = re.match(r"gitdir:\s*(.+)", dotgit.read_text(errors="replace").strip())
-        if m:
-            gitdir = _real(workdir / m.group(1).strip())
-            outside.append(gitdir)
-            common = gitdir / "commondir"
-            if common.is_file():
-                outside.append(_real(gitdir / common.read_text().strip()))
-    return inside, outside
-
-
 def _runtime_binds(launch: LaunchSpec, hidden: list[Path], writable: list[Path]) -> tuple[Path, ...]:
     """The runtime paths (_runtime_paths) that need a read-only bind: those under a hidden tree or
     /tmp (the rest is visible through the read-only root anyway), never one that holds a hidden tree."""
@@ -228,6 +204,16 @@ def wrap(launch: LaunchSpec, spec: RunSpec, *, extra_ro: list[Path] | None = Non
         if spec.mode in WRITER_MODES and _within(h, workdir):
             raise UserError(f"workdir {workdir} contains {h}; a writer needs its own worktree, "
                             "not a directory above your home or pilothouse's data")
+    git_inside, git_outside = git_paths(workdir)
+    main = main_checkout(workdir, git_outside)
+    # hidden, and never shown again by binding a directory above it
+    shut = hidden if main is None else [*hidden, main]
+    extra_read = read_setting(spec, main)
+    for p in extra_read:
+        for h in shut:
+            if _within(h, p):
+                raise UserError(f"sandbox.read in .ai/project.yaml: {p} contains {h}, which the sandbox "
+                                f"hides; name the directory the tool needs (say {p}/.venv), not one above it")
     # (path, kind): kind 0 = tmpfs hide, 1 = rw bind, 2 = ro bind; applied parents first
     ops: dict[Path, int] = {}
 
@@ -236,7 +222,7 @@ def wrap(launch: LaunchSpec, spec: RunSpec, *, extra_ro: list[Path] | None = Non
             p = _real(p)
         if p == _ROOT or not p.exists():
             return
-        if kind == 2 and any(_within(h, p) for h in hidden):
+        if kind == 2 and any(_within(h, p) for h in shut):
             return  # binding it back would re-expose a hidden tree (e.g. a PATH entry of $HOME)
         rank = {0: 0, 2: 1, 1: 2}  # the same path asked twice: rw beats ro beats hidden
         if p not in ops or rank[kind] > rank[ops[p]]:
@@ -244,20 +230,24 @@ def wrap(launch: LaunchSpec, spec: RunSpec, *, extra_ro: list[Path] | None = Non
 
     for h in hidden:
         add(h, 0, real=True)
+    if main is not None:
+        add(main, 0, real=True)  # its .git is bound back below (git_outside)
     sb = spec.sandbox
     private = list(dict.fromkeys([sb.root, sb.home, sb.config, sb.data, sb.state, sb.cache, sb.shared_cache]))
     writable = [_real(p) for p in (*launch.writable, *(() if sandbox_in_tmp else private))]
     if spec.mode in WRITER_MODES:
         writable.append(workdir)
-    for p in _runtime_binds(launch, hidden, writable):
+    for p in _runtime_binds(launch, shut, writable):
         add(p, 2, real=True)
-    covered = [*hidden, _TMP]
+    covered = [*shut, _TMP]
     for p in {_real(p) for p in (*launch.readonly, *(extra_ro or []))}:
         if any(_within(p, h) for h in covered):
             add(p, 2)
+    for p in extra_read:
+        if not _within(p, workdir):  # inside the worktree it is the worker's anyway
+            add(p, 2, real=True)
     if sb.credential is not None:
         add(Path(os.path.realpath(sb.credential)), 2)
-    git_inside, git_outside = _git_paths(workdir)
     for p in git_outside:
         add(p, 2)
     if not sandbox_in_tmp:

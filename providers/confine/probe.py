@@ -3,7 +3,9 @@
 In a throwaway git repository with two worktrees, a confined process launched through the real
 launch path (confine.wrap around a small Python writer) tries to write into its own worktree
 (must succeed) and into the other worktree, the main checkout, the real $HOME and the host's /tmp
-(must not reach the host: each write fails, or lands in the sandbox's private /tmp). With
+(must not reach the host: each write fails, or lands in the sandbox's private /tmp); then to read
+a key, $HOME and the main checkout's untracked files by every route (probe_reads.py), and a module
+planted in the worktree must not be imported by a process started as pilothouse starts its own. With
 --runner, the runner's own binary must also start confined. The result, with bwrap's version and
 the sha256 of bwrap (and of each probed binary), goes to config_dir()/probe.json; a launch whose
 bwrap or runner binary no longer matches the record probes again first.
@@ -94,9 +96,25 @@ def _git(cwd: Path, *args: str) -> None:
                    cwd=cwd, check=True, capture_output=True, text=True, timeout=30)
 
 
-def _throwaway_repo(base: Path) -> tuple[Path, Path, Path]:
+def _visible_dir() -> Path | None:
+    """A fresh directory outside every hidden tree and /tmp, or None. Operators keep checkouts in
+    such places (/srv, /work): a main checkout there shows that the mount plan itself hides it."""
+    try:
+        made = Path(tempfile.mkdtemp(prefix="pilothouse-probe-", dir="/var/tmp"))
+    except OSError:
+        return None
+    from pilothouse.providers.confine.mounts import hidden_roots
+    from pilothouse.providers.confine.repoview import real, within
+
+    if any(within(real(made), h) for h in hidden_roots()):
+        made.rmdir()
+        return None
+    return made
+
+
+def _throwaway_repo(base: Path, main_base: Path | None = None) -> tuple[Path, Path, Path]:
     """(main checkout, own worktree, other worktree) of a fresh one-commit repository."""
-    main = base / "repo"
+    main = (main_base or base) / "repo"
     main.mkdir()
     (main / "README.md").write_text("probe\n")
     _git(main, "init", "-q")
@@ -129,23 +147,24 @@ def _child_env(spec: RunSpec) -> dict[str, str]:
 
 def run_writer(spec: RunSpec, targets: list[Path], timeout: float = 30) -> dict[str, str]:
     """Launch the Python writer confined for `spec` (the real wrap) and return path -> outcome."""
-    from pilothouse.providers.confine import mounts
+    from pilothouse.providers.confine.probe_reads import run_inside
 
-    launch = LaunchSpec(argv=[sys.executable, "-I", "-c", WRITER, *map(str, targets)],
-                        env=_child_env(spec), cwd=spec.workdir)
-    wrapped = mounts.wrap(launch, spec)
-    proc = subprocess.run(wrapped.argv, env=wrapped.env, cwd=wrapped.cwd, capture_output=True, text=True,
-                          timeout=timeout, stdin=subprocess.DEVNULL, start_new_session=True)
-    try:
-        result = json.loads(proc.stdout.strip().splitlines()[-1])
-    except (IndexError, ValueError):
-        err = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        return {str(t): f"writer failed to start: {err}" for t in targets}
-    return {str(k): str(v) for k, v in result.items()}
+    return run_inside(spec, WRITER, [str(t) for t in targets], _child_env(spec), timeout)
 
 
 def _checks(base: Path) -> list[dict[str, Any]]:
-    main, own, other = _throwaway_repo(base)
+    visible = _visible_dir()
+    try:
+        return _checks_in(base, visible)
+    finally:
+        if visible is not None:
+            shutil.rmtree(visible, ignore_errors=True)
+
+
+def _checks_in(base: Path, visible: Path | None) -> list[dict[str, Any]]:
+    from pilothouse.providers.confine import probe_reads
+
+    main, own, other = _throwaway_repo(base, visible)
     spec = probe_spec(base, own)
     tag = f"pilothouse-probe-{os.getpid()}-{int(time.time() * 1000)}"
     home = Path(os.path.realpath(Path.home()))
@@ -178,6 +197,8 @@ def _checks(base: Path) -> list[dict[str, Any]]:
         child = run_writer(ro_spec, [target]).get(str(target), "not attempted")
         results.append({"check": "explore mode: own worktree", "path": str(target), "expect": "blocked",
                         "child": child, "reached_host": target.exists(), "pass": not target.exists()})
+        results += probe_reads.read_checks(spec, main, own, tag, _child_env(spec))
+        results.append(probe_reads.shadow_check(own, tag))
         return results
     finally:
         for p in (home / f"{tag}.txt", host_tmp):

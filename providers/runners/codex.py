@@ -110,12 +110,21 @@ def rollout_totals(home: Path, thread_id: str) -> dict[str, int]:
     return dict.fromkeys(_USAGE_KEYS, 0)
 
 
+ROLLOUT_LIMIT = 256 << 20
+
+
 def _rollout(home: Path, thread_id: str) -> list[str]:
+    from pilothouse.providers.fsutil import read_in_tree
+
     files = sorted((home / "sessions").glob(f"**/rollout-*{thread_id}.jsonl")) if thread_id else []
-    try:
-        return files[-1].read_text(encoding="utf-8").splitlines() if files else []
-    except OSError:
+    if not files:
         return []
+    # the sandbox HOME is the worker's to write: a rollout swapped for a link is not followed
+    try:
+        entry = read_in_tree(home, files[-1].relative_to(home), ROLLOUT_LIMIT)
+    except (OSError, ValueError):
+        return []
+    return entry.data.decode("utf-8", errors="replace").splitlines() if entry.kind == "file" else []
 
 
 def _rollout_values(home: Path, thread_id: str, marker: str, *keys: str) -> Iterator[Any]:

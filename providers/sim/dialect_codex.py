@@ -56,13 +56,19 @@ def update_file_patch(path: str, text: str, old: str, new: str) -> str | None:
 
 
 def _read(ctx: Context, path: str) -> str | None:
-    full = path if os.path.isabs(path) else os.path.join(ctx.cwd or "", path)
-    if not ctx.cwd and not os.path.isabs(path):
+    """The file as the worker left it, read by the sim on the host: only inside the run's worktree
+    (the cwd a request names is the worker's word), never through a link."""
+    from pilothouse.providers.fsutil import read_in_tree
+
+    root = ctx.request.root or ctx.cwd
+    if not root or not (ctx.cwd or os.path.isabs(path)):
         return None
+    full = os.path.normpath(os.path.join(ctx.cwd or root, path))
+    rel = os.path.relpath(full, root)
     try:
-        with open(full, encoding="utf-8") as fh:
-            return fh.read()
-    except (OSError, UnicodeDecodeError):
+        entry = read_in_tree(root, rel, 4 << 20)
+        return entry.data.decode("utf-8") if entry.kind == "file" and not entry.truncated else None
+    except (OSError, ValueError, UnicodeDecodeError):
         return None
 
 

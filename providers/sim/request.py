@@ -60,6 +60,9 @@ class SimRequest:
     system: str = ""
     include_usage: bool = False
     raw: dict[str, Any] = field(default_factory=dict)
+    # the run's worktree as the dispatch knows it (not the cwd the request claims): the only tree
+    # the sim reads on the host; None for a standalone `sim serve`
+    root: str | None = None
 
     @property
     def prompt(self) -> str:

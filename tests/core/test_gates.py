@@ -46,6 +46,18 @@ def test_gate_that_edits_files_fails_and_is_restored(git_repo: Path) -> None:
     assert (git_repo / "notes.txt").read_text() == "operator's own untracked file\n"
 
 
+def test_a_gate_that_repoints_a_link_is_caught_without_the_link_being_followed(git_repo: Path,
+                                                                               tmp_path: Path) -> None:
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    a.write_text("same\n")
+    b.write_text("same\n")
+    (git_repo / "shared.txt").symlink_to(a)  # dirty before the gate: the gate may not change it
+    cmd = f"ln -sfn {b} shared.txt"
+    res = run_gate(project(fast=cmd), "fast", git_repo)
+    # the two targets read alike: only the link's own text tells that the gate changed it
+    assert not res.passed and res.changed_files == ["shared.txt"], res
+
+
 def test_missing_command(git_repo: Path) -> None:
     res = run_gate(project(fast="no-such-tool-xyz --check"), "fast", git_repo)
     assert not res.passed and res.exit_code is None

@@ -168,3 +168,17 @@ def test_job_create_needs_init(git_repo: Path, tmp_path: Path, cli) -> None:
     req.write_text("x\n")
     proc = cli("job", "create", "j", "--request-file", str(req), cwd=git_repo)
     assert proc.returncode == 2 and "run `pilothouse init`" in proc.stderr
+
+
+def test_a_job_record_whose_attachment_points_outside_the_attachments_is_refused(layout: RepoLayout,
+                                                                                 tmp_path: Path) -> None:
+    real = tmp_path / "shot.png"
+    real.write_bytes(png_bytes())
+    jobs.create_job(layout, "j", "look", attachments=[real])
+    record = layout.jobs_dir / "j.json"
+    data = json.loads(record.read_text())
+    # as a merged worker branch could rewrite it: the next read would hand ~/.ssh to the model
+    data["attachments"][0]["path"] = ".ai/runtime/attachments/../../../../home/me/.ssh/id_ed25519"
+    record.write_text(json.dumps(data))
+    with pytest.raises(UserError, match=r"j\.json: attachments\.0\.path: .*not under \.ai/runtime/attachments/"):
+        jobs.load_job(layout, "j")

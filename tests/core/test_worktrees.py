@@ -209,3 +209,42 @@ def test_the_cli_refuses_the_worktree_of_a_task_at_work(layout: RepoLayout, cli)
     assert done.returncode == 0 and not path.exists()
     outside = cli("maintain", "worktrees", "remove", str(layout.root / "src"), "--repo", str(layout.root))
     assert outside.returncode == 2 and "is not a pilothouse worktree of this repository" in outside.stderr
+
+
+def test_a_repository_a_builder_nests_in_its_worktree_runs_nothing_on_the_host(tmp_path: Path, cli) -> None:
+    """A sim builder makes `sub/` a git repository whose config names an fsmonitor command: the
+    commit, the gate's snapshots and the merge run git in that worktree on the host, and none of
+    them may start it."""
+    import json
+
+    import yaml
+    from pilothouse.core import demo
+    from pilothouse.core.supervisor import control as supervisor_ctl
+
+    marker = tmp_path / "fsmonitor-ran"
+    nest = ("mkdir -p sub && cd sub && git init -q && "
+            "git -c user.name=w -c user.email=w@example.test commit -q --allow-empty -m s && "
+            f"git config core.fsmonitor 'touch {marker}; false' && echo x > f && cd .. && echo n > notes.txt")
+    tasks = [{"id": "nest", "title": "Nest", "kind": "SAFE_PARALLEL", "expected_paths": {"write": ["sub", "notes.txt"]}}]
+    done = {"status": "complete", "files_changed": ["sub", "notes.txt"], "validation": {"commands": [], "passed": True},
+            "risks": []}
+    scenario = {"name": "nested-repo", "description": "a builder nests a repository with an fsmonitor",
+                "scripts": [
+                    {"match": {"mode": "plan"}, "turns": [{"say": f"<!--RESULT-->{json.dumps({'tasks': tasks})}<!--/RESULT-->"}]},
+                    {"match": {"mode": "code"}, "turns": [
+                        {"say": "Vendoring a helper.", "actions": [{"bash": {"command": nest, "description": "nest"}}]},
+                        {"say": f"<!--RESULT-->{json.dumps(done)}<!--/RESULT-->"}]},
+                ]}
+    path = tmp_path / "nested.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    layout = demo.prepare(tmp_path / "repo", str(path))
+    data = yaml.safe_load(layout.project_yaml.read_text())
+    data.update(gates={"fast": "true", "full": "true"}, workflow={"mode": "feature", "review": "off"})
+    layout.project_yaml.write_text(yaml.safe_dump(data))
+    supervisor_ctl.start(layout)
+    try:
+        w = cli("job", "wait", "demo", "--repo", str(layout.root), timeout=120)
+    finally:
+        supervisor_ctl.stop(layout)
+    assert w.returncode == 0, w.stdout + w.stderr  # committed, gated and merged
+    assert not marker.exists()

@@ -27,6 +27,12 @@ def test_probe_cli_passes_and_records(cli):
     for name in ("other worktree", "main checkout", "$HOME", "/tmp outside its own", "explore mode: own worktree"):
         assert checks[name]["pass"] and not checks[name]["reached_host"], name
     assert checks["$HOME"]["child"] in {"EROFS", "EACCES", "ENOENT"}
+    reads = [name for name in checks if name.startswith("read: ")]
+    assert len(reads) == 7 and all(checks[n]["pass"] and checks[n]["child"] != "read" for n in reads), reads
+    for route in ("main checkout's untracked .env", "a link in the worktree to a key", "a '..' route out of the worktree",
+                  "/proc/self/root", "another provider's key"):
+        assert f"read: {route}" in checks
+    assert checks["a module planted in the worktree is not imported by pilothouse"]["pass"]
     on_disk = json.loads(probe.record_path().read_text())
     assert on_disk["bwrap"]["sha256"] == probe.file_sha256(confine.bwrap_path() or "")
     assert on_disk["bwrap"]["version"]
@@ -109,3 +115,27 @@ def test_broken_namespaces_named_with_sysctl(tmp_path, monkeypatch):
     ok, reason = confine.available()
     assert not ok
     assert "No permissions to creating new namespace" in reason and "sysctl" in reason
+
+
+def test_the_read_checks_fail_when_a_sandbox_shows_the_main_checkout(tmp_path):
+    """The probe is not vacuous: widen the sandbox to the main checkout and its read check says so."""
+    require_confinement()
+    from pilothouse.providers import paths
+    from pilothouse.providers.confine import probe_reads
+
+    visible = probe._visible_dir()
+    assert visible is not None, "no directory outside the hidden trees to put a checkout in"
+    base = paths.cache_dir() / "probe-test"
+    base.mkdir(parents=True)
+    try:
+        main, _own, _other = probe._throwaway_repo(base, visible)
+        # a run in the main checkout itself (explore there) sees its untracked files: so must the probe
+        spec = probe.probe_spec(base, main, mode="explore")
+        results = {r["check"]: r for r in probe_reads.read_checks(spec, main, main, "t", probe._child_env(spec))}
+        leak = results["read: main checkout's untracked .env"]
+        assert (leak["pass"], leak["child"], leak["reached_host"]) == (False, "read", True)
+        assert results["read: $HOME"]["pass"] and results["read: another provider's key"]["pass"]
+        assert not (main / ".env").exists() and not list(main.glob("t-*"))  # the canaries are cleaned up
+    finally:
+        shutil.rmtree(visible, ignore_errors=True)
+        shutil.rmtree(base, ignore_errors=True)

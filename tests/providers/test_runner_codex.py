@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from test_runner_common import RealCliSuite, replay, summarize
@@ -85,3 +86,19 @@ def test_write_and_edit_become_apply_patch_hunks(tmp_path):
     assert codex_patch(Action("edit", {"path": "src/a.py", "old": "absent", "new": "x"}), tools, ctx) is None
     assert codex_patch(Action("bash", {"command": "ls"}), tools, ctx) is None
     assert codex_patch(Action("write", {"path": "b", "content": "x"}), tools[:1], ctx) is None
+
+
+def test_a_rollout_the_worker_swapped_for_a_link_is_not_followed(tmp_path):
+    from pilothouse.providers.runners.codex import rollout_totals
+
+    line = json.dumps({"type": "event_msg", "payload": {"type": "token_count", "info": {
+        "total_token_usage": {"input_tokens": 7, "output_tokens": 3}}}})
+    elsewhere = tmp_path / "elsewhere.jsonl"  # stands for a file of the operator's, outside the sandbox
+    elsewhere.write_text(line + "\n")
+    day = tmp_path / "home" / "sessions" / "2026" / "12" / "01"
+    day.mkdir(parents=True)
+    (day / "rollout-x-T1.jsonl").write_text(line + "\n")
+    assert rollout_totals(tmp_path / "home", "T1")["input_tokens"] == 7
+    (day / "rollout-x-T1.jsonl").unlink()
+    (day / "rollout-x-T1.jsonl").symlink_to(elsewhere)
+    assert rollout_totals(tmp_path / "home", "T1")["input_tokens"] == 0

@@ -210,3 +210,21 @@ def test_count_tokens_needs_the_key_too() -> None:
         url = f"{sim.base_url}/v1/messages/count_tokens"
         assert HTTP.post(url, json={"messages": []}).status_code == 401
         assert HTTP.post(url, json={"messages": []}, headers={"x-api-key": "k-1"}).status_code == 200
+
+
+def test_a_request_naming_another_cwd_gets_no_host_file_into_its_patch(tmp_path: Path) -> None:
+    """The sim reads on the host to build a Codex patch: only in the run's worktree, whatever <cwd>
+    the worker's request claims."""
+    outside, worktree = tmp_path / "outside", tmp_path / "wt"
+    outside.mkdir()
+    worktree.mkdir()
+    (outside / "notes.txt").write_text("TOPSECRET line\n")
+    scen = tmp_path / "s.yaml"
+    scen.write_text("name: s\ndescription: d\nscripts:\n  - match: {mode: code}\n    turns:\n"
+                    "      - actions: [{write: {path: notes.txt, content: 'mine'}}]\n")
+    claim = {"type": "message", "role": "user", "content": [
+        {"type": "input_text", "text": f"<environment_context>\n  <cwd>{outside}</cwd>\n</environment_context>"}]}
+    with SimServer(scen, root=worktree) as sim:
+        evs = events(responses(sim.base_url, [claim, TASK]))
+    [item] = [d["item"] for k, d in evs if k == "response.output_item.done" and d["item"]["type"] == "custom_tool_call"]
+    assert "TOPSECRET" not in item["input"] and "*** Add File: notes.txt" in item["input"]

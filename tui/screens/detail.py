@@ -99,7 +99,7 @@ def diff_stat(app: CockpitApp, task: TaskRow) -> str:
     if not task.branch:
         return "no branch yet"
     # the worktree is gone (merged, cleaned up): the branch still tells
-    proc = subprocess.run(["git", "diff", "--shortstat", f"{base}...{task.branch}"], cwd=layout.root,
+    proc = subprocess.run([*worktrees.SAFE_GIT, "diff", "--shortstat", f"{base}...{task.branch}"], cwd=layout.root,
                           capture_output=True, text=True, timeout=10)
     return proc.stdout.strip() or proc.stderr.strip() or "no changes"
 

@@ -1,0 +1,75 @@
+"""What of the repository a run sees: its worktree's git dirs, read-only, and never the rest of
+the operator's checkout (untracked files such as `.env`), plus what the project's `sandbox.read`
+setting adds on purpose (docs/sandbox.md)."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from pilothouse.providers.runners.base import RunSpec
+
+
+def real(p: Path | str) -> Path:
+    return Path(os.path.realpath(os.path.expanduser(str(p))))
+
+
+def within(child: Path, parent: Path) -> bool:
+    # string prefixes: Path.is_relative_to re-parses both paths, and the plan asks this thousands of times
+    c, p = str(child), str(parent)
+    return c == p or c.startswith(p if p.endswith("/") else p + "/")
+
+
+def git_paths(workdir: Path) -> tuple[list[Path], list[Path]]:
+    """(read-only paths inside the worktree, read-only git dirs outside it) for git to work read-only."""
+    dotgit = workdir / ".git"
+    inside = [dotgit] if dotgit.exists() else []
+    outside: list[Path] = []
+    if dotgit.is_file():
+        m = re.match(r"gitdir:\s*(.+)", dotgit.read_text(errors="replace").strip())
+        if m:
+            gitdir = real(workdir / m.group(1).strip())
+            outside.append(gitdir)
+            common = gitdir / "commondir"
+            if common.is_file():
+                outside.append(real(gitdir / common.read_text().strip()))
+    return inside, outside
+
+
+def main_checkout(workdir: Path, git_outside: list[Path]) -> Path | None:
+    """The operator's checkout a linked worktree belongs to (the parent of its common .git dir).
+
+    Only its git dir is any run's business: the rest holds the operator's untracked files (`.env`,
+    local notes, a venv with their credentials in its config) that no worker or gate may read.
+    None when the run works in that checkout itself, or the repository is bare."""
+    common = git_outside[-1] if git_outside else None
+    if common is None or common.name != ".git":
+        return None
+    main = common.parent
+    if within(workdir, main) or within(main, workdir):
+        return None
+    return main
+
+
+def read_setting(spec: RunSpec, main: Path | None) -> list[Path]:
+    """`sandbox.read` of the project (in the run's settings as `sandbox_read`): extra paths to bind
+    read-only, as real paths; relative ones are the main checkout's."""
+    from pilothouse.providers.errors import UserError
+
+    raw = spec.extra.get("sandbox_read") or []
+    base = main if main is not None else real(spec.workdir)
+    out: list[Path] = []
+    for entry in raw:
+        p = Path(os.path.expanduser(str(entry)))
+        if p.is_absolute():
+            out.append(real(p))
+            continue
+        target = real(base / p)
+        # the checkout holds merged work: a relative entry turned into a link must not carry the
+        # bind out of it (say `tools -> ~/.ssh`)
+        if not within(target, base):
+            raise UserError(f"sandbox.read in .ai/project.yaml: {entry} leads out of {base} (to {target}); "
+                            "name the target itself if it is meant")
+        out.append(target)
+    return out

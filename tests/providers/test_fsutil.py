@@ -1,0 +1,107 @@
+"""read_in_tree: host-side reads of a worker-written tree never follow a link; the planner's repo
+summary of a checkout a builder's link was merged into shows the link, not the file behind it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from pilothouse.core import demo
+from pilothouse.core.records.jobs import create_job
+from pilothouse.core.state import store
+from pilothouse.core.supervisor import control as supervisor_ctl
+from pilothouse.providers.fsutil import read_in_tree
+
+SECRET = "operator-secret-3f9c2a"
+
+
+def test_a_link_anywhere_on_the_path_is_reported_with_its_target_and_never_followed(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text(SECRET)
+    tree = tmp_path / "tree"
+    (tree / "docs").mkdir(parents=True)
+    (tree / "docs" / "guide.md").write_text("hello\n")
+    os.symlink(outside / "secret.txt", tree / "README.md")
+    os.symlink(outside, tree / "up")
+    os.symlink("../outside/secret.txt", tree / "docs" / "rel.md")
+
+    assert read_in_tree(tree, "docs/guide.md", 100).text() == "hello\n"
+    link = read_in_tree(tree, "README.md", 100)
+    assert (link.kind, link.at) == ("link", "README.md") and SECRET not in link.text()
+    assert str(outside / "secret.txt") in link.text() and "not followed" in link.text()
+    through = read_in_tree(tree, "up/secret.txt", 100)  # a linked directory on the way
+    assert (through.kind, through.at) == ("link", "up") and SECRET not in through.text()
+    assert read_in_tree(tree, "docs/rel.md", 100).kind == "link"
+    assert read_in_tree(tree, "nothing.md", 100).kind == "missing"
+    for bad in ("../outside/secret.txt", str(outside / "secret.txt"), "docs/../README.md"):
+        with pytest.raises(ValueError):
+            read_in_tree(tree, bad, 100)
+
+
+def test_a_fifo_is_not_opened_and_a_big_file_is_read_only_to_its_limit(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "pipe")  # reading it would block the supervisor for ever
+    assert read_in_tree(tmp_path, "pipe", 10).kind == "other"
+    (tmp_path / "big").write_bytes(b"x" * 5000)
+    entry = read_in_tree(tmp_path, "big", 10)
+    assert (entry.data, entry.truncated) == (b"x" * 10, True)
+
+
+def _scenario(secret: Path) -> dict[str, object]:
+    def plan(task: str, path: str) -> str:
+        tasks = [{"id": task, "title": "T", "kind": "SAFE_PARALLEL", "expected_paths": {"write": [path]}}]
+        return f"<!--RESULT-->{json.dumps({'tasks': tasks})}<!--/RESULT-->"
+
+    def done(path: str) -> str:
+        result = {"status": "complete", "files_changed": [path], "validation": {"commands": [], "passed": True},
+                  "risks": []}
+        return f"<!--RESULT-->{json.dumps(result)}<!--/RESULT-->"
+
+    return {"name": "readme-link", "description": "a builder commits README.md as a link to a file outside",
+            "scripts": [
+                {"match": {"mode": "plan", "contains": ["job: second"]}, "turns": [{"say": plan("notes", "notes.txt")}]},
+                {"match": {"mode": "plan"}, "turns": [{"say": plan("readme", "README.md")}]},
+                {"match": {"mode": "code", "contains": ["task: readme"]}, "turns": [
+                    {"say": "Pointing the README at the shared one.",
+                     "actions": [{"bash": {"command": f"ln -sfn {secret} README.md", "description": "link"}}]},
+                    {"say": done("README.md")}]},
+                {"match": {"mode": "code"}, "turns": [
+                    {"say": "Notes.", "actions": [{"write": {"path": "notes.txt", "content": "n\n"}}]},
+                    {"say": done("notes.txt")}]},
+            ]}
+
+
+def test_the_planners_summary_shows_a_merged_link_to_a_secret_as_a_link(tmp_path: Path, cli) -> None:
+    secret = tmp_path / "private" / "secret.txt"  # the operator's, outside every repository
+    secret.parent.mkdir()
+    secret.write_text(SECRET + "\n")
+    scenario = tmp_path / "readme-link.yaml"
+    scenario.write_text(yaml.safe_dump(_scenario(secret)))
+    layout = demo.prepare(tmp_path / "repo", str(scenario))
+    data = yaml.safe_load(layout.project_yaml.read_text())
+    data.update(gates={"fast": "true", "full": "true"}, workflow={"mode": "feature", "review": "off"})
+    layout.project_yaml.write_text(yaml.safe_dump(data))
+    supervisor_ctl.start(layout)
+    try:
+        w = cli("job", "wait", "demo", "--repo", str(layout.root), timeout=120)
+        assert w.returncode == 0, w.stdout + w.stderr
+        merged = subprocess.run(["git", "ls-tree", "pilothouse/integration", "README.md"], cwd=layout.root,
+                                capture_output=True, text=True, check=True).stdout
+        assert merged.startswith("120000"), merged  # the link is on the integration branch
+        create_job(layout, "second", "Add a notes file.", "notes.txt exists")
+        w = cli("job", "wait", "second", "--repo", str(layout.root), timeout=120)
+        assert w.returncode == 0, w.stdout + w.stderr
+    finally:
+        supervisor_ctl.stop(layout)
+    conn = store.connect(layout.state_db, readonly=True)
+    [run] = [r["run_id"] for r in conn.execute("SELECT run_id FROM runs WHERE job='second' AND role='assigner'")]
+    conn.close()
+    text = (layout.runtime / "runs" / f"{run}.task.md").read_text()
+    assert f"README.md -> {secret} (a symbolic link, not followed)" in text
+    assert SECRET not in text
+    leaked = [p for p in (layout.runtime / "runs").iterdir() if SECRET in p.read_text(errors="replace")]
+    assert not leaked

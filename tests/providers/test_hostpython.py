@@ -1,0 +1,91 @@
+"""Host-side Python processes start isolated: a module a worker planted in its worktree, or one
+merged into the operator's checkout, is never imported outside the sandbox."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+from pilothouse.core import demo
+from pilothouse.core.supervisor import control as supervisor_ctl
+from pilothouse.providers.hostpython import host_env, python_argv
+
+# A shadow module as an attacker writes it: it records that it ran (the operator's user, outside
+# the sandbox), then hands over the real module so nothing else looks wrong.
+SHADOW = '''import os, sys
+with open({marker!r}, "a") as fh:
+    fh.write(f"{{os.getpid()}} imported {{__name__}} from {{__file__}}\\n")
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
+del sys.modules[__name__]
+import importlib
+sys.modules[__name__] = importlib.import_module(__name__)
+'''
+
+
+def _scenario(marker: Path) -> dict[str, object]:
+    done = ('<!--RESULT-->{"status":"complete","files_changed":["yaml.py","sqlite3.py"],'
+            '"validation":{"commands":[],"passed":true},"risks":[]}<!--/RESULT-->')
+    shadow = SHADOW.format(marker=str(marker))
+    return {"name": "shadow-modules", "description": "a builder plants yaml.py and sqlite3.py in its worktree",
+            "scripts": [
+                {"match": {"mode": "plan"}, "turns": [{"say": '<!--RESULT-->{"tasks":[{"id":"shadow","title":"Shadow",'
+                                                              '"kind":"SAFE_PARALLEL","expected_paths":{"write":'
+                                                              '["yaml.py","sqlite3.py"]}}]}<!--/RESULT-->'}]},
+                {"match": {"mode": "code"}, "turns": [
+                    {"say": "Adding two helpers.", "actions": [{"write": {"path": "yaml.py", "content": shadow}},
+                                                               {"write": {"path": "sqlite3.py", "content": shadow}}]},
+                    {"say": done}]},
+                {"match": {"mode": "review"}, "turns": [{"say": '<!--RESULT-->{"overall":"PASS","findings":[]}<!--/RESULT-->'}]},
+            ]}
+
+
+def _git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def test_modules_a_builder_plants_run_in_neither_the_next_dispatch_nor_the_supervisor(tmp_path: Path, cli) -> None:
+    marker = tmp_path / "shadow-ran.txt"
+    scenario = tmp_path / "shadow.yaml"
+    scenario.write_text(yaml.safe_dump(_scenario(marker)))
+    layout = demo.prepare(tmp_path / "repo", str(scenario))
+    data = yaml.safe_load(layout.project_yaml.read_text())
+    # every task reviewed: the reviewer's dispatch starts in the builder's worktree, shadows and all
+    data.update(gates={"fast": "true", "full": "true"}, workflow={"mode": "feature", "review": "ai"})
+    layout.project_yaml.write_text(yaml.safe_dump(data))
+    supervisor_ctl.start(layout)
+    try:
+        w = cli("job", "wait", "demo", "--repo", str(layout.root), timeout=120)
+        assert w.returncode == 0, w.stdout + w.stderr
+    finally:
+        supervisor_ctl.stop(layout)
+    assert "yaml.py" in _git(layout.root, "ls-tree", "--name-only", "pilothouse/integration")
+    assert not marker.exists(), marker.read_text()
+
+    # the operator merges the job into their checkout: the next supervisor starts from there
+    _git(layout.root, "merge", "-q", "--no-edit", "pilothouse/integration")
+    assert (layout.root / "sqlite3.py").is_file()
+    supervisor_ctl.start(layout)
+    supervisor_ctl.stop(layout)
+    assert not marker.exists(), marker.read_text()
+
+
+def test_a_host_python_gets_no_code_path_from_the_environment(tmp_path: Path) -> None:
+    (tmp_path / "planted").mkdir()
+    (tmp_path / "planted" / "json.py").write_text("raise SystemExit('planted module ran')\n")
+    (tmp_path / "sqlite3.py").write_text("raise SystemExit('planted module ran')\n")
+    env = host_env({"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path / "planted"), "HOME": str(tmp_path)})
+    assert "PYTHONPATH" not in env and env["HOME"] == str(tmp_path)
+    out = subprocess.run(python_argv("-c", "import json, sqlite3, sys; print(sys.flags.isolated)"), cwd=tmp_path,
+                         env={**env, "PYTHONPATH": str(tmp_path / "planted")}, capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "1", out.stderr
+    assert python_argv("-m", "x")[:2] == [sys.executable, "-I"]
+
+
+def test_python_m_pilothouse_drops_its_working_directory_before_any_lazy_import(tmp_path: Path) -> None:
+    (tmp_path / "yaml.py").write_text("raise SystemExit('planted yaml ran')\n")
+    out = subprocess.run([sys.executable, "-m", "pilothouse", "status"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=60)
+    assert "planted yaml ran" not in out.stdout + out.stderr
