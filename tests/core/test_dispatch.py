@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import no_bwrap_env
 from pilothouse.providers import paths
 
 # the started line's fields, in order (no model validates it: dispatch builds it by hand)
@@ -255,3 +256,12 @@ def test_runner_not_installed_is_one_line(cli, git_repo, tmp_path):
     assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert "install runner codex" in r.stderr, r.stderr
     assert get_runner("builtin").installed()
+
+
+def test_a_writer_refused_for_lack_of_bubblewrap_still_prints_its_verdict_line(cli, git_repo, tmp_path):
+    r = cli("dispatch", "--provider", "sim", "--mode", "code", "--workdir", str(git_repo), "--run-id", "nobwrap-1",
+            "--task-file", task(tmp_path, "Add a sub function to src/calc.py.\n"), env=no_bwrap_env(tmp_path))
+    v = verdict_of(r)
+    assert v["run_id"] == "nobwrap-1" and v["verdict"] == "error" and v["error_class"] == "fatal"
+    assert "refusing to run a code task unconfined" in v["error"] and "apt-get install bubblewrap" in v["error"]
+    assert "refusing to run a code task unconfined" in r.stderr and "Traceback" not in r.stderr

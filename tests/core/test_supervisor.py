@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import no_bwrap_env
 from pilothouse.core import demo
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.state import store
@@ -557,3 +558,15 @@ def test_a_crashed_assigner_is_tried_once_more_then_the_problem_says_why(tmp_pat
     assert "missing.yaml not found" in p.summary and "(twice)" in p.summary
     events = [json.loads(line) for line in layout.events.read_text().splitlines()]
     assert sum(e["type"] == "run.started" and e["data"]["role"] == "assigner" for e in events) == 2
+
+
+def test_job_start_without_bubblewrap_refuses_before_launching_anything(tmp_path: Path, cli) -> None:
+    layout = demo.prepare(tmp_path / "repo")
+    r = cli("job", "start", "demo", "--repo", str(layout.root), env=no_bwrap_env(tmp_path))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "refusing to start" in r.stderr and "apt-get install bubblewrap" in r.stderr
+    assert "confinement: off" in r.stderr
+    assert not layout.events.exists() or "run.started" not in layout.events.read_text()
+    w = cli("run", "--watch", "--once", "--repo", str(layout.root), env=no_bwrap_env(tmp_path))
+    assert w.returncode == 2 and "refusing to start" in w.stderr
