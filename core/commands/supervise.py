@@ -281,6 +281,10 @@ def refuse_if_planned(layout: Any, name: str, revision: int) -> None:
         conn = store.connect(layout.state_db, readonly=True)
         try:
             row = conn.execute("SELECT planned_revision FROM jobs_state WHERE job=?", (name,)).fetchone()
+            # the assigner's plan replaces the job's definitions when it lands: a graph defined
+            # meanwhile would be dropped without a word
+            planning = conn.execute("SELECT 1 FROM runs WHERE job=? AND role='assigner' AND state='running'",
+                                    (name,)).fetchone()
         finally:
             conn.close()
     except sqlite3.Error:
@@ -289,6 +293,10 @@ def refuse_if_planned(layout: Any, name: str, revision: int) -> None:
         raise UserError(f"job {name} is already planned (revision {revision}): to change the plan, correct the "
                         f"request with pilothouse job update {name} --request-file F (the assigner re-plans) "
                         "or answer a problem with plan")
+    if planning is not None:
+        raise UserError(f"job {name} is being planned by the assigner now: its plan would replace these tasks; "
+                        f"wait for it (pilothouse job status {name}), then correct it with pilothouse job update "
+                        f"{name} --request-file F")
 
 
 def job_outcome(layout: Any, name: str) -> tuple[str | None, str]:
