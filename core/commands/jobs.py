@@ -5,7 +5,8 @@
     pilothouse job decide NAME TEXT
     pilothouse job list [--json]
     pilothouse job status [NAME] [--json]
-(the supervise group adds job start / stop / wait / plan-ready to the same parser)
+(the supervise group adds job start / stop / wait / plan-ready to the same parser, job_end cancel
+and delete)
 """
 
 from __future__ import annotations
@@ -72,6 +73,9 @@ def register(sub: Any) -> None:
     hook = getattr(supervise, "register_job_subcommands", None)
     if hook is not None:
         hook(job_sub)
+    from pilothouse.core.commands import job_end
+
+    job_end.register_job_subcommands(job_sub)
 
 
 def _layout(args: Any) -> Any:

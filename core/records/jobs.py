@@ -274,3 +274,12 @@ def pin_coordinator(layout: RepoLayout, name: str, provider: str, model: str | N
         _events(layout).append("job.pinned", job=name, data={"provider": provider, "model": model},
                                commit=lambda: _write(layout, job))
     return job
+
+
+def remove_job(layout: RepoLayout, name: str) -> None:
+    """Remove the job's record and its stored screenshots (`job delete`; the event log keeps its history)."""
+    import shutil
+
+    with _locked(layout, name):
+        _path(layout, name).unlink(missing_ok=True)
+        shutil.rmtree(layout.attachments / validate_name(name), ignore_errors=True)
