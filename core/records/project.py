@@ -85,6 +85,9 @@ class ProjectConfig(_Strict):
     hotspots: list[str] = Field(default_factory=list)
     contracts: list[str] = Field(default_factory=list)
     integration_branch: str = DEFAULT_INTEGRATION_BRANCH
+    # where jobs start from and `ship` puts accepted work; None: the branch checked out in the
+    # operator's checkout when the job starts
+    base_branch: str | None = None
     max_workers: int = Field(default=2, ge=1, le=64)
     # workers yield the CPU to the supervisor (whose gates and merges every dependent task waits
     # for) and to the operator's own shell; 0 runs them at the supervisor's priority
@@ -125,6 +128,23 @@ class ProjectConfig(_Strict):
         if not v or v.startswith(("-", "/")) or ".." in v or " " in v or v.endswith((".lock", "/")):
             raise ValueError(f"'{v}' is not a valid branch name")
         return v
+
+    @field_validator("base_branch")
+    @classmethod
+    def _base(cls, v: str | None) -> str | None:
+        if v is None:
+            return None
+        v = v.strip()
+        if not v or v.startswith(("-", "/")) or ".." in v or " " in v or v.endswith((".lock", "/")):
+            raise ValueError(f"'{v}' is not a valid branch name")
+        return v
+
+    @model_validator(mode="after")
+    def _base_is_not_integration(self) -> ProjectConfig:
+        if self.base_branch is not None and self.base_branch == self.integration_branch:
+            raise ValueError(f"base_branch and integration_branch are both '{self.base_branch}': jobs start from "
+                             "the base branch and merge into the integration branch, so they must differ")
+        return self
 
     @field_validator("hotspots", "contracts")
     @classmethod
@@ -277,6 +297,7 @@ budgets:
 hotspots: []           # paths one task at a time may write
 contracts: []          # shared interfaces; change them in CONTRACT_CHANGE tasks
 integration_branch: {q(DEFAULT_INTEGRATION_BRANCH)}
+base_branch: null      # jobs start from its head; `pilothouse ship` lands work there (null: your checked-out branch)
 max_workers: 2
 worker_nice: 10        # 0-19: CPU priority of workers below the supervisor's gates and merges
 confinement: "on"

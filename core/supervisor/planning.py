@@ -126,6 +126,8 @@ def _adopt_defined(sup: Supervisor, job: Any, revision: int) -> None:
     from pilothouse.core.records.taskgraph import load_tasks
 
     defs = load_tasks(sup.layout, job.name)
+    if defs and sup.store.job(job.name)["planned_revision"] == 0 and not sup.inflight and not sup.live_runs():  # type: ignore[index]
+        _sync(sup, job.name)  # a new job starts from the base branch's head, as an assigner's would
     if not defs:
         sup.store.set_job(job.name, None, reason="plan-ready, but .ai/tasks.yaml has no tasks for this job",
                           state="planning")
@@ -183,7 +185,7 @@ def _launch_assigner(sup: Supervisor, job: Any, revision: int, previous: sqlite3
     provider, model = _coordinator(sup, job)
     checkout = ensure_integration_checkout(sup.layout, sup.project)
     if previous is None and not sup.inflight and not sup.live_runs():
-        _sync(sup)
+        _sync(sup, job.name)
     if previous is None:
         existing = [{"task": t["task"], "state": t["state"]} for t in sup.store.tasks(job.name)]
         text = L.plan_text(job, job.name, revision, L.repo_summary(checkout), existing) + note
@@ -228,16 +230,27 @@ def _wait_for_quota(sup: Supervisor, job: Any, revision: int, provider: str) -> 
     return False
 
 
-def _sync(sup: Supervisor) -> None:
-    """With nothing in flight, bring the operator's newer commits into the integration branch (a
-    fast-forward only), so a new plan builds on what they committed since the last job."""
+def _sync(sup: Supervisor, job: str) -> None:
+    """With nothing in flight, bring the base branch's newer commits into the integration branch
+    (fast-forward, or a merge commit when it has merges of its own), so a new plan builds on what
+    the operator committed since the last job. Said in an event either way: a base that could not
+    be brought in is why a job may fail the way the last one did."""
     from pilothouse.core.git.integration import sync_integration
 
     try:
         result = sync_integration(sup.layout, sup.project)
     except Exception as exc:  # noqa: BLE001 - planning goes on from the current integration head
         sup.log.warning("could not sync the integration branch: %s", exc)
+        sup.events.append("integration.synced", job=job, data={"state": "error", "reason": str(exc)[:500]})
         return
-    if result.get("state") == "fast-forwarded":
-        sup.good_head = None  # recomputed at the next launch
-        sup.log.info("integration branch fast-forwarded to %s", result.get("head"))
+    state = result.get("state")
+    if state in ("fast-forwarded", "merged"):
+        sup.good_head = None  # recomputed at the next launch: the cached head is the old one
+        sup.log.info("integration branch %s to %s", state, result.get("head"))
+    if state != "up-to-date":
+        reason = {"fast-forwarded": "the integration branch caught up with the base branch",
+                  "merged": "the base branch's new commits were merged into the integration branch",
+                  "conflict": "the base branch's new commits conflict with the integration branch in "
+                              f"{', '.join(result.get('conflicts') or [])[:300]}: merge them there by hand "
+                              "(pilothouse maintain worktrees list shows the checkout)"}[str(state)]
+        sup.events.append("integration.synced", job=job, data={**result, "reason": reason})
