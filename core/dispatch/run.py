@@ -245,7 +245,7 @@ def _tell_supervisor() -> None:
 def _sim(prep: Prepared, sb: Any) -> Any:
     from pilothouse.providers.sim.server import SimServer, load_scenario
 
-    return SimServer(load_scenario(prep.scenario or "explore-basic"), api_key=prep.key,
+    return SimServer(load_scenario(prep.scenario or "explore-basic"), api_key=prep.key, workdir=prep.workdir,
                      served_log=sb.state / "served.jsonl")
 
 

@@ -53,7 +53,7 @@ def _wire(path: str) -> ModuleType | None:
 class SimServer:
     def __init__(self, scenario: Scenario | str | Path, host: str = "127.0.0.1", port: int = 0,
                  api_key: str | None = None, served_log: str | Path | None = None,
-                 resets_file: str | Path | None = None) -> None:
+                 resets_file: str | Path | None = None, workdir: str | Path | None = None) -> None:
         if host not in LOOPBACK:
             raise UserError(f"sim: host {host} refused — the simulator listens on 127.0.0.1 only")
         self.scenario = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
@@ -62,6 +62,8 @@ class SimServer:
         self.api_key = api_key
         self.served_log = Path(served_log) if served_log else None
         self.resets = ResetBook(Path(resets_file) if resets_file else paths.state_dir() / "sim" / "resets.json")
+        self.workdir = str(workdir) if workdir else None
+        self.failed: dict[str, str] = {}  # runs whose scripted action could not apply (engine.respond)
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._log_lock = threading.Lock()
@@ -257,7 +259,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(400, wire.error_body(400, f"sim: request body is not valid: {exc}",
                                                  "invalid_request_error", None))
             return
-        outcome = respond(sim.scenario, req, sim.resets)
+        outcome = respond(sim.scenario, req, sim.resets, workdir=sim.workdir, failed=sim.failed)
         if outcome.delay_s and sim.stopping.wait(outcome.delay_s):
             self.close_connection = True  # stopped while waiting: hang up instead of answering
             return
