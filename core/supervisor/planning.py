@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pilothouse.core.dispatch import runs
 from pilothouse.core.stops.rules import classify_verdict
 from pilothouse.core.supervisor import launch as L
+from pilothouse.core.supervisor.context import job_scenario, policy_of
 
 if TYPE_CHECKING:
     import sqlite3
@@ -163,7 +164,8 @@ def _coordinator(sup: Supervisor, job: Any) -> tuple[str, str | None]:
 
     if job.coordinator is not None:
         return job.coordinator.provider, job.coordinator.model
-    pin = policy.coordinator_pin(sup.project, default=sup.default_provider)
+    project, default = policy_of(sup, job.name)
+    pin = policy.coordinator_pin(project, default=default)
     provider, _, model = pin.partition("/")
     job = pin_coordinator(sup.layout, job.name, provider, model or None)
     assert job.coordinator is not None
@@ -196,7 +198,7 @@ def _launch_assigner(sup: Supervisor, job: Any, revision: int, previous: sqlite3
         session, resume_of = L.verdict_of(previous).get("session_id"), previous["run_id"]
     launch = runs.Launch(run_id=runs.new_run_id(), job=job.name, task=None, role="assigner", provider=provider,
                          mode="plan", workdir=str(checkout), task_text=text, attempt=revision, model=model,
-                         session_id=session, resume_of=resume_of, scenario=sup.project.sim_scenario)
+                         session_id=session, resume_of=resume_of, scenario=job_scenario(sup, job.name))
     sup.store.set_job(job.name, None, reason=f"planning revision {revision}", state="planning")
     L.start(sup, launch)
 
