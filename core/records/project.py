@@ -1,4 +1,4 @@
-"""`.ai/project.yaml`: how pilothouse works in one repository (DESIGN §3).
+"""`.ai/project.yaml`: how pilothouse works in one repository (docs/project-yaml.md).
 
 The file is the operator's: every field has a default except the gates, unknown keys are
 refused (a typo must not silently turn a setting off), and a mistake is reported as one line

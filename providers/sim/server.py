@@ -1,4 +1,4 @@
-"""The sim: a loopback HTTP server that plays a model, scripted by a scenario (DESIGN §4.4).
+"""The sim: a loopback HTTP server that plays a model, scripted by a scenario (docs/scenarios.md).
 
     with SimServer(load_scenario("explore-basic"), api_key=key, served_log=path) as sim:
         base_url = sim.base_url   # http://127.0.0.1:PORT — /v1/chat/completions, /v1/responses, …
