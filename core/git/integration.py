@@ -80,15 +80,18 @@ def _dirty(checkout: Path) -> list[str]:
     return [e[3:] for e in out.split("\0") if len(e) > 3 and not is_scratch(e[3:])]
 
 
-def base_branch(layout: RepoLayout, project: ProjectConfig) -> str:
+def base_branch(layout: RepoLayout, project: ProjectConfig, *, required: bool = True) -> str:
     """The branch jobs start from and work ships to: `base_branch` of project.yaml, else the branch
-    checked out in the operator's checkout."""
+    checked out in the operator's checkout. Without either, UserError — or "" when not `required`
+    (a detached checkout: new integration branches start from its HEAD and there is nothing to sync)."""
     if project.base_branch is not None:
         if not branch_exists(layout.root, project.base_branch):
             raise UserError(f".ai/project.yaml: base_branch: there is no branch {project.base_branch!r} in "
                             f"{layout.root}: name an existing branch (git branch --list) or set it to null")
         return project.base_branch
     name = git(layout.root, "symbolic-ref", "-q", "--short", "HEAD", check=False)
+    if not required and (not name or name == project.integration_branch):
+        return ""
     if not name:
         raise UserError(f"{layout.root} is on a detached HEAD, so there is no base branch to start jobs from: "
                         "check out your branch, or set base_branch in .ai/project.yaml")
@@ -105,7 +108,8 @@ def ensure_integration_checkout(layout: RepoLayout, project: ProjectConfig) -> P
     path = integration_path(layout)
     if not branch_exists(layout.root, branch):
         try:
-            git(layout.root, "branch", branch, f"refs/heads/{base_branch(layout, project)}")
+            base = base_branch(layout, project, required=False)
+            git(layout.root, "branch", branch, f"refs/heads/{base}" if base else "HEAD")
         except GitError as exc:
             raise UserError(f"cannot create the integration branch {branch}: {exc.stderr}") from None
     where = _worktree_of(layout, branch)
@@ -286,7 +290,10 @@ def sync_integration(layout: RepoLayout, project: ProjectConfig, ref: str | None
     commit in the integration checkout. A conflict is rolled back and reported (`state: conflict`,
     the files) for the caller to say; nothing is ever rewritten.
     """
-    base = ref or f"refs/heads/{base_branch(layout, project)}"
+    name = ref or base_branch(layout, project, required=False)
+    if not name:
+        return {"state": "up-to-date", "head": integration_head(layout, project), "reason": "no base branch"}
+    base = ref or f"refs/heads/{name}"
     with _merge_lock(layout):
         checkout, head = _integration_state(layout, project)
         target = git(layout.root, "rev-parse", "--verify", f"{base}^{{commit}}")
@@ -295,7 +302,6 @@ def sync_integration(layout: RepoLayout, project: ProjectConfig, ref: str | None
         if git_ok(checkout, "merge-base", "--is-ancestor", head, target):
             git(checkout, "merge", "-q", "--ff-only", target)
             return {"state": "fast-forwarded", "head": target, "previous": head}
-        name = base.removeprefix("refs/heads/")
         proc = git_run(checkout, "-c", "core.hooksPath=/dev/null", "merge", "--no-ff", "--no-edit",
                        "-m", f"Bring {name} into {project.integration_branch}", target)
         if proc.returncode != 0:

@@ -260,3 +260,13 @@ def test_merge_runs_no_hooks_and_records_the_tip(layout: RepoLayout) -> None:
     res = integ.merge_task(layout, project(full="true"), branch, "merge t")
     assert res.ok and git(integ.integration_path(layout), "rev-parse", "HEAD^2") == git(layout.root, "rev-parse", branch)
     assert not list(layout.root.glob("hook-*-ran"))
+
+
+def test_a_detached_checkout_without_a_base_branch_starts_from_its_head_and_syncs_nothing(layout: RepoLayout) -> None:
+    git(layout.root, "checkout", "-q", "--detach")
+    cfg = project(full="true")
+    checkout = integ.ensure_integration_checkout(layout, cfg)
+    assert git(checkout, "rev-parse", "HEAD") == git(layout.root, "rev-parse", "HEAD")
+    assert integ.sync_integration(layout, cfg)["state"] == "up-to-date"
+    with pytest.raises(UserError, match="detached HEAD"):
+        integ.base_branch(layout, cfg)  # what ship needs: it says so in one line
