@@ -48,7 +48,10 @@ def _init(args: Any) -> int:
     else:
         print(f"kept {done['project_yaml']} (it exists; --force rewrites it)")
     if done["gitignore_updated"]:
-        print("added .ai/runtime/ to .gitignore")
+        print("updated .gitignore: .ai/runtime/ is ignored, the records in .ai/ are not")
+    if done.get("ignored_by"):
+        print(f"warning: git ignores .ai/project.yaml because of {done['ignored_by']}: remove that rule, or "
+              "commit the records with git add -f .ai/ (builders' commits need .ai/ not ignored)")
     print(("registered " if done["registered"] else "already registered: ") + done["repo"])
     print("next: commit .ai/project.yaml and .gitignore, then "
           "`pilothouse job create NAME --request-file request.md`")
