@@ -578,7 +578,10 @@ def test_a_crashed_assigner_is_tried_once_more_then_the_problem_says_why(tmp_pat
 
 def test_job_start_without_bubblewrap_refuses_before_launching_anything(tmp_path: Path, cli) -> None:
     layout = demo.prepare(tmp_path / "repo")
-    r = cli("job", "start", "demo", "--repo", str(layout.root), env=no_bwrap_env(tmp_path))
+    try:
+        r = cli("job", "start", "demo", "--repo", str(layout.root), env=no_bwrap_env(tmp_path))
+    finally:
+        supervisor_ctl.stop(layout)  # only if one started: the refusal is the point
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "refusing to start" in r.stderr and "apt-get install bubblewrap" in r.stderr
