@@ -12,7 +12,6 @@ from typing import Any
 
 from pilothouse.core.records.project import (
     ProjectConfig,
-    detect_gates,
     format_validation_error,
     load_project,
     parse_yaml,
@@ -111,8 +110,12 @@ def init_project(root: Path | str, gates: dict[str, str] | None = None, *,
         done["written"] = False
     else:
         if gates is None:
-            gates = detect_gates(layout.root)
+            from pilothouse.core.records.detect import detect
+
+            found = detect(layout.root)
+            gates = found.gates() if found is not None else None
             done["detected"] = gates is not None
+            done["why"] = found.why if found is not None else None
             if gates is None:
                 tty = sys.stdin.isatty() if stdin_is_tty is None else stdin_is_tty
                 gates = _ask_gates(tty)

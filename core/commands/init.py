@@ -45,6 +45,8 @@ def _init(args: Any) -> int:
         how = "detected" if done.get("detected") else "given"
         print(f"wrote {done['project_yaml']} (gates {how}: fast = {done['gates']['fast']!r}, "
               f"full = {done['gates']['full']!r})")
+        if done.get("why"):
+            print(f"  found: {done['why']} (change them in .ai/project.yaml if your CI runs more)")
     else:
         print(f"kept {done['project_yaml']} (it exists; --force rewrites it)")
     if done["gitignore_updated"]:

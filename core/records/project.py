@@ -242,38 +242,12 @@ def load_project(layout: RepoLayout) -> ProjectConfig:
 
 # ---------------------------------------------------------------- init
 
-_NPM_PLACEHOLDER = "no test specified"
-
-
 def detect_gates(root: Path) -> dict[str, str] | None:
-    """The obvious test command of a repository, or None when nothing is obvious."""
-    import json
+    """The repository's own test command as gates (core/records/detect.py says how it is found)."""
+    from pilothouse.core.records.detect import detect
 
-    pyproject = root / "pyproject.toml"
-    setup_cfg = root / "setup.cfg"
-    has_pytest = (
-        (root / "pytest.ini").exists()
-        or (root / "conftest.py").exists()
-        or (pyproject.exists() and "[tool.pytest" in pyproject.read_text(errors="replace"))
-        or (setup_cfg.exists() and "[tool:pytest]" in setup_cfg.read_text(errors="replace"))
-        or any((root / d).is_dir() and any((root / d).rglob("test_*.py")) for d in ("tests", "test"))
-    )
-    if has_pytest:
-        import shutil
-
-        # Debian-like systems without python-is-python3 have only `python3`
-        py = "python" if shutil.which("python") or not shutil.which("python3") else "python3"
-        return {"fast": f"{py} -m pytest -q", "full": f"{py} -m pytest -q"}
-    package = root / "package.json"
-    if package.exists():
-        try:
-            scripts = json.loads(package.read_text(encoding="utf-8")).get("scripts") or {}
-        except (ValueError, AttributeError):
-            scripts = {}
-        test = scripts.get("test") if isinstance(scripts, dict) else None
-        if isinstance(test, str) and test.strip() and _NPM_PLACEHOLDER not in test:
-            return {"fast": "npm test", "full": "npm test"}
-    return None
+    found = detect(root)
+    return found.gates() if found is not None else None
 
 
 def render_project(gates: dict[str, str]) -> str:

@@ -86,7 +86,10 @@ def test_model_policy(tmp_path: Path) -> None:
 
 
 def test_detect_gates(tmp_path: Path, git_repo: Path) -> None:
-    assert detect_gates(git_repo) == {"fast": "python -m pytest -q", "full": "python -m pytest -q"}
+    import shutil
+
+    py = shutil.which("python3") or shutil.which("python")
+    assert detect_gates(git_repo) == {"fast": f"{py} -m pytest -q", "full": f"{py} -m pytest -q"}
     (tmp_path / "package.json").write_text(json.dumps({"scripts": {"test": "vitest run"}}))
     assert detect_gates(tmp_path) == {"fast": "npm test", "full": "npm test"}
     (tmp_path / "package.json").write_text(json.dumps({"scripts": {"test": "echo \"Error: no test specified\""}}))
@@ -97,7 +100,7 @@ def test_init_writes_project_gitignore_and_registers(git_repo: Path) -> None:
     done = init_project(git_repo)
     assert done["written"] and done["detected"]
     cfg = load_project(RepoLayout(git_repo))
-    assert cfg.gates["full"] == "python -m pytest -q"
+    assert cfg.gates["full"].endswith("python3 -m pytest -q") and cfg.gates["full"].startswith("/")
     assert ".ai/runtime/" in (git_repo / ".gitignore").read_text().splitlines()
     assert git_repo.resolve() in repos.list_repos()
     again = init_project(git_repo)  # idempotent: keeps the file, no duplicate entries
