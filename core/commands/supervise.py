@@ -33,17 +33,6 @@ def _layout(args: Any) -> Any:
     return find_repo(getattr(args, "repo", None))
 
 
-def refuse_unconfined(project: Any) -> None:
-    """Refuse to start a supervisor whose builders and gates could not be confined here: said once,
-    before anything launches, rather than as a crashed builder per task."""
-    from pilothouse.providers import confine
-    from pilothouse.providers.errors import UserError
-
-    reason = confine.unconfined_reason(project.confinement)
-    if reason is not None:
-        raise UserError(f"refusing to start: builders and gates run in bubblewrap and {reason} ({confine.OPT_OUT})")
-
-
 def register(sub: Any) -> None:
     # `run --watch` shares the `run` parser with dispatch's human run (see add_watch_options)
     i = sub.add_parser("integrate", help="merge the approved tasks into the integration branch now",
@@ -82,7 +71,7 @@ def run_supervisor(args: Any) -> int:
     if running is not None:
         raise UserError(f"a supervisor is already running for {layout.root} (pid {running['pid']}): "
                         "pilothouse live --follow shows what it does; pilothouse job stop stops it")
-    refuse_unconfined(project)
+    supervisor_ctl.refuse_unconfined(project)
     done = threading.Event()
     printer = None
     if not getattr(args, "quiet", False):
@@ -194,7 +183,7 @@ def _start(args: Any) -> int:
         load_job(layout, args.name)
     before = supervisor_ctl.status(layout)
     if before is None:
-        refuse_unconfined(project)
+        supervisor_ctl.refuse_unconfined(project)
     pid = supervisor_ctl.start(layout, args.max_workers)
     word = "already running" if before else "started"
     print(f"supervisor {word} (pid {pid}); log: {layout.supervisor_log}")
