@@ -85,4 +85,7 @@ def _delete(args: Any) -> int:
     done = _paused_supervisor(layout, lambda: ending.delete_job(layout, job.name))
     print(f"deleted job {job.name}: {len(done['worktrees'])} worktree(s), {len(done['branches'])} branch(es), "
           f"{len(done['runs'])} run(s) stopped; merges already on the integration branch stay")
+    if done["kept"]:
+        print(f"kept {', '.join(done['kept'])}: checked out in a checkout of yours (git worktree list); "
+              "delete it there when done (git branch -D NAME)")
     return 0

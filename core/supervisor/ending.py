@@ -78,7 +78,7 @@ def job_leftovers(layout: RepoLayout, name: str) -> dict[str, list[str]]:
 
 def delete_job(layout: RepoLayout, name: str) -> dict[str, Any]:
     """Cancel the job, then remove its worktrees, branches, task definitions, record and rows."""
-    from pilothouse.core.git.worktrees import git, remove_worktree
+    from pilothouse.core.git.worktrees import git_run, remove_worktree
     from pilothouse.core.records.jobs import remove_job
     from pilothouse.core.records.taskgraph import save_tasks
 
@@ -86,8 +86,11 @@ def delete_job(layout: RepoLayout, name: str) -> dict[str, Any]:
     left = job_leftovers(layout, name)
     for path in left["worktrees"]:
         remove_worktree(layout, path, force=True)  # the operator confirmed: its scratch goes too
+    kept = []
     for branch in left["branches"]:
-        git(layout.root, "branch", "-D", branch)
+        # a branch the operator checked out somewhere of their own stays: that checkout is theirs
+        if git_run(layout.root, "branch", "-D", branch).returncode != 0:
+            kept.append(branch)
     if layout.tasks_yaml.exists():
         save_tasks(layout, [], replace_job=name)
     conn = store.connect(layout.state_db)
@@ -105,5 +108,7 @@ def delete_job(layout: RepoLayout, name: str) -> dict[str, Any]:
     finally:
         conn.close()
     remove_job(layout, name)
-    EventLog(layout.events).append("job.deleted", job=name, data={**left, "reason": "deleted by the operator"})
-    return {**cancelled, **left}
+    left["branches"] = [b for b in left["branches"] if b not in kept]
+    EventLog(layout.events).append("job.deleted", job=name, data={**left, "kept": kept,
+                                                                  "reason": "deleted by the operator"})
+    return {**cancelled, **left, "kept": kept}

@@ -135,10 +135,14 @@ def test_delete_asks_first_then_removes_worktrees_branches_and_the_record(tmp_pa
         assert r.returncode == 2 and "pass --yes" in r.stderr and len(r.stderr.strip().splitlines()) == 1
         assert (layout.jobs_dir / "demo.json").exists() and _tasks(layout)["two"]["state"] == "running"
 
+        # the operator looks at one task's work in a checkout of their own: that branch stays
+        mine = tmp_path / "my-look"
+        _git(layout.root, "worktree", "add", "-q", "-f", str(mine), "ph/demo/one")
         r = cli("job", "delete", "demo", "--yes", "--repo", str(layout.root), timeout=120)
         assert r.returncode == 0, r.stdout + r.stderr
+        assert "kept ph/demo/one" in r.stdout and mine.is_dir()
         assert not any(w.exists() for w in worktrees)
-        assert _git(layout.root, "branch", "--list", "ph/demo/*") == ""
+        assert _git(layout.root, "branch", "--list", "--format=%(refname:short)", "ph/demo/*") == "ph/demo/one"
         assert not (layout.jobs_dir / "demo.json").exists()
         assert _tasks(layout) == {}
         assert "demo" not in (layout.tasks_yaml.read_text() if layout.tasks_yaml.exists() else "")
