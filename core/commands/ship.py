@@ -50,7 +50,7 @@ def accepted_head(layout: Any, job: str) -> str | None:
 def _ship(args: Any) -> int:
     from pilothouse.core.commands.jobs import job_states
     from pilothouse.core.git import ship
-    from pilothouse.core.git.worktrees import git
+    from pilothouse.core.git.worktrees import GitError, git
     from pilothouse.core.records.jobs import load_job
     from pilothouse.core.records.layout import find_repo
     from pilothouse.core.records.project import load_project
@@ -69,7 +69,11 @@ def _ship(args: Any) -> int:
     order = {sha: n for n, sha in enumerate(reversed(git(layout.root, "rev-list", "--first-parent", head).split()))}
     merges = sorted(((t["merged_sha"], t["task"]) for t in tasks.get(job.name, [])
                      if t["state"] == "done" and t["merged_sha"] in order), key=lambda m: order[m[0]])
-    done = ship.ship(layout, project, job.name, head, merges, branch=args.branch, squash=args.squash)
+    try:
+        done = ship.ship(layout, project, job.name, head, merges, branch=args.branch, squash=args.squash)
+    except GitError as exc:  # git's own refusal (a lock, a full disk): its last line says why
+        last = (exc.stderr.strip().splitlines() or [str(exc)])[-1]
+        raise UserError(f"ship {job.name}: git {exc.argv[0] if exc.argv else ''} failed: {last}") from None
     if done["mode"] == "already":
         print(f"job {job.name} is already on {done['target']} ({done['new'][:10]})")
         return 0
