@@ -71,9 +71,10 @@ def _ship(args: Any) -> int:
                      if t["state"] == "done" and t["merged_sha"] in order), key=lambda m: order[m[0]])
     try:
         done = ship.ship(layout, project, job.name, head, merges, branch=args.branch, squash=args.squash)
-    except GitError as exc:  # git's own refusal (a lock, a full disk): its last line says why
-        last = (exc.stderr.strip().splitlines() or [str(exc)])[-1]
-        raise UserError(f"ship {job.name}: git {exc.argv[0] if exc.argv else ''} failed: {last}") from None
+    except GitError as exc:  # git's own refusal (a lock, a full disk): its fatal/error line says why
+        lines = exc.stderr.strip().splitlines() or [str(exc)]
+        why = next((ln for ln in lines if ln.startswith(("fatal:", "error:"))), lines[-1])
+        raise UserError(f"ship {job.name}: git {exc.argv[0] if exc.argv else ''} failed: {why}") from None
     if done["mode"] == "already":
         print(f"job {job.name} is already on {done['target']} ({done['new'][:10]})")
         return 0

@@ -114,7 +114,7 @@ def ship(layout: RepoLayout, project: ProjectConfig, job: str, head: str, merges
         if branch_exists(layout.root, branch):
             raise UserError(f"--branch {branch}: that branch exists already: pick a new name")
     if not squash and git_ok(layout.root, "merge-base", "--is-ancestor", head, start):
-        return {"mode": "already", "base": base, "target": branch or base, "previous": start, "new": start}
+        return {"mode": "already", "base": base, "target": base, "previous": start, "new": start}
     if squash:
         new, mode = _task_commits(layout, start, merges, job), "squash"
     elif git_ok(layout.root, "merge-base", "--is-ancestor", start, head):
@@ -122,7 +122,7 @@ def ship(layout: RepoLayout, project: ProjectConfig, job: str, head: str, merges
     else:
         new, mode = _merge_commit(layout, start, head, f"Ship job {job} onto {base}"), "merge"
     if new == start:
-        return {"mode": "already", "base": base, "target": branch or base, "previous": start, "new": start}
+        return {"mode": "already", "base": base, "target": base, "previous": start, "new": start}
     if branch is not None:
         git(layout.root, "branch", branch, new)
         return {"mode": mode, "base": base, "target": branch, "previous": None, "new": new}

@@ -105,6 +105,13 @@ def test_ship_merges_refuses_over_uncommitted_changes_squashes_and_branches(tmp_
     assert _git(root, "rev-list", "--merges", "--count", "main..pr/squash") == "0"
     assert _git(root, "rev-parse", "pr/squash~2") == main
 
+    # git itself refuses (another git holds the ref's lock): one line, no traceback
+    lock = root / ".git" / "refs" / "heads" / "pr" / "locked.lock"
+    lock.write_text("")
+    r = _ship(cli, layout, "--branch", "pr/locked")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+    assert "git branch failed" in r.stderr and "locked.lock" in r.stderr
+
     # the operator moved main on meanwhile, and has an edit in a file the job writes: refused
     (root / "OTHER.md").write_text("operator\n")
     _git(root, "add", "OTHER.md")
