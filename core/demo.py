@@ -136,8 +136,9 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def configure(layout: RepoLayout, scenario: str, max_workers: int | None = None) -> None:
-    """Point the project at the simulator and the scenario (plus the scenario's own overrides)."""
+def configure(layout: RepoLayout, scenario: str, max_workers: int | None = None, *, unconfined: bool = False) -> None:
+    """Point the project at the simulator and the scenario (plus the scenario's own overrides).
+    `unconfined`: bubblewrap cannot work here; the scripted builders run without it."""
     import yaml
     from pilothouse.core.records.project import load_project
     from pilothouse.providers.fsutil import atomic_write_text
@@ -149,12 +150,26 @@ def configure(layout: RepoLayout, scenario: str, max_workers: int | None = None)
     overrides = _data() / "demo" / "projects" / f"{Path(scenario).stem}.yaml"
     if overrides.is_file():
         data = _merge(data, yaml.safe_load(overrides.read_text(encoding="utf-8")) or {})
+    if unconfined:
+        data["confinement"] = "off"
     header = f"# pilothouse demo project: every role runs on the simulator (scenario {scenario})\n"
     atomic_write_text(layout.project_yaml, header + yaml.safe_dump(data, sort_keys=False))
     load_project(layout)
 
 
-def prepare(dest: Path, scenario: str = DEFAULT_SCENARIO, max_workers: int | None = None) -> RepoLayout:
+def unconfined_line() -> str | None:
+    """The one line a demo prints when bubblewrap cannot work here (it then runs unconfined), or None."""
+    from pilothouse.providers import confine
+
+    reason = confine.unconfined_reason(None)
+    if reason is None:
+        return None
+    return (f"running unconfined: {reason}. The demo's builders are scripted by the simulator; "
+            "a real job refuses to start until bubblewrap works")
+
+
+def prepare(dest: Path, scenario: str = DEFAULT_SCENARIO, max_workers: int | None = None, *,
+            unconfined: bool = False) -> RepoLayout:
     """Scratch repo + init + the demo job; the supervisor is not started yet."""
     from pilothouse.core.records.jobs import create_job
     from pilothouse.core.repo_setup import init_project
@@ -165,7 +180,7 @@ def prepare(dest: Path, scenario: str = DEFAULT_SCENARIO, max_workers: int | Non
     cmd = test_command()
     init_project(root, {"fast": cmd, "full": cmd}, stdin_is_tty=False)
     layout = RepoLayout(root)
-    configure(layout, scenario, max_workers)
+    configure(layout, scenario, max_workers, unconfined=unconfined)
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "pilothouse init (demo: sim provider)")
     request = (_data() / "demo" / "request.md").read_text(encoding="utf-8")

@@ -6,12 +6,12 @@ Above records and git: it reads the repository with git, writes `.ai/project.yam
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 from pilothouse.core.records.project import (
     ProjectConfig,
-    detect_gates,
     format_validation_error,
     load_project,
     parse_yaml,
@@ -32,8 +32,21 @@ def _ask_gates(stdin_is_tty: bool) -> dict[str, str]:
     return {"fast": fast, "full": full}
 
 
+def _ignoring_rule(root: Path) -> tuple[str, str] | None:
+    """(where, pattern) of the ignore rule that hides .ai/project.yaml from git, or None."""
+    from pilothouse.core.git.worktrees import git
+
+    out = git(root, "check-ignore", "-v", "--no-index", ".ai/project.yaml", check=False)
+    m = re.match(r"(.*?):(\d+):(.*?)\t", out)
+    if not m or m.group(3).startswith("!"):
+        return None
+    return f"{m.group(1)}:{m.group(2)}", m.group(3)
+
+
 def _gitignore_update(root: Path) -> str | None:
-    """The new .gitignore text, or None when it already ignores .ai/runtime/ (writes nothing)."""
+    """The new .gitignore text, or None when it already ignores .ai/runtime/ and lets the records in
+    .ai/ be committed (writes nothing). A .gitignore that hides .ai (many projects ignore `.*`) gets
+    `!.ai/` after it: otherwise `git add .ai/project.yaml` refuses and every builder's commit fails."""
     from pilothouse.core.records.layout import read_text
 
     gi = root / ".gitignore"
@@ -43,10 +56,16 @@ def _gitignore_update(root: Path) -> str | None:
         text = read_text(gi, str(gi))
     except FileNotFoundError:
         text = ""
-    if any(line.strip() in (".ai/runtime/", ".ai/runtime", "/.ai/runtime/", "/.ai/runtime")
-           for line in text.splitlines()):
+    rule = _ignoring_rule(root)
+    hides_ai = rule is not None and rule[0].startswith(".gitignore:")
+    if not hides_ai and any(line.strip() in (".ai/runtime/", ".ai/runtime", "/.ai/runtime/", "/.ai/runtime")
+                            for line in text.splitlines()):
         return None
     sep = "" if not text or text.endswith("\n") else "\n"
+    if hides_ai:
+        assert rule is not None
+        return (f"{text}{sep}# pilothouse records are committed ({rule[1]!r} above would hide them); "
+                "its runtime state is not\n!.ai/\n.ai/runtime/\n")
     return f"{text}{sep}# pilothouse runtime state (not a record)\n.ai/runtime/\n"
 
 
@@ -91,8 +110,12 @@ def init_project(root: Path | str, gates: dict[str, str] | None = None, *,
         done["written"] = False
     else:
         if gates is None:
-            gates = detect_gates(layout.root)
+            from pilothouse.core.records.detect import detect
+
+            found = detect(layout.root)
+            gates = found.gates() if found is not None else None
             done["detected"] = gates is not None
+            done["why"] = found.why if found is not None else None
             if gates is None:
                 tty = sys.stdin.isatty() if stdin_is_tty is None else stdin_is_tty
                 gates = _ask_gates(tty)
@@ -108,5 +131,9 @@ def init_project(root: Path | str, gates: dict[str, str] | None = None, *,
     if gitignore is not None:
         atomic_write_text(layout.root / ".gitignore", gitignore)
     done["gitignore_updated"] = gitignore is not None
+    # a rule outside the repository's .gitignore (info/exclude, a global excludes file) is the
+    # operator's to change: said, with the fix, instead of a refused `git add` later
+    rule = _ignoring_rule(layout.root)
+    done["ignored_by"] = f"{rule[0]} ({rule[1]!r})" if rule else None
     done["registered"] = repos.register_repo(layout.root)
     return done

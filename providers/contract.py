@@ -1,4 +1,4 @@
-"""The dispatch contract shared by runners, dispatch and the supervisor (DESIGN §4.2, §4.3).
+"""The dispatch contract shared by runners, dispatch and the supervisor (docs/contracts.md).
 
 Runners emit the normalised events (plain dataclasses in contract_events.py: a run emits many,
 and reading them must not need pydantic). The verdict line and the per-mode result blocks are

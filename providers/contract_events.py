@@ -1,4 +1,4 @@
-"""The normalised runner events of the dispatch contract (DESIGN §4.2): plain dataclasses.
+"""The normalised runner events of the dispatch contract (docs/contracts.md, "Runner events"): plain dataclasses.
 
 Kept apart from providers/contract.py (which re-exports them) so that reading a worker's events
 does not import pydantic: dispatch needs pydantic only when a result or verdict is not plainly

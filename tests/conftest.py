@@ -88,3 +88,19 @@ def project_layout(root: Path, project_yaml: str) -> RepoLayout:
     lay.ai.mkdir(parents=True, exist_ok=True)
     lay.project_yaml.write_text(project_yaml)
     return lay
+
+
+def no_bwrap_env(tmp_path: Path) -> dict[str, str]:
+    """A machine without bubblewrap: a PATH of the tools the tests need, without bwrap. bwrap_path()
+    also looks at /usr/bin/bwrap, so its override points at nothing too."""
+    import shutil
+
+    bin_dir = tmp_path / "bin-without-bwrap"
+    bin_dir.mkdir(exist_ok=True)
+    for tool in ("git", "sh", "bash", "env", "python3"):
+        found = shutil.which(tool)
+        if found and not (bin_dir / tool).exists():
+            (bin_dir / tool).symlink_to(found)
+    return {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{bin_dir}",
+            "PILOTHOUSE_BWRAP": str(tmp_path / "no-bwrap-here")}
+

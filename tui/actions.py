@@ -242,7 +242,8 @@ class ActionsMixin:
             def start() -> int:
                 from pilothouse.core.records.project import load_project
 
-                load_project(layout)  # as `pilothouse job start` does: a broken project.yaml is said here
+                # as `pilothouse job start` does: a broken project.yaml, or no bubblewrap, is said here
+                supervisor_ctl.refuse_unconfined(load_project(layout))
                 return supervisor_ctl.start(layout)
 
             def started(pid: int) -> str:

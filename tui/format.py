@@ -111,7 +111,7 @@ def _short(value: Any, width: int = 90) -> str:
 
 
 def describe(ev: dict[str, Any]) -> str:
-    """What an event says, in a few words (the cockpit's own wording of DESIGN §4.1 types)."""
+    """What an event says, in a few words (the cockpit's own wording of the types in docs/contracts.md)."""
     etype = str(ev.get("type", ""))
     d = ev.get("data") if isinstance(ev.get("data"), dict) else {}
     d = d or {}

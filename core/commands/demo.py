@@ -45,9 +45,12 @@ def _demo(args: Any) -> int:
     if args.dir:
         demo.check_dest(Path(args.dir))
     dest = Path(args.dir).expanduser() if args.dir else Path(tempfile.mkdtemp(prefix="pilothouse-demo-"))
-    layout = demo.prepare(dest, args.scenario, args.max_workers)
+    unconfined = demo.unconfined_line()
+    layout = demo.prepare(dest, args.scenario, args.max_workers, unconfined=unconfined is not None)
     # only now: a refusal above must not name a directory that holds no repository
     print(f"scratch repository: {layout.root}", flush=True)
+    if unconfined is not None:
+        print(unconfined, flush=True)
     print(f"job {demo.JOB} created (scenario {args.scenario}); starting the supervisor", flush=True)
     from pilothouse.core.supervisor import control as supervisor_ctl
 

@@ -45,10 +45,15 @@ def _init(args: Any) -> int:
         how = "detected" if done.get("detected") else "given"
         print(f"wrote {done['project_yaml']} (gates {how}: fast = {done['gates']['fast']!r}, "
               f"full = {done['gates']['full']!r})")
+        if done.get("why"):
+            print(f"  found: {done['why']} (change them in .ai/project.yaml if your CI runs more)")
     else:
         print(f"kept {done['project_yaml']} (it exists; --force rewrites it)")
     if done["gitignore_updated"]:
-        print("added .ai/runtime/ to .gitignore")
+        print("updated .gitignore: .ai/runtime/ is ignored, the records in .ai/ are not")
+    if done.get("ignored_by"):
+        print(f"warning: git ignores .ai/project.yaml because of {done['ignored_by']}: remove that rule, or "
+              "commit the records with git add -f .ai/ (builders' commits need .ai/ not ignored)")
     print(("registered " if done["registered"] else "already registered: ") + done["repo"])
     print("next: commit .ai/project.yaml and .gitignore, then "
           "`pilothouse job create NAME --request-file request.md`")

@@ -5,7 +5,8 @@
     pilothouse job decide NAME TEXT
     pilothouse job list [--json]
     pilothouse job status [NAME] [--json]
-(the supervise group adds job start / stop / wait / plan-ready to the same parser)
+(the supervise group adds job start / stop / wait / plan-ready to the same parser, job_end cancel
+and delete)
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ def register(sub: Any) -> None:
     c.add_argument("--acceptance-file", metavar="A", help="acceptance criteria")
     c.add_argument("--attach", nargs="+", default=[], metavar="IMG",
                    help="screenshots: PNG, JPEG, GIF or WebP, up to 10 per job, 8 MB each")
+    c.add_argument("--sim-scenario", metavar="FILE",
+                   help="script every run of this job with a simulator scenario (a YAML file or a scenario "
+                        "name): all its roles then run on the sim provider (docs/scenarios.md)")
     _add_repo(c)
     _add_json(c)
     c.set_defaults(func=_create)
@@ -72,6 +76,9 @@ def register(sub: Any) -> None:
     hook = getattr(supervise, "register_job_subcommands", None)
     if hook is not None:
         hook(job_sub)
+    from pilothouse.core.commands import job_end
+
+    job_end.register_job_subcommands(job_sub)
 
 
 def _layout(args: Any) -> Any:
@@ -95,6 +102,18 @@ def _read(path: str | None, what: str) -> str | None:
         raise UserError(f"{what} {path}: no such file") from None
 
 
+def _scenario(given: str) -> str:
+    """The scenario as the job records it (a file by its absolute path), checked now: a broken
+    one is one line here, not a crashed assigner later."""
+    from pathlib import Path
+
+    from pilothouse.providers.sim.scenario import load_scenario
+
+    load_scenario(given)
+    path = Path(given).expanduser()
+    return str(path.resolve()) if path.is_file() else given
+
+
 def _summary(job: Any) -> dict[str, Any]:
     return {"name": job.name, "revision": job.revision, "created_at": job.created_at,
             "decisions": len(job.decisions), "attachments": len(job.attachments),
@@ -109,8 +128,10 @@ def _create(args: Any) -> int:
 
     layout = _layout(args)
     load_project(layout)  # not set up (or a broken project.yaml): say so now, not when the job starts
+    scenario = _scenario(args.sim_scenario) if getattr(args, "sim_scenario", None) else None
     job = jobs.create_job(layout, args.name, _read(args.request_file, "--request-file") or "",
-                          acceptance=_read(args.acceptance_file, "--acceptance-file"), attachments=args.attach)
+                          acceptance=_read(args.acceptance_file, "--acceptance-file"), attachments=args.attach,
+                          sim_scenario=scenario)
     if args.json:
         emit_json(job.model_dump(mode="json"))
     else:

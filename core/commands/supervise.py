@@ -66,11 +66,12 @@ def run_supervisor(args: Any) -> int:
     from pilothouse.providers.errors import UserError
 
     layout = _layout(args)
-    load_project(layout)  # a repository never set up is refused before anything is written to it
+    project = load_project(layout)  # a repository never set up is refused before anything is written to it
     running = supervisor_ctl.status(layout)
     if running is not None:
         raise UserError(f"a supervisor is already running for {layout.root} (pid {running['pid']}): "
                         "pilothouse live --follow shows what it does; pilothouse job stop stops it")
+    supervisor_ctl.refuse_unconfined(project)
     done = threading.Event()
     printer = None
     if not getattr(args, "quiet", False):
@@ -175,12 +176,14 @@ def _start(args: Any) -> int:
     from pilothouse.core.supervisor import control as supervisor_ctl
 
     layout = _layout(args)
-    load_project(layout)  # a broken project.yaml is reported here, not in the log
+    project = load_project(layout)  # a broken project.yaml is reported here, not in the log
     if args.name:
         from pilothouse.core.records.jobs import load_job
 
         load_job(layout, args.name)
     before = supervisor_ctl.status(layout)
+    if before is None:
+        supervisor_ctl.refuse_unconfined(project)
     pid = supervisor_ctl.start(layout, args.max_workers)
     word = "already running" if before else "started"
     print(f"supervisor {word} (pid {pid}); log: {layout.supervisor_log}")
@@ -272,6 +275,10 @@ def refuse_if_planned(layout: Any, name: str, revision: int) -> None:
         conn = store.connect(layout.state_db, readonly=True)
         try:
             row = conn.execute("SELECT planned_revision FROM jobs_state WHERE job=?", (name,)).fetchone()
+            # the assigner's plan replaces the job's definitions when it lands: a graph defined
+            # meanwhile would be dropped without a word
+            planning = conn.execute("SELECT 1 FROM runs WHERE job=? AND role='assigner' AND state='running'",
+                                    (name,)).fetchone()
         finally:
             conn.close()
     except sqlite3.Error:
@@ -280,6 +287,10 @@ def refuse_if_planned(layout: Any, name: str, revision: int) -> None:
         raise UserError(f"job {name} is already planned (revision {revision}): to change the plan, correct the "
                         f"request with pilothouse job update {name} --request-file F (the assigner re-plans) "
                         "or answer a problem with plan")
+    if planning is not None:
+        raise UserError(f"job {name} is being planned by the assigner now: its plan would replace these tasks; "
+                        f"wait for it (pilothouse job status {name}), then correct it with pilothouse job update "
+                        f"{name} --request-file F")
 
 
 def job_outcome(layout: Any, name: str) -> tuple[str | None, str]:

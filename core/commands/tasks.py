@@ -18,7 +18,7 @@ MAX_TASKS_FILE_CHARS = 2_000_000
 def register(sub: Any) -> None:
     p = sub.add_parser("task", aliases=["tasks"], help="define and list task definitions",
                        description="Task definitions live in .ai/tasks.yaml (no status there). `task define` "
-                                   "validates a file of entries (DESIGN §4.5) and merges it by id.")
+                                   "validates a file of entries (docs/tasks-yaml.md) and merges it by id.")
     task_sub = p.add_subparsers(dest="task_cmd", metavar="ACTION")
     d = task_sub.add_parser("define", help="validate tasks from a YAML file and save them into .ai/tasks.yaml")
     d.add_argument("--file", required=True, metavar="F",

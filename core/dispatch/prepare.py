@@ -1,4 +1,4 @@
-"""One bounded run of one worker (DESIGN §4.2): validate, sandbox, spawn, watch, judge.
+"""One bounded run of one worker (docs/contracts.md, "Dispatch"): validate, sandbox, spawn, watch, judge.
 
 `prepare()` does every check that can fail because of the user's input (unknown provider,
 missing key, workdir, task file, placeholder, credential in the task, malformed scenario) and

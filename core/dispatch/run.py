@@ -122,7 +122,9 @@ def execute(prep: Prepared, on_event: EventHook | None = None,
     except BaseException as exc:
         _cleanup(sb, sim)
         if isinstance(exc, UserError):
-            refuse_line(label, redactor.redact(str(exc)))
+            message = redactor.redact(str(exc))
+            refuse_line(label, message)
+            return _refused(prep, logs, message, emit, t0)
         raise
     early: WorkerProcess | None = None
     if deferred:
@@ -195,6 +197,29 @@ def execute(prep: Prepared, on_event: EventHook | None = None,
     marker = "DONE" if verdict["verdict"] in ("completed", "partial") else "FAILED"
     why = f" {verdict['error_class'] or ''}: {verdict['error']}" if verdict.get("error") else ""
     sandbox.latest_line(redactor.redact(f"{label} pid {pid} {marker} {human_summary(verdict)}{why}"))
+    emit(line)
+    return json.loads(line)
+
+
+def _refused(prep: Prepared, logs: sandbox.RunLogs, message: str, emit: Callable[[str], None],
+             t0: float) -> dict[str, Any]:
+    """A run refused before its worker started (e.g. it cannot be confined) still answers with its
+    two lines: whoever reads stdout (a script, the supervisor) gets the reason as a verdict rather
+    than a process that ended without one."""
+    prov, mode = prep.provider, prep.opts.mode
+    emit(started_line({"run_id": prep.run_id, "provider": prov.key, "runner": prov.runner, "model": prep.model,
+                       "mode": mode, "workdir": str(prep.workdir), "log": str(logs.jsonl),
+                       "latest_log": str(logs.latest), "timeout_s": prep.timeout_s,
+                       "idle_timeout_s": prep.idle_timeout_s}))
+    verdict = {"run_id": prep.run_id, "resume_of": prep.resume_of, "provider": prov.key, "runner": prov.runner,
+               "mode": mode, "verdict": "error", "exit_code": None, "step_cap": prep.step_cap,
+               "duration_s": round(time.monotonic() - t0, 3), "parse_state": "unavailable",
+               "session_id": prep.session, "error_class": "fatal", "error": message[:2000]}
+    line = verdict_line(verdict)
+    sandbox.write_private(logs.verdict, line + "\n")
+    _tell_supervisor()
+    sys.stderr.write(f"pilothouse: {message}\n")
+    sys.stderr.flush()
     emit(line)
     return json.loads(line)
 

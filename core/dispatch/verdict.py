@@ -1,4 +1,4 @@
-"""What a run produced, event by event, and the verdict it earns (DESIGN §4.2).
+"""What a run produced, event by event, and the verdict it earns (docs/contracts.md).
 
 Verdict rules, in order:
 - quota      the provider refused for quota/rate limit (HTTP 429 or the runner's quota error);

@@ -80,14 +80,36 @@ def _dirty(checkout: Path) -> list[str]:
     return [e[3:] for e in out.split("\0") if len(e) > 3 and not is_scratch(e[3:])]
 
 
+def base_branch(layout: RepoLayout, project: ProjectConfig, *, required: bool = True) -> str:
+    """The branch jobs start from and work ships to: `base_branch` of project.yaml, else the branch
+    checked out in the operator's checkout. Without either, UserError — or "" when not `required`
+    (a detached checkout: new integration branches start from its HEAD and there is nothing to sync)."""
+    if project.base_branch is not None:
+        if not branch_exists(layout.root, project.base_branch):
+            raise UserError(f".ai/project.yaml: base_branch: there is no branch {project.base_branch!r} in "
+                            f"{layout.root}: name an existing branch (git branch --list) or set it to null")
+        return project.base_branch
+    name = git(layout.root, "symbolic-ref", "-q", "--short", "HEAD", check=False)
+    if not required and (not name or name == project.integration_branch):
+        return ""
+    if not name:
+        raise UserError(f"{layout.root} is on a detached HEAD, so there is no base branch to start jobs from: "
+                        "check out your branch, or set base_branch in .ai/project.yaml")
+    if name == project.integration_branch:
+        raise UserError(f"{layout.root} has the integration branch {name} checked out: check out your own branch "
+                        "(e.g. main), or set base_branch in .ai/project.yaml")
+    return name
+
+
 def ensure_integration_checkout(layout: RepoLayout, project: ProjectConfig) -> Path:
-    """The integration branch's dedicated checkout, created on first use from the repo's HEAD commit."""
+    """The integration branch's dedicated checkout, created on first use from the base branch."""
     branch = project.integration_branch
     _refuse_protected(branch)
     path = integration_path(layout)
     if not branch_exists(layout.root, branch):
         try:
-            git(layout.root, "branch", branch, "HEAD")
+            base = base_branch(layout, project, required=False)
+            git(layout.root, "branch", branch, f"refs/heads/{base}" if base else "HEAD")
         except GitError as exc:
             raise UserError(f"cannot create the integration branch {branch}: {exc.stderr}") from None
     where = _worktree_of(layout, branch)
@@ -262,17 +284,28 @@ def run_integration_gate(layout: RepoLayout, project: ProjectConfig, level: str 
         return run_gate(project, level, checkout, timeout=timeout, env=env)
 
 
-def sync_integration(layout: RepoLayout, project: ProjectConfig, ref: str = "HEAD") -> dict[str, Any]:
-    """Bring the operator's newer commits (`ref` of their checkout) into the integration branch when that
-    is a fast-forward, so a new job builds on them. Never merges or rewrites: a diverged history is
-    reported (`state: diverged`) for the caller to decide.
+def sync_integration(layout: RepoLayout, project: ProjectConfig, ref: str | None = None) -> dict[str, Any]:
+    """Bring the integration branch up to the base branch's head (`ref`: another commit), so a new
+    job builds on what the operator committed since: a fast-forward when it can, else a merge
+    commit in the integration checkout. A conflict is rolled back and reported (`state: conflict`,
+    the files) for the caller to say; nothing is ever rewritten.
     """
+    name = ref or base_branch(layout, project, required=False)
+    if not name:
+        return {"state": "up-to-date", "head": integration_head(layout, project), "reason": "no base branch"}
+    base = ref or f"refs/heads/{name}"
     with _merge_lock(layout):
         checkout, head = _integration_state(layout, project)
-        target = git(layout.root, "rev-parse", "--verify", f"{ref}^{{commit}}")
+        target = git(layout.root, "rev-parse", "--verify", f"{base}^{{commit}}")
         if head == target or git_ok(checkout, "merge-base", "--is-ancestor", target, head):
             return {"state": "up-to-date", "head": head}
         if git_ok(checkout, "merge-base", "--is-ancestor", head, target):
             git(checkout, "merge", "-q", "--ff-only", target)
             return {"state": "fast-forwarded", "head": target, "previous": head}
-        return {"state": "diverged", "head": head, "operator": target}
+        proc = git_run(checkout, "-c", "core.hooksPath=/dev/null", "merge", "--no-ff", "--no-edit",
+                       "-m", f"Bring {name} into {project.integration_branch}", target)
+        if proc.returncode != 0:
+            conflicts = [p for p in git(checkout, "diff", "--name-only", "--diff-filter=U").splitlines() if p]
+            _rollback(checkout, head)
+            return {"state": "conflict", "head": head, "base": target, "conflicts": conflicts}
+        return {"state": "merged", "head": git(checkout, "rev-parse", "HEAD"), "previous": head, "base": target}

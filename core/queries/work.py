@@ -265,7 +265,7 @@ def depth(tasks: list[TaskRow]) -> dict[str, int]:
 
 
 def run_log_paths(provider: str, run_id: str, log: str | None = None) -> dict[str, Path]:
-    """The files dispatch writes for a run (DESIGN §3)."""
+    """The files dispatch writes for a run (docs/contracts.md)."""
     from pilothouse.providers.paths import logs_dir
 
     base = Path(log).with_suffix("") if log else logs_dir() / provider / run_id

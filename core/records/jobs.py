@@ -74,6 +74,8 @@ class Job(BaseModel):
     decisions: list[Decision] = Field(default_factory=list)
     attachments: list[Attachment] = Field(default_factory=list)
     coordinator: CoordinatorPin | None = None
+    # a simulator scenario scripting every run of this job (job create --sim-scenario)
+    sim_scenario: str | None = None
 
     @property
     def revision(self) -> int:
@@ -226,7 +228,7 @@ def list_jobs(layout: RepoLayout) -> list[Job]:
 
 
 def create_job(layout: RepoLayout, name: str, request: str, acceptance: str | None = None,
-               attachments: Sequence[Path | str] = ()) -> Job:
+               attachments: Sequence[Path | str] = (), sim_scenario: str | None = None) -> Job:
     validate_name(name)
     _check_request(request)
     if acceptance is not None and not acceptance.strip():
@@ -237,13 +239,14 @@ def create_job(layout: RepoLayout, name: str, request: str, acceptance: str | No
                             "--request-file F`, or pick another name")
         now = utc_now_iso()
         job = Job(name=name, created_at=now, revisions=[Revision(revision=1, request=request, at=now)],
-                  acceptance=acceptance)
+                  acceptance=acceptance, sim_scenario=sim_scenario)
         _store_attachments(layout, job, attachments, 1)
         # written under the event log's lock (see EventLog.append): the supervisor's reaction to
         # the record is logged after this event
         _events(layout).append("job.created", job=name, data={
             "revision": 1, "request_chars": len(request), "acceptance": acceptance is not None,
-            "attachments": len(job.attachments)}, commit=lambda: _write(layout, job))
+            "attachments": len(job.attachments), "sim_scenario": sim_scenario},
+            commit=lambda: _write(layout, job))
     return job
 
 
@@ -285,3 +288,12 @@ def pin_coordinator(layout: RepoLayout, name: str, provider: str, model: str | N
         _events(layout).append("job.pinned", job=name, data={"provider": provider, "model": model},
                                commit=lambda: _write(layout, job))
     return job
+
+
+def remove_job(layout: RepoLayout, name: str) -> None:
+    """Remove the job's record and its stored screenshots (`job delete`; the event log keeps its history)."""
+    import shutil
+
+    with _locked(layout, name):
+        _path(layout, name).unlink(missing_ok=True)
+        shutil.rmtree(layout.attachments / validate_name(name), ignore_errors=True)

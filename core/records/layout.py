@@ -1,4 +1,4 @@
-"""Where a repository's pilothouse records and runtime state live (DESIGN §3)."""
+"""Where a repository's pilothouse records and runtime state live (docs/own-repo.md, "Where things live")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`.ai/project.yaml`: how pilothouse works in one repository (DESIGN §3).
+"""`.ai/project.yaml`: how pilothouse works in one repository (docs/project-yaml.md).
 
 The file is the operator's: every field has a default except the gates, unknown keys are
 refused (a typo must not silently turn a setting off), and a mistake is reported as one line
@@ -105,6 +105,9 @@ class ProjectConfig(_Strict):
     hotspots: list[str] = Field(default_factory=list)
     contracts: list[str] = Field(default_factory=list)
     integration_branch: str = DEFAULT_INTEGRATION_BRANCH
+    # where jobs start from and `ship` puts accepted work; None: the branch checked out in the
+    # operator's checkout when the job starts
+    base_branch: str | None = None
     max_workers: int = Field(default=2, ge=1, le=64)
     # workers yield the CPU to the supervisor (whose gates and merges every dependent task waits
     # for) and to the operator's own shell; 0 runs them at the supervisor's priority
@@ -146,6 +149,23 @@ class ProjectConfig(_Strict):
         if not v or v.startswith(("-", "/")) or ".." in v or " " in v or v.endswith((".lock", "/")):
             raise ValueError(f"'{v}' is not a valid branch name")
         return v
+
+    @field_validator("base_branch")
+    @classmethod
+    def _base(cls, v: str | None) -> str | None:
+        if v is None:
+            return None
+        v = v.strip()
+        if not v or v.startswith(("-", "/")) or ".." in v or " " in v or v.endswith((".lock", "/")):
+            raise ValueError(f"'{v}' is not a valid branch name")
+        return v
+
+    @model_validator(mode="after")
+    def _base_is_not_integration(self) -> ProjectConfig:
+        if self.base_branch is not None and self.base_branch == self.integration_branch:
+            raise ValueError(f"base_branch and integration_branch are both '{self.base_branch}': jobs start from "
+                             "the base branch and merge into the integration branch, so they must differ")
+        return self
 
     @field_validator("hotspots", "contracts")
     @classmethod
@@ -243,38 +263,12 @@ def load_project(layout: RepoLayout) -> ProjectConfig:
 
 # ---------------------------------------------------------------- init
 
-_NPM_PLACEHOLDER = "no test specified"
-
-
 def detect_gates(root: Path) -> dict[str, str] | None:
-    """The obvious test command of a repository, or None when nothing is obvious."""
-    import json
+    """The repository's own test command as gates (core/records/detect.py says how it is found)."""
+    from pilothouse.core.records.detect import detect
 
-    pyproject = root / "pyproject.toml"
-    setup_cfg = root / "setup.cfg"
-    has_pytest = (
-        (root / "pytest.ini").exists()
-        or (root / "conftest.py").exists()
-        or (pyproject.exists() and "[tool.pytest" in pyproject.read_text(errors="replace"))
-        or (setup_cfg.exists() and "[tool:pytest]" in setup_cfg.read_text(errors="replace"))
-        or any((root / d).is_dir() and any((root / d).rglob("test_*.py")) for d in ("tests", "test"))
-    )
-    if has_pytest:
-        import shutil
-
-        # Debian-like systems without python-is-python3 have only `python3`
-        py = "python" if shutil.which("python") or not shutil.which("python3") else "python3"
-        return {"fast": f"{py} -m pytest -q", "full": f"{py} -m pytest -q"}
-    package = root / "package.json"
-    if package.exists():
-        try:
-            scripts = json.loads(package.read_text(encoding="utf-8")).get("scripts") or {}
-        except (ValueError, AttributeError):
-            scripts = {}
-        test = scripts.get("test") if isinstance(scripts, dict) else None
-        if isinstance(test, str) and test.strip() and _NPM_PLACEHOLDER not in test:
-            return {"fast": "npm test", "full": "npm test"}
-    return None
+    found = detect(root)
+    return found.gates() if found is not None else None
 
 
 def render_project(gates: dict[str, str]) -> str:
@@ -298,6 +292,7 @@ budgets:
 hotspots: []           # paths one task at a time may write
 contracts: []          # shared interfaces; change them in CONTRACT_CHANGE tasks
 integration_branch: {q(DEFAULT_INTEGRATION_BRANCH)}
+base_branch: null      # jobs start from its head; `pilothouse ship` lands work there (null: your checked-out branch)
 max_workers: 2
 worker_nice: 10        # 0-19: CPU priority of workers below the supervisor's gates and merges
 confinement: "on"

@@ -1,4 +1,4 @@
-"""Task definitions (`.ai/tasks.yaml`, DESIGN §4.5) and their graph.
+"""Task definitions (`.ai/tasks.yaml`, docs/tasks-yaml.md) and their graph.
 
 Definitions come from the assigner's plan, a host agent or the operator (`task define`); all go
 through `validate_tasks`, which reports every problem at once, each naming the task id, the

@@ -1,4 +1,4 @@
-"""The repository's append-only event log, `.ai/runtime/events.jsonl` (DESIGN §4.1).
+"""The repository's append-only event log, `.ai/runtime/events.jsonl` (docs/contracts.md, "The event log").
 
 Writers append one JSON object per line under an exclusive lock on a sibling lock file, so
 `seq` stays strictly increasing across processes. Readers use EventTailer, which keeps an

@@ -31,7 +31,7 @@ CREATE TABLE IF NOT EXISTS jobs_state (
 CREATE TABLE IF NOT EXISTS tasks (
   job TEXT NOT NULL,
   task TEXT NOT NULL,
-  state TEXT NOT NULL,              -- DESIGN §4.6
+  state TEXT NOT NULL,              -- docs/contracts.md "Task states"
   kind TEXT NOT NULL,
   depends_on TEXT NOT NULL DEFAULT '[]',   -- JSON list
   attempt INTEGER NOT NULL DEFAULT 0,

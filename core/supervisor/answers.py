@@ -92,7 +92,10 @@ def _apply(sup: Supervisor, p: Any, rep: Any) -> str:
         c.pop("gate_fail", None)
         c.pop("crash", None)
         fields: dict[str, Any] = {"counters": c}
-        if target in ("gating", "approved"):
+        if p.evidence.get("step") == "commit" and r["worktree"] and Path(r["worktree"]).is_dir():
+            target = "gating"  # the builder's work is there, uncommitted: commit it, not a second builder
+            fields["commit_sha"] = _take_operator_fix(sup, p, r, str(p.evidence.get("commit_message") or ""))
+        elif target in ("gating", "approved"):
             if not r["worktree"] or not Path(r["worktree"]).is_dir():
                 target = "ready"  # its worktree is gone: a builder starts again on the task's branch
             else:
@@ -107,10 +110,11 @@ def _apply(sup: Supervisor, p: Any, rep: Any) -> str:
     return f"reply {reply} does not apply here"
 
 
-def _take_operator_fix(sup: Supervisor, p: Any, r: Any) -> str:
+def _take_operator_fix(sup: Supervisor, p: Any, r: Any, message: str = "") -> str:
     """The operator may have fixed the task's worktree by hand before answering retry: commit what
     they left uncommitted, so the gate judges, and the merge takes, the same tree. Returns the
-    worktree's HEAD (a commit of theirs counts as a fix too)."""
+    worktree's HEAD (a commit of theirs counts as a fix too). `message`: the commit's, when what is
+    left is the builder's own work whose commit failed."""
     from pilothouse.core.git.worktrees import checkout_state, commit_all
 
     wt = r["worktree"]
@@ -124,7 +128,7 @@ def _take_operator_fix(sup: Supervisor, p: Any, r: Any) -> str:
                         f"{r['branch']}: check it out there (git -C {wt} checkout {r['branch']}), then retry")
     if not dirty:
         return head
-    sha = commit_all(wt, f"Operator's fix for {p.task} (problem {p.code})\n\njob: {p.job}")
+    sha = commit_all(wt, message or f"Operator's fix for {p.task} (problem {p.code})\n\njob: {p.job}")
     if sha:
         sup.log.info("committed the operator's changes in %s as %s", wt, sha)
     return sha or head

@@ -26,6 +26,36 @@ def integration_good_head(sup: Supervisor) -> str | None:
         return integration_head(sup.layout, sup.project)
 
 
+def job_scenario(sup: Supervisor, job: str) -> str | None:
+    """The simulator scenario scripting the job's runs: its own (`job create --sim-scenario`),
+    else the project's `sim_scenario`."""
+    from pilothouse.core.records.jobs import load_job
+    from pilothouse.providers.errors import UserError
+
+    try:
+        own = load_job(sup.layout, job).sim_scenario
+    except UserError:  # the record went away (job delete): the project's setting, if any
+        own = None
+    return own or sup.project.sim_scenario
+
+
+def policy_of(sup: Supervisor, job: str) -> tuple[Any, tuple[str, str | None] | None]:
+    """(the project whose model policy chooses the job's workers, the provider used where it names
+    none). A job scripted by its own scenario runs every role on the simulator, whatever the
+    project's policy says: its replies only make sense there."""
+    from pilothouse.core.records.jobs import load_job
+    from pilothouse.core.records.project import ModelPolicy
+    from pilothouse.providers.errors import UserError
+
+    try:
+        own = load_job(sup.layout, job).sim_scenario
+    except UserError:
+        own = None
+    if own:
+        return sup.project.model_copy(update={"model_policy": ModelPolicy()}), ("sim", None)
+    return sup.project, sup.default_provider
+
+
 def task_defs(sup: Supervisor) -> dict[tuple[str, str], Any]:
     from pilothouse.core.records.taskgraph import load_tasks
 

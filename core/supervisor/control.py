@@ -68,6 +68,17 @@ def status(layout: RepoLayout) -> dict[str, Any] | None:
             "heartbeat_age_s": age}
 
 
+def refuse_unconfined(project: Any) -> None:
+    """Refuse to start a supervisor whose builders and gates could not be confined here: said once,
+    before anything launches, rather than as a crashed builder per task (`job start`, `run --watch`,
+    the cockpit)."""
+    from pilothouse.providers import confine
+
+    reason = confine.unconfined_reason(project.confinement)
+    if reason is not None:
+        raise UserError(f"refusing to start: builders and gates run in bubblewrap and {reason} ({confine.OPT_OUT})")
+
+
 def start(layout: RepoLayout, max_workers: int | None = None) -> int:
     """Start the supervisor detached; returns its pid once it has announced itself."""
     current = status(layout)

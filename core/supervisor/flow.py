@@ -135,14 +135,19 @@ def builder_done(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any, run: sqli
     def commit() -> str:
         return commit_all(worktree, message) or head(worktree)
 
-    sup.work(key, commit, lambda res, exc: _after_builder(sup, job, tid, tdef, run_id, res, exc))
+    sup.work(key, commit, lambda res, exc: _after_builder(sup, job, tid, tdef, run_id, res, exc, message))
 
 
-def _commit_failed(sup: Supervisor, job: str, tid: str, run: sqlite3.Row, exc: BaseException) -> None:
+def _commit_failed(sup: Supervisor, job: str, tid: str, run: sqlite3.Row, exc: BaseException,
+                   message: str) -> None:
     """The builder's work is in its worktree but cannot be committed. git's own words run to a
     dozen lines: the problem gets the one that says why. A missing author identity is the
-    repository's setup, alike for every task: a setup failure (two alike hold the job)."""
+    repository's setup, alike for every task: a setup failure (two alike hold the job). The
+    evidence names the step, so a retry commits that work again instead of running a builder on
+    top of it (answers.py)."""
     from pilothouse.core.git.worktrees import GitError
+
+    step = {"step": "commit", "commit_message": message}
 
     detail = exc.stderr if isinstance(exc, GitError) else str(exc)
     lines = [ln.strip() for ln in detail.splitlines() if ln.strip() and not ln.strip().startswith("***")]
@@ -151,10 +156,10 @@ def _commit_failed(sup: Supervisor, job: str, tid: str, run: sqlite3.Row, exc: B
         stop_task(sup.store, job, tid, "cannot commit the builder's work: git has no author identity here: set "
                   "it in the repository (git config user.name NAME; git config user.email EMAIL), then retry",
                   kind="setup_failed", evidence={"command": "git commit", "output_tail": detail[-800:],
-                                                 "run": run["run_id"]})
+                                                 "run": run["run_id"], **step})
         return
     stop_task(sup.store, job, tid, f"cannot commit the builder's work: {why}", kind="worker_crashed",
-              evidence={"run": run["run_id"], "log": run["log"], "error": detail[-800:]})
+              evidence={"run": run["run_id"], "log": run["log"], "error": detail[-800:], **step})
 
 
 def _check_paths(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any) -> None:
@@ -189,7 +194,7 @@ def _undeclared(worktree: str, base: str | None, writes: list[str]) -> list[str]
 
 
 def _after_builder(sup: Supervisor, job: str, tid: str, tdef: Any, run_id: str, now: str | None,
-                   exc: BaseException | None) -> None:
+                   exc: BaseException | None, message: str = "") -> None:
     from pilothouse.core.stops import rules as stops
 
     r = sup.store.task(job, tid)
@@ -198,7 +203,7 @@ def _after_builder(sup: Supervisor, job: str, tid: str, tdef: Any, run_id: str, 
         return
     v = L.verdict_of(run)
     if exc is not None:
-        _commit_failed(sup, job, tid, run, exc)
+        _commit_failed(sup, job, tid, run, exc, message)
         return
     session = v.get("session_id") or r["session_id"]
     resumed = run["mode"] == "resume"

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pilothouse.core.dispatch import runs
 from pilothouse.core.stops.rules import classify_verdict
 from pilothouse.core.supervisor import launch as L
+from pilothouse.core.supervisor.context import job_scenario, policy_of
 
 if TYPE_CHECKING:
     import sqlite3
@@ -126,6 +127,8 @@ def _adopt_defined(sup: Supervisor, job: Any, revision: int) -> None:
     from pilothouse.core.records.taskgraph import load_tasks
 
     defs = load_tasks(sup.layout, job.name)
+    if defs and sup.store.job(job.name)["planned_revision"] == 0 and not sup.inflight and not sup.live_runs():  # type: ignore[index]
+        _sync(sup, job.name)  # a new job starts from the base branch's head, as an assigner's would
     if not defs:
         sup.store.set_job(job.name, None, reason="plan-ready, but .ai/tasks.yaml has no tasks for this job",
                           state="planning")
@@ -161,7 +164,8 @@ def _coordinator(sup: Supervisor, job: Any) -> tuple[str, str | None]:
 
     if job.coordinator is not None:
         return job.coordinator.provider, job.coordinator.model
-    pin = policy.coordinator_pin(sup.project, default=sup.default_provider)
+    project, default = policy_of(sup, job.name)
+    pin = policy.coordinator_pin(project, default=default)
     provider, _, model = pin.partition("/")
     job = pin_coordinator(sup.layout, job.name, provider, model or None)
     assert job.coordinator is not None
@@ -183,7 +187,7 @@ def _launch_assigner(sup: Supervisor, job: Any, revision: int, previous: sqlite3
     provider, model = _coordinator(sup, job)
     checkout = ensure_integration_checkout(sup.layout, sup.project)
     if previous is None and not sup.inflight and not sup.live_runs():
-        _sync(sup)
+        _sync(sup, job.name)
     if previous is None:
         existing = [{"task": t["task"], "state": t["state"]} for t in sup.store.tasks(job.name)]
         text = L.plan_text(job, job.name, revision, L.repo_summary(checkout), existing) + note
@@ -194,7 +198,7 @@ def _launch_assigner(sup: Supervisor, job: Any, revision: int, previous: sqlite3
         session, resume_of = L.verdict_of(previous).get("session_id"), previous["run_id"]
     launch = runs.Launch(run_id=runs.new_run_id(), job=job.name, task=None, role="assigner", provider=provider,
                          mode="plan", workdir=str(checkout), task_text=text, attempt=revision, model=model,
-                         session_id=session, resume_of=resume_of, scenario=sup.project.sim_scenario)
+                         session_id=session, resume_of=resume_of, scenario=job_scenario(sup, job.name))
     sup.store.set_job(job.name, None, reason=f"planning revision {revision}", state="planning")
     L.start(sup, launch)
 
@@ -228,16 +232,27 @@ def _wait_for_quota(sup: Supervisor, job: Any, revision: int, provider: str) -> 
     return False
 
 
-def _sync(sup: Supervisor) -> None:
-    """With nothing in flight, bring the operator's newer commits into the integration branch (a
-    fast-forward only), so a new plan builds on what they committed since the last job."""
+def _sync(sup: Supervisor, job: str) -> None:
+    """With nothing in flight, bring the base branch's newer commits into the integration branch
+    (fast-forward, or a merge commit when it has merges of its own), so a new plan builds on what
+    the operator committed since the last job. Said in an event either way: a base that could not
+    be brought in is why a job may fail the way the last one did."""
     from pilothouse.core.git.integration import sync_integration
 
     try:
         result = sync_integration(sup.layout, sup.project)
     except Exception as exc:  # noqa: BLE001 - planning goes on from the current integration head
         sup.log.warning("could not sync the integration branch: %s", exc)
+        sup.events.append("integration.synced", job=job, data={"state": "error", "reason": str(exc)[:500]})
         return
-    if result.get("state") == "fast-forwarded":
-        sup.good_head = None  # recomputed at the next launch
-        sup.log.info("integration branch fast-forwarded to %s", result.get("head"))
+    state = result.get("state")
+    if state in ("fast-forwarded", "merged"):
+        sup.good_head = None  # recomputed at the next launch: the cached head is the old one
+        sup.log.info("integration branch %s to %s", state, result.get("head"))
+    if state != "up-to-date":
+        reason = {"fast-forwarded": "the integration branch caught up with the base branch",
+                  "merged": "the base branch's new commits were merged into the integration branch",
+                  "conflict": "the base branch's new commits conflict with the integration branch in "
+                              f"{', '.join(result.get('conflicts') or [])[:300]}: merge them there by hand "
+                              "(pilothouse maintain worktrees list shows the checkout)"}[str(state)]
+        sup.events.append("integration.synced", job=job, data={**result, "reason": reason})

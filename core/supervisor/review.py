@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from pilothouse.core.dispatch import runs
 from pilothouse.core.state.events import utc_now_iso
 from pilothouse.core.supervisor import launch as L
+from pilothouse.core.supervisor.context import job_scenario
 from pilothouse.core.supervisor.state import ACTIVE, TERMINAL, counters, stop_task
 from pilothouse.providers.errors import describe
 
@@ -25,10 +26,12 @@ if TYPE_CHECKING:
 MAX_ROUNDS = 3
 
 
-def _reviewer(sup: Supervisor) -> tuple[str, str | None] | None:
+def _reviewer(sup: Supervisor, job: str) -> tuple[str, str | None] | None:
     from pilothouse.core.stops import policy
+    from pilothouse.core.supervisor.context import policy_of
 
-    choice = policy.role_choice(sup.project, "reviewer", None, default=sup.default_provider)
+    project, default = policy_of(sup, job)
+    choice = policy.role_choice(project, "reviewer", None, default=default)
     return (choice.provider, choice.model) if choice.provider else None
 
 
@@ -62,7 +65,7 @@ def launch_reviewer(sup: Supervisor, job: str, r: sqlite3.Row) -> None:
         if r["state"] != "reviewing":
             sup.store.set_task(job, r["task"], "reviewing", hold)  # the reviewer starts once the hold lifts
         return
-    who = _reviewer(sup)
+    who = _reviewer(sup, job)
     if who is None:
         c = counters(r)
         c.update(wait_then="gating", wait_for=[sup.project.model_policy.roles.reviewer or "sim"])
@@ -72,7 +75,7 @@ def launch_reviewer(sup: Supervisor, job: str, r: sqlite3.Row) -> None:
     stat = diff_stat(r["worktree"], base).get("text", "")
     launch = runs.Launch(run_id=runs.new_run_id(), job=job, task=r["task"], role="reviewer", provider=who[0],
                          mode="review", workdir=r["worktree"], task_text=L.review_text(job, tdef, round_no, base, stat),
-                         attempt=int(r["attempt"]), model=who[1], scenario=sup.project.sim_scenario)
+                         attempt=int(r["attempt"]), model=who[1], scenario=job_scenario(sup, job))
     L.start(sup, launch, task_state="reviewing", reason=f"review round {round_no}",
             fields={"review_round": round_no})
 
@@ -221,7 +224,7 @@ def _launch_combined_review(sup: Supervisor, job: str) -> None:
     from pilothouse.core.git.integration import ensure_integration_checkout
     from pilothouse.core.git.worktrees import diff_stat
 
-    who = _reviewer(sup)
+    who = _reviewer(sup, job)
     if who is None:
         return
     checkout = ensure_integration_checkout(sup.layout, sup.project)
@@ -232,7 +235,7 @@ def _launch_combined_review(sup: Supervisor, job: str) -> None:
                          mode="review", workdir=str(checkout),
                          task_text=L.combined_review_text(job, base, stat, [r["task"] for r in rows]),
                          attempt=int(sup.store.job(job)["revision"]), model=who[1],  # type: ignore[index]
-                         scenario=sup.project.sim_scenario)
+                         scenario=job_scenario(sup, job))
     sup.store.set_job(job, None, reason="the combined change is being reviewed", state="reviewing")
     L.start(sup, launch)
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from pilothouse.core.dispatch import runs
 from pilothouse.core.state.events import utc_now_iso
 from pilothouse.core.supervisor import launch as L
+from pilothouse.core.supervisor.context import job_scenario, policy_of
 from pilothouse.core.supervisor.state import ACTIVE, counters, stop_task
 from pilothouse.providers.errors import UserError
 
@@ -84,15 +85,16 @@ def launch_builder(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any) -> bool
 
     tid = r["task"]
     try:
-        choice = policy.choose_worker(sup.project, tdef, lambda p: _availability(sup, p), mode="code",
-                                      default=sup.default_provider)
+        project, default = policy_of(sup, job)
+        choice = policy.choose_worker(project, tdef, lambda p: _availability(sup, p), mode="code",
+                                      default=default)
     except UserError as exc:
         stop_task(sup.store, job, tid, str(exc), kind="setup_failed")
         return False
     if choice.waiting or not choice.provider:
         c = counters(r)
         c["wait_for"] = sorted({x["provider"] for x in choice.considered if x.get("provider")}
-                               or ({sup.default_provider[0]} if sup.default_provider else set()))
+                               or ({default[0]} if default else set()))
         if choice.next_check_at is not None:
             sup.wake_at(choice.next_check_at.timestamp())
         sup.store.set_task(job, tid, "waiting", choice.why, counters=c)
@@ -170,7 +172,7 @@ def _spawn_builder(sup: Supervisor, job: str, tid: str, tdef: Any, choice: Any,
                          mode=mode, workdir=str(path), task_text=L.build_text(job, tdef) + (
                              "note: resumed after a usage-limit wait (no attempt used)\n"
                              if c.get("quota_waits") else ""),
-                         attempt=int(r["attempt"]) + 1, model=choice.model, scenario=sup.project.sim_scenario)
+                         attempt=int(r["attempt"]) + 1, model=choice.model, scenario=job_scenario(sup, job))
     c["builder_run"] = launch.run_id
     L.start(sup, launch, task_state="running", reason=choice.why,
             fields={"attempt": launch.attempt, "provider": choice.provider, "model": choice.model,
@@ -196,7 +198,7 @@ def resume_builder(sup: Supervisor, job: str, r: sqlite3.Row, text: str, reason:
     launch = runs.Launch(run_id=runs.new_run_id(), job=job, task=r["task"], role="builder",
                          provider=r["provider"], mode="resume", workdir=r["worktree"], task_text=text,
                          attempt=int(r["attempt"]), model=r["model"], session_id=r["session_id"],
-                         resume_of=c.get("builder_run"), scenario=sup.project.sim_scenario)
+                         resume_of=c.get("builder_run"), scenario=job_scenario(sup, job))
     c["builder_run"] = launch.run_id
     L.start(sup, launch, task_state="running", reason=reason, fields={"counters": c, **(state_fields or {})})
     return True

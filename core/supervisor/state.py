@@ -1,4 +1,4 @@
-"""The task state machine (DESIGN §4.6) and the job's runtime state, as the supervisor writes them.
+"""The task state machine (docs/contracts.md, "Task states") and the job's runtime state, as the supervisor writes them.
 
 Every task state change is one SQLite transaction on the `tasks` table (plus whatever rows must
 change with it, e.g. the run being launched) and one `task.state` event carrying the reason.

@@ -49,6 +49,7 @@ from pilothouse.providers.confine.bwrap import (
 )
 from pilothouse.providers.confine.policy import (
     GATE_SANDBOX,
+    OPT_OUT,
     confinement_off,
     confinement_required,
     prepare,
@@ -57,11 +58,12 @@ from pilothouse.providers.confine.policy import (
     signal_sandbox,
     status,
     trusted_project_root,
+    unconfined_reason,
     wrap,
 )
 
 __all__ = [
-    "GATE_SANDBOX", "INSTALL_FIX", "WRITER_MODES", "available", "bwrap_path", "bwrap_version",
+    "GATE_SANDBOX", "INSTALL_FIX", "OPT_OUT", "WRITER_MODES", "available", "bwrap_path", "bwrap_version",
     "confinement_off", "confinement_required", "namespace_fix", "prepare", "prepare_command",
-    "project_setting_near", "signal_sandbox", "status", "trusted_project_root", "wrap",
+    "project_setting_near", "signal_sandbox", "status", "trusted_project_root", "unconfined_reason", "wrap",
 ]

@@ -33,6 +33,18 @@ def confinement_off(spec: RunSpec) -> bool:
     return value is False or str(value).strip().lower() in {"off", "false", "no"}
 
 
+OPT_OUT = "or set `confinement: off` in .ai/project.yaml to accept the risk"
+
+
+def unconfined_reason(project_setting: str | None) -> str | None:
+    """Why writers would be refused here (bubblewrap missing or broken, with the fix), or None when
+    they can be confined or the project opted out: `job start` asks before launching anything."""
+    if str(project_setting or "").lower() in {"off", "false", "no"}:
+        return None
+    ok, reason = available()
+    return None if ok else reason
+
+
 def project_setting_near(start: Path | None = None) -> str | None:
     """`confinement:` of the nearest .ai/project.yaml (a line match: status must not pay for YAML)."""
     here = (start or Path.cwd()).resolve()
@@ -109,8 +121,7 @@ def prepare(launch: LaunchSpec, spec: RunSpec, *, sandbox_in_tmp: bool = False) 
     ok, reason = available()
     if not ok:
         if confinement_required(spec.mode):
-            raise UserError(f"refusing to run a {spec.mode} task unconfined: {reason} "
-                            "(or set `confinement: off` in .ai/project.yaml to accept the risk)")
+            raise UserError(f"refusing to run a {spec.mode} task unconfined: {reason} ({OPT_OUT})")
         _warn_once(f"{spec.mode} runs are not confined: {reason}")
         return launch
     if confinement_required(spec.mode):

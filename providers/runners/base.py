@@ -1,4 +1,4 @@
-"""What every runner provides (DESIGN §4.3).
+"""What every runner provides (the events they emit: docs/contracts.md, "Runner events").
 
 A runner turns a RunSpec into a LaunchSpec (argv, allow-listed environment, stdin, cwd) and
 turns each line its process prints on stdout into normalised events (providers.contract_events).

@@ -13,6 +13,7 @@ import math
 import time
 from dataclasses import dataclass
 
+from pilothouse.providers.fsutil import read_in_tree
 from pilothouse.providers.sim import limits
 from pilothouse.providers.sim.dialect import Unmappable, map_actions
 from pilothouse.providers.sim.request import Reply, SimRequest, Usage
@@ -33,7 +34,11 @@ class Outcome:
 
 
 def respond(scenario: Scenario, request: SimRequest, book: ResetBook | None = None,
-            now: float | None = None) -> Outcome:
+            now: float | None = None, *, failed: dict[str, str] | None = None) -> Outcome:
+    """The scripted answer. The request's `root` (the run's real worktree, set by the server, never
+    the cwd a worker claims) lets a scripted `edit` be checked against the file; `failed` (the
+    server's memory) holds, per run, the action that could not apply: every later turn of that
+    script says so instead of going on as written."""
     prompt = request.prompt
     turn_index = request.assistant_turns
     now = time.time() if now is None else now
@@ -41,6 +46,9 @@ def respond(scenario: Scenario, request: SimRequest, book: ResetBook | None = No
     for s_index, script in enumerate(scenario.scripts):
         if not script.match.fits(prompt):
             continue
+        run_key = f"{scenario.name}|{s_index}|{digest}"
+        if failed is not None and run_key in failed and turn_index > 0:
+            return Outcome(s_index, turn_index, _reply(request, failed[run_key], [], None))
         keys = [f"{scenario.name}|{s_index}|{pos}|{digest}" for pos in range(len(script.turns))]
         # error turns whose reset has passed are gone, as if the window had never closed
         live = [(pos, turn) for pos, turn in enumerate(script.turns)
@@ -49,12 +57,51 @@ def respond(scenario: Scenario, request: SimRequest, book: ResetBook | None = No
             return Outcome(s_index, turn_index, _reply(request, FINISHED, [], None))
         pos, turn = live[turn_index]
         outcome = _outcome(request, s_index, turn_index, turn)
+        cannot = _edit_that_cannot_apply(turn, request.root)
+        if cannot is not None and failed is not None:
+            # the call still goes out (the worker's edit tool fails it, in its own log); the run then
+            # ends on this explanation, with no result block: never "completed"
+            failed[run_key] = (f"sim: scenario {scenario.name}, script {s_index + 1}, turn {pos + 1}: {cannot}; "
+                               "the script stops here (fix the scenario's `old` text to match the file)")
         if book and turn.error and turn.error.until_reset:
             reset = book.reset_at(keys[pos], limits.retry_after(turn.error), now)
             outcome.error = turn.error.model_copy(update={"retry_after_s": max(1, math.ceil(reset - now))})
         return outcome
     text = f"sim: no script matched this request (scenario {scenario.name})"
     return Outcome(None, turn_index, _reply(request, text, [], None))
+
+
+_EDIT_READ_LIMIT = 4 << 20  # a scripted edit checks files up to this size
+
+
+def _edit_that_cannot_apply(turn: Turn, cwd: str | None) -> str | None:
+    """Why a scripted `edit` of this turn cannot apply to the file as it is (its old text is not
+    there exactly once, or there is no such file), or None; unknown without a working directory."""
+    if cwd is None:
+        return None
+    touched: set[str] = set()
+    for raw in turn.actions:
+        (kind, args), = raw.items()
+        rel = str(args.get("path", ""))
+        if kind not in ("write", "edit") or rel in touched:
+            continue  # an earlier action of this turn changes the file first: nothing to check yet
+        touched.add(rel)
+        if kind != "edit":
+            continue
+        try:
+            # the worktree is the worker's: its links are never followed out of it
+            entry = read_in_tree(cwd, rel, _EDIT_READ_LIMIT)
+        except (OSError, ValueError):
+            continue  # not a plain path inside the worktree: the worker's own tool refuses it
+        if entry.kind == "missing":
+            return f"edit {args.get('path')}: there is no such file"
+        if entry.kind != "file":
+            continue  # a link or a special file: not read, so not checked
+        text = entry.text()
+        found = text.count(str(args.get("old", ""))) if args.get("old") else 0
+        if found != 1:
+            return f"edit {args.get('path')}: its old text occurs {found} times in the file (it must occur once)"
+    return None
 
 
 def _outcome(request: SimRequest, s_index: int, t_index: int, turn: Turn) -> Outcome:

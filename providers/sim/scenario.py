@@ -1,4 +1,4 @@
-"""Sim scenarios: the YAML that scripts the sim's replies (format in TEAM.md "Sim scenarios").
+"""Sim scenarios: the YAML that scripts the sim's replies (the format: docs/scenarios.md).
 
 A bad file raises UserError naming the file, the field and the fix, e.g.
 `data/scenarios/x.yaml: scripts[0].turns[2]: unknown key 'sya' (expected say, actions, …)`.

@@ -1,4 +1,4 @@
-"""The sim: a loopback HTTP server that plays a model, scripted by a scenario (DESIGN §4.4).
+"""The sim: a loopback HTTP server that plays a model, scripted by a scenario (docs/scenarios.md).
 
     with SimServer(load_scenario("explore-basic"), api_key=key, served_log=path) as sim:
         base_url = sim.base_url   # http://127.0.0.1:PORT — /v1/chat/completions, /v1/responses, …
@@ -63,6 +63,7 @@ class SimServer:
         self.served_log = Path(served_log) if served_log else None
         self.root = str(root) if root is not None else None  # see SimRequest.root
         self.resets = ResetBook(Path(resets_file) if resets_file else paths.state_dir() / "sim" / "resets.json")
+        self.failed: dict[str, str] = {}  # runs whose scripted action could not apply (engine.respond)
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._log_lock = threading.Lock()
@@ -259,7 +260,7 @@ class _Handler(BaseHTTPRequestHandler):
                                                  "invalid_request_error", None))
             return
         req.root = sim.root
-        outcome = respond(sim.scenario, req, sim.resets)
+        outcome = respond(sim.scenario, req, sim.resets, failed=sim.failed)
         if outcome.delay_s and sim.stopping.wait(outcome.delay_s):
             self.close_connection = True  # stopped while waiting: hang up instead of answering
             return

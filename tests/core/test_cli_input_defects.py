@@ -113,6 +113,28 @@ def test_tasks_defined_after_the_plan_are_refused(repo: Path, cli) -> None:
     assert "late" not in (repo / ".ai/tasks.yaml").read_text()
 
 
+def test_tasks_defined_while_the_assigner_plans_are_refused(repo: Path, cli) -> None:
+    from pilothouse.core.dispatch import runs
+    from pilothouse.core.state import store
+    from pilothouse.core.supervisor.state import StateStore
+
+    layout = RepoLayout(repo)
+    conn = store.connect(layout.state_db)
+    try:
+        s = StateStore(layout, conn, EventLog(layout.events))
+        s.ensure_job("demo", 1)
+        s.set_job("demo", None, reason="planning revision 1", state="planning")
+        launch = runs.Launch(run_id="plan-1", job="demo", task=None, role="assigner", provider="sim", mode="plan",
+                             workdir=str(repo), task_text="plan", attempt=1)
+        conn.execute(*runs.record_sql(launch))
+    finally:
+        conn.close()
+    (repo / "late.yaml").write_text("tasks:\n- id: late\n  title: Late\n")
+    one_line_error(cli("task", "define", "--file", "late.yaml", "--job", "demo", cwd=repo),
+                   "job demo is being planned by the assigner now", "pilothouse job update demo")
+    assert not (repo / ".ai/tasks.yaml").exists() or "late" not in (repo / ".ai/tasks.yaml").read_text()
+
+
 def test_max_workers_below_one_is_refused_before_anything_is_written(repo: Path, tmp_path: Path, cli) -> None:
     for n in ("0", "-1"):
         one_line_error(cli("job", "start", "--max-workers", n, cwd=repo), "--max-workers", "at least 1")

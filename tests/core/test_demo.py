@@ -6,6 +6,8 @@ import json
 import subprocess
 from pathlib import Path
 
+from conftest import no_bwrap_env
+
 
 def _git(cwd: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
@@ -69,3 +71,19 @@ def test_demo_refuses_a_non_empty_dir(tmp_path: Path, cli) -> None:
     r = cli("demo", "--follow", "--dir", str(tmp_path / "x"))
     assert r.returncode == 2
     assert "not empty" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_demo_without_bubblewrap_runs_unconfined_and_says_so_in_one_line(tmp_path: Path, cli) -> None:
+    dest = tmp_path / "scratch"
+    try:
+        r = cli("demo", "--follow", "--dir", str(dest), timeout=240, env=no_bwrap_env(tmp_path))
+    finally:
+        if (dest / ".ai").exists():  # a demo that waits for the operator keeps its supervisor
+            cli("job", "stop", "--repo", str(dest), timeout=30)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    said = [line for line in r.stdout.splitlines() if line.startswith("running unconfined")]
+    assert len(said) == 1 and "apt-get install bubblewrap" in said[0], r.stdout[:2000]
+    assert "job.accepted" in r.stdout and "worker_crashed" not in r.stdout
+    assert "confinement: 'off'" in (dest / ".ai" / "project.yaml").read_text() or \
+        "confinement: off" in (dest / ".ai" / "project.yaml").read_text()
+

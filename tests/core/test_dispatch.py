@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import no_bwrap_env
 from pilothouse.providers import paths
 
 # the started line's fields, in order (no model validates it: dispatch builds it by hand)
@@ -255,3 +256,32 @@ def test_runner_not_installed_is_one_line(cli, git_repo, tmp_path):
     assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert "install runner codex" in r.stderr, r.stderr
     assert get_runner("builtin").installed()
+
+
+def test_a_writer_refused_for_lack_of_bubblewrap_still_prints_its_verdict_line(cli, git_repo, tmp_path):
+    r = cli("dispatch", "--provider", "sim", "--mode", "code", "--workdir", str(git_repo), "--run-id", "nobwrap-1",
+            "--task-file", task(tmp_path, "Add a sub function to src/calc.py.\n"), env=no_bwrap_env(tmp_path))
+    v = verdict_of(r)
+    assert v["run_id"] == "nobwrap-1" and v["verdict"] == "error" and v["error_class"] == "fatal"
+    assert "refusing to run a code task unconfined" in v["error"] and "apt-get install bubblewrap" in v["error"]
+    assert "refusing to run a code task unconfined" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_scripted_edit_whose_old_text_is_not_in_the_file_fails_the_run_visibly(cli, git_repo, tmp_path):
+    scen = scenario(tmp_path, "stale-edit", """scripts:
+  - match: {mode: code}
+    turns:
+      - say: "Renaming add"
+        actions:
+          - edit: {path: src/calc.py, old: "def plus(a, b):", new: "def total(a, b):"}
+      - say: |
+          Done.
+          <!--RESULT-->{"status":"complete","files_changed":["src/calc.py"],"validation":{"commands":[],"passed":true},"risks":[]}<!--/RESULT-->
+""")
+    r = dispatch(cli, git_repo, tmp_path, "--scenario", scen, mode="code", text="Rename add.\n")
+    v = verdict_of(r)
+    assert v["verdict"] != "completed" and v["result"] is None, v
+    assert v["tool_errors"]["other"] == 1  # the worker's edit tool failed the call, in its own log
+    report = Path(v["final_text_path"]).read_text()
+    assert "edit src/calc.py: its old text occurs 0 times" in report and "script 1, turn 1" in report
+    assert (git_repo / "src" / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"

@@ -1,4 +1,4 @@
-"""The event log contract (DESIGN §4.1): strictly increasing seq across processes, torn lines,
+"""The event log contract (docs/contracts.md, "The event log"): strictly increasing seq across processes, torn lines,
 truncation and replacement handled by the tailer."""
 
 from __future__ import annotations

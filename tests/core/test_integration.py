@@ -177,7 +177,7 @@ def test_supervisor_killed_mid_gate(layout: RepoLayout, tmp_path: Path) -> None:
     assert integ.merge_task(layout, project(full="true"), branch, "merge t").already_merged
 
 
-def test_sync_integration_fast_forwards_only(layout: RepoLayout) -> None:
+def test_sync_integration_brings_the_base_branch_forward(layout: RepoLayout) -> None:
     cfg = project(full="true")
     checkout = integ.ensure_integration_checkout(layout, cfg)
     assert integ.sync_integration(layout, cfg)["state"] == "up-to-date"
@@ -189,13 +189,43 @@ def test_sync_integration_fast_forwards_only(layout: RepoLayout) -> None:
     branch = task_branch(layout, "t", {"f.txt": "x\n"})
     assert integ.merge_task(layout, cfg, branch, "m").ok
     assert integ.sync_integration(layout, cfg)["state"] == "up-to-date"  # main is behind: nothing to do
+    # main moves on while the integration branch holds merges of its own: a merge commit brings it in
     (layout.root / "OTHER.md").write_text("more\n")
     git(layout.root, "add", "OTHER.md")
     git(layout.root, "commit", "-qm", "diverging work")
     head = git(checkout, "rev-parse", "HEAD")
-    assert integ.sync_integration(layout, cfg)["state"] == "diverged"
-    assert git(checkout, "rev-parse", "HEAD") == head
+    res = integ.sync_integration(layout, cfg)
+    assert res["state"] == "merged" and res["previous"] == head
+    assert git(checkout, "log", "-1", "--format=%P %s").split() == [head, git(layout.root, "rev-parse", "main"),
+                                                                    "Bring", "main", "into", "pilothouse/integration"]
+    assert (checkout / "OTHER.md").exists() and (checkout / "f.txt").exists()
+    # a base commit that conflicts with the integration branch: rolled back and named
+    (checkout / "f.txt").write_text("integration\n")
+    git(checkout, "commit", "-qam", "integration edit")
+    (layout.root / "f.txt").write_text("main\n")
+    git(layout.root, "add", "f.txt")
+    git(layout.root, "commit", "-qm", "main edit")
+    head = git(checkout, "rev-parse", "HEAD")
+    res = integ.sync_integration(layout, cfg)
+    assert res["state"] == "conflict" and res["conflicts"] == ["f.txt"]
+    assert git(checkout, "rev-parse", "HEAD") == head and git(checkout, "status", "--porcelain") == ""
     assert git(layout.root, "rev-parse", "--abbrev-ref", "HEAD") == "main"
+
+
+def test_the_base_branch_is_configurable_and_must_exist(layout: RepoLayout) -> None:
+    git(layout.root, "branch", "develop")
+    git(layout.root, "checkout", "-q", "-b", "topic")
+    (layout.root / "TOPIC.md").write_text("not for jobs\n")
+    git(layout.root, "add", "TOPIC.md")
+    git(layout.root, "commit", "-qm", "topic work")
+    cfg = project(full="true", base_branch="develop")
+    checkout = integ.ensure_integration_checkout(layout, cfg)
+    assert git(checkout, "rev-parse", "HEAD") == git(layout.root, "rev-parse", "develop")
+    assert not (checkout / "TOPIC.md").exists()  # not the checked-out branch: the configured one
+    with pytest.raises(UserError, match="base_branch: there is no branch 'trunk'"):
+        integ.base_branch(layout, project(full="true", base_branch="trunk"))
+    with pytest.raises(ValueError, match="must differ"):
+        project(full="true", base_branch="pilothouse/integration")
 
 
 def test_merge_gate_is_confined(layout: RepoLayout, isolated_home: Path) -> None:
@@ -230,3 +260,13 @@ def test_merge_runs_no_hooks_and_records_the_tip(layout: RepoLayout) -> None:
     res = integ.merge_task(layout, project(full="true"), branch, "merge t")
     assert res.ok and git(integ.integration_path(layout), "rev-parse", "HEAD^2") == git(layout.root, "rev-parse", branch)
     assert not list(layout.root.glob("hook-*-ran"))
+
+
+def test_a_detached_checkout_without_a_base_branch_starts_from_its_head_and_syncs_nothing(layout: RepoLayout) -> None:
+    git(layout.root, "checkout", "-q", "--detach")
+    cfg = project(full="true")
+    checkout = integ.ensure_integration_checkout(layout, cfg)
+    assert git(checkout, "rev-parse", "HEAD") == git(layout.root, "rev-parse", "HEAD")
+    assert integ.sync_integration(layout, cfg)["state"] == "up-to-date"
+    with pytest.raises(UserError, match="detached HEAD"):
+        integ.base_branch(layout, cfg)  # what ship needs: it says so in one line

@@ -182,3 +182,63 @@ def test_a_job_record_whose_attachment_points_outside_the_attachments_is_refused
     record.write_text(json.dumps(data))
     with pytest.raises(UserError, match=r"j\.json: attachments\.0\.path: .*not under \.ai/runtime/attachments/"):
         jobs.load_job(layout, "j")
+
+
+ONE_FILE = """
+name: my-repo-script
+description: one task that writes NOTES.md in the user's own repository
+scripts:
+  - match: {mode: plan}
+    turns:
+      - say: |
+          <!--RESULT-->{"tasks":[{"id":"notes","title":"Notes","kind":"SAFE_PARALLEL","expected_paths":{"write":["NOTES.md"]}}]}<!--/RESULT-->
+  - match: {mode: code}
+    turns:
+      - say: "Writing NOTES.md"
+        actions:
+          - write: {path: NOTES.md, content: "notes\\n"}
+      - say: |
+          <!--RESULT-->{"status":"complete","files_changed":["NOTES.md"],"validation":{"commands":[],"passed":true},"risks":[]}<!--/RESULT-->
+"""
+
+
+def test_a_job_created_with_its_own_sim_scenario_runs_every_role_on_the_simulator(git_repo: Path, tmp_path: Path,
+                                                                                    cli) -> None:
+    import subprocess
+    import sys
+
+    import yaml
+    from pilothouse.core.state import store
+
+    assert cli("init", "--gate-fast", "true", "--gate-full", "true", cwd=git_repo).returncode == 0
+    layout = RepoLayout(git_repo)
+    data = yaml.safe_load(layout.project_yaml.read_text())
+    data["workflow"]["review"] = "off"
+    # the project's own policy names a real provider: a job scripted by the sim must not reach it
+    data["model_policy"] = {"roles": {"coordinator": "glm"}, "assignments": {"real": {"provider": "glm"}}}
+    layout.project_yaml.write_text(yaml.safe_dump(data))
+    subprocess.run(["git", "add", "-A"], cwd=git_repo, check=True)
+    subprocess.run(["git", "commit", "-qm", "pilothouse init"], cwd=git_repo, check=True)
+    (tmp_path / "req.md").write_text("Add notes.\n")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\ndescription: d\nscripts: []\n")
+    r = cli("job", "create", "j", "--request-file", str(tmp_path / "req.md"), "--sim-scenario", str(bad), cwd=git_repo)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "bad.yaml" in r.stderr
+    assert not (layout.jobs_dir / "j.json").exists()
+
+    scen = tmp_path / "mine.yaml"
+    scen.write_text(ONE_FILE)
+    r = cli("job", "create", "j", "--request-file", str(tmp_path / "req.md"), "--sim-scenario", str(scen),
+            cwd=git_repo)
+    assert r.returncode == 0, r.stderr
+    assert jobs.load_job(layout, "j").sim_scenario == str(scen.resolve())
+    done = subprocess.run([sys.executable, "-m", "pilothouse.core.supervisor.loop", "--repo", str(git_repo), "--once"],
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    conn = store.connect(layout.state_db, readonly=True)
+    state = conn.execute("SELECT state FROM jobs_state WHERE job='j'").fetchone()["state"]
+    providers = {r["provider"] for r in conn.execute("SELECT provider FROM runs")}
+    conn.close()
+    assert state == "accepted" and providers == {"sim"}
+    assert subprocess.run(["git", "show", "pilothouse/integration:NOTES.md"], cwd=git_repo, capture_output=True,
+                          text=True).stdout == "notes\n"

@@ -86,7 +86,10 @@ def test_model_policy(tmp_path: Path) -> None:
 
 
 def test_detect_gates(tmp_path: Path, git_repo: Path) -> None:
-    assert detect_gates(git_repo) == {"fast": "python -m pytest -q", "full": "python -m pytest -q"}
+    import shutil
+
+    py = shutil.which("python3") or shutil.which("python")
+    assert detect_gates(git_repo) == {"fast": f"{py} -m pytest -q", "full": f"{py} -m pytest -q"}
     (tmp_path / "package.json").write_text(json.dumps({"scripts": {"test": "vitest run"}}))
     assert detect_gates(tmp_path) == {"fast": "npm test", "full": "npm test"}
     (tmp_path / "package.json").write_text(json.dumps({"scripts": {"test": "echo \"Error: no test specified\""}}))
@@ -97,7 +100,7 @@ def test_init_writes_project_gitignore_and_registers(git_repo: Path) -> None:
     done = init_project(git_repo)
     assert done["written"] and done["detected"]
     cfg = load_project(RepoLayout(git_repo))
-    assert cfg.gates["full"] == "python -m pytest -q"
+    assert cfg.gates["full"].endswith("python3 -m pytest -q") and cfg.gates["full"].startswith("/")
     assert ".ai/runtime/" in (git_repo / ".gitignore").read_text().splitlines()
     assert git_repo.resolve() in repos.list_repos()
     again = init_project(git_repo)  # idempotent: keeps the file, no duplicate entries
@@ -211,3 +214,32 @@ def test_only_records_show_up_in_the_operator_checkout(git_repo: Path, tmp_path:
     assert sorted(out.splitlines()) == ["?? .ai/jobs/first.json", "?? .ai/project.yaml", "?? .ai/tasks.yaml",
                                         "?? .gitignore"]
     assert (git_repo / ".ai" / "runtime").is_dir()  # runtime state exists, ignored
+
+
+def test_init_unhides_ai_from_a_gitignore_that_ignores_dotfiles_so_records_and_builders_commit(
+        git_repo: Path, cli) -> None:
+    (git_repo / ".gitignore").write_text(".*\n!.gitignore\n")
+    git(git_repo, "add", ".gitignore")
+    git(git_repo, "commit", "-qm", "ignore dotfiles")
+    r = cli("init", cwd=git_repo)
+    assert r.returncode == 0, r.stderr
+    assert "warning" not in r.stdout
+    lines = (git_repo / ".gitignore").read_text().splitlines()
+    assert lines.index("!.ai/") < lines.index(".ai/runtime/") and lines[0] == ".*"
+    git(git_repo, "add", ".ai/project.yaml", ".gitignore")  # refused before: '.*' hid it
+    (git_repo / ".ai" / "runtime").mkdir(exist_ok=True)
+    (git_repo / ".ai" / "runtime" / "state.db").write_text("x")
+    assert "runtime" not in git(git_repo, "status", "--porcelain", "--untracked-files=all")
+    again = init_project(git_repo)
+    assert not again["gitignore_updated"] and again["ignored_by"] is None
+    assert (git_repo / ".gitignore").read_text().count("!.ai/") == 1
+
+
+def test_init_names_an_ignore_rule_outside_the_repository_it_cannot_change(git_repo: Path, cli) -> None:
+    exclude = git_repo / ".git" / "info" / "exclude"
+    exclude.parent.mkdir(parents=True, exist_ok=True)
+    exclude.write_text(".ai\n")
+    r = cli("init", cwd=git_repo)
+    assert r.returncode == 0, r.stderr
+    warning = next(line for line in r.stdout.splitlines() if line.startswith("warning"))
+    assert ".git/info/exclude:1" in warning and "git add -f .ai/" in warning

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import no_bwrap_env
 from pilothouse.core import demo
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.state import store
@@ -530,7 +531,7 @@ def test_a_retry_takes_the_operators_own_fix_through_the_gate_and_a_bad_checkout
     assert _git(layout.root, "show", "pilothouse/integration:shared.txt") == "from one\nfrom two"
 
 
-def test_no_git_identity_is_one_line_setup_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_git_identity_is_one_line_setup_failure_and_retry_commits_the_builders_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """git explains a missing author in a dozen lines; the problem says it in one, as the repo's setup."""
     scenario = tmp_path / "undeclared.yaml"
     scenario.write_text(UNDECLARED)
@@ -547,6 +548,22 @@ def test_no_git_identity_is_one_line_setup_failure(tmp_path: Path, monkeypatch: 
     assert (p.task, p.kind) == ("one", "setup_failed") and "\n" not in p.summary
     assert "git has no author identity here" in p.summary and "git config user.email" in p.summary
 
+    # the operator sets an identity and answers retry: the builder's work is committed as it is,
+    # gated and merged, with no second builder run on top of it
+    _git(layout.root, "config", "user.name", "Operator")
+    _git(layout.root, "config", "user.email", "op@example.invalid")
+    problems.act(layout, p.code, "retry")
+    _once(layout)
+    assert problems.list_problems(layout, True, job="demo") == []
+    events = [json.loads(line) for line in layout.events.read_text().splitlines()]
+    builders = [e for e in events if e["type"] == "run.started" and e["task"] == "one"]
+    assert len(builders) == 1, builders
+    moves = [e["data"]["to"] for e in events if e["type"] == "task.state" and e["task"] == "one"]
+    assert moves[-4:] == ["gating", "approved", "merging", "done"], moves
+    subject = _git(layout.root, "log", "-1", "--format=%s", "ph/demo/one")
+    assert subject == "one: One"
+    assert _git(layout.root, "show", "pilothouse/integration:docs/one.txt") == "one"
+
 
 def test_a_crashed_assigner_is_tried_once_more_then_the_problem_says_why(tmp_path: Path) -> None:
     layout = demo.prepare(tmp_path / "repo", "demo")
@@ -557,3 +574,18 @@ def test_a_crashed_assigner_is_tried_once_more_then_the_problem_says_why(tmp_pat
     assert "missing.yaml not found" in p.summary and "(twice)" in p.summary
     events = [json.loads(line) for line in layout.events.read_text().splitlines()]
     assert sum(e["type"] == "run.started" and e["data"]["role"] == "assigner" for e in events) == 2
+
+
+def test_job_start_without_bubblewrap_refuses_before_launching_anything(tmp_path: Path, cli) -> None:
+    layout = demo.prepare(tmp_path / "repo")
+    try:
+        r = cli("job", "start", "demo", "--repo", str(layout.root), env=no_bwrap_env(tmp_path))
+    finally:
+        supervisor_ctl.stop(layout)  # only if one started: the refusal is the point
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "refusing to start" in r.stderr and "apt-get install bubblewrap" in r.stderr
+    assert "confinement: off" in r.stderr
+    assert not layout.events.exists() or "run.started" not in layout.events.read_text()
+    w = cli("run", "--watch", "--once", "--repo", str(layout.root), env=no_bwrap_env(tmp_path))
+    assert w.returncode == 2 and "refusing to start" in w.stderr

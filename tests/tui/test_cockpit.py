@@ -315,3 +315,18 @@ async def test_abort_a_running_worker(cockpit_repo, make_app, wait_for) -> None:
         if worker.poll() is None:
             os.killpg(worker.pid, 9)
             worker.wait()
+
+
+async def test_starting_the_supervisor_without_bubblewrap_is_refused_with_the_fix(
+        cockpit_repo, make_app, wait_for, monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """S on a machine without bubblewrap: the one line `job start` gives, and no supervisor."""
+    monkeypatch.setenv("PILOTHOUSE_BWRAP", str(tmp_path / "no-bwrap-here"))
+    app = make_app(cockpit_repo, live=True)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        assert not app.supervisor_alive()
+        await pilot.press("S")
+        await wait_for(pilot, lambda: any("refusing to start" in str(n.message) for n in app._notifications))
+        said = next(str(n.message) for n in app._notifications if "refusing to start" in str(n.message))
+        assert "apt-get install bubblewrap" in said and "confinement: off" in said
+        assert not app.supervisor_alive()

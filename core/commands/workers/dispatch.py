@@ -1,4 +1,4 @@
-"""CLI: dispatch, run, fanout, template, resume (DESIGN §4.2). Stdlib only at module level (and
+"""CLI: dispatch, run, fanout, template, resume (docs/contracts.md). Stdlib only at module level (and
 providers.modes, which imports nothing)."""
 
 from __future__ import annotations

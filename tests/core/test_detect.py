@@ -1,0 +1,89 @@
+"""init finds the test command the repository itself uses, says where, and names the interpreter."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from pilothouse.core.records.detect import detect
+
+
+def _venv(root: Path) -> Path:
+    """A real virtualenv in the repository (no pip: only its interpreter matters here)."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / ".venv")], check=True)
+    return root / ".venv" / "bin" / "python"
+
+
+def test_ci_workflow_wins_and_a_python_gate_names_the_repositorys_virtualenv(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("[tool.pytest.ini_options]\naddopts = '-q'\n")
+    wf = tmp_path / ".github" / "workflows"
+    wf.mkdir(parents=True)
+    (wf / "ci.yml").write_text("""
+name: ci
+on: [push]
+jobs:
+  test:
+    runs-on: ubuntu-latest
+    steps:
+      - uses: actions/checkout@v4
+      - run: |
+          pip install -e . pytest
+          python -m pytest --doctest-modules --ignore benchmark
+""")
+    py = _venv(tmp_path)
+    found = detect(tmp_path)
+    assert found is not None
+    assert found.fast == found.full == f"{py.absolute()} -m pytest --doctest-modules --ignore benchmark"
+    assert ".github/workflows/ci.yml runs pytest" in found.why and "virtualenv .venv/" in found.why
+    done = subprocess.run(f"{found.fast} --version", shell=True, capture_output=True, text=True)
+    assert "pytest" in (done.stdout + done.stderr) or "No module named pytest" in done.stderr  # that python ran
+
+
+def test_tox_commands_give_the_pytest_arguments(tmp_path: Path) -> None:
+    (tmp_path / "tox.ini").write_text("[tox]\nenvlist = py311\n\n[testenv]\ndeps = pytest\n"
+                                      "commands =\n    pytest {posargs} -x tests/unit\n")
+    found = detect(tmp_path)
+    assert found is not None and found.fast.endswith("-m pytest -x tests/unit") and found.fast.startswith("/")
+    assert found.why.startswith("tox.ini [testenv] runs pytest")
+
+
+def test_nox_makefile_node_by_lockfile_cargo_go(tmp_path: Path) -> None:
+    nox = tmp_path / "nox"
+    nox.mkdir()
+    (nox / "noxfile.py").write_text("import nox\n\n@nox.session\ndef tests(session):\n"
+                                    "    session.run('pytest', '-q', '--strict-markers')\n")
+    assert detect(nox).fast.endswith("-m pytest -q --strict-markers")  # type: ignore[union-attr]
+    make = tmp_path / "make"
+    make.mkdir()
+    (make / "Makefile").write_text("all:\n\tcc x.c\n\ntest: all\n\t./run-tests\n")
+    assert detect(make).gates() == {"fast": "make test", "full": "make test"}  # type: ignore[union-attr]
+    for lock, tool in (("pnpm-lock.yaml", "pnpm"), ("yarn.lock", "yarn"), ("package-lock.json", "npm")):
+        node = tmp_path / tool
+        node.mkdir()
+        (node / "package.json").write_text(json.dumps({"scripts": {"test": "vitest run"}}))
+        (node / lock).write_text("")
+        found = detect(node)
+        assert found is not None and found.fast == f"{tool} test" and lock in found.why
+    cargo = tmp_path / "cargo"
+    cargo.mkdir()
+    (cargo / "Cargo.toml").write_text("[package]\nname = 'x'\n")
+    assert detect(cargo).fast == "cargo test"  # type: ignore[union-attr]
+    go = tmp_path / "go"
+    go.mkdir()
+    (go / "go.mod").write_text("module x\n")
+    assert detect(go).fast == "go test ./..."  # type: ignore[union-attr]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "README.md").write_text("nothing to test\n")
+    assert detect(empty) is None
+
+
+def test_init_says_what_it_found_and_why(git_repo: Path, cli) -> None:
+    r = cli("init", cwd=git_repo)
+    assert r.returncode == 0, r.stderr
+    found = next(line for line in r.stdout.splitlines() if line.strip().startswith("found:"))
+    assert "pytest settings or tests found (tests/test_*.py)" in found
+    assert (shutil.which("python3") or "") in r.stdout
