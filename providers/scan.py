@@ -122,3 +122,35 @@ def scan(roots: Iterable[Path], secrets: Iterable[str] | None = None) -> tuple[l
         count += 1
         hits += scan_file(path, redactor)
     return hits, count
+
+
+def scan_diff(diff: str, redactor: Redactor) -> list[Hit]:
+    """Credentials on the added lines of a unified diff (`git diff -U0 --text`), as (file, line in
+    the new file, kind). A credential in a file's name counts too, at line 0; the name in the hit
+    is redacted. Removed and context lines are not looked at: taking a key out is no leak."""
+    hits: list[Hit] = []
+    path, line, header = "", 0, False
+    for raw in diff.split("\n"):
+        if raw.startswith("diff --git "):
+            header = True
+            continue
+        if header:
+            if raw.startswith("+++ "):
+                name = raw[4:].strip().strip('"')
+                path = name[2:] if name.startswith("b/") else name
+                if path != "/dev/null" and redactor and any(True for _ in redactor.finditer(path)):
+                    hits.append(Hit(redactor.redact(path), 0, "configured provider key in the file's name"))
+            elif raw.startswith("@@"):
+                header = False
+            else:
+                continue
+        if raw.startswith("@@"):
+            # @@ -a,b +c,d @@: the added lines that follow are lines c, c+1, … of the new file
+            new = raw.split("+", 1)[1].split(" ", 1)[0]
+            line = int(new.split(",")[0] or 0)
+            continue
+        if raw.startswith("+"):
+            for _n, kind in scan_text(raw[1:], redactor):
+                hits.append(Hit(redactor.redact(path), line, kind))
+            line += 1
+    return hits
