@@ -100,6 +100,11 @@ class Redactor:
     def __bool__(self) -> bool:
         return self._pattern is not None
 
+    @property
+    def forms(self) -> list[str]:
+        """Every spelling that is replaced, longest first."""
+        return list(self._forms)
+
     def redact(self, text: str) -> str:
         if self._pattern is None or not text:
             return text
