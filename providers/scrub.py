@@ -4,9 +4,11 @@ A worker must read its credential to call its model, and whatever it then does w
 its own files: the builtin worker's conversation.json (a tool result that printed the key),
 Codex's rollout and sqlite state, Claude Code's session files, OpenCode's storage. The dispatch
 that ran it scrubs the whole run folder (providers_dir()/<key>/runs/<id>) once the worker is gone:
-text files get REDACTED in place of every form of every key; binary files (a SQLite database,
-its WAL) get a mask of the same length, so their structure (a record's length, a page) stays valid
-and the agent can still read its session on a resume.
+text files get REDACTED in place of every form of every key; binary files (a SQLite database)
+get a mask of the same length, so their structure (a record's length, a page) stays valid and the
+agent can still read its session on a resume. A SQLite write-ahead log is checkpointed into its
+database first: its frames carry checksums, and a masked frame would silently drop the session's
+last transactions (OpenCode keeps its whole session in one).
 
 The files are the worker's: symlinks are never followed, only regular files are read, and the
 redacted copy replaces the file by rename (a hard link to a file elsewhere is replaced, never
@@ -47,6 +49,11 @@ def scrub_tree(root: Path, redactor: Redactor, *, skip: frozenset[str] = frozens
     changed: list[str] = []
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         for name in filenames:
+            if name.endswith("-wal") and name[:-4] in filenames:
+                _checkpoint(Path(dirpath) / name[:-4])
+        dirnames[:] = [d for d in dirnames if not os.path.islink(os.path.join(dirpath, d))]
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        for name in filenames:
             if name in skip:
                 continue
             path = Path(dirpath) / name
@@ -80,3 +87,30 @@ def _scrub_file(path: Path, pattern: re.Pattern[bytes]) -> bool:
         except OSError:
             path.unlink(missing_ok=True)
     return True
+
+
+def _checkpoint(db: Path) -> None:
+    """Fold a SQLite WAL into its database (and empty it), so the key sits in plain pages only.
+
+    The worker is gone; its database is still its own writing, so it is opened without running
+    anything its schema asks for (trusted_schema off) and only when both files are regular."""
+    import sqlite3
+    from urllib.parse import quote
+
+    for p in (db, db.with_name(db.name + "-wal")):
+        try:
+            if not stat.S_ISREG(os.lstat(p).st_mode):
+                return
+        except OSError:
+            return
+    try:
+        conn = sqlite3.connect(f"file:{quote(str(db))}?mode=rw", uri=True, timeout=2, isolation_level=None)
+    except sqlite3.Error:
+        return
+    try:
+        conn.execute("PRAGMA trusted_schema=OFF")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    except sqlite3.Error:
+        pass  # not a database after all, or locked: the file is masked like any other
+    finally:
+        conn.close()

@@ -91,3 +91,30 @@ def test_binary_files_keep_their_length_so_a_sqlite_session_still_opens(tmp_path
     assert value == "Bearer " + "*" * len(KEY) + " end"
     assert json.loads((tmp_path / "run" / "notes.json").read_text()) == {"out": REDACTED}
     assert outside.read_text() == KEY  # a symlink is never followed
+
+
+def test_a_sqlite_write_ahead_log_is_folded_in_so_no_transaction_is_lost(tmp_path: Path) -> None:
+    """OpenCode keeps its session in SQLite with a WAL: masking a WAL frame breaks its checksum and
+    SQLite would drop the session's last messages, so a resume would start over."""
+    run = tmp_path / "run"
+    run.mkdir()
+    db = run / "opencode.db"
+    writer = sqlite3.connect(db, isolation_level=None)
+    writer.execute("PRAGMA journal_mode=WAL")
+    writer.execute("PRAGMA wal_autocheckpoint=0")
+    writer.execute("CREATE TABLE part (id INTEGER PRIMARY KEY, v TEXT)")
+    writer.execute("INSERT INTO part(v) VALUES ('before')")
+    writer.execute("INSERT INTO part(v) VALUES (?)", (f"tool output: {KEY}",))
+    writer.execute("INSERT INTO part(v) VALUES ('after')")
+    wal = run / "opencode.db-wal"
+    assert KEY.encode() in wal.read_bytes()
+    copy = tmp_path / "copy"  # what is on disk once the worker is gone: the db and its WAL, unmerged
+    copy.mkdir()
+    for f in (db, wal):
+        (copy / f.name).write_bytes(f.read_bytes())
+    writer.close()
+    assert scrub_tree(copy, Redactor([KEY])) == ["opencode.db"]
+    with sqlite3.connect(copy / "opencode.db") as conn:
+        rows = [v for (v,) in conn.execute("SELECT v FROM part ORDER BY id")]
+    assert rows == ["before", "tool output: " + "*" * len(KEY), "after"]
+    assert not any(KEY.encode() in f.read_bytes() for f in copy.iterdir())
