@@ -123,3 +123,28 @@ def test_the_scan_catches_base64_forms_and_shapes_but_not_code_that_reads_a_key(
             assert str(exc).endswith("nothing was merged") and name in str(exc)
         else:
             raise AssertionError(f"{name}: not caught on the branch")
+
+
+def test_a_retry_commits_the_operators_cleaned_worktree_only_once_no_key_is_left(tmp_path: Path, cli) -> None:
+    r = cli("key", "set", "sim", "--from-stdin", "--backend", "file", input=CANARY + "\n")
+    assert r.returncode == 0, r.stderr
+    scenario = tmp_path / "leak.yaml"
+    scenario.write_text(LEAK)
+    layout = demo.prepare(tmp_path / "repo", str(scenario))
+    _quick(layout)
+    _once(layout)
+    [p] = problems.list_problems(layout, True, job="demo")
+    wt = Path(p.evidence["worktree"])
+    (wt / "conf" / "key.txt").unlink()  # the operator misses the base64 copy
+    problems.act(layout, p.code, "retry")
+    _once(layout)
+    [again] = problems.list_problems(layout, True, job="demo")
+    assert again.kind == "secret_found" and "your retry could not be applied" in again.summary
+    assert "the worktree holds a configured provider key in conf/key.b64 line 1" in again.summary
+    assert CANARY not in again.summary
+    (wt / "conf" / "key.b64").unlink()
+    problems.act(layout, again.code, "retry")
+    _once(layout)
+    assert problems.list_problems(layout, True, job="demo") == []
+    assert _git(layout.root, "show", "pilothouse/integration:conf/app.txt") == "name = demo"
+    assert not any(f.encode() in _every_commit(layout.root) for f in secret_forms(CANARY))
