@@ -114,3 +114,20 @@ def _checkpoint(db: Path) -> None:
         pass  # not a database after all, or locked: the file is masked like any other
     finally:
         conn.close()
+
+
+def scrub_run(provider: str, run_id: str, redactor: Redactor) -> list[str]:
+    """scrub_tree on a run's folder, for a run whose dispatch died before it could (the supervisor
+    calls it). A resumed run's id is a link to the original's folder, followed only when the
+    target is a sibling in the same runs directory."""
+    from pilothouse.providers import sandbox
+
+    if not sandbox.valid_run_id(run_id) or not sandbox.valid_run_id(provider):
+        return []
+    base = sandbox.runs_dir(provider)
+    root = base / run_id
+    if root.is_symlink():
+        root = root.resolve()
+        if root.parent != base.resolve():
+            return []
+    return scrub_tree(root, redactor, skip=frozenset({sandbox.CREDENTIAL, sandbox.LOCK}))
