@@ -50,6 +50,7 @@ def _define(args: Any) -> int:
     from pilothouse.core.records.project import load_project, parse_yaml
     from pilothouse.core.records.taskgraph import load_tasks, save_tasks, validate_tasks
     from pilothouse.core.state.events import EventLog
+    from pilothouse.providers import guard
     from pilothouse.providers.errors import UserError
 
     layout = find_repo(args.repo)
@@ -58,6 +59,8 @@ def _define(args: Any) -> int:
         text = read_text(args.file, f"--file {args.file}", MAX_TASKS_FILE_CHARS)
     except FileNotFoundError:
         raise UserError(f"--file {args.file}: no such file") from None
+    # task titles and descriptions go to the models and into .ai/tasks.yaml
+    guard.check_words(text, f"--file {args.file}")
     data = parse_yaml(text, args.file)
     entries = data.get("tasks") if isinstance(data, dict) else data
     if not isinstance(entries, list) or not entries:

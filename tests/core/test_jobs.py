@@ -127,6 +127,11 @@ def test_task_define_cli(git_repo: Path, tmp_path: Path, cli) -> None:
     for bit in ("task 'a': kind: unknown kind 'NOPE'", "task 'b': expected_paths.write: '/abs' is absolute",
                 "task 'b': depends_on: unknown task 'ghost'"):
         assert bit in proc.stderr
+    leaky = tmp_path / "leaky.yaml"
+    leaky.write_text("- id: a\n  title: A\n  description: call it with ghp_abcdefghijklmnopqrstuvwxyz0123\n")
+    proc = cli("task", "define", "--file", str(leaky), "--job", "j", cwd=git_repo)
+    assert proc.returncode == 2 and "GitHub token (ghp_…) on line 3" in proc.stderr and "ghp_abc" not in proc.stderr
+    assert not (git_repo / ".ai" / "tasks.yaml").exists()
     good = tmp_path / "good.yaml"
     good.write_text("- id: a\n  title: A\n- id: b\n  title: B\n  depends_on: a\n")
     proc = cli("task", "define", "--file", str(good), "--job", "j", "--json", cwd=git_repo)
