@@ -169,9 +169,15 @@ def secret_found(sup: Supervisor, job: str, tid: str, exc: Any, evidence: dict[s
                  session_id: str | None = None) -> None:
     """Work that would carry a credential into a commit or a merge: the task stops, its problem
     names file and line (never the value) and what fixes it."""
+    from pilothouse.providers.scan import ALLOW_MARK, KEY_KIND
+
     where = evidence.get("worktree") or "the task's worktree"
+    if any(h.kind == KEY_KIND for h in exc.hits):
+        after = "a key that reached a file may be compromised: rotate it (pilothouse key set)"
+    else:
+        after = f"if it is no real credential (a test's fake token), mark its line {ALLOW_MARK}"
     stop_task(sup.store, job, tid, f"{exc}: take the credential out (hint the builder, or edit {where} and "
-              "retry); a key that reached a file may be compromised: rotate it (pilothouse key set)",
+              f"retry); {after}",
               kind="secret_found", evidence={**evidence, "places": exc.places()},
               **({"session_id": session_id} if session_id else {}))
 

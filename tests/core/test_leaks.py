@@ -148,3 +148,18 @@ def test_a_retry_commits_the_operators_cleaned_worktree_only_once_no_key_is_left
     assert problems.list_problems(layout, True, job="demo") == []
     assert _git(layout.root, "show", "pilothouse/integration:conf/app.txt") == "name = demo"
     assert not any(f.encode() in _every_commit(layout.root) for f in secret_forms(CANARY))
+
+
+def test_a_marked_line_lets_a_fake_token_through_but_never_a_configured_key(git_repo: Path, cli) -> None:
+    assert cli("key", "set", "sim", "--from-stdin", "--backend", "file", input=CANARY + "\n").returncode == 0
+    (git_repo / "fixture.py").write_text('FAKE = "ghp_abcdefghijklmnopqrstuvwxyz0123"  # pilothouse:allow-secret\n')
+    _git(git_repo, "add", "-A")
+    check_staged(git_repo, "the work")
+    (git_repo / "fixture.py").write_text(f'KEY = "{CANARY}"  # pilothouse:allow-secret\n')
+    _git(git_repo, "add", "-A")
+    try:
+        check_staged(git_repo, "the work")
+    except SecretInDiff as exc:
+        assert [h.kind for h in exc.hits] == ["configured provider key"]
+    else:
+        raise AssertionError("a configured key went through")
