@@ -1,6 +1,6 @@
 """A canary key set for the sim: delivered to the worker (the sim accepts it), yet in no child's
 argv or environment and in no byte under the log and sandbox trees; and a whole job over every
-runner (builtin and the real agent CLIs, code and resume), whose builders read their own key,
+runner (builtin and the real agent CLIs; code, resume and test), whose workers read their own key,
 leaves no form of it in any file of the pilothouse home, any commit or any .ai record."""
 
 from __future__ import annotations
@@ -112,6 +112,9 @@ def _canary_job() -> str:
             "say": "<!--RESULT-->" + json.dumps({"overall": "CHANGES", "findings": [{
                 "severity": "major", "file_line": f"{f}:1", "summary": "a second line is missing",
                 "suggested_fix": "add two"}]}) + "<!--/RESULT-->"}]})
+    scripts.append({"match": {"mode": "test"}, "turns": [
+        {"say": "Checking my credential.", "actions": [{"bash": {"command": 'cat "$HOME/../credential"'}}]},
+        {"say": "<!--RESULT-->" + json.dumps({"command": "true", "passed": 1, "failed": 0}) + "<!--/RESULT-->"}]})
     return yaml.safe_dump({"name": "canary-job", "description": "one task per runner", "scripts": scripts})
 
 
@@ -161,6 +164,17 @@ def test_a_job_over_every_runner_leaves_no_form_of_the_key_anywhere(tmp_path: Pa
     assert runs == {(p, m) for p in RUNNERS for m in ("code", "resume")}, runs
     merged = [e["task"] for e in events if e["type"] == "task.state" and e["data"]["to"] == "done"]
     assert sorted(merged) == [f"t-{n}" for n in range(len(RUNNERS))], merged
+    # the one writing mode no job uses: a test run per runner, straight through dispatch
+    scratch = tmp_path / "scratch"
+    subprocess.run(["git", "clone", "-q", str(layout.root), str(scratch)], check=True)
+    task = tmp_path / "test-task.md"
+    task.write_text("Run the tests.\n")
+    for provider in RUNNERS:
+        r = cli("dispatch", "--provider", provider, "--mode", "test", "--workdir", str(scratch), "--task-file",
+                str(task), "--scenario", str(scenario), "--timeout", "120", timeout=180)
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert json.loads(r.stdout.splitlines()[-1])["verdict"] == "completed", r.stdout[-2000:]
+        assert not any(f in r.stdout + r.stderr for f in secret_forms(CANARY))
     forms = sorted({f.encode() for f in secret_forms(CANARY)})
     assert _holding(Path(os.environ["PILOTHOUSE_HOME"]), forms) == []
     assert _holding(Path(os.environ["HOME"]), forms) == []
