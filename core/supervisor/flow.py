@@ -149,8 +149,8 @@ def _commit_failed(sup: Supervisor, job: str, tid: str, run: sqlite3.Row, exc: B
     if isinstance(exc, SecretInDiff):
         # the session is kept: a hint lets the same builder take the credential out again
         row = sup.store.task(job, tid)
-        secret_found(sup, job, tid, exc, {"run": run["run_id"], "worktree": str(row["worktree"] or "") if row else ""},
-                     session_id=session)
+        worktree = str(row["worktree"] or "") if row is not None else ""
+        secret_found(sup, job, tid, exc, {"run": run["run_id"], "worktree": worktree}, session_id=session)
         return
     detail = exc.stderr if isinstance(exc, GitError) else str(exc)
     lines = [ln.strip() for ln in detail.splitlines() if ln.strip() and not ln.strip().startswith("***")]
