@@ -24,11 +24,16 @@ def atomic_write_text(path: Path, text: str, mode: int = 0o644, *, durable: bool
 
     durable=False skips the fsync: the file still survives its writer being killed (the page cache
     is the kernel's), just not a power cut — for files whose companions are not synced either."""
+    atomic_write_bytes(path, text.encode("utf-8"), mode, durable=durable)
+
+
+def atomic_write_bytes(path: Path, data: bytes, mode: int = 0o644, *, durable: bool = True) -> None:
+    """atomic_write_text for bytes. The rename replaces a hard link rather than writing through it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
             fh.flush()
             if durable:
                 os.fsync(fh.fileno())

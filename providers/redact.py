@@ -1,9 +1,10 @@
 """Redaction of configured secrets from everything pilothouse writes or shows.
 
 Every configured key (all providers) of at least MIN_SECRET_LEN characters is replaced by
-REDACTED, in its raw form and in the forms it takes once it passes through a JSON encoder or a
-URL: a worker that echoes its Authorization header into a tool result, or a JSON log line that
-escapes a `/` or `"` inside a key, must not leak it either.
+REDACTED, in its raw form and in the forms it takes once it passes through a JSON encoder, a
+URL or base64: a worker that echoes its Authorization header into a tool result, a JSON log line
+that escapes a `/` or `"` inside a key, or a `Basic` header or config blob that base64-encodes it,
+must not leak it either.
 
 Shorter secrets are not redacted — replacing every 3-letter string that happens to be a key
 would shred logs without protecting anything — and the reason is kept in Redactor.ignored
@@ -26,8 +27,31 @@ REDACTED = "[REDACTED]"
 MIN_SECRET_LEN = 6
 
 
+def base64_forms(secret: str) -> set[str]:
+    """The base64 text that encodes `secret` wherever it sits in the encoded bytes.
+
+    base64 works in 3-byte groups, so the key's encoding depends on how many bytes come before it
+    (0, 1 or 2 modulo 3). For each offset we keep only the characters that encode key bytes alone:
+    the first characters also carry the preceding bytes and the last one the following bytes,
+    and those are dropped, so `user:KEY` in a Basic header is caught as surely as KEY alone.
+    Standard and URL-safe alphabets both.
+    """
+    import base64
+
+    raw = secret.encode("utf-8")
+    forms: set[str] = set()
+    for offset, skip in ((0, 0), (1, 2), (2, 3)):
+        total = offset + len(raw)
+        enc = base64.b64encode(b"\0" * offset + raw).decode("ascii").rstrip("=")
+        core = enc[skip:len(enc) - (1 if total % 3 else 0)]
+        if len(core) >= MIN_SECRET_LEN:
+            forms |= {core, core.replace("+", "-").replace("/", "_")}
+    return forms
+
+
 def secret_forms(secret: str) -> set[str]:
-    """The spellings a secret can take in text pilothouse writes: raw, JSON-escaped, URL-encoded."""
+    """The spellings a secret can take in text pilothouse writes: raw, JSON-escaped, URL-encoded,
+    base64."""
     forms = {
         secret,
         json.dumps(secret)[1:-1],
@@ -38,6 +62,7 @@ def secret_forms(secret: str) -> set[str]:
     }
     # JSON encoders that also escape "/" (some do, e.g. for HTML-safety)
     forms.add(json.dumps(secret)[1:-1].replace("/", "\\/"))
+    forms |= base64_forms(secret)
     return {f for f in forms if f}
 
 
@@ -74,6 +99,11 @@ class Redactor:
 
     def __bool__(self) -> bool:
         return self._pattern is not None
+
+    @property
+    def forms(self) -> list[str]:
+        """Every spelling that is replaced, longest first."""
+        return list(self._forms)
 
     def redact(self, text: str) -> str:
         if self._pattern is None or not text:

@@ -46,6 +46,7 @@ def _define(args: Any) -> int:
     from pilothouse.core.commands._out import emit_json
     from pilothouse.core.records.layout import find_repo, read_text
     from pilothouse.core.records.project import load_project, parse_yaml
+    from pilothouse.providers import guard
     from pilothouse.providers.errors import UserError
 
     layout = find_repo(args.repo)
@@ -54,6 +55,8 @@ def _define(args: Any) -> int:
         text = read_text(args.file, f"--file {args.file}", MAX_TASKS_FILE_CHARS)
     except FileNotFoundError:
         raise UserError(f"--file {args.file}: no such file") from None
+    # task titles and descriptions go to the models and into .ai/tasks.yaml
+    guard.check_words(text, f"--file {args.file}")
     data = parse_yaml(text, args.file)
     entries = data.get("tasks") if isinstance(data, dict) else data
     tasks, job_ids = define_tasks(layout, project, entries, args.job, args.replace, args.file, "cli")

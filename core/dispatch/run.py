@@ -185,6 +185,7 @@ def execute(prep: Prepared, on_event: EventHook | None = None,
         finally:
             files.close()
             _cleanup(sb, sim)
+            _scrub(sb, redactor, f"{label} pid {pid}")
         verdict = _judge(prep, state, outcome, redactor, logs, t0)
     try:
         line = redactor.redact(verdict_line(verdict))
@@ -261,6 +262,16 @@ def _cleanup(sb: Any, sim: Any) -> None:
     if sim is not None:
         # SimServer.stop() waits out serve_forever's poll interval; nobody needs to wait for it
         threading.Thread(target=sim.stop, daemon=True).start()
+
+
+def _scrub(sb: Any, redactor: Any, label: str) -> None:
+    """No raw key at rest in the run folder once the worker is gone (providers/scrub.py)."""
+    from pilothouse.providers.scrub import scrub_tree
+
+    held = scrub_tree(sb.root, redactor, skip=frozenset({sandbox.CREDENTIAL, sandbox.LOCK}))
+    if held:
+        sandbox.latest_line(f"{label} redacted a key the worker left in {len(held)} file(s) of its run folder: "
+                            + redactor.redact(", ".join(sorted(held)[:5])))
 
 
 def _judge(prep: Prepared, state: RunState, out: ProcOutcome, redactor: Any, logs: sandbox.RunLogs,

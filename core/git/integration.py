@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pilothouse.core.git.gates import DEFAULT_TIMEOUT_S, GateResult, kill_orphan_gate, run_gate
+from pilothouse.core.git.leaks import check_branch
 from pilothouse.core.git.worktrees import (
     INTEGRATION_DIR,
     GitError,
@@ -231,6 +232,8 @@ def merge_task(layout: RepoLayout, project: ProjectConfig, branch: str, message:
         if checkout.exists():
             _recover_pending(layout, checkout)
         checkout, previous = _integration_state(layout, project)
+        # before git moves: a branch that carries a credential never reaches the integration branch
+        check_branch(checkout, previous, branch)
         pending = _pending_file(layout)
         atomic_write_json(pending, {"branch": branch, "previous_sha": previous})
         try:

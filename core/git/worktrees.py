@@ -287,10 +287,18 @@ def remove_job_worktrees(layout: RepoLayout, job: str) -> list[str]:
 _NOT_WORK = (":(exclude,top).ai/project.yaml", ":(exclude,top).ai/runtime")
 
 
-def commit_all(path: Path | str, message: str) -> str | None:
+def commit_all(path: Path | str, message: str, what: str = "the builder's work") -> str | None:
     """Commit everything in the worktree except tool caches and pilothouse's own files; the new
-    sha, or None if nothing changed."""
+    sha, or None if nothing changed. Work that carries a credential is unstaged again and raises
+    SecretInDiff (core/git/leaks.py): `what` names whose work it is in that message."""
+    from pilothouse.core.git.leaks import SecretInDiff, check_staged
+
     git(path, "add", "-A", "--", ".", *_scratch_pathspecs(), *_NOT_WORK)
+    try:
+        check_staged(path, what)
+    except SecretInDiff:
+        git(path, "reset", "-q", check=False)  # the files stay in the worktree for the operator to see
+        raise
     # no `diff --cached --quiet` first: a commit with nothing staged fails, and only then do we ask why
     proc = git_run(path, "-c", "core.hooksPath=/dev/null", "commit", "-q", "--no-verify", "-m", message)
     if proc.returncode != 0:

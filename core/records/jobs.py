@@ -16,6 +16,7 @@ from pathlib import Path, PurePosixPath
 
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.state.events import EventLog, utc_now_iso
+from pilothouse.providers import guard
 from pilothouse.providers.errors import UserError
 from pilothouse.providers.fsutil import atomic_write_text
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -168,6 +169,9 @@ def _store_attachments(layout: RepoLayout, job: Job, files: Sequence[Path | str]
     if not sources:
         return
     checked = [(f, *_check_attachment(f)) for f in sources]
+    for n, (src, _mime, _size) in enumerate(checked, 1):
+        # the name is kept in the record and shown to the models; never echoed back here
+        guard.check_words(src.name, f"the name of attachment #{n}")
     if len(job.attachments) + len(checked) > MAX_ATTACHMENTS:
         raise UserError(f"job {job.name}: at most {MAX_ATTACHMENTS} screenshots per job "
                         f"({len(job.attachments)} already attached): attach fewer")
@@ -189,12 +193,14 @@ def _store_attachments(layout: RepoLayout, job: Job, files: Sequence[Path | str]
 # ---------------------------------------------------------------- API
 
 
-def _check_request(request: str, what: str = "request") -> str:
+def _check_request(request: str, what: str = "request", acceptance: str | None = None) -> str:
     if not isinstance(request, str) or not request.strip():
         raise UserError(f"the {what} is empty: write what you want in the file, in your own words")
     if len(request) > MAX_REQUEST_CHARS:
         raise UserError(f"the {what} is {len(request)} characters (limit {MAX_REQUEST_CHARS}): shorten it "
                         "and attach details as files in the repository")
+    guard.check_words(request, f"the {what}")
+    guard.check_words(acceptance, "the acceptance criteria")
     return request
 
 
@@ -230,7 +236,7 @@ def list_jobs(layout: RepoLayout) -> list[Job]:
 def create_job(layout: RepoLayout, name: str, request: str, acceptance: str | None = None,
                attachments: Sequence[Path | str] = (), sim_scenario: str | None = None) -> Job:
     validate_name(name)
-    _check_request(request)
+    _check_request(request, acceptance=acceptance)
     if acceptance is not None and not acceptance.strip():
         acceptance = None
     with _locked(layout, name):
@@ -253,7 +259,7 @@ def create_job(layout: RepoLayout, name: str, request: str, acceptance: str | No
 def update_job(layout: RepoLayout, name: str, request: str, attachments: Sequence[Path | str] = (),
                acceptance: str | None = None) -> Job:
     """Add a correction: a new revision (the earlier ones are kept); new launches wait for the re-plan."""
-    _check_request(request, "correction")
+    _check_request(request, "correction", acceptance)
     with _locked(layout, name):
         job = load_job(layout, name)
         rev = job.revision + 1
@@ -270,6 +276,7 @@ def decide(layout: RepoLayout, name: str, text: str) -> Job:
     """Record an operator's decision (e.g. an answer to an open question); the assigner reads them."""
     if not text or not text.strip():
         raise UserError("the decision is empty: write it as TEXT, e.g. job decide NAME \"use SQLite\"")
+    guard.check_words(text, "the decision")
     with _locked(layout, name):
         job = load_job(layout, name)
         job.decisions.append(Decision(text=text.strip(), at=utc_now_iso()))

@@ -25,6 +25,7 @@ from pilothouse.core.state import store
 from pilothouse.core.state.events import EventLog, utc_now_iso
 from pilothouse.core.stops.fingerprint import setup_fingerprint
 from pilothouse.core.stops.replies import JOB_REPLIES, KIND_REPLIES, NEEDS_WORDS, REPLIES
+from pilothouse.providers import guard
 from pilothouse.providers.errors import UserError
 
 # Letters only, with the look-alikes gone: no I/L (1), O/Q (0), B (8), S (5), Z (2), G (6).
@@ -288,6 +289,7 @@ def act(layout: RepoLayout, code: str, reply: str, words: str | None = None, who
         if reply not in NEEDS_WORDS and words:
             raise UserError(f"'{reply}' takes no words (only hint and plan do); "
                             f"run: pilothouse problem act {problem.code} {reply}")
+        guard.check_words(words, f"your {reply} words")
         if problem.kind == "budget" and reply == "retry":
             _check_budget_raised(layout, problem)
         cancels = skip_preview(layout, problem.code, conn=db) if reply == "skip" else []

@@ -36,6 +36,9 @@ KIND_REPLIES: dict[str, tuple[str, ...]] = {
     "merge_conflict": ("retry", "hint", "skip", "plan"),
     "merge_failed": ("retry", "hint", "skip", "plan"),
     "plan_invalid": ("retry", "plan"),
+    # the builder's work (or a branch to merge) carries a credential: the builder takes it out
+    # (hint), the operator does and retries, or the task goes; never accept: that commits it
+    "secret_found": ("hint", "retry", "skip", "plan"),
     "auth": ("retry",),
     "budget": ("retry",),
 }

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 RETRY_TO = {"gate_failed": "gating", "reviewer_failed": "gating", "merge_conflict": "approved",
             "merge_failed": "approved", "setup_failed": "ready", "worktree_failed": "ready", "auth": "ready",
             "worker_crashed": "ready", "budget": "ready", "builder_blocked": "ready",
-            "no_changes": "ready"}
+            "no_changes": "ready", "secret_found": "gating"}
 
 
 def apply_replies(sup: Supervisor) -> None:
@@ -128,7 +128,8 @@ def _take_operator_fix(sup: Supervisor, p: Any, r: Any, message: str = "") -> st
                         f"{r['branch']}: check it out there (git -C {wt} checkout {r['branch']}), then retry")
     if not dirty:
         return head
-    sha = commit_all(wt, message or f"Operator's fix for {p.task} (problem {p.code})\n\njob: {p.job}")
+    sha = commit_all(wt, message or f"Operator's fix for {p.task} (problem {p.code})\n\njob: {p.job}",
+                     what="the worktree")
     if sha:
         sup.log.info("committed the operator's changes in %s as %s", wt, sha)
     return sha or head

@@ -66,7 +66,7 @@ class SupervisorRuns:
 
                     spawn(self, launch)
                     continue
-            self.finish(row, verdict or runs.synth_verdict(self.layout, row, "the dispatch ended without a verdict"))
+            self.finish(row, verdict or self._lost(row, "the dispatch ended without a verdict"))
         self.good_head = context.integration_good_head(self)
 
     def collect(self, run_id: str) -> None:
@@ -79,7 +79,22 @@ class SupervisorRuns:
         if row is None or row["state"] == "finished":
             return
         verdict = runs.read_verdict(self.layout, run_id, row["provider"])
-        self.finish(row, verdict or runs.synth_verdict(self.layout, row, "the dispatch exited without a verdict"))
+        self.finish(row, verdict or self._lost(row, "the dispatch exited without a verdict"))
+
+    def _lost(self, row: sqlite3.Row, why: str) -> dict[str, Any]:
+        """The verdict of a dispatch that died without one. It never scrubbed its run folder either
+        (providers/scrub.py), so that is done here, before anyone reads the folder."""
+        from pilothouse.providers.redact import configured_redactor
+        from pilothouse.providers.scrub import scrub_run
+
+        try:
+            held = scrub_run(row["provider"], row["run_id"], configured_redactor())
+        except OSError as exc:
+            self.log.warning("run %s: cannot scrub its run folder: %s", row["run_id"], exc)
+        else:
+            if held:
+                self.log.info("run %s: redacted a key in %d file(s) of its run folder", row["run_id"], len(held))
+        return runs.synth_verdict(self.layout, row, why)
 
     def collect_verdict(self, run_id: str) -> None:
         """A dispatch wrote its verdict.json: take it now rather than when the process has wound down

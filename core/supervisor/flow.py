@@ -139,14 +139,21 @@ def builder_done(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any, run: sqli
 
 
 def _commit_failed(sup: Supervisor, job: str, tid: str, run: sqlite3.Row, exc: BaseException,
-                   message: str) -> None:
+                   message: str, session: str | None) -> None:
     """The builder's work is in its worktree but cannot be committed. git's own words run to a
     dozen lines: the problem gets the one that says why. A missing author identity is the
     repository's setup, alike for every task: a setup failure (two alike hold the job). The
     evidence names the step, so a retry commits that work again instead of running a builder on
     top of it (answers.py)."""
+    from pilothouse.core.git.leaks import SecretInDiff
     from pilothouse.core.git.worktrees import GitError
 
+    if isinstance(exc, SecretInDiff):
+        # the session is kept: a hint lets the same builder take the credential out again
+        row = sup.store.task(job, tid)
+        worktree = str(row["worktree"] or "") if row is not None else ""
+        secret_found(sup, job, tid, exc, {"run": run["run_id"], "worktree": worktree}, session_id=session)
+        return
     step = {"step": "commit", "commit_message": message}
 
     detail = exc.stderr if isinstance(exc, GitError) else str(exc)
@@ -160,6 +167,23 @@ def _commit_failed(sup: Supervisor, job: str, tid: str, run: sqlite3.Row, exc: B
         return
     stop_task(sup.store, job, tid, f"cannot commit the builder's work: {why}", kind="worker_crashed",
               evidence={"run": run["run_id"], "log": run["log"], "error": detail[-800:], **step})
+
+
+def secret_found(sup: Supervisor, job: str, tid: str, exc: Any, evidence: dict[str, Any],
+                 session_id: str | None = None) -> None:
+    """Work that would carry a credential into a commit or a merge: the task stops, its problem
+    names file and line (never the value) and what fixes it."""
+    from pilothouse.providers.scan import ALLOW_MARK, KEY_KIND
+
+    where = evidence.get("worktree") or "the task's worktree"
+    if any(h.kind == KEY_KIND for h in exc.hits):
+        after = "a key that reached a file may be compromised: rotate it (pilothouse key set)"
+    else:
+        after = f"if it is no real credential (a test's fake token), mark its line {ALLOW_MARK}"
+    stop_task(sup.store, job, tid, f"{exc}: take the credential out (hint the builder, or edit {where} and "
+              f"retry); {after}",
+              kind="secret_found", evidence={**evidence, "places": exc.places()},
+              **({"session_id": session_id} if session_id else {}))
 
 
 def _check_paths(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any) -> None:
@@ -202,10 +226,10 @@ def _after_builder(sup: Supervisor, job: str, tid: str, tdef: Any, run_id: str, 
     if r is None or run is None or r["state"] != "running" or r["run_id"] != run_id:
         return
     v = L.verdict_of(run)
-    if exc is not None:
-        _commit_failed(sup, job, tid, run, exc, message)
-        return
     session = v.get("session_id") or r["session_id"]
+    if exc is not None:
+        _commit_failed(sup, job, tid, run, exc, message, session)
+        return
     resumed = run["mode"] == "resume"
     # on a first run, the attempt's base is recorded in commit_sha: no move means no commit, unless
     # the branch already holds work since the task's base (an earlier attempt's, never merged)
@@ -307,6 +331,11 @@ def merge_done(sup: Supervisor, job: str, tid: str, res: Any, exc: BaseException
         return
     if res is None:
         sup.events.append("merge.finished", job=job, task=tid, data={"ok": False, "reason": describe(exc)})
+        from pilothouse.core.git.leaks import SecretInDiff
+
+        if isinstance(exc, SecretInDiff):
+            secret_found(sup, job, tid, exc, {"worktree": str(r["worktree"] or ""), "branch": r["branch"]})
+            return
         stop_task(sup.store, job, tid, f"merge failed: {describe(exc)}", kind="merge_failed")
         return
     data = res.to_dict()

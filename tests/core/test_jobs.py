@@ -127,6 +127,11 @@ def test_task_define_cli(git_repo: Path, tmp_path: Path, cli) -> None:
     for bit in ("task 'a': kind: unknown kind 'NOPE'", "task 'b': expected_paths.write: '/abs' is absolute",
                 "task 'b': depends_on: unknown task 'ghost'"):
         assert bit in proc.stderr
+    leaky = tmp_path / "leaky.yaml"
+    leaky.write_text("- id: a\n  title: A\n  description: call it with ghp_abcdefghijklmnopqrstuvwxyz0123\n")
+    proc = cli("task", "define", "--file", str(leaky), "--job", "j", cwd=git_repo)
+    assert proc.returncode == 2 and "GitHub token (ghp_…) on line 3" in proc.stderr and "ghp_abc" not in proc.stderr
+    assert not (git_repo / ".ai" / "tasks.yaml").exists()
     good = tmp_path / "good.yaml"
     good.write_text("- id: a\n  title: A\n- id: b\n  title: B\n  depends_on: a\n")
     proc = cli("task", "define", "--file", str(good), "--job", "j", "--json", cwd=git_repo)
@@ -242,3 +247,78 @@ def test_a_job_created_with_its_own_sim_scenario_runs_every_role_on_the_simulato
     assert state == "accepted" and providers == {"sim"}
     assert subprocess.run(["git", "show", "pilothouse/integration:NOTES.md"], cwd=git_repo, capture_output=True,
                           text=True).stdout == "notes\n"
+
+
+BLOCKED = """
+name: blocked
+description: the builder is blocked, so the job waits for the operator's words
+scripts:
+  - match: {mode: plan}
+    turns:
+      - say: |
+          <!--RESULT-->{"tasks":[{"id":"one","title":"One","kind":"SAFE_PARALLEL","expected_paths":{"write":["one.txt"]}}]}<!--/RESULT-->
+  - match: {mode: code}
+    turns:
+      - say: |
+          Which API should I call?
+          <!--RESULT-->{"status":"blocked","files_changed":[],"validation":{"commands":[],"passed":false},"risks":[],"blocked_reason":"which API?"}<!--/RESULT-->
+"""
+
+
+def test_a_key_pasted_into_a_job_or_a_reply_is_refused_before_anything_is_stored(tmp_path: Path, cli) -> None:
+    import base64
+    import subprocess
+    import sys
+
+    from pilothouse.core import demo
+    from pilothouse.core.stops import problems
+    from pilothouse.providers import paths
+    from pilothouse.providers.redact import secret_forms
+
+    key = "sk-canary-pasted-0f1e2d3c4b5a"
+    assert cli("key", "set", "sim", "--from-stdin", "--backend", "file", input=key + "\n").returncode == 0
+    scenario = tmp_path / "blocked.yaml"
+    scenario.write_text(BLOCKED)
+    layout = demo.prepare(tmp_path / "repo", str(scenario))
+    root = str(layout.root)
+    done = subprocess.run([sys.executable, "-m", "pilothouse.core.supervisor.loop", "--repo", root, "--once"],
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    [p] = problems.list_problems(layout, True, job="demo")
+    assert p.kind == "builder_blocked" and "hint" in p.replies
+
+    def refused(*args: str, what: str) -> None:
+        r = cli(*args, "--repo", root) if args[0] == "job" else cli(*args, cwd=layout.root)
+        assert r.returncode != 0, (args, r.stdout)
+        line = r.stderr.strip()
+        assert "\n" not in line and what in line and "configured provider key" in line, line
+        assert not any(f in r.stdout + r.stderr for f in secret_forms(key))
+
+    request = tmp_path / "request.md"
+    request.write_text(f"Call the API.\nUse the key {key} for it.\n")
+    refused("job", "create", "pasted", "--request-file", str(request), what="the request contains")
+    refused("job", "update", "demo", "--request-file", str(request), what="the correction contains")
+    basic = base64.b64encode(f"me:{key}".encode()).decode()
+    refused("job", "decide", "demo", f"authenticate with Basic {basic}", what="the decision contains")
+    refused("problem", "act", p.code, "hint", f"the key is {key}", what="your hint words contain")
+    refused("problem", "act", p.code, "plan", f"plan around {key}", what="your plan words contain")
+    named = tmp_path / f"{key}.png"
+    named.write_bytes(png_bytes())
+    ok = tmp_path / "ok.md"
+    ok.write_text("Call the public API.\n")
+    refused("job", "update", "demo", "--request-file", str(ok), "--attach", str(named),
+            what="the name of attachment #1 contains")
+
+    # nothing stored: no job record, no revision, no decision, no reply, no event, no run file
+    assert not (layout.jobs_dir / "pasted.json").exists()
+    job = jobs.load_job(layout, "demo")
+    assert (job.revision, job.decisions, job.attachments) == (1, [], [])
+    assert problems.get_problem(layout, p.code).pending is None
+    forms = [f.encode() for f in secret_forms(key)]
+    for base in (layout.root, paths.logs_dir(), paths.providers_dir()):
+        for f in Path(base).rglob("*"):
+            if f.is_file() and not f.is_symlink() and f.name != "credential" and ".git" not in f.parts:
+                data = f.read_bytes()
+                assert not any(form in data for form in forms), f
+    # the same words without the key are taken
+    assert cli("problem", "act", p.code, "hint", "call the public API", cwd=layout.root).returncode == 0

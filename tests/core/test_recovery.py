@@ -156,3 +156,54 @@ def test_unspawned_launch_is_spawned_once_on_restart(tmp_path: Path) -> None:
     conn = store.connect(layout.state_db, readonly=True)
     assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 1
     conn.close()
+
+
+KILLED_WITH_ITS_KEY = """
+name: killed-with-its-key
+description: the builder prints its credential into its session, then thinks for a long while
+scripts:
+  - match: {mode: plan}
+    turns:
+      - say: |
+          <!--RESULT-->{"tasks":[{"id":"one","title":"One","kind":"SAFE_PARALLEL","expected_paths":{"write":["one.txt"]}}]}<!--/RESULT-->
+  - match: {mode: code}
+    turns:
+      - say: "Checking my credential"
+        actions:
+          - bash: {command: "cat \\"$HOME/../credential\\""}
+      - say: "Thinking it over"
+        delay_s: 60
+      - say: |
+          <!--RESULT-->{"status":"blocked","files_changed":[],"validation":{"commands":[],"passed":false},"risks":[],"blocked_reason":"done thinking"}<!--/RESULT-->
+"""
+
+
+def test_a_dispatch_killed_before_it_scrubbed_its_run_folder_is_scrubbed_by_the_supervisor(
+        tmp_path: Path, cli) -> None:
+    from pilothouse.providers import paths
+
+    key = "sk-canary-killed-1a2b3c4d5e6f"
+    assert cli("key", "set", "sim", "--from-stdin", "--backend", "file", input=key + "\n").returncode == 0
+    scenario = tmp_path / "killed.yaml"
+    scenario.write_text(KILLED_WITH_ITS_KEY)
+    layout = demo.prepare(tmp_path / "repo", str(scenario))
+    data = yaml.safe_load(layout.project_yaml.read_text())
+    data["workflow"]["review"] = "off"
+    layout.project_yaml.write_text(yaml.safe_dump(data))
+    events = Events(layout)
+    supervisor_ctl.start(layout)
+    try:
+        started = events.wait(lambda e: e["type"] == "run.started" and e["data"]["role"] == "builder")
+        conv = paths.providers_dir() / "sim" / "runs" / started["run"] / "state" / "conversation.json"
+        deadline = time.monotonic() + 60
+        while not (conv.exists() and key in conv.read_text(errors="replace")):
+            assert time.monotonic() < deadline, "the builder never put its key into its session"
+            time.sleep(0.1)
+        _kill(started["data"]["pid"])  # the dispatch dies mid-run: it never scrubs
+        events.wait(lambda e: e["type"] == "run.finished" and e.get("run") == started["run"])
+    finally:
+        supervisor_ctl.stop(layout)
+    assert key not in conv.read_text(errors="replace")
+    for f in conv.parent.parent.rglob("*"):
+        if f.is_file() and not f.is_symlink():
+            assert key.encode() not in f.read_bytes(), f

@@ -33,3 +33,18 @@ def test_configured_key_refused_without_showing_it():
 def test_ordinary_tasks_pass():
     check_task("Add a slugify() helper in src/slug.py; the API_TOKEN env var is read by config.py.\n"
                "Run python -m pytest -q. Mention sk- prefixes in the docs.")
+
+
+def test_code_that_reads_a_credential_is_not_one():
+    for text in ('API_TOKEN = os.environ["API_TOKEN"]', "SECRET_KEY = settings.SECRET_KEY",
+                 "DB_PASSWORD: ${{ secrets.DB_PASSWORD }}", "OPENAI_API_KEY=get_key()"):
+        assert find_credentials(text) == [], text
+    assert find_credentials('OPENAI_API_KEY="abcdefgh12345678"')
+
+
+def test_a_configured_key_is_found_base64_encoded():
+    import base64
+
+    key = "my-own-custom-key-42"
+    text = "header: Basic " + base64.b64encode(f"me:{key}".encode()).decode()
+    assert find_credentials(text, [key]) == ["a configured provider key on line 1"]

@@ -134,3 +134,17 @@ def test_event_log_redacts_configured_keys_by_default(tmp_path):
     log.append("job.created", job="j", data={"request": "use glm-key-for-events-123 please"})
     text = (tmp_path / "events.jsonl").read_text()
     assert "glm-key-for-events-123" not in text and REDACTED in text
+
+
+def test_base64_forms_are_caught_at_every_offset_and_in_both_alphabets():
+    import base64
+
+    r = Redactor([ODD, KEY])
+    for secret in (ODD, KEY):
+        for before in ("", "u:", "ab:", "x"):
+            for after in ("", "z", "zz"):
+                raw = (before + secret + after).encode()
+                for enc in (base64.b64encode(raw).decode(), base64.urlsafe_b64encode(raw).decode()):
+                    out = r.redact(f"Authorization: Basic {enc}")
+                    assert REDACTED in out, (before, after, enc)
+    assert r.redact("plain words and QUJD and aGVsbG8=") == "plain words and QUJD and aGVsbG8="

@@ -76,3 +76,31 @@ def test_cli_clean_exit_zero(cli, git_repo):
 def test_cli_missing_path_is_a_user_error(cli, tmp_path):
     res = cli("scan-secrets", str(tmp_path / "nope"))
     assert res.returncode == 2 and "does not exist" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_cli_scans_job_records_and_the_commits_pilothouse_branches_added(cli, git_repo):
+    import base64
+    import subprocess
+
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=git_repo, check=True, capture_output=True, text=True).stdout
+
+    keys.set_key("sim", KEY, use_backend="file")
+    _write(git_repo / ".ai" / "jobs" / "old.json", json.dumps({"revisions": [{"request": f"use {KEY}"}]}) + "\n")
+    git("checkout", "-q", "-b", "ph/demo/one")
+    _write(git_repo / "conf" / "a.txt", "x\n" + base64.b64encode(f"me:{KEY}".encode()).decode() + "\n")
+    git("add", "conf")
+    git("commit", "-qm", "a builder's own commit")
+    git("checkout", "-q", "-b", "pilothouse/integration", "main")
+    _write(git_repo / "b.txt", f"{KEY}\n")
+    git("add", "b.txt")
+    git("commit", "-qm", "on the integration branch")
+    git("checkout", "-q", "main")
+    _write(git_repo / "mine.txt", "operator's own history: not pilothouse's to judge\n")
+    res = cli("scan-secrets", str(git_repo), "--json")
+    assert res.returncode == 1 and KEY not in res.stdout + res.stderr
+    out = json.loads(res.stdout)
+    assert sorted(out["branches"]) == ["ph/demo/one", "pilothouse/integration"] and out["commits"] == 2
+    where = {(h["path"].split("@")[0] if "@" in h["path"] else Path(h["path"]).name, h["line"]) for h in out["hits"]}
+    assert where == {("old.json", 1), ("ph/demo/one", 2), ("pilothouse/integration", 1)}
+    assert any(h["path"].endswith(":conf/a.txt") for h in out["hits"])

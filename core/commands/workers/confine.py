@@ -21,8 +21,9 @@ def register(sub: Any) -> None:
     add_json_flag(p)
     p.set_defaults(func=cmd_probe)
 
-    s = sub.add_parser("scan-secrets", help="look for leaked keys in a repo's .ai/runtime and your run logs")
-    s.add_argument("path", nargs="?", help="repository (its .ai/runtime is scanned) or a file/dir; "
+    s = sub.add_parser("scan-secrets", help="look for leaked keys in a repo's .ai, its pilothouse branches, your run logs "
+                       "and run folders")
+    s.add_argument("path", nargs="?", help="repository (its .ai and pilothouse's branches are scanned) or a file/dir; "
                    "default: the repository around the current directory")
     add_json_flag(s)
     s.set_defaults(func=cmd_scan)
@@ -64,14 +65,38 @@ def cmd_scan(args: Any) -> int:
     target = Path(args.path).expanduser() if args.path else None
     if target is not None and not target.exists():
         raise UserError(f"scan-secrets: {target} does not exist; give a repository, directory or file")
+    from pilothouse.providers.redact import redactor_for_configured
+
     roots = scan.default_roots(target)
-    hits, count = scan.scan(roots)
+    redactor = redactor_for_configured()
+    hits, count = scan.scan(roots, redactor=redactor)
+    repo, branches, commits = scan.repo_of(target), [], 0
+    if repo is not None:
+        ours, others = scan.branch_split(repo, _integration_branch(repo))
+        found, commits = scan.scan_commits(repo, ours, others, redactor)
+        hits += found
+        branches = [b.removeprefix("refs/heads/") for b in ours]
     if args.json:
-        emit_json({"roots": [str(r) for r in roots], "files": count, "hits": [h.as_dict() for h in hits]})
+        emit_json({"roots": [str(r) for r in roots], "files": count, "branches": branches, "commits": commits,
+                   "hits": [h.as_dict() for h in hits]})
     else:
         for h in hits:
             print(f"{h.path}:{h.line}: {h.kind}")
-        where = ", ".join(str(r) for r in roots) or "nothing (no .ai/runtime, no logs yet)"
+        where = ", ".join(str(r) for r in roots) or "nothing (no .ai, no logs yet)"
+        also = f" and {commits} commit(s) on {len(branches)} pilothouse branch(es)" if branches else ""
         verdict = f"{len(hits)} possible secret(s)" if hits else "no secrets found"
-        print(f"scanned {count} file(s) in {where}: {verdict}", file=sys.stderr if hits else sys.stdout)
+        print(f"scanned {count} file(s) in {where}{also}: {verdict}", file=sys.stderr if hits else sys.stdout)
     return 1 if hits else 0
+
+
+def _integration_branch(repo: Path) -> str:
+    """The project's integration branch; the default when its project.yaml cannot be read (a scan
+    must not stop at a broken config)."""
+    from pilothouse.core.records.layout import RepoLayout
+    from pilothouse.core.records.project import load_project
+    from pilothouse.providers.errors import UserError
+
+    try:
+        return load_project(RepoLayout(repo)).integration_branch
+    except (UserError, OSError, ValueError):
+        return "pilothouse/integration"
