@@ -135,9 +135,13 @@ class Supervisor(SupervisorRuns):
                           " pid_start=excluded.pid_start, started_at=excluded.started_at,"
                           " heartbeat_at=excluded.heartbeat_at, stopped_at=NULL",
                           (pid, runs.pid_start(pid), now, now))
-        self.events.append("supervisor.started", data={"pid": pid, "max_workers": self.max_workers})
+        data: dict[str, Any] = {"pid": pid, "max_workers": self.max_workers}
+        notice = _unreadable_lines(self.layout, data)
+        self.events.append("supervisor.started", data=data)
         self._next_heartbeat = time.monotonic() + HEARTBEAT_S
         self.log.info("supervisor started (pid %s) for %s", pid, self.layout.root)
+        if notice:
+            self.log.warning("%s", notice)
 
     def release(self) -> None:
         if self._lock_fh is None:
@@ -325,6 +329,19 @@ def _migrate(conn: sqlite3.Connection) -> None:
     cols = {r["name"] for r in conn.execute("PRAGMA table_info(tasks)")}
     if "counters" not in cols:
         conn.execute("ALTER TABLE tasks ADD COLUMN counters TEXT NOT NULL DEFAULT '{}'")
+
+
+def _unreadable_lines(layout: RepoLayout, data: dict[str, Any]) -> str | None:
+    """Count the log's lines that are not events (every reader skips them) into `data`; the
+    sentence saying so, or None. Nothing in the log's content may keep a supervisor from starting."""
+    from pilothouse.core.state.events import EventTailer
+
+    tailer = EventTailer(layout.events)
+    for _ in tailer.iter_new():
+        pass
+    if tailer.skipped:
+        data["skipped_lines"] = tailer.skipped
+    return tailer.skip_notice()
 
 
 def _logs_root() -> Path:

@@ -557,3 +557,29 @@ def test_a_crashed_assigner_is_tried_once_more_then_the_problem_says_why(tmp_pat
     assert "missing.yaml not found" in p.summary and "(twice)" in p.summary
     events = [json.loads(line) for line in layout.events.read_text().splitlines()]
     assert sum(e["type"] == "run.started" and e["data"]["role"] == "assigner" for e in events) == 2
+
+
+def test_a_log_full_of_hostile_lines_does_not_stop_a_supervisor_and_is_reported(tmp_path: Path, cli) -> None:
+    from tests.core.test_events import HOSTILE
+
+    quick = tmp_path / "quick.yaml"
+    bundled = Path(demo._data() / "scenarios" / "demo-recovery.yaml").read_text()
+    quick.write_text(bundled.replace("delay_s: 3", "delay_s: 0"))
+    layout = demo.prepare(tmp_path / "repo", str(quick))
+    _quick_project(layout)
+    layout.events.parent.mkdir(parents=True, exist_ok=True)
+    with open(layout.events, "ab") as fh:
+        fh.write(b"\n".join(HOSTILE) + b"\n")  # the last one is the seq scan's first look
+    started = cli("job", "start", "--repo", str(layout.root))
+    try:
+        assert started.returncode == 0, started.stderr
+        assert f"{len(HOSTILE)} line(s) that are not events" in started.stderr
+        w = cli("job", "wait", "demo", "--repo", str(layout.root), timeout=120)
+        assert w.returncode == 0, w.stdout + w.stderr
+    finally:
+        supervisor_ctl.stop(layout)
+    from pilothouse.core.state.events import EventTailer
+
+    announced = [e for e in EventTailer(layout.events).read_new() if e["type"] == "supervisor.started"]
+    assert announced[0]["data"]["skipped_lines"] == len(HOSTILE)
+    assert f"skipped {len(HOSTILE)} lines" in layout.supervisor_log.read_text()
