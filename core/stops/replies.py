@@ -38,4 +38,5 @@ KIND_REPLIES: dict[str, tuple[str, ...]] = {
     "plan_invalid": ("retry", "plan"),
     "auth": ("retry",),
     "budget": ("retry",),
+    "cannot_proceed": ("retry",),
 }

@@ -22,10 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from pilothouse.core.dispatch import runs
+from pilothouse.core.git.worktrees import GitError
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.state import store
 from pilothouse.core.state.events import EventLog, utc_now_iso
-from pilothouse.core.supervisor import activity, flow
+from pilothouse.core.supervisor import activity, flow, stalls
 from pilothouse.core.supervisor import planning as plan
 from pilothouse.core.supervisor.dispatches import SupervisorRuns
 from pilothouse.core.supervisor.state import StateStore
@@ -315,11 +316,17 @@ class Supervisor(SupervisorRuns):
             row = self.store.ensure_job(job.name, job.revision)
             if row["state"] in FINISHED_JOB_STATES and row["planned_revision"] >= job.revision:
                 continue
-            if self.integrate_only:
-                flow.integrate_job(self, job.name)
+            try:
+                if self.integrate_only:
+                    flow.integrate_job(self, job.name)
+                    continue
+                planned = plan.step(self, job, row)
+                candidates += flow.step_job(self, job.name, planned)
+            except (UserError, GitError) as exc:
+                # the operator's to fix (a setting, a checkout): a problem of this job, the others go on
+                stalls.stalled(self, job.name, str(exc))
                 continue
-            planned = plan.step(self, job, row)
-            candidates += flow.step_job(self, job.name, planned)
+            stalls.cleared(self, job.name)
         if candidates:
             flow.launch_ready(self, candidates)
 
