@@ -177,6 +177,10 @@ def _start(args: Any) -> int:
 
     layout = _layout(args)
     load_project(layout)  # a broken project.yaml is reported here, not in the log
+    if supervisor_ctl.status(layout) is None:
+        from pilothouse.core.records.check import require_fit
+
+        require_fit(layout)  # what `pilothouse check` finds stops the start, before anything launches
     if args.name:
         from pilothouse.core.records.jobs import load_job
 

@@ -38,9 +38,9 @@ def test_task_define_file_not_utf8_or_a_directory(repo: Path, cli) -> None:
     (repo / "adir").mkdir()
     for name in ("latin1.yaml", "utf16.yaml"):
         one_line_error(cli("task", "define", "--file", name, "--job", "demo", cwd=repo),
-                       f"--file {name}: not UTF-8 text: save it as UTF-8")
+                       f"--file {name}: not UTF-8 text (byte ", "): save it as UTF-8")
     one_line_error(cli("task", "define", "--file", "adir", "--job", "demo", cwd=repo),
-                   "--file adir: is a directory, not a file")
+                   "--file adir: is a directory, not a regular file")
     assert not (repo / ".ai/tasks.yaml").exists()
 
 
@@ -72,9 +72,9 @@ def test_init_checks_everything_before_writing(git_repo: Path, cli) -> None:
 
 def test_endless_input_is_refused_without_reading_it_all(repo: Path, cli) -> None:
     one_line_error(cli("job", "create", "z1", "--request-file", "/dev/zero", cwd=repo, timeout=20),
-                   "--request-file /dev/zero", "limit")
+                   "--request-file /dev/zero", "character device")
     one_line_error(cli("task", "define", "--file", "/dev/zero", "--job", "demo", cwd=repo, timeout=20),
-                   "--file /dev/zero", "limit")
+                   "--file /dev/zero", "character device")
     assert not (repo / ".ai/jobs/z1.json").exists()
 
 
