@@ -201,29 +201,37 @@ class EventTailer:
         self._mark = fh.read(offset - max(0, offset - _MARK))
 
     def tail(self, n: int) -> list[dict[str, Any]]:
-        """The last n events, read backwards from the end; leaves the tailer positioned at the end."""
+        """The last n events, read backwards from the end; leaves the tailer positioned at the end.
+        Lines that are not events do not count: it reads further back until it has n or the start."""
+        skipped, first = self.skipped, self.first_skip
+        want = n
         try:
             with open(self.path, "rb") as fh:
                 st = os.fstat(fh.fileno())
                 end = st.st_size
                 pos = end
                 buf = b""
-                while pos > 0 and buf.count(b"\n") <= n:
-                    step = min(_TAIL_CHUNK, pos)
-                    pos -= step
-                    fh.seek(pos)
-                    buf = fh.read(step) + buf
+                while True:
+                    while pos > 0 and buf.count(b"\n") <= want:
+                        step = min(_TAIL_CHUNK, pos)
+                        pos -= step
+                        fh.seek(pos)
+                        buf = fh.read(step) + buf
+                    self.skipped, self.first_skip = skipped, first  # each look counts the same lines anew
+                    complete_end = buf.rfind(b"\n") + 1
+                    lines = buf[:complete_end].split(b"\n")
+                    start = pos
+                    if pos > 0:
+                        start += len(lines[0]) + 1
+                        lines = lines[1:]
+                    events = self._decode_lines(lines, start)
+                    if len(events) >= n or pos == 0:
+                        break
+                    want = buf.count(b"\n") + (n - len(events)) * 2
                 self._place(fh, end, st.st_ino)
         except FileNotFoundError:
             return []
-        complete_end = buf.rfind(b"\n") + 1
         self._partial = buf[complete_end:]
-        lines = buf[:complete_end].split(b"\n")
-        start = pos
-        if pos > 0:
-            start += len(lines[0]) + 1
-            lines = lines[1:]
-        events = self._decode_lines(lines, start)
         return events[-n:] if n else []
 
     def read_new(self) -> list[dict[str, Any]]:
