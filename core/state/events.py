@@ -10,6 +10,7 @@ Nothing here polls: followers wake on watchfiles notifications (see `follow`).
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -143,7 +144,8 @@ class EventLog:
             try:
                 if commit is not None:
                     commit()
-                with open(self.path, "ab+") as fh:
+                # unbuffered: a write that fails (a full disk) fails here, not later in a flush
+                with open(self.path, "ab+", buffering=0) as fh:
                     seq = _last_seq(fh) % MAX_SEQ + 1
                     event = {"seq": seq, "ts": utc_now_iso(), "type": type, "job": job, "task": task,
                              "run": run, "data": data or {}}
@@ -154,14 +156,19 @@ class EventLog:
                         from pilothouse.providers.redact import configured_redactor
 
                         line = configured_redactor().redact(line)
-                    fh.seek(0, os.SEEK_END)
+                    payload = line.encode() + b"\n"
+                    end = fh.seek(0, os.SEEK_END)
                     # a torn last line from a crashed writer must not swallow ours
-                    if fh.tell() > 0:
+                    if end > 0:
                         fh.seek(-1, os.SEEK_END)
                         if fh.read(1) != b"\n":
-                            fh.write(b"\n")
-                    fh.write(line.encode() + b"\n")
-                    fh.flush()
+                            payload = b"\n" + payload
+                    try:
+                        if os.write(fh.fileno(), payload) != len(payload):
+                            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                    except OSError as exc:  # name the log, and leave no torn line behind
+                        os.ftruncate(fh.fileno(), end)
+                        raise OSError(exc.errno, exc.strerror, str(self.path)) from exc
                     return event
             finally:
                 fcntl.flock(lock.fileno(), fcntl.LOCK_UN)

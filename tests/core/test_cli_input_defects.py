@@ -186,3 +186,55 @@ def test_supervisor_shown_in_status_and_start_says_what_it_did_not_apply(repo: P
         assert json.loads(cli("status", "--json", cwd=repo).stdout)["supervisor"]["pid"] == st["pid"]
     finally:
         cli("job", "stop", cwd=repo, timeout=60)
+
+
+_DISK_DRIVER = r"""
+import json, os, shutil, subprocess, sys
+repo, mnt, mode = sys.argv[1], sys.argv[2], sys.argv[3]
+subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", mnt], check=True)
+work = os.path.join(mnt, "repo")
+shutil.copytree(repo, work, symlinks=True)
+if mode == "full":
+    with open(os.path.join(mnt, "fill"), "wb") as fh:
+        try:
+            while True:
+                fh.write(b"\0" * 65536)
+                fh.flush()
+        except OSError:
+            pass
+else:
+    subprocess.run(["mount", "-o", "remount,ro", mnt], check=True)
+out = {}
+for name, argv in (("create", ["job", "create", "j2", "--request-file", "req.md"]),
+                   ("define", ["task", "define", "--file", "t.yaml", "--job", "demo"])):
+    r = subprocess.run([sys.executable, "-m", "pilothouse", *argv], cwd=work, capture_output=True, text=True,
+                       timeout=60)
+    out[name] = [r.returncode, r.stderr]
+out["left"] = sorted(os.path.relpath(os.path.join(d, f), work) for d, _, fs in os.walk(os.path.join(work, ".ai"))
+                     for f in fs if f.endswith(".tmp") or f.startswith(".") or f == "j2.json")
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize(("mode", "words"), [("full", "no space left on the device"),
+                                             ("readonly", "the file system is read-only")])
+def test_a_full_or_read_only_disk_is_one_line_naming_the_path(repo: Path, tmp_path: Path, mode: str,
+                                                              words: str) -> None:
+    import shutil
+    import subprocess
+    import sys
+
+    if shutil.which("unshare") is None or subprocess.run(["unshare", "-rm", "true"]).returncode != 0:
+        pytest.skip("no user and mount namespaces here to make a small tmpfs in")
+    (repo / "t.yaml").write_text("tasks:\n- id: a\n  title: A\n")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    r = subprocess.run(["unshare", "-rm", sys.executable, "-c", _DISK_DRIVER, str(repo), str(mnt), mode],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    for name in ("create", "define"):
+        rc, err = out[name]
+        assert rc == 1 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+        assert words in err and str(mnt / "repo" / ".ai") in err, err
+    assert out["left"] == []  # nothing half-written

@@ -287,6 +287,7 @@ def test_a_timer_due_while_the_loop_is_busy_still_brings_a_reconcile() -> None:
             return [], [("fs", {"logs"})]
 
     sup = Supervisor.__new__(Supervisor)
+    sup.store_lost = lambda: False  # type: ignore[method-assign]
     sup.stopping, sup.once, sup._last_error = False, False, None
     sup._next_heartbeat = time.monotonic() + 30
     sup.activity_sent, sup.tails, sup.usage_sent = {}, {}, {}
@@ -320,6 +321,7 @@ def test_a_pass_that_moved_a_task_is_followed_by_another_at_once() -> None:
             return [], [("fs", {"logs"})]  # a worker's log line: alone, no reason to look again
 
     sup = S.Supervisor.__new__(S.Supervisor)
+    sup.store_lost = lambda: False  # type: ignore[method-assign]
     sup.stopping, sup.once, sup._last_error, sup._timer = False, False, None, None
     sup._next_heartbeat = 1e18
     sup.store = types.SimpleNamespace(moves=0)  # type: ignore[assignment]
@@ -338,6 +340,7 @@ def test_a_pass_that_moved_a_task_is_followed_by_another_at_once() -> None:
     assert QuietWaker.timeouts[:2] == [0.0, 0.0] and QuietWaker.timeouts[2] == 60.0
 
     always = S.Supervisor.__new__(S.Supervisor)
+    always.store_lost = lambda: False  # type: ignore[method-assign]
     always.__dict__.update(sup.__dict__)
     always.stopping, QuietWaker.timeouts, passes[:] = False, [], []
 
