@@ -26,7 +26,7 @@ from pilothouse.core.git.worktrees import GitError
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.state import store
 from pilothouse.core.state.events import EventLog, utc_now_iso
-from pilothouse.core.supervisor import activity, flow, health, stalls
+from pilothouse.core.supervisor import activity, flow, health
 from pilothouse.core.supervisor import planning as plan
 from pilothouse.core.supervisor.dispatches import SupervisorRuns
 from pilothouse.core.supervisor.state import StateStore
@@ -348,9 +348,9 @@ class Supervisor(SupervisorRuns):
                 candidates += flow.step_job(self, job.name, planned)
             except (UserError, GitError) as exc:
                 # the operator's to fix (a setting, a checkout): a problem of this job, the others go on
-                stalls.stalled(self, job.name, str(exc))
+                health.stalled(self, job.name, str(exc))
                 continue
-            stalls.cleared(self, job.name)
+            health.cleared(self, job.name)
         if candidates:
             flow.launch_ready(self, candidates)
 

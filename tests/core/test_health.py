@@ -1,5 +1,5 @@
 """A job that cannot go on for a reason the operator must fix is a problem at once, with the fix,
-and goes on by itself once it is fixed (core/supervisor/stalls.py)."""
+and goes on by itself once it is fixed (core/supervisor/health.py)."""
 
 from __future__ import annotations
 
