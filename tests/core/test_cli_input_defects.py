@@ -238,3 +238,43 @@ def test_a_full_or_read_only_disk_is_one_line_naming_the_path(repo: Path, tmp_pa
         assert rc == 1 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
         assert words in err and str(mnt / "repo" / ".ai") in err, err
     assert out["left"] == []  # nothing half-written
+
+
+def _hostile_project(py: Path, kind: str) -> None:
+    import os
+
+    py.unlink()
+    if kind == "fifo":
+        os.mkfifo(py)
+    elif kind == "dev-zero":
+        py.symlink_to("/dev/zero")
+    elif kind == "latin1":
+        py.write_bytes(b"gates: {fast: caf\xe9, full: x}\n")
+    elif kind == "deep":
+        py.write_text("gates: " + "[" * 5000 + "]" * 5000 + "\n")
+    elif kind == "duplicate":
+        py.write_text("gates: {fast: a, full: b}\ngates: {fast: c, full: d}\n")
+    elif kind == "laughs":
+        py.write_text("a: &a [x,x,x,x,x,x,x,x,x,x]\n" + "".join(
+            f"{c}: &{c} [{', '.join([f'*{p}'] * 10)}]\n" for p, c in zip("abcdefg", "bcdefgh", strict=True)))
+    elif kind == "huge":
+        py.write_text("# " + "x" * (5 << 20) + "\n")
+    elif kind == "list":
+        py.write_text("- gates\n- fast\n")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "latin1", "deep", "duplicate", "laughs", "huge", "list"])
+def test_a_hostile_project_yaml_is_one_line_for_every_command(repo: Path, cli, kind: str) -> None:
+    """The measured table: each command on each hostile project.yaml ends at once (no hang) with
+    exit 0, or 2 and one line naming the file — never a traceback."""
+    (repo / "t.yaml").write_text("tasks:\n- id: a\n  title: A\n")
+    _hostile_project(repo / ".ai/project.yaml", kind)
+    for argv in (("check",), ("job", "start"), ("job", "status"), ("task", "define", "--file", "t.yaml",
+                                                                  "--job", "demo"), ("run", "--watch", "--once"),
+                 ("why", "demo")):
+        r = cli(*argv, cwd=repo, timeout=30)
+        assert "Traceback" not in r.stderr, (argv, r.stderr)
+        assert r.returncode in (0, 2), (argv, r.returncode, r.stderr)
+        if r.returncode == 2:
+            assert len(r.stderr.strip().splitlines()) == 1, (argv, r.stderr)
+    assert not (repo / ".ai/runtime/supervisor.log").exists()
