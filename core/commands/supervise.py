@@ -289,6 +289,8 @@ def refuse_if_planned(layout: Any, name: str, revision: int) -> None:
 
 def job_outcome(layout: Any, name: str) -> tuple[str | None, str]:
     """("accepted"|"failed"|"waiting"|None, reason) for a job, read from the store."""
+    import sqlite3
+
     from pilothouse.core.state import store
 
     if not layout.state_db.exists():
@@ -299,6 +301,10 @@ def job_outcome(layout: Any, name: str) -> tuple[str | None, str]:
         # an answer the supervisor has not applied yet means the job is about to move again
         pending = conn.execute("SELECT count(*) FROM problems WHERE job=? AND (state='answered' OR code IN"
                                " (SELECT code FROM replies WHERE consumed_at IS NULL))", (name,)).fetchone()[0]
+    except sqlite3.OperationalError as exc:
+        if "no such table" not in str(exc):
+            raise
+        return None, ""  # an empty store (being made, or its maker ran out of disk): nothing known yet
     finally:
         conn.close()
     if row is None:

@@ -586,3 +586,18 @@ def test_a_log_full_of_hostile_lines_does_not_stop_a_supervisor_and_is_reported(
     announced = [e for e in EventTailer(layout.events).read_new() if e["type"] == "supervisor.started"]
     assert announced[0]["data"]["skipped_lines"] == len(HOSTILE)
     assert f"skipped {len(HOSTILE)} lines" in layout.supervisor_log.read_text()
+
+
+def test_job_wait_on_an_empty_store_says_no_supervisor_instead_of_no_such_table(git_repo: Path, cli) -> None:
+    """A disk that filled up as the store was being made leaves an empty state.db."""
+    from pilothouse.core.records.jobs import create_job
+    from pilothouse.core.repo_setup import init_project
+
+    init_project(git_repo, {"fast": "true", "full": "true"}, stdin_is_tty=False)
+    layout = RepoLayout(git_repo)
+    create_job(layout, "j1", "do a thing")
+    layout.runtime.mkdir(parents=True, exist_ok=True)
+    layout.state_db.write_bytes(b"")
+    r = cli("job", "wait", "j1", "--repo", str(git_repo), timeout=60)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert "no supervisor is running" in r.stderr
