@@ -346,6 +346,8 @@ class Supervisor(SupervisorRuns):
                     continue
                 planned = plan.step(self, job, row)
                 candidates += flow.step_job(self, job.name, planned)
+            except store.StateDamaged:
+                raise  # not this job's: the supervisor stops (see _reconcile_once)
             except (UserError, GitError) as exc:
                 # the operator's to fix (a setting, a checkout): a problem of this job, the others go on
                 health.stalled(self, job.name, str(exc))
