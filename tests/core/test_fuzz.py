@@ -3,12 +3,14 @@ project.yaml, tasks.yaml, provider YAML, scenario YAML and event lines. The prop
 the same: the reader returns or raises one UserError — never another exception, never a hang
 (each example runs under an alarm), never a message of more than one line.
 
-The quick profile runs in CI; `-m slow` runs the same properties with many more examples.
+The quick profile runs with every suite; the `slow` one runs all of them together with more
+examples (`-m slow`, its count from PILOTHOUSE_FUZZ_EXAMPLES).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -24,7 +26,9 @@ from pilothouse.providers.errors import UserError
 
 EXAMPLE_SECONDS = 5  # one example taking longer than this is a hang
 QUICK = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
-LONG = settings(max_examples=1500, deadline=None, suppress_health_check=list(HealthCheck))
+# the long run: PILOTHOUSE_FUZZ_EXAMPLES=20000 for a night's hunt
+LONG = settings(max_examples=int(os.environ.get("PILOTHOUSE_FUZZ_EXAMPLES", "500")), deadline=None,
+                suppress_health_check=list(HealthCheck))
 
 
 class Hang(Exception):
