@@ -114,6 +114,14 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("pilothouse: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:
+        from pilothouse.providers.errors import disk_error_line
+
+        line = disk_error_line(exc)  # a full or read-only disk is the machine's state, not a bug
+        if line is None:
+            raise
+        print(f"pilothouse: {line}", file=sys.stderr)
+        return 1
     except BrokenPipeError:
         # a closed pipe (`| head`) is not an error; silence the flush at exit too
         import os

@@ -20,3 +20,37 @@ class NotInstalled(UserError):
 def describe(exc: BaseException) -> str:
     """For events and problems: a user's mistake is its own message; anything else says its type too."""
     return str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
+
+
+_DISK_FIXES = {
+    "ENOSPC": "no space left on the device: free some space, then run it again",
+    "EDQUOT": "the disk quota is used up: free some space, then run it again",
+    "EROFS": "the file system is read-only: remount it read-write (or work in a writable copy)",
+    "EACCES": "permission denied: check the owner and mode of the path",
+    "EPERM": "not permitted: check the owner and mode of the path",
+}
+_SQLITE_FIXES = {
+    "database or disk is full": "no space left on the device: free some space, then run it again",
+    "readonly database": "the file system (or state.db) is read-only: make it writable, then run it again",
+    "disk I/O error": "the disk failed a read or write: check it, then run it again",
+}
+
+
+def disk_error_line(exc: BaseException) -> str | None:
+    """One line for what a full, read-only or refusing disk did (naming the path when there is
+    one), or None when `exc` is not such an error (then it is a bug and keeps its traceback)."""
+    import errno
+
+    if isinstance(exc, OSError) and exc.errno is not None:
+        name = errno.errorcode.get(exc.errno, "")
+        fix = _DISK_FIXES.get(name)
+        if fix is None:
+            return None
+        where = exc.filename if exc.filename is not None else "a file"
+        return f"{where}: {fix}"
+    if type(exc).__module__ == "sqlite3":
+        text = str(exc)
+        for needle, fix in _SQLITE_FIXES.items():
+            if needle in text:
+                return f".ai/runtime/state.db: {text}: {fix}"
+    return None

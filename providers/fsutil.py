@@ -39,11 +39,13 @@ def atomic_write_bytes(path: Path, data: bytes, mode: int = 0o644, *, durable: b
                 os.fsync(fh.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(exc, OSError) and exc.filename is None:  # a full disk fails the write, not the open
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
         raise
 
 

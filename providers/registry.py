@@ -13,7 +13,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-import yaml
 from pilothouse.providers import paths
 from pilothouse.providers.errors import UserError
 from pilothouse.providers.modes import MODES
@@ -115,14 +114,12 @@ def user_dir() -> Path:
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
+    from pilothouse.providers.userfile import read_yaml
+
     try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        raise UserError(f"{path}:{where} is not valid YAML ({getattr(exc, 'problem', exc)}); fix the syntax") from None
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read ({exc.strerror})") from None
+        data = read_yaml(path, str(path))
+    except FileNotFoundError:
+        raise UserError(f"{path}: vanished while being read: run the command again") from None
     if not isinstance(data, dict):
         raise UserError(f"{path}: expected a mapping of provider fields (key: ..., model_id: ...)")
     return data

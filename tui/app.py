@@ -101,6 +101,7 @@ class CockpitApp(ActionsMixin, App[None]):
         self.refresh_setup()
         self.refresh_supervisor()
         self.dashboard.load(events)
+        self._say_skips(tailer)
         if self.live:
             self.follower = Follower(layout.events, tailer, lambda: self.post_message(EventsArrived()))
             self.follower.start()
@@ -120,8 +121,14 @@ class CockpitApp(ActionsMixin, App[None]):
         if self.follower is None:
             return
         events = self.follower.take()
+        self._say_skips(self.follower.tailer)
         if events:
             self.apply_events(events)
+
+    def _say_skips(self, tailer: EventTailer) -> None:
+        notice = tailer.skip_notice()
+        if notice:
+            self.notify(notice, title="event log", severity="warning", timeout=10)
 
     def apply_events(self, events: list[dict[str, Any]]) -> None:
         changes = affected(events)

@@ -112,6 +112,14 @@ def _short(value: Any, width: int = 90) -> str:
 
 def describe(ev: dict[str, Any]) -> str:
     """What an event says, in a few words (the cockpit's own wording of the types in docs/contracts.md)."""
+    try:
+        return _describe_known(ev)
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError):
+        # the log is anyone's to edit: odd values in a known type's data still make one line
+        return _describe_known({"type": "", "data": ev.get("data")})
+
+
+def _describe_known(ev: dict[str, Any]) -> str:
     etype = str(ev.get("type", ""))
     d = ev.get("data") if isinstance(ev.get("data"), dict) else {}
     d = d or {}
@@ -185,6 +193,14 @@ def event_matches(ev: dict[str, Any], needle: str) -> bool:
 
 def activity_text(ev: dict[str, Any], totals: dict[str, int]) -> Text | None:
     """One line of a worker's normalised run stream (providers/contract.py events)."""
+    try:
+        return _activity_text(ev, totals)
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError):
+        # the stream is the worker's to write: a line with odd values is shown raw, never fatal
+        return styled(_short(ev, 200), "dim")
+
+
+def _activity_text(ev: dict[str, Any], totals: dict[str, int]) -> Text | None:
     kind = ev.get("kind")
     ts = styled(clock(ev.get("ts")) + " ", "dim")
     if kind == "tool":

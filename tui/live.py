@@ -8,7 +8,6 @@ deaf), reads only what was appended, and hands over one batch per wake-up, no mo
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -16,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pilothouse.core.state.events import EventTailer, LineTailer
+from pilothouse.core.state.events import EventTailer, LineTailer, decode_event
 
 
 class Follower:
@@ -112,11 +111,8 @@ def scan_back(path: Path, want: Callable[[dict[str, Any]], bool], limit_bytes: i
     for raw in reversed(lines):
         if not raw.strip():
             continue
-        try:
-            ev = json.loads(raw)
-        except ValueError:
-            continue
-        if isinstance(ev, dict) and want(ev):
+        ev, _why = decode_event(raw)  # what is not an event is no hit (the log is anyone's to edit)
+        if ev is not None and want(ev):
             hits.append(ev)
             if len(hits) >= max_hits:
                 break

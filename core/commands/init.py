@@ -1,6 +1,7 @@
 """CLI group 'init': set a repository up for pilothouse.
 
     pilothouse init [--gate-fast CMD --gate-full CMD] [--force] [--repo PATH] [--json]
+    pilothouse check [--repo PATH] [--json]
 """
 
 from __future__ import annotations
@@ -23,6 +24,31 @@ def register(sub: Any) -> None:
     p.add_argument("--repo", metavar="PATH", help="the repository (default: the one containing the current dir)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_init)
+
+    c = sub.add_parser("check", help="check the settings against what they name (providers, scenario, "
+                                     "tasks.yaml) before a job runs; job start runs it too")
+    c.add_argument("--repo", metavar="PATH", help="the repository (default: the one containing the current dir)")
+    c.add_argument("--json", action="store_true", help="machine-readable output")
+    c.set_defaults(func=_check)
+
+
+def _check(args: Any) -> int:
+    import sys
+
+    from pilothouse.core.commands._out import emit_json
+    from pilothouse.core.records.check import check_repo
+    from pilothouse.core.records.layout import find_repo
+
+    layout = find_repo(args.repo)
+    found = check_repo(layout)
+    if args.json:
+        emit_json({"repo": str(layout.root), "ok": not found, "findings": found})
+    elif found:
+        for line in found:
+            print(f"pilothouse: {line}", file=sys.stderr)
+    else:
+        print(f"{layout.root}: settings fit to run a job")
+    return 2 if found else 0
 
 
 def _init(args: Any) -> int:

@@ -174,13 +174,15 @@ def job_states(layout: Any, with_problems: bool = False) -> Any:
     import json
     import sqlite3
 
-    from pilothouse.core.state.store import connect
+    from pilothouse.core.state.store import StateDamaged, connect
 
     empty: Any = ({}, {}, {}) if with_problems else ({}, {})
     if not layout.state_db.exists():
         return empty
     try:
         conn = connect(layout.state_db, readonly=True)
+    except StateDamaged:
+        raise  # "not started" would be a lie: say what happened and what to run
     except sqlite3.Error:
         return empty
     try:

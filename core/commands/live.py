@@ -62,6 +62,14 @@ def _short(value: Any, width: int = 80) -> str:
 
 def _describe(ev: dict[str, Any]) -> str:
     """The event's data as a short phrase; known types get a sentence, the rest key=value."""
+    try:
+        return _describe_known(ev)
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError):
+        # the log is anyone's to edit: data of a known type with odd values still gets one line
+        return _describe_known({"type": "", "data": ev.get("data")})
+
+
+def _describe_known(ev: dict[str, Any]) -> str:
     t = ev.get("type", "")
     d = ev.get("data") or {}
     if not isinstance(d, dict):
@@ -165,20 +173,33 @@ def _layout(args: Any) -> Any:
     return find_repo(getattr(args, "repo", None))
 
 
-def _all_events(layout: Any) -> list[dict[str, Any]]:
+def _all_events(layout: Any, tailer: Any = None) -> list[dict[str, Any]]:
+    """Every event of the log; lines that are not events are skipped and said once on stderr."""
     from pilothouse.core.state.events import EventTailer
 
-    return EventTailer(layout.events).read_new()
+    tailer = tailer or EventTailer(layout.events)
+    events = tailer.read_new()
+    _say_skips(tailer)
+    return events
+
+
+def _say_skips(tailer: Any) -> None:
+    notice = tailer.skip_notice()
+    if notice:
+        print(f"pilothouse: {notice}", file=sys.stderr, flush=True)
 
 
 # ---------------------------------------------------------------- commands
 
 
 def _live(args: Any) -> int:
-    from pilothouse.core.state.events import follow
+    from pilothouse.core.state.events import EventTailer, follow
 
     layout = _layout(args)
-    everything = _all_events(layout)
+    # one tailer for the history and the following: nothing between them is lost or shown twice,
+    # and a log truncated or replaced meanwhile is followed from its new start (seq may restart)
+    tailer = EventTailer(layout.events)
+    everything = _all_events(layout, tailer)
     history = [e for e in everything if _matches(e, args)]
     shown = history if args.last < 0 else history[-args.last:] if args.last else []
     for ev in shown:
@@ -188,13 +209,9 @@ def _live(args: Any) -> int:
             _no_events(layout, args.job, args.task, everything, quiet=args.json)
         return 0
     sys.stdout.flush()
-    seen = max((int(e.get("seq") or 0) for e in everything), default=0)
     try:
-        # re-reading from the start and skipping by seq closes the gap between history and following
-        for ev in follow(layout.events, from_start=True):
-            if int(ev.get("seq") or 0) <= seen:
-                continue
-            seen = int(ev.get("seq") or 0)
+        for ev in follow(layout.events, tailer=tailer):
+            _say_skips(tailer)
             if _matches(ev, args):
                 _emit(ev, args.json)
                 sys.stdout.flush()

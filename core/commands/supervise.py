@@ -173,10 +173,15 @@ def _tasks(layout: Any, keys: list[tuple[str, str]]) -> list[tuple[str, str, str
 
 def _start(args: Any) -> int:
     from pilothouse.core.records.project import load_project
+    from pilothouse.core.state.events import EventTailer
     from pilothouse.core.supervisor import control as supervisor_ctl
 
     layout = _layout(args)
     project = load_project(layout)  # a broken project.yaml is reported here, not in the log
+    if supervisor_ctl.status(layout) is None:
+        from pilothouse.core.records.check import require_fit
+
+        require_fit(layout)  # what `pilothouse check` finds stops the start, before anything launches
     if args.name:
         from pilothouse.core.records.jobs import load_job
 
@@ -187,6 +192,14 @@ def _start(args: Any) -> int:
     pid = supervisor_ctl.start(layout, args.max_workers)
     word = "already running" if before else "started"
     print(f"supervisor {word} (pid {pid}); log: {layout.supervisor_log}")
+    if not before:
+        # the same count the supervisor announces (its supervisor.started event may come just after)
+        tailer = EventTailer(layout.events)
+        for _ in tailer.iter_new():
+            pass
+        if tailer.skipped:
+            print(f"{layout.events}: {tailer.skipped} line(s) that are not events are skipped by every "
+                  f"reader (first: {tailer.first_skip})", file=sys.stderr)
     if before and args.max_workers is not None:
         running = _running_max_workers(layout, pid)
         if running != args.max_workers:
@@ -198,25 +211,22 @@ def _start(args: Any) -> int:
     return 0
 
 
+def _announced(layout: Any, pid: int) -> dict[str, Any]:
+    """The data of the supervisor.started event the supervisor `pid` appended ({} if none)."""
+    from pilothouse.core.state.events import EventTailer
+
+    found: dict[str, Any] = {}
+    for ev in EventTailer(layout.events).iter_new():
+        data = ev.get("data") or {}
+        if ev["type"] == "supervisor.started" and data.get("pid") == pid:
+            found = data
+    return found
+
+
 def _running_max_workers(layout: Any, pid: int) -> int | None:
     """The worker count the supervisor `pid` announced in its supervisor.started event, or None."""
-    import json
-
-    found = None
-    try:
-        with open(layout.events, encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                if '"supervisor.started"' not in line:
-                    continue
-                try:
-                    data = json.loads(line).get("data") or {}
-                except ValueError:
-                    continue
-                if isinstance(data, dict) and data.get("pid") == pid:
-                    found = data.get("max_workers")
-    except OSError:
-        return None
-    return found if isinstance(found, int) else None
+    found = _announced(layout, pid).get("max_workers")
+    return found if type(found) is int else None
 
 
 def _stop(args: Any) -> int:
@@ -295,6 +305,8 @@ def refuse_if_planned(layout: Any, name: str, revision: int) -> None:
 
 def job_outcome(layout: Any, name: str) -> tuple[str | None, str]:
     """("accepted"|"failed"|"waiting"|None, reason) for a job, read from the store."""
+    import sqlite3
+
     from pilothouse.core.state import store
 
     if not layout.state_db.exists():
@@ -305,6 +317,10 @@ def job_outcome(layout: Any, name: str) -> tuple[str | None, str]:
         # an answer the supervisor has not applied yet means the job is about to move again
         pending = conn.execute("SELECT count(*) FROM problems WHERE job=? AND (state='answered' OR code IN"
                                " (SELECT code FROM replies WHERE consumed_at IS NULL))", (name,)).fetchone()[0]
+    except sqlite3.OperationalError as exc:
+        if "no such table" not in str(exc):
+            raise
+        return None, ""  # an empty store (being made, or its maker ran out of disk): nothing known yet
     finally:
         conn.close()
     if row is None:

@@ -1,4 +1,5 @@
-"""Where a repository's pilothouse records and runtime state live (docs/own-repo.md, "Where things live")."""
+"""Where a repository's pilothouse records and runtime state live (docs/own-repo.md, "Where things
+live"), and how a user's file is read."""
 
 from __future__ import annotations
 
@@ -85,25 +86,21 @@ def read_text(path: Path | str, what: str, limit: int | None = None, *, not_text
               too_long_fix: str = "shorten it") -> str:
     """A text file the user gave or keeps ('-': stdin), every way it can be unreadable a UserError
     starting with `what` (e.g. "--file tasks.yaml"). A missing file raises FileNotFoundError: what
-    to say then depends on the caller. Past `limit` characters it is refused after reading only
-    limit + 1 of them, so /dev/zero or a runaway file costs nothing."""
+    to say then depends on the caller. Only a regular file is read (a FIFO or a device is refused,
+    never waited on), at most `limit` characters (4 MiB without one): /dev/zero or a runaway file
+    costs nothing. Not UTF-8: the message gives the byte offset."""
     import sys
 
-    size = -1 if limit is None else limit + 1
-    try:
-        if str(path) == "-":
-            text = sys.stdin.read(size)
-        else:
-            with open(path, encoding="utf-8") as fh:
-                text = fh.read(size)
-    except UnicodeDecodeError:
-        raise UserError(f"{what}: not UTF-8 text: {not_text_fix}") from None
-    except IsADirectoryError:
-        raise UserError(f"{what}: is a directory, not a file") from None
-    except FileNotFoundError:
-        raise
-    except OSError as exc:
-        raise UserError(f"{what}: cannot read it ({exc.strerror or exc}): check the path and its permissions") from None
+    from pilothouse.providers import userfile
+
+    if str(path) == "-":
+        try:
+            text = sys.stdin.read(-1 if limit is None else limit + 1)
+        except UnicodeDecodeError as exc:
+            raise UserError(f"{what}: not UTF-8 text (byte {exc.start}): {not_text_fix}") from None
+    else:
+        cap = userfile.MAX_BYTES if limit is None else 4 * (limit + 1)  # a character is at most 4 bytes
+        text = userfile.read_text(path, what, cap, not_text_fix=not_text_fix, too_long_fix=too_long_fix)
     if limit is not None and len(text) > limit:
         raise UserError(f"{what}: longer than the limit of {limit} characters: {too_long_fix}")
     return text

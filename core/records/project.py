@@ -28,6 +28,12 @@ class Workflow(_Strict):
     mode: Literal["feature", "separate-tasks"] = "feature"
     review: Literal["ai", "once", "off", "human"] = "once"
 
+    @field_validator("review", mode="before")
+    @classmethod
+    def _review_off(cls, v: Any) -> Any:
+        # `review: false` (or `off` read by a YAML 1.1 tool) means the word
+        return "off" if v is False else v
+
 
 class Roles(_Strict):
     """Exact pins for the control roles, as `provider` or `provider/model`."""
@@ -137,7 +143,17 @@ class ProjectConfig(_Strict):
         for name, cmd in v.items():
             if not isinstance(cmd, str) or not cmd.strip():
                 raise ValueError(f"gate '{name}' needs a command string")
+            if "\0" in cmd:
+                raise ValueError(f"gate '{name}' has a NUL byte: a command cannot carry one; remove it")
         return {k: c.strip() for k, c in v.items()}
+
+    @field_validator("setup")
+    @classmethod
+    def _setup(cls, v: list[str]) -> list[str]:
+        for i, cmd in enumerate(v):
+            if "\0" in cmd:
+                raise ValueError(f"command {i + 1} has a NUL byte: a command cannot carry one; remove it")
+        return v
 
     @field_validator("integration_branch")
     @classmethod
@@ -208,8 +224,26 @@ def _yaml_line(text: str, loc: tuple[Any, ...]) -> int | None:
     return line
 
 
-def format_validation_error(exc: ValidationError, file: str, text: str | None = None) -> str:
-    """One line for the first problem (plus a count of the rest)."""
+def _did_you_mean(model: Any, loc: tuple[Any, ...]) -> str:
+    """' (did you mean X?)' for an unknown key at `loc` of `model`, or ''."""
+    import difflib
+
+    for part in loc[:-1]:
+        field = getattr(model, "model_fields", {}).get(part)
+        if field is None:
+            return ""
+        ann = field.annotation
+        model = ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None
+        if model is None:
+            return ""
+    close = difflib.get_close_matches(str(loc[-1]), list(getattr(model, "model_fields", {})), n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def format_validation_error(exc: ValidationError, file: str, text: str | None = None,
+                            model: Any = None) -> str:
+    """One line for the first problem (plus a count of the rest); `model` (the root) lets an
+    unknown key get a did-you-mean."""
     errors = exc.errors()
     err = errors[0]
     loc = tuple(x for x in err["loc"] if not (isinstance(x, str) and x.startswith("function-")))
@@ -217,7 +251,7 @@ def format_validation_error(exc: ValidationError, file: str, text: str | None = 
     kind = err["type"]
     msg = err["msg"].removeprefix("Value error, ")
     if kind == "extra_forbidden":
-        msg = "unknown key: remove it or check its spelling"
+        msg = "unknown key: remove it or check its spelling" + (_did_you_mean(model, loc) if model else "")
     elif kind == "missing":
         msg = "required: add it"
     elif kind == "literal_error":
@@ -229,15 +263,11 @@ def format_validation_error(exc: ValidationError, file: str, text: str | None = 
 
 
 def parse_yaml(text: str, file: str) -> Any:
-    import yaml
+    """The user's YAML: depth and aliases bounded, duplicate keys refused, only true/false are
+    booleans (so `review: off` is the word); every mistake one UserError naming file and line."""
+    from pilothouse.providers.userfile import load_yaml
 
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{file}:{mark.line + 1}" if mark is not None else file
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise UserError(f"{where}: invalid YAML ({problem}): fix the syntax") from None
+    return load_yaml(text, file)
 
 
 def load_project(layout: RepoLayout) -> ProjectConfig:
@@ -258,7 +288,7 @@ def load_project(layout: RepoLayout) -> ProjectConfig:
     try:
         return ProjectConfig.model_validate(data)
     except ValidationError as exc:
-        raise UserError(format_validation_error(exc, file, text)) from None
+        raise UserError(format_validation_error(exc, file, text, ProjectConfig)) from None
 
 
 # ---------------------------------------------------------------- init

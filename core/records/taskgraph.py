@@ -155,31 +155,30 @@ def _entry_errors(entry: dict[str, Any], tid: str, project: ProjectConfig) -> tu
 
 
 def find_cycle(graph: dict[str, list[str]]) -> list[str] | None:
-    """A dependency cycle as [a, b, …, a], or None."""
+    """A dependency cycle as [a, b, …, a], or None. Depth-first with its own stack: a chain of
+    thousands of tasks must not hit Python's recursion limit. (graphlib finds cycles too, but
+    names them in its own order; this one names the first met, as the operator wrote the graph.)"""
     color: dict[str, int] = {}
-    stack: list[str] = []
-
-    def visit(node: str) -> list[str] | None:
-        color[node] = 1
-        stack.append(node)
-        for dep in graph.get(node, []):
-            if dep not in graph:
-                continue
-            if color.get(dep) == 1:
-                return stack[stack.index(dep):] + [dep]
-            if color.get(dep) is None:
-                found = visit(dep)
-                if found:
-                    return found
-        stack.pop()
-        color[node] = 2
-        return None
-
-    for node in graph:
-        if color.get(node) is None:
-            found = visit(node)
-            if found:
-                return found
+    for root in graph:
+        if root in color:
+            continue
+        path = [root]
+        todo = [iter(graph.get(root, []))]
+        color[root] = 1
+        while todo:
+            for dep in todo[-1]:
+                if dep not in graph:
+                    continue
+                if color.get(dep) == 1:
+                    return path[path.index(dep):] + [dep]
+                if dep not in color:
+                    color[dep] = 1
+                    path.append(dep)
+                    todo.append(iter(graph.get(dep, [])))
+                    break
+            else:
+                color[path.pop()] = 2
+                todo.pop()
     return None
 
 

@@ -3,11 +3,14 @@
 Writers append one JSON object per line under an exclusive lock on a sibling lock file, so
 `seq` stays strictly increasing across processes. Readers use EventTailer, which keeps an
 offset and the file's inode, buffers a torn last line, restarts on truncation and reopens on
-replacement. Nothing here polls: followers wake on watchfiles notifications (see `follow`).
+replacement. The file is anyone's to edit, so no line is trusted: one that is not an event
+(`event_problem`) is skipped and counted by every reader and by the writer's seq scan.
+Nothing here polls: followers wake on watchfiles notifications (see `follow`).
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -17,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 _TAIL_CHUNK = 64 * 1024
+_READ_CHUNK = 1 << 20
+_MARK = 256
 
 
 def utc_now_iso(now: datetime | None = None) -> str:
@@ -38,11 +43,61 @@ def parse_ts(value: str | None) -> datetime | None:
     return dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
 
 
+# seq stays well inside SQLite's and JSON consumers' integer range; a writer that reaches it
+# starts again at 1, which every reader follows (they go by byte offset, never by seq)
+MAX_SEQ = 2**53
+# a longer line is not an event this project writes (a run's output is capped far below it)
+MAX_LINE = 1 << 20
+_OPTIONAL_STR = ("ts", "job", "task", "run")
+
+
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def event_problem(value: Any) -> str | None:
+    """Why `value` (one decoded line) is not an event of this log, or None when it is one.
+
+    Every reader goes through this, so a hostile or damaged line is one skipped line, never a
+    TypeError in a viewer or an OverflowError in the writer's seq scan."""
+    if not isinstance(value, dict):
+        return "not a JSON object"
+    seq = value.get("seq")
+    if type(seq) is not int or not 0 < seq <= MAX_SEQ:
+        return "seq is not a positive integer"
+    if not isinstance(value.get("type"), str) or not value["type"]:
+        return "type is not a non-empty string"
+    for field in _OPTIONAL_STR:
+        if value.get(field) is not None and not isinstance(value[field], str):
+            return f"{field} is not a string"
+    if value.get("data") is not None and not isinstance(value["data"], dict):
+        return "data is not an object"
+    return None
+
+
+def parse_line(raw: bytes) -> tuple[Any, str | None]:
+    """(the decoded value, None) or (None, why it could not be decoded) for one line."""
+    if len(raw) > MAX_LINE:
+        return None, f"longer than {MAX_LINE} bytes"
+    try:
+        return json.loads(raw, parse_constant=_no_constants), None
+    except RecursionError:
+        return None, "nested too deeply"
+    except ValueError as exc:  # bad JSON, bad UTF-8, NaN/Infinity, an integer too long to read
+        return None, f"not JSON ({str(exc).split(':')[0]})"
+
+
+def decode_event(raw: bytes) -> tuple[dict[str, Any] | None, str | None]:
+    value, why = parse_line(raw)
+    if why is None:
+        why = event_problem(value)
+    return (value, None) if why is None else (None, why)
+
+
 def _last_seq(fh: Any) -> int:
-    """Read the seq of the last complete line (file opened 'rb', caller holds the lock)."""
+    """The seq of the last valid event (file opened 'rb', caller holds the lock)."""
     fh.seek(0, os.SEEK_END)
-    end = fh.tell()
-    pos = end
+    pos = fh.tell()
     buf = b""
     while pos > 0:
         step = min(_TAIL_CHUNK, pos)
@@ -50,16 +105,15 @@ def _last_seq(fh: Any) -> int:
         fh.seek(pos)
         buf = fh.read(step) + buf
         lines = buf.split(b"\n")
-        # lines[0] may be partial unless pos == 0; scan complete lines from the end
-        candidates = lines if pos == 0 else lines[1:]
-        for raw in reversed(candidates):
-            raw = raw.strip()
-            if not raw:
-                continue
-            try:
-                return int(json.loads(raw)["seq"])
-            except (ValueError, KeyError, TypeError):
-                continue
+        # lines[0] may be partial unless pos == 0: it is kept for the next (earlier) chunk
+        buf = b"" if pos == 0 else lines[0]
+        for raw in reversed(lines if pos == 0 else lines[1:]):
+            if raw.strip():
+                event, _ = decode_event(raw)
+                if event is not None:
+                    return int(event["seq"])
+        if len(buf) > MAX_LINE:
+            buf = b""  # a monster line is no event: do not hold it in memory
     return 0
 
 
@@ -90,8 +144,9 @@ class EventLog:
             try:
                 if commit is not None:
                     commit()
-                with open(self.path, "ab+") as fh:
-                    seq = _last_seq(fh) + 1
+                # unbuffered: a write that fails (a full disk) fails here, not later in a flush
+                with open(self.path, "ab+", buffering=0) as fh:
+                    seq = _last_seq(fh) % MAX_SEQ + 1
                     event = {"seq": seq, "ts": utc_now_iso(), "type": type, "job": job, "task": task,
                              "run": run, "data": data or {}}
                     line = json.dumps(event, separators=(",", ":"), default=str)
@@ -101,98 +156,166 @@ class EventLog:
                         from pilothouse.providers.redact import configured_redactor
 
                         line = configured_redactor().redact(line)
-                    fh.seek(0, os.SEEK_END)
+                    payload = line.encode() + b"\n"
+                    end = fh.seek(0, os.SEEK_END)
                     # a torn last line from a crashed writer must not swallow ours
-                    if fh.tell() > 0:
+                    if end > 0:
                         fh.seek(-1, os.SEEK_END)
                         if fh.read(1) != b"\n":
-                            fh.write(b"\n")
-                    fh.write(line.encode() + b"\n")
-                    fh.flush()
+                            payload = b"\n" + payload
+                    try:
+                        if os.write(fh.fileno(), payload) != len(payload):
+                            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                    except OSError as exc:  # name the log, and leave no torn line behind
+                        os.ftruncate(fh.fileno(), end)
+                        raise OSError(exc.errno, exc.strerror, str(self.path)) from exc
                     return event
             finally:
                 fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
 
 
 class EventTailer:
-    """Incremental reader of an events.jsonl: call `read_new()` whenever the file may have grown."""
+    """Incremental reader of an events.jsonl: call `read_new()` whenever the file may have grown.
 
-    events_only = True  # skip objects without a "type" (not an event of this log)
+    A line that is not an event is skipped and counted (`skipped`, `first_skip`); `skip_notice()`
+    says so once. The file is followed by byte offset: truncated, replaced, or truncated and
+    written past the old offset again (seq restarting at 1 included), it is read from its new start.
+    """
+
+    events_only = True  # skip what is not an event of this log (`event_problem`)
 
     def __init__(self, path: Path, start_at_end: bool = False) -> None:
         self.path = Path(path)
         self.offset = 0
         self.inode: int | None = None
+        self.skipped = 0
+        self.first_skip: str | None = None
+        self.restarts = 0
         self._partial = b""
+        self._mark = b""  # the bytes just before `offset`: the file still has them unless rewritten
+        self._noticed = False
         if start_at_end:
             try:
-                st = self.path.stat()
-                self.offset, self.inode = st.st_size, st.st_ino
+                with open(self.path, "rb") as fh:
+                    st = os.fstat(fh.fileno())
+                    self._place(fh, st.st_size, st.st_ino)
             except FileNotFoundError:
                 pass
 
+    def _place(self, fh: Any, offset: int, inode: int) -> None:
+        self.offset, self.inode = offset, inode
+        fh.seek(max(0, offset - _MARK))
+        self._mark = fh.read(offset - max(0, offset - _MARK))
+
     def tail(self, n: int) -> list[dict[str, Any]]:
-        """The last n events, read backwards from the end; leaves the tailer positioned at the end."""
+        """The last n events, read backwards from the end; leaves the tailer positioned at the end.
+        Lines that are not events do not count: it reads further back until it has n or the start."""
+        skipped, first = self.skipped, self.first_skip
+        want = n
         try:
             with open(self.path, "rb") as fh:
                 st = os.fstat(fh.fileno())
                 end = st.st_size
                 pos = end
                 buf = b""
-                while pos > 0 and buf.count(b"\n") <= n:
-                    step = min(_TAIL_CHUNK, pos)
-                    pos -= step
-                    fh.seek(pos)
-                    buf = fh.read(step) + buf
+                while True:
+                    while pos > 0 and buf.count(b"\n") <= want:
+                        step = min(_TAIL_CHUNK, pos)
+                        pos -= step
+                        fh.seek(pos)
+                        buf = fh.read(step) + buf
+                    self.skipped, self.first_skip = skipped, first  # each look counts the same lines anew
+                    complete_end = buf.rfind(b"\n") + 1
+                    lines = buf[:complete_end].split(b"\n")
+                    start = pos
+                    if pos > 0:
+                        start += len(lines[0]) + 1
+                        lines = lines[1:]
+                    events = self._decode_lines(lines, start)
+                    if len(events) >= n or pos == 0:
+                        break
+                    want = buf.count(b"\n") + (n - len(events)) * 2
+                self._place(fh, end, st.st_ino)
         except FileNotFoundError:
             return []
-        complete_end = buf.rfind(b"\n") + 1
         self._partial = buf[complete_end:]
-        self.offset, self.inode = end, st.st_ino
-        lines = buf[:complete_end].split(b"\n")
-        if pos > 0:
-            lines = lines[1:]
-        events = [e for e in (_decode(raw, self.events_only) for raw in lines) if e is not None]
         return events[-n:] if n else []
 
     def read_new(self) -> list[dict[str, Any]]:
+        return list(self.iter_new())
+
+    def iter_new(self) -> Iterator[dict[str, Any]]:
+        """What was appended since the last read, in chunks (a large log is never read whole)."""
         try:
             fh = open(self.path, "rb")
         except FileNotFoundError:
-            return []
+            return
         with fh:
             st = os.fstat(fh.fileno())
-            if self.inode is not None and st.st_ino != self.inode:
-                self.offset, self._partial = 0, b""  # replaced: read the new file from the start
-            elif st.st_size < self.offset:
-                self.offset, self._partial = 0, b""  # truncated: restart
+            if not self._continues(fh, st):
+                self.offset, self._partial, self._mark = 0, b"", b""
+                self.restarts += 1
             self.inode = st.st_ino
-            if st.st_size == self.offset:
-                return []
             fh.seek(self.offset)
-            chunk = fh.read()
-        self.offset += len(chunk)
-        data = self._partial + chunk
-        cut = data.rfind(b"\n") + 1
-        self._partial = data[cut:]
-        return [e for e in (_decode(raw, self.events_only) for raw in data[:cut].split(b"\n")) if e is not None]
+            while chunk := fh.read(_READ_CHUNK):
+                base = self.offset - len(self._partial)
+                self.offset += len(chunk)
+                self._mark = (self._mark + chunk)[-_MARK:]
+                data = self._partial + chunk
+                cut = data.rfind(b"\n") + 1
+                self._partial = data[cut:]
+                if len(self._partial) > MAX_LINE:  # no newline in sight: not a line worth holding
+                    self._skip(base + cut, f"longer than {MAX_LINE} bytes")
+                    self._partial = b""
+                yield from self._decode_lines(data[:cut].split(b"\n"), base)
+
+    def _continues(self, fh: Any, st: os.stat_result) -> bool:
+        """Whether the file is still the one read up to `offset` (not replaced nor rewritten)."""
+        if self.inode is None or self.offset == 0:
+            return True
+        if st.st_ino != self.inode or st.st_size < self.offset:
+            return False
+        fh.seek(self.offset - len(self._mark))
+        return bool(fh.read(len(self._mark)) == self._mark)
+
+    def _decode_lines(self, lines: list[bytes], start: int) -> list[dict[str, Any]]:
+        out = []
+        pos = start
+        for raw in lines:
+            at, pos = pos, pos + len(raw) + 1
+            if not raw.strip():
+                continue
+            if self.events_only:
+                event, why = decode_event(raw)
+            else:
+                event, why = parse_line(raw)
+                if why is None and not isinstance(event, dict):
+                    event, why = None, "not a JSON object"
+            if event is None:
+                self._skip(at, why or "unreadable")
+            else:
+                out.append(event)
+        return out
+
+    def _skip(self, at: int, why: str) -> None:
+        self.skipped += 1
+        if self.first_skip is None:
+            self.first_skip = f"the line at byte {at}: {why}"
+
+    def skip_notice(self) -> str | None:
+        """One sentence about the skipped lines, the first time there are any; None after that."""
+        if not self.skipped or self._noticed:
+            return None
+        self._noticed = True
+        lines = "line" if self.skipped == 1 else "lines"
+        return (f"{self.path}: skipped {self.skipped} {lines} that are not events "
+                f"(first: {self.first_skip}); the rest is read as usual")
 
 
 class LineTailer(EventTailer):
     """The same incremental reader for any JSON-lines file (a run's normalised stream)."""
 
     events_only = False
-
-
-def _decode(raw: bytes, events_only: bool = True) -> dict[str, Any] | None:
-    raw = raw.strip()
-    if not raw:
-        return None
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) and ("type" in value or not events_only) else None
 
 
 def follow(path: Path, stop_event: Any = None, from_start: bool = True, last: int | None = None,

@@ -12,6 +12,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from pilothouse.providers.errors import UserError
+
 SCHEMA_VERSION = 1
 
 SCHEMA = """
@@ -117,21 +119,70 @@ CREATE TABLE IF NOT EXISTS supervisor (
 """
 
 
+class StateDamaged(UserError, sqlite3.DatabaseError):
+    """state.db cannot be used: missing where history says it existed, not a database, damaged, or
+    from another version. A UserError (one line with what to run) and an sqlite3 error (so every
+    view that already tolerates a store it cannot read goes on tolerating it)."""
+
+
+REPAIR = "`pilothouse maintain repair` rebuilds it from .ai/ and events.jsonl"
+
+
 def connect(path: Path, readonly: bool = False) -> sqlite3.Connection:
-    """Open state.db in WAL mode (creating the schema unless readonly)."""
+    """Open state.db in WAL mode (creating the schema unless readonly). A file that is not a
+    pilothouse store of this version raises StateDamaged."""
     path = Path(path)
-    if readonly:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10, isolation_level=None)
-    else:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(path, timeout=10, isolation_level=None)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
-        conn.executescript(SCHEMA)
-        conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
-    conn.row_factory = sqlite3.Row
-    conn.execute("PRAGMA busy_timeout=10000")
+    try:
+        if readonly:
+            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10, isolation_level=None)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(path, timeout=10, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.executescript(SCHEMA)
+            conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+        conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA busy_timeout=10000")
+        _check_version(conn, path, readonly)
+    except sqlite3.DatabaseError as exc:
+        if isinstance(exc, StateDamaged) or "locked" in str(exc) or "busy" in str(exc):
+            raise
+        if readonly and "unable to open" in str(exc):
+            raise  # no store yet: each reader says what that means for it
+        raise StateDamaged(f"{path}: not a usable state database ({exc}): {REPAIR}") from None
     return conn
+
+
+def require_usable(db: Path, events: Path) -> None:
+    """Raise StateDamaged when a supervisor could not work with `db`: unreadable, from another
+    version, or missing although `events` shows a supervisor ran here (a fresh store would forget
+    every job, task and open problem)."""
+    from pilothouse.core.state.events import EventTailer
+
+    if db.exists():
+        connect(db, readonly=True).close()
+        return
+    if any(ev["type"] == "supervisor.started" for ev in EventTailer(events).iter_new()):
+        raise StateDamaged(f"{db} is missing but {events} shows a supervisor ran here: {REPAIR}")
+
+
+def _check_version(conn: sqlite3.Connection, path: Path, readonly: bool) -> None:
+    try:
+        row = conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+    except sqlite3.OperationalError as exc:
+        if readonly and "no such table" in str(exc) and path.stat().st_size == 0:
+            return  # being created by a supervisor this very moment
+        raise
+    if row is None:
+        return
+    try:
+        version = int(row[0])
+    except (TypeError, ValueError):
+        version = -1
+    if version != SCHEMA_VERSION:
+        raise StateDamaged(f"{path}: made by another pilothouse version (store schema {row[0]!r}, this one "
+                           f"reads {SCHEMA_VERSION}): {REPAIR}, or run the version that made it")
 
 
 def loads(value: str | None, default: Any) -> Any:

@@ -174,7 +174,8 @@ def role_choice(project: Any, role: str, availability: AvailabilityOf | None = N
                 prov, model = default
                 source = f"the default provider (no {role} pin set)"
             else:
-                raise UserError(f"no {role} provider: set model_policy.roles.{role} in .ai/project.yaml")
+                raise UserError(f"no {role} provider: set model_policy.roles.{role} in .ai/project.yaml to a "
+                                f"provider `pilothouse providers list` shows (e.g. roles: {{{role}: claude-code}})")
     av = _avail(availability, prov)
     if av.available:
         return Choice(prov, model, f"{role}: {prov} — {source}")

@@ -41,4 +41,5 @@ KIND_REPLIES: dict[str, tuple[str, ...]] = {
     "secret_found": ("hint", "retry", "skip", "plan"),
     "auth": ("retry",),
     "budget": ("retry",),
+    "cannot_proceed": ("retry",),
 }

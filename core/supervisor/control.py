@@ -13,6 +13,7 @@ import fcntl
 import os
 import select
 import signal
+import sqlite3
 import subprocess
 import time
 from typing import Any
@@ -43,16 +44,29 @@ def _lock_held(layout: RepoLayout) -> bool:
 
 def _running_row(layout: RepoLayout) -> Any:
     """The supervisor row of the supervisor running now (its lock held, its process alive), or None."""
-    if not layout.state_db.exists() or not _lock_held(layout):
+    if not _lock_held(layout):
         return None
-    conn = store.connect(layout.state_db, readonly=True)
     try:
-        row = conn.execute("SELECT * FROM supervisor WHERE id=1").fetchone()
-    finally:
-        conn.close()
+        conn = store.connect(layout.state_db, readonly=True)
+        try:
+            row = conn.execute("SELECT * FROM supervisor WHERE id=1").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        row = _lock_owner(layout)  # the store is gone or damaged: the lock file still names the holder
     if row is None or row["stopped_at"] or not runs.process_matches(row["pid"], row["pid_start"]):
         return None
     return row
+
+
+def _lock_owner(layout: RepoLayout) -> dict[str, Any] | None:
+    """{pid, pid_start, …} of the supervisor holding the lock, from the lock file it wrote."""
+    try:
+        pid, start = (layout.runtime / "supervisor.lock").read_text().split()[:2]
+        return {"pid": int(pid), "pid_start": None if start == "None" else start, "started_at": "",
+                "heartbeat_at": None, "stopped_at": None}
+    except (OSError, ValueError):
+        return None
 
 
 def status(layout: RepoLayout) -> dict[str, Any] | None:
@@ -84,6 +98,7 @@ def start(layout: RepoLayout, max_workers: int | None = None) -> int:
     current = status(layout)
     if current is not None:
         return int(current["pid"])
+    store.require_usable(layout.state_db, layout.events)  # said now, not after the start timeout
     layout.runtime.mkdir(parents=True, exist_ok=True)
     started = time.time()
     from pilothouse.providers.hostpython import host_env, python_argv

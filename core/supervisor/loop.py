@@ -22,10 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from pilothouse.core.dispatch import runs
+from pilothouse.core.git.worktrees import GitError
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.state import store
 from pilothouse.core.state.events import EventLog, utc_now_iso
-from pilothouse.core.supervisor import activity, flow
+from pilothouse.core.supervisor import activity, flow, health
 from pilothouse.core.supervisor import planning as plan
 from pilothouse.core.supervisor.dispatches import SupervisorRuns
 from pilothouse.core.supervisor.state import StateStore
@@ -66,8 +67,11 @@ class Supervisor(SupervisorRuns):
         self.once = once
         self.integrate_only = integrate_only
         self.log = setup_logging(layout)
+        store.require_usable(layout.state_db, layout.events)
         self.conn: sqlite3.Connection = store.connect(layout.state_db)
         _migrate(self.conn)
+        self._store_id = health.store_identity(layout)
+        self.lost: str | None = None  # why the supervisor stopped on its own (its store went away)
         self.events = EventLog(layout.events)
         self.store = StateStore(layout, self.conn, self.events)
         self.waker = Waker()
@@ -130,21 +134,31 @@ class Supervisor(SupervisorRuns):
         self._lock_fh = fh
         now = utc_now_iso()
         pid = os.getpid()
+        # who holds the lock, readable without the store: `job stop` finds us even if state.db is damaged
+        fh.truncate(0)
+        fh.write(f"{pid} {runs.pid_start(pid)}\n")
+        fh.flush()
         self.conn.execute("INSERT INTO supervisor(id, pid, pid_start, started_at, heartbeat_at, stopped_at)"
                           " VALUES (1, ?, ?, ?, ?, NULL) ON CONFLICT(id) DO UPDATE SET pid=excluded.pid,"
                           " pid_start=excluded.pid_start, started_at=excluded.started_at,"
                           " heartbeat_at=excluded.heartbeat_at, stopped_at=NULL",
                           (pid, runs.pid_start(pid), now, now))
-        self.events.append("supervisor.started", data={"pid": pid, "max_workers": self.max_workers})
+        data: dict[str, Any] = {"pid": pid, "max_workers": self.max_workers}
+        notice = health.unreadable_lines(self.layout, data)
+        self.events.append("supervisor.started", data=data)
         self._next_heartbeat = time.monotonic() + HEARTBEAT_S
         self.log.info("supervisor started (pid %s) for %s", pid, self.layout.root)
+        if notice:
+            self.log.warning("%s", notice)
 
     def release(self) -> None:
         if self._lock_fh is None:
             return
         self.conn.execute("UPDATE supervisor SET stopped_at=? WHERE id=1 AND pid=?", (utc_now_iso(), os.getpid()))
-        self.events.append("supervisor.stopped", data={"pid": os.getpid(),
-                                                       "running_dispatches": sorted(self.live_runs())})
+        data: dict[str, Any] = {"pid": os.getpid(), "running_dispatches": sorted(self.live_runs())}
+        if self.lost:
+            data["error"] = self.lost
+        self.events.append("supervisor.stopped", data=data)
         self.log.info("supervisor stopped")
         fcntl.flock(self._lock_fh.fileno(), fcntl.LOCK_UN)
         self._lock_fh.close()
@@ -174,6 +188,8 @@ class Supervisor(SupervisorRuns):
             if self._watcher is not None:
                 self._watcher.stop_event.set()
             self.release()
+        if self.lost:
+            raise store.StateDamaged(self.lost)
         return 0
 
     def _on_signal(self, signum: int, frame: Any) -> None:
@@ -185,9 +201,17 @@ class Supervisor(SupervisorRuns):
         self.stopping = True
         self.waker.poke()
 
+    def store_lost(self) -> bool:
+        """Whether state.db was deleted or replaced under this supervisor (then it stops)."""
+        self.lost = self.lost or health.lost_store(self.layout, self._store_id)
+        if self.lost:
+            self.log.error("%s", self.lost)
+            self.stopping = True
+        return self.lost is not None
+
     def loop(self) -> None:
         dirty, again = True, 0
-        while not self.stopping:
+        while not self.stopping and not self.store_lost():
             if self._timer is not None and self._timer <= time.monotonic():
                 # due while the loop was busy elsewhere: the wait below would no longer include it
                 self._timer = None
@@ -231,6 +255,11 @@ class Supervisor(SupervisorRuns):
             self.reconcile()
             self._last_error = None
         except Exception as exc:  # noqa: BLE001 - a supervisor never dies of one bad record
+            self.lost = health.damaged_store(self.layout, exc)
+            if self.lost:  # every write would fail the same way: stop and say what to run
+                self.log.error("%s", self.lost)
+                self.stopping = True
+                return
             # e.g. a broken project.yaml or tasks.yaml: say so once and wait for the fix
             message = str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
             if message != self._last_error:
@@ -311,11 +340,19 @@ class Supervisor(SupervisorRuns):
             row = self.store.ensure_job(job.name, job.revision)
             if row["state"] in FINISHED_JOB_STATES and row["planned_revision"] >= job.revision:
                 continue
-            if self.integrate_only:
-                flow.integrate_job(self, job.name)
+            try:
+                if self.integrate_only:
+                    flow.integrate_job(self, job.name)
+                    continue
+                planned = plan.step(self, job, row)
+                candidates += flow.step_job(self, job.name, planned)
+            except store.StateDamaged:
+                raise  # not this job's: the supervisor stops (see _reconcile_once)
+            except (UserError, GitError) as exc:
+                # the operator's to fix (a setting, a checkout): a problem of this job, the others go on
+                health.stalled(self, job.name, str(exc))
                 continue
-            planned = plan.step(self, job, row)
-            candidates += flow.step_job(self, job.name, planned)
+            health.cleared(self, job.name)
         if candidates:
             flow.launch_ready(self, candidates)
 
@@ -355,6 +392,8 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         print(f"pilothouse: {exc}", file=sys.stderr)
         return exc.exit_code
+    except Exception as exc:
+        return health.exit_on_disk_error(exc)
 
 
 if __name__ == "__main__":

@@ -162,17 +162,12 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
 
 
 def _read_yaml(path: Path, where: str) -> Any:
-    import yaml
+    from pilothouse.providers.userfile import read_yaml
 
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f"line {mark.line + 1}: " if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise UserError(f"{where}: {line}YAML syntax error: {problem} (fix the YAML)") from None
-    except OSError as exc:
-        raise UserError(f"{where}: cannot read: {exc.strerror}") from None
+        return read_yaml(path, where)
+    except FileNotFoundError:
+        raise UserError(f"{where}: vanished while being read: run the command again") from None
 
 
 # A scenario's parsed YAML is kept as JSON in the cache dir, keyed by the file's path, mtime and
@@ -222,7 +217,6 @@ def _remember(path: Path, stamp: list[Any], data: Any) -> None:
 
 def list_scenarios() -> list[tuple[str, str]]:
     """(name, description) of every scenario file, user ones shadowing bundled ones."""
-    import yaml
 
     seen: dict[str, str] = {}
     for folder in scenario_dirs():
@@ -232,9 +226,9 @@ def list_scenarios() -> list[tuple[str, str]]:
             if path.stem in seen:
                 continue
             try:
-                data = yaml.safe_load(path.read_text(encoding="utf-8"))
+                data = _read_yaml(path, str(path))
                 desc = str(data.get("description", "")) if isinstance(data, dict) else "(not a mapping)"
-            except (yaml.YAMLError, OSError):
+            except UserError:
                 desc = "(unreadable: run `pilothouse sim serve --scenario " + path.stem + "` to see why)"
             seen[path.stem] = desc
     return sorted(seen.items())

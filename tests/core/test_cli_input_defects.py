@@ -38,9 +38,9 @@ def test_task_define_file_not_utf8_or_a_directory(repo: Path, cli) -> None:
     (repo / "adir").mkdir()
     for name in ("latin1.yaml", "utf16.yaml"):
         one_line_error(cli("task", "define", "--file", name, "--job", "demo", cwd=repo),
-                       f"--file {name}: not UTF-8 text: save it as UTF-8")
+                       f"--file {name}: not UTF-8 text (byte ", "): save it as UTF-8")
     one_line_error(cli("task", "define", "--file", "adir", "--job", "demo", cwd=repo),
-                   "--file adir: is a directory, not a file")
+                   "--file adir: is a directory, not a regular file")
     assert not (repo / ".ai/tasks.yaml").exists()
 
 
@@ -72,9 +72,9 @@ def test_init_checks_everything_before_writing(git_repo: Path, cli) -> None:
 
 def test_endless_input_is_refused_without_reading_it_all(repo: Path, cli) -> None:
     one_line_error(cli("job", "create", "z1", "--request-file", "/dev/zero", cwd=repo, timeout=20),
-                   "--request-file /dev/zero", "limit")
+                   "--request-file /dev/zero", "character device")
     one_line_error(cli("task", "define", "--file", "/dev/zero", "--job", "demo", cwd=repo, timeout=20),
-                   "--file /dev/zero", "limit")
+                   "--file /dev/zero", "character device")
     assert not (repo / ".ai/jobs/z1.json").exists()
 
 
@@ -208,3 +208,95 @@ def test_supervisor_shown_in_status_and_start_says_what_it_did_not_apply(repo: P
         assert json.loads(cli("status", "--json", cwd=repo).stdout)["supervisor"]["pid"] == st["pid"]
     finally:
         cli("job", "stop", cwd=repo, timeout=60)
+
+
+_DISK_DRIVER = r"""
+import json, os, shutil, subprocess, sys
+repo, mnt, mode = sys.argv[1], sys.argv[2], sys.argv[3]
+subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", mnt], check=True)
+work = os.path.join(mnt, "repo")
+shutil.copytree(repo, work, symlinks=True)
+if mode == "full":
+    with open(os.path.join(mnt, "fill"), "wb") as fh:
+        try:
+            while True:
+                fh.write(b"\0" * 65536)
+                fh.flush()
+        except OSError:
+            pass
+else:
+    subprocess.run(["mount", "-o", "remount,ro", mnt], check=True)
+out = {}
+for name, argv in (("create", ["job", "create", "j2", "--request-file", "req.md"]),
+                   ("define", ["task", "define", "--file", "t.yaml", "--job", "demo"])):
+    r = subprocess.run([sys.executable, "-m", "pilothouse", *argv], cwd=work, capture_output=True, text=True,
+                       timeout=60)
+    out[name] = [r.returncode, r.stderr]
+out["left"] = sorted(os.path.relpath(os.path.join(d, f), work) for d, _, fs in os.walk(os.path.join(work, ".ai"))
+                     for f in fs if f.endswith(".tmp") or f.startswith(".") or f == "j2.json")
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize(("mode", "words"), [("full", "no space left on the device"),
+                                             ("readonly", "the file system is read-only")])
+def test_a_full_or_read_only_disk_is_one_line_naming_the_path(repo: Path, tmp_path: Path, mode: str,
+                                                              words: str) -> None:
+    import shutil
+    import subprocess
+    import sys
+
+    if shutil.which("unshare") is None or subprocess.run(["unshare", "-rm", "true"]).returncode != 0:
+        pytest.skip("no user and mount namespaces here to make a small tmpfs in")
+    (repo / "t.yaml").write_text("tasks:\n- id: a\n  title: A\n")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    r = subprocess.run(["unshare", "-rm", sys.executable, "-c", _DISK_DRIVER, str(repo), str(mnt), mode],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    for name in ("create", "define"):
+        rc, err = out[name]
+        assert rc == 1 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+        assert words in err and str(mnt / "repo" / ".ai") in err, err
+    assert out["left"] == []  # nothing half-written
+
+
+def _hostile_project(py: Path, kind: str) -> None:
+    import os
+
+    py.unlink()
+    if kind == "fifo":
+        os.mkfifo(py)
+    elif kind == "dev-zero":
+        py.symlink_to("/dev/zero")
+    elif kind == "latin1":
+        py.write_bytes(b"gates: {fast: caf\xe9, full: x}\n")
+    elif kind == "deep":
+        py.write_text("gates: " + "[" * 5000 + "]" * 5000 + "\n")
+    elif kind == "duplicate":
+        py.write_text("gates: {fast: a, full: b}\ngates: {fast: c, full: d}\n")
+    elif kind == "laughs":
+        py.write_text("a: &a [x,x,x,x,x,x,x,x,x,x]\n" + "".join(
+            f"{c}: &{c} [{', '.join([f'*{p}'] * 10)}]\n" for p, c in zip("abcdefg", "bcdefgh", strict=True)))
+    elif kind == "huge":
+        py.write_text("# " + "x" * (5 << 20) + "\n")
+    elif kind == "list":
+        py.write_text("- gates\n- fast\n")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "latin1", "deep", "duplicate", "laughs", "huge", "list"])
+def test_a_hostile_project_yaml_is_one_line_for_every_command(repo: Path, cli, kind: str) -> None:
+    """The measured table: each command on each hostile project.yaml ends at once (no hang) with
+    exit 0, or 2 and one line naming the file — never a traceback."""
+    (repo / "t.yaml").write_text("tasks:\n- id: a\n  title: A\n")
+    _hostile_project(repo / ".ai/project.yaml", kind)
+    for argv in (("check",), ("job", "start"), ("job", "status"), ("task", "define", "--file", "t.yaml",
+                                                                  "--job", "demo"), ("run", "--watch", "--once"),
+                 ("why", "demo")):
+        r = cli(*argv, cwd=repo, timeout=30)
+        assert "Traceback" not in r.stderr, (argv, r.stderr)
+        assert r.returncode in (0, 2), (argv, r.returncode, r.stderr)
+        if r.returncode == 2:
+            assert len(r.stderr.strip().splitlines()) == 1, (argv, r.stderr)
+    assert not (repo / ".ai/runtime/supervisor.log").exists()

@@ -165,3 +165,83 @@ def test_a_change_committed_with_its_event_is_logged_before_any_reaction(tmp_pat
         log.append("problem.answered", commit=failing)
     assert [e["type"] for e in map(json.loads, log.path.read_text().splitlines())] == \
         ["problem.answered", "problem.closed"]  # a change that failed leaves no line
+
+
+HOSTILE = [
+    b"not json",
+    b'{"seq": Infinity, "type": "job.created"}',
+    b'{"seq": NaN, "type": "job.created"}',
+    b'{"seq": "7", "type": "job.created"}',
+    b'{"seq": true, "type": "job.created"}',
+    b'{"seq": 0, "type": "job.created"}',
+    b'{"seq": 99999999999999999999999, "type": "job.created"}',
+    b'{"seq": 3, "type": "task.state", "job": ["a", "list"]}',
+    b'{"seq": 3, "type": "task.state", "task": {"a": "dict"}}',
+    b'{"seq": 3, "type": "task.state", "ts": 1700000000}',
+    b'{"seq": 3, "type": "task.state", "data": [1, 2]}',
+    b'{"seq": 3, "type": 5}',
+    b'{"seq": 3}',
+    b"[" * 200_000 + b"]" * 200_000,
+    b"\xff\xfe not utf-8",
+    b"1" * 5000,
+]
+
+
+def test_lines_that_are_not_events_are_skipped_counted_and_said_once(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    EventLog(path).append("job.created", job="j")
+    with open(path, "ab") as fh:
+        fh.write(b"\n".join(HOSTILE) + b"\n")
+    EventLog(path).append("job.accepted", job="j")
+    tailer = EventTailer(path)
+    assert [e["type"] for e in tailer.read_new()] == ["job.created", "job.accepted"]
+    assert tailer.skipped == len(HOSTILE)
+    notice = tailer.skip_notice()
+    assert notice is not None and f"skipped {len(HOSTILE)} lines" in notice and "byte" in notice
+    assert tailer.skip_notice() is None  # said once
+    back = EventTailer(path)
+    assert [e["type"] for e in back.tail(50)] == ["job.created", "job.accepted"]
+    assert back.skipped == len(HOSTILE)
+
+
+@pytest.mark.parametrize("last", HOSTILE[1:13])
+def test_a_hostile_last_line_never_stops_the_writer(tmp_path: Path, last: bytes) -> None:
+    path = tmp_path / "events.jsonl"
+    EventLog(path).append("job.created")
+    with open(path, "ab") as fh:
+        fh.write(last + b"\n")
+    assert EventLog(path).append("job.started")["seq"] == 2  # counted on from the last real event
+    assert [e["seq"] for e in EventTailer(path).read_new()] == [1, 2]
+
+
+def test_a_log_rewritten_past_the_old_offset_is_read_from_its_new_start(tmp_path: Path) -> None:
+    """Truncated and written again before the reader looked: same inode, larger than what was read,
+    seq restarting at 1. The reader notices the bytes it read are gone and starts over."""
+    path = tmp_path / "events.jsonl"
+    log = EventLog(path)
+    for _ in range(3):
+        log.append("run.activity")
+    tailer = EventTailer(path)
+    assert len(tailer.read_new()) == 3
+    inode = path.stat().st_ino
+    with open(path, "r+b") as fh:
+        fh.truncate(0)
+    for _ in range(6):
+        log.append("task.state", job="again")
+    assert path.stat().st_ino == inode
+    got = tailer.read_new()
+    assert [e["seq"] for e in got] == [1, 2, 3, 4, 5, 6] and tailer.restarts == 1
+    log.append("job.accepted")
+    assert [e["seq"] for e in tailer.read_new()] == [7] and tailer.restarts == 1
+
+
+def test_a_monster_line_without_newline_is_not_held(tmp_path: Path) -> None:
+    from pilothouse.core.state.events import MAX_LINE
+
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(b"x" * (MAX_LINE * 2 + 10))
+    tailer = EventTailer(path)
+    assert tailer.read_new() == [] and tailer.skipped >= 1
+    assert len(tailer._partial) <= MAX_LINE
+    EventLog(path).append("job.created")
+    assert [e["type"] for e in tailer.read_new()] == ["job.created"]

@@ -117,3 +117,45 @@ def test_why_explains_the_chain_and_the_wait(layout: RepoLayout, cli) -> None:
 def test_live_on_repo_without_events(layout: RepoLayout, cli) -> None:
     proc = cli("live", cwd=layout.root)
     assert proc.returncode == 0 and "no events yet" in proc.stderr
+
+
+def test_live_follow_goes_on_through_hostile_lines_and_a_restarted_log(layout: RepoLayout) -> None:
+    """Lines that are not events are skipped and said once on stderr; a log truncated and written
+    again (seq back at 1) is followed from its new start."""
+    log = EventLog(layout.events)
+    log.append("job.created", job="j")
+    follower = subprocess.Popen([sys.executable, "-m", "pilothouse", "live", "--follow", "--json", "--last", "1"],
+                                cwd=layout.root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x) for x in follower.stdout], daemon=True).start()  # type: ignore[union-attr]
+    try:
+        assert json.loads(lines.get(timeout=20))["type"] == "job.created"
+        with open(layout.events, "ab") as fh:
+            fh.write(b'{"seq": "x", "type": "a"}\n{"seq": 2, "type": "t", "job": ["j"]}\n{"seq": Infinity}\n')
+        log.append("task.state", job="j", task="after-garbage")
+        assert json.loads(lines.get(timeout=20))["task"] == "after-garbage"
+        with open(layout.events, "r+b") as fh:
+            fh.truncate(0)
+        for i in range(6):  # more bytes than before: only the changed content says it was rewritten
+            log.append("task.state", job="j", task=f"new{i}", data={"to": "ready", "pad": "x" * 40})
+        got = [json.loads(lines.get(timeout=20)) for _ in range(6)]
+        assert [(e["seq"], e["task"]) for e in got] == [(i + 1, f"new{i}") for i in range(6)]
+    finally:
+        follower.terminate()
+        follower.wait(timeout=10)
+    err = follower.stderr.read()  # type: ignore[union-attr]
+    assert err.count("not events") == 1 and "skipped 3 lines" in err
+
+
+def test_events_and_why_read_past_hostile_lines(layout: RepoLayout, cli) -> None:
+    seed(layout)
+    with open(layout.events, "ab") as fh:
+        fh.write(b'{"seq": 9, "type": "task.state", "job": "j", "task": "a", "ts": 17}\n'
+                 b'{"seq": 10, "type": "task.state", "job": "j", "task": "a", "data": {"to": ["x"], "reason": 5}}\n'
+                 b'{"seq": 11, "type": "problem.opened", "job": "j", "task": "a", "data": {"replies": 7}}\n')
+    proc = cli("why", "a", cwd=layout.root)
+    assert proc.returncode == 0, proc.stderr
+    assert "skipped 1 line " in proc.stderr and "ts is not a string" in proc.stderr
+    proc = cli("events", "--task", "a", cwd=layout.root)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr
+    assert len(proc.stdout.splitlines()) == 7

@@ -288,6 +288,7 @@ def test_a_timer_due_while_the_loop_is_busy_still_brings_a_reconcile() -> None:
             return [], [("fs", {"logs"})]
 
     sup = Supervisor.__new__(Supervisor)
+    sup.store_lost = lambda: False  # type: ignore[method-assign]
     sup.stopping, sup.once, sup._last_error = False, False, None
     sup._next_heartbeat = time.monotonic() + 30
     sup.activity_sent, sup.tails, sup.usage_sent = {}, {}, {}
@@ -321,6 +322,7 @@ def test_a_pass_that_moved_a_task_is_followed_by_another_at_once() -> None:
             return [], [("fs", {"logs"})]  # a worker's log line: alone, no reason to look again
 
     sup = S.Supervisor.__new__(S.Supervisor)
+    sup.store_lost = lambda: False  # type: ignore[method-assign]
     sup.stopping, sup.once, sup._last_error, sup._timer = False, False, None, None
     sup._next_heartbeat = 1e18
     sup.store = types.SimpleNamespace(moves=0)  # type: ignore[assignment]
@@ -339,6 +341,7 @@ def test_a_pass_that_moved_a_task_is_followed_by_another_at_once() -> None:
     assert QuietWaker.timeouts[:2] == [0.0, 0.0] and QuietWaker.timeouts[2] == 60.0
 
     always = S.Supervisor.__new__(S.Supervisor)
+    always.store_lost = lambda: False  # type: ignore[method-assign]
     always.__dict__.update(sup.__dict__)
     always.stopping, QuietWaker.timeouts, passes[:] = False, [], []
 
@@ -589,3 +592,44 @@ def test_job_start_without_bubblewrap_refuses_before_launching_anything(tmp_path
     assert not layout.events.exists() or "run.started" not in layout.events.read_text()
     w = cli("run", "--watch", "--once", "--repo", str(layout.root), env=no_bwrap_env(tmp_path))
     assert w.returncode == 2 and "refusing to start" in w.stderr
+
+
+def test_a_log_full_of_hostile_lines_does_not_stop_a_supervisor_and_is_reported(tmp_path: Path, cli) -> None:
+    from tests.core.test_events import HOSTILE
+
+    quick = tmp_path / "quick.yaml"
+    bundled = Path(demo._data() / "scenarios" / "demo-recovery.yaml").read_text()
+    quick.write_text(bundled.replace("delay_s: 3", "delay_s: 0"))
+    layout = demo.prepare(tmp_path / "repo", str(quick))
+    _quick_project(layout)
+    layout.events.parent.mkdir(parents=True, exist_ok=True)
+    with open(layout.events, "ab") as fh:
+        fh.write(b"\n".join(HOSTILE) + b"\n")  # the last one is the seq scan's first look
+    started = cli("job", "start", "--repo", str(layout.root))
+    try:
+        assert started.returncode == 0, started.stderr
+        assert f"{len(HOSTILE)} line(s) that are not events" in started.stderr
+        w = cli("job", "wait", "demo", "--repo", str(layout.root), timeout=120)
+        assert w.returncode == 0, w.stdout + w.stderr
+    finally:
+        supervisor_ctl.stop(layout)
+    from pilothouse.core.state.events import EventTailer
+
+    announced = [e for e in EventTailer(layout.events).read_new() if e["type"] == "supervisor.started"]
+    assert announced[0]["data"]["skipped_lines"] == len(HOSTILE)
+    assert f"skipped {len(HOSTILE)} lines" in layout.supervisor_log.read_text()
+
+
+def test_job_wait_on_an_empty_store_says_no_supervisor_instead_of_no_such_table(git_repo: Path, cli) -> None:
+    """A disk that filled up as the store was being made leaves an empty state.db."""
+    from pilothouse.core.records.jobs import create_job
+    from pilothouse.core.repo_setup import init_project
+
+    init_project(git_repo, {"fast": "true", "full": "true"}, stdin_is_tty=False)
+    layout = RepoLayout(git_repo)
+    create_job(layout, "j1", "do a thing")
+    layout.runtime.mkdir(parents=True, exist_ok=True)
+    layout.state_db.write_bytes(b"")
+    r = cli("job", "wait", "j1", "--repo", str(git_repo), timeout=60)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert "no supervisor is running" in r.stderr

@@ -124,3 +124,15 @@ def test_topo_and_dependents() -> None:
     assert order.index("a") < order.index("b") < order.index("d") and order.index("c") < order.index("d")
     assert dependents_of(tasks, "a") == ["b", "c", "d"]
     assert dependents_of(tasks, "e") == []
+
+
+def test_a_cycle_through_thousands_of_tasks_is_found_without_recursion() -> None:
+    from pilothouse.core.records.taskgraph import find_cycle
+
+    n = 5000
+    graph = {f"t{i}": [f"t{i + 1}"] for i in range(n)}
+    graph[f"t{n}"] = []
+    assert find_cycle(graph) is None
+    graph[f"t{n}"] = ["t0"]
+    cycle = find_cycle(graph)
+    assert cycle is not None and cycle[0] == cycle[-1] == "t0" and len(cycle) == n + 2

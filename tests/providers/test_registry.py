@@ -51,7 +51,7 @@ def test_user_override_changes_only_named_fields_and_new_provider_is_added():
     ("key: glm\nrunner: aider\n", ["runner", "builtin, opencode, claude-code, codex"]),
     ("key: glm\nbase_url: ftp://x\n", ["base_url", "http(s)"]),
     ("key: newone\nmodel_id: x\n", ["missing required field", "provider_id"]),
-    ("key: glm\n  bad: [\n", ["not valid YAML"]),
+    ("key: glm\n  bad: [\n", ["invalid YAML", "fix it"]),
     ("- just a list\n", ["expected a mapping"]),
 ])
 def test_bad_user_file_names_file_field_and_fix(text, words):
@@ -86,3 +86,21 @@ def test_bad_file_in_cli_is_one_line(cli):
     assert r.returncode == 2
     assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert "bad.yaml" in r.stderr and "what" in r.stderr
+
+
+def test_a_user_provider_file_that_is_not_utf8_or_a_fifo_is_one_line() -> None:
+    import os
+
+    from pilothouse.providers import registry
+    from pilothouse.providers.errors import UserError
+
+    folder = registry.user_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    bad = folder / "mine.yaml"
+    bad.write_bytes(b"key: mine\nmodel_id: caf\xe9\n")
+    with pytest.raises(UserError, match=r"mine.yaml: not UTF-8 text \(byte 23\)"):
+        registry.load_providers()
+    bad.unlink()
+    os.mkfifo(bad)
+    with pytest.raises(UserError, match="mine.yaml: is a FIFO"):
+        registry.load_providers()

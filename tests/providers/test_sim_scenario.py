@@ -51,7 +51,7 @@ def test_bundled_result_blocks_parse_per_mode() -> None:
      "scripts[0].turns[0]: a turn with 'error' cannot also have say"),
     ("name: x\ndescription: d\nscripts:\n  - match: {mod: code}\n    turns: [{say: hi}]\n",
      "scripts[0].match: unknown key 'mod' (expected mode, contains)"),
-    ("name: x\ndescription: d\nscripts: [\n", "x.yaml: line "),
+    ("name: x\ndescription: d\nscripts: [\n", "x.yaml:4: invalid YAML"),
     ("- just a list\n", "expected a mapping"),
 ])
 def test_bad_scenarios_name_file_field_and_fix(tmp_path: Path, body: str, expected: str) -> None:

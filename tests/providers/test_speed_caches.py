@@ -113,7 +113,7 @@ def test_cached_scenario_is_still_validated(tmp_path):
 
     # an edited file is read again: its own mistake is reported, one line naming the file
     path.write_text(SCENARIO.replace('say: "hello"', 'say: "hello'))
-    with pytest.raises(UserError, match="YAML syntax error") as err:
+    with pytest.raises(UserError, match="invalid YAML") as err:
         load_scenario(str(path))
     assert str(path) in str(err.value) and "\n" not in str(err.value)
 

@@ -330,3 +330,29 @@ async def test_starting_the_supervisor_without_bubblewrap_is_refused_with_the_fi
         said = next(str(n.message) for n in app._notifications if "refusing to start" in str(n.message))
         assert "apt-get install bubblewrap" in said and "confinement: off" in said
         assert not app.supervisor_alive()
+
+
+async def test_hostile_event_lines_and_a_rewritten_log_keep_the_cockpit_following(cockpit_repo, make_app,
+                                                                                  wait_for) -> None:
+    """A job that is a list, a task that is a dict, a ts that is a number: skipped, said once in a
+    notification; after the log is truncated and written again (seq back at 1) new events still show."""
+    with open(cockpit_repo.events, "ab") as fh:
+        fh.write(b'{"seq": 900, "type": "task.state", "job": ["x"], "task": "calendar-api"}\n'
+                 b'{"seq": 901, "type": "task.state", "job": "first-draft", "task": {"a": 1}}\n'
+                 b'{"seq": 902, "type": "run.activity", "ts": 17, "job": "first-draft"}\n')
+    app = make_app(cockpit_repo, live=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        assert [n.message for n in app._notifications if "not events" in n.message]
+        with open(cockpit_repo.events, "ab") as fh:
+            fh.write(b'{"seq": 903, "type": "merge.finished", "job": "first-draft", "data": {"sha": 5}, "ts": []}\n')
+        log = EventLog(cockpit_repo.events)
+        log.append("run.activity", job="first-draft", task="calendar-api", data={"tool": "after garbage"})
+        await wait_for(pilot, lambda: "after garbage" in app.dashboard.events.lines[-1])
+        with open(cockpit_repo.events, "r+b") as fh:
+            fh.truncate(0)
+        for i in range(60):
+            log.append("run.activity", job="first-draft", task="calendar-api", data={"tool": f"rewritten {i}"})
+        await wait_for(pilot, lambda: "rewritten 59" in app.dashboard.events.lines[-1])
+        assert app.is_running
+        assert len([n for n in app._notifications if "not events" in n.message]) == 1

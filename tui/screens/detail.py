@@ -73,7 +73,7 @@ def findings_text(runs: list[RunRow], events: list[dict[str, Any]]) -> Text:
         overall = data.get("overall")
         found = data.get("findings")
         findings = list(found) if isinstance(found, list) else \
-            [{"summary": s} for s in data.get("summaries") or []]
+            [{"summary": s} for s in data.get("summaries") or [] if isinstance(data["summaries"], list)]
     if overall is None:
         return Text("no review yet", style="dim")
     out = fmt.styled(str(overall), "green bold" if overall == "PASS" else "bold red")

@@ -34,6 +34,28 @@ def register(sub: Any) -> None:
     wr.add_argument("--force", action="store_true", help="discard its uncommitted changes too")
     wr.add_argument("--repo", metavar="PATH", help="the repository (default: the current one)")
     wr.set_defaults(func=cmd_worktrees_remove)
+    r = actions.add_parser("repair", help="rebuild a missing, damaged or other-version state.db from .ai/ "
+                                          "and the event log (the damaged file is kept aside)")
+    r.add_argument("--force", action="store_true", help="rebuild even a store that reads fine")
+    r.add_argument("--repo", metavar="PATH", help="the repository (default: the current one)")
+    add_json_flag(r)
+    r.set_defaults(func=cmd_repair)
+
+
+def cmd_repair(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from pilothouse.core.records.layout import find_repo
+    from pilothouse.core.supervisor.repair import repair
+
+    report = repair(find_repo(args.repo), force=args.force)
+    if args.json:
+        emit_json(asdict(report))
+        return 0
+    for line in report.lines():
+        print(line)
+    print("next: pilothouse job start")
+    return 0
 
 
 def cmd_prune(args: argparse.Namespace) -> int:

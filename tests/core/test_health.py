@@ -1,0 +1,71 @@
+"""A job that cannot go on for a reason the operator must fix is a problem at once, with the fix,
+and goes on by itself once it is fixed (core/supervisor/health.py)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import yaml
+from pilothouse.core import demo
+from pilothouse.core.git.integration import integration_path
+from pilothouse.core.records.layout import RepoLayout
+from pilothouse.core.stops import problems
+from pilothouse.core.supervisor import control as supervisor_ctl
+
+
+def _quick(tmp_path: Path) -> RepoLayout:
+    quick = tmp_path / "quick.yaml"
+    bundled = Path(demo._data() / "scenarios" / "demo-recovery.yaml").read_text()
+    quick.write_text(bundled.replace("delay_s: 3", "delay_s: 0"))
+    layout = demo.prepare(tmp_path / "repo", str(quick))
+    data = yaml.safe_load(layout.project_yaml.read_text())
+    data["workflow"]["review"] = "off"
+    data["gates"] = {"fast": "true", "full": "true"}
+    layout.project_yaml.write_text(yaml.safe_dump(data))
+    return layout
+
+
+def test_no_coordinator_is_a_problem_saying_what_to_set_and_fixing_it_lets_the_job_go_on(tmp_path: Path,
+                                                                                        cli) -> None:
+    layout = _quick(tmp_path)
+    configured = layout.project_yaml.read_text()
+    data = yaml.safe_load(configured)
+    del data["sim_scenario"]
+    data["model_policy"] = {"roles": {}, "assignments": {}}  # what `pilothouse init` leaves
+    layout.project_yaml.write_text(yaml.safe_dump(data))
+    supervisor_ctl.start(layout)
+    try:
+        w = cli("job", "wait", "demo", "--repo", str(layout.root), timeout=60)
+        assert w.returncode == 3, w.stdout + w.stderr
+        assert "set model_policy.roles.coordinator in .ai/project.yaml" in w.stdout
+        [p] = problems.list_problems(layout, True, job="demo")
+        assert p.kind == "cannot_proceed" and p.task is None and "model_policy.roles.coordinator" in p.summary
+        status = cli("job", "status", "demo", "--repo", str(layout.root))
+        assert "blocked" in status.stdout and "model_policy.roles.coordinator" in status.stdout
+        layout.project_yaml.write_text(configured)  # the fix alone is enough
+        w = cli("job", "wait", "demo", "--repo", str(layout.root), timeout=120)
+        assert w.returncode == 0, w.stdout + w.stderr
+    finally:
+        supervisor_ctl.stop(layout)
+    assert problems.list_problems(layout, True, job="demo") == []
+
+
+def test_a_stale_integration_checkout_is_a_problem_naming_it(tmp_path: Path, cli) -> None:
+    layout = _quick(tmp_path)
+    stale = integration_path(layout)
+    stale.mkdir(parents=True)
+    (stale / ".git").write_text("gitdir: /gone/repo/.git/worktrees/_integration\n")  # an earlier repo's
+    (stale / "left.txt").write_text("from before\n")
+    supervisor_ctl.start(layout)
+    try:
+        w = cli("job", "wait", "demo", "--repo", str(layout.root), timeout=60)
+        assert w.returncode == 3, w.stdout + w.stderr
+        [p] = problems.list_problems(layout, True, job="demo")
+        assert p.kind == "cannot_proceed" and str(stale) in p.summary and "remove it" in p.summary
+        shutil.rmtree(stale)
+        problems.act(layout, p.code, "retry")  # nothing under .ai changed: the reply wakes it
+        w = cli("job", "wait", "demo", "--repo", str(layout.root), timeout=120)
+        assert w.returncode == 0, w.stdout + w.stderr
+    finally:
+        supervisor_ctl.stop(layout)

@@ -1,0 +1,86 @@
+"""Damaged runtime state: a store deleted under a running supervisor stops it with what to run;
+a missing, corrupted or other-version store is one line; `pilothouse maintain repair` rebuilds
+what the records and the event log hold (core/supervisor/repair.py)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from pathlib import Path
+
+import yaml
+from pilothouse.core import demo
+from pilothouse.core.records.layout import RepoLayout
+from pilothouse.core.state.events import EventTailer
+from pilothouse.core.supervisor import control as supervisor_ctl
+
+
+def _accepted_demo(tmp_path: Path, cli) -> RepoLayout:
+    quick = tmp_path / "quick.yaml"
+    bundled = Path(demo._data() / "scenarios" / "demo-recovery.yaml").read_text()
+    quick.write_text(bundled.replace("delay_s: 3", "delay_s: 0"))
+    layout = demo.prepare(tmp_path / "repo", str(quick))
+    data = yaml.safe_load(layout.project_yaml.read_text())
+    data["workflow"]["review"] = "off"
+    data["gates"] = {"fast": "true", "full": "true"}
+    layout.project_yaml.write_text(yaml.safe_dump(data))
+    assert cli("job", "start", "--repo", str(layout.root)).returncode == 0
+    w = cli("job", "wait", "demo", "--repo", str(layout.root), timeout=120)
+    assert w.returncode == 0, w.stdout + w.stderr
+    return layout
+
+
+def _one_line(r, *words: str) -> None:
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    for w in words:
+        assert w in r.stderr, r.stderr
+
+
+def test_a_store_deleted_under_a_running_supervisor_stops_it_and_repair_brings_the_job_back(tmp_path: Path,
+                                                                                         cli) -> None:
+    layout = _accepted_demo(tmp_path, cli)
+    try:
+        for suffix in ("", "-wal", "-shm"):
+            layout.state_db.with_name(layout.state_db.name + suffix).unlink(missing_ok=True)
+        deadline = time.monotonic() + 60
+        while supervisor_ctl.status(layout) is not None and time.monotonic() < deadline:
+            time.sleep(0.2)  # waiting for it to notice, not timing it
+        assert supervisor_ctl.status(layout) is None
+    finally:
+        supervisor_ctl.stop(layout)
+    stopped = [e for e in EventTailer(layout.events).read_new() if e["type"] == "supervisor.stopped"]
+    assert "was deleted while the supervisor ran" in stopped[-1]["data"]["error"]
+    assert "pilothouse maintain repair" in layout.supervisor_log.read_text()
+    # a fresh, empty store would forget the job: refused at once, saying what to run
+    _one_line(cli("job", "start", "--repo", str(layout.root)), "state.db is missing", "maintain repair")
+    r = cli("maintain", "repair", "--repo", str(layout.root))
+    assert r.returncode == 0, r.stderr
+    assert "rebuilt 1 job(s) (demo)" in r.stdout and "not recovered: run history" in r.stdout
+    status = json.loads(cli("job", "status", "demo", "--json", "--repo", str(layout.root)).stdout)
+    assert status["state"] == "accepted"
+    assert all(t["state"] == "done" for t in status["tasks"])
+    again = cli("maintain", "repair", "--repo", str(layout.root))
+    _one_line(again, "nothing to repair")
+
+
+def test_a_corrupted_or_other_version_store_is_one_line_and_repair_keeps_it_aside(git_repo: Path, cli) -> None:
+    assert cli("init", "--gate-fast", "true", cwd=git_repo).returncode == 0
+    (git_repo / "req.md").write_text("do a thing\n")
+    assert cli("job", "create", "j1", "--request-file", "req.md", cwd=git_repo).returncode == 0
+    layout = RepoLayout(git_repo)
+    layout.runtime.mkdir(parents=True, exist_ok=True)
+    layout.state_db.write_bytes(b"this is not sqlite at all" * 200)
+    for argv in (("job", "start"), ("job", "status"), ("problem", "list")):
+        _one_line(cli(*argv, cwd=git_repo), "state.db: not a usable state database", "maintain repair")
+    assert not layout.supervisor_log.exists()  # nothing was started
+    r = cli("maintain", "repair", cwd=git_repo)
+    assert r.returncode == 0 and "the damaged store was kept as" in r.stdout, r.stderr
+    kept = list(layout.runtime.glob("state.db.damaged-*"))
+    assert len(kept) == 1 and kept[0].read_bytes().startswith(b"this is not sqlite")
+    conn = sqlite3.connect(layout.state_db)
+    conn.execute("UPDATE meta SET value='99' WHERE key='schema'")
+    conn.commit()
+    conn.close()
+    _one_line(cli("job", "start", cwd=git_repo), "made by another pilothouse version", "'99'", "maintain repair")
