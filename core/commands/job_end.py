@@ -50,7 +50,7 @@ def _paused_supervisor(layout: Any, action: Any) -> Any:
 def _cancel(args: Any) -> int:
     from pilothouse.core.records.jobs import load_job
     from pilothouse.core.records.layout import find_repo
-    from pilothouse.core.supervisor import ending
+    from pilothouse.core.upkeep import ending
 
     layout = find_repo(args.repo)
     job = load_job(layout, args.name)
@@ -67,7 +67,7 @@ def _cancel(args: Any) -> int:
 def _delete(args: Any) -> int:
     from pilothouse.core.records.jobs import load_job
     from pilothouse.core.records.layout import find_repo
-    from pilothouse.core.supervisor import ending
+    from pilothouse.core.upkeep import ending
     from pilothouse.providers.errors import UserError
 
     layout = find_repo(args.repo)

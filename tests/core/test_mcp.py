@@ -189,14 +189,21 @@ def test_a_server_started_outside_a_repository_says_so_on_each_call(tmp_path: Pa
     run(go)
 
 
-def test_an_unexpected_failure_is_named_in_one_line_and_the_server_goes_on(repo: Path) -> None:
+def test_a_damaged_store_or_an_unexpected_failure_is_one_line_and_the_server_goes_on(repo: Path) -> None:
     async def go() -> None:
         async with connect(repo) as c:
             data(await c.call_tool("job_create", {"name": "one", "request": "Count words."}))
             db = repo / ".ai/runtime/state.db"
             db.parent.mkdir(parents=True, exist_ok=True)
             db.write_bytes(b"this is not a database" * 100)
-            assert error(await c.call_tool("problem_list", {})) == (
-                "problem_list failed unexpectedly (DatabaseError); the server's stderr has the details")
+            said = error(await c.call_tool("problem_list", {}))
+            assert said == (f"{db}: not a usable state database (file is not a database): "
+                            "`pilothouse maintain repair` rebuilds it from .ai/ and events.jsonl")
+            db.unlink()
+            events = repo / ".ai/runtime/events.jsonl"
+            events.unlink(missing_ok=True)
+            events.mkdir()  # nothing pilothouse expects: the server names the tool, not a traceback
+            said = error(await c.call_tool("events_since", {"seq": 0}))
+            assert said == "events_since failed unexpectedly (IsADirectoryError); the server's stderr has the details"
             assert [j["name"] for j in data(await c.call_tool("job_list", {}))] == ["one"]
     run(go)

@@ -1,6 +1,6 @@
 """Damaged runtime state: a store deleted under a running supervisor stops it with what to run;
 a missing, corrupted or other-version store is one line; `pilothouse maintain repair` rebuilds
-what the records and the event log hold (core/supervisor/repair.py)."""
+what the records and the event log hold (core/upkeep/repair.py)."""
 
 from __future__ import annotations
 

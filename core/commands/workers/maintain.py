@@ -46,7 +46,7 @@ def cmd_repair(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
     from pilothouse.core.records.layout import find_repo
-    from pilothouse.core.supervisor.repair import repair
+    from pilothouse.core.upkeep.repair import repair
 
     report = repair(find_repo(args.repo), force=args.force)
     if args.json:
