@@ -25,11 +25,12 @@ from pilothouse.core.git.worktrees import (
     INTEGRATION_DIR,
     GitError,
     branch_exists,
+    checkout_of,
     checkout_state,
+    dirty_paths,
     git,
     git_ok,
     git_run,
-    is_scratch,
     some_paths,
     worktree_root,
 )
@@ -65,22 +66,6 @@ def _refuse_protected(branch: str) -> None:
                         "only into its own branch: set integration_branch: pilothouse/integration")
 
 
-def _worktree_of(layout: RepoLayout, branch: str) -> Path | None:
-    out = git(layout.root, "worktree", "list", "--porcelain")
-    current = None
-    for line in out.splitlines():
-        if line.startswith("worktree "):
-            current = Path(line[len("worktree "):])
-        elif line == f"branch refs/heads/{branch}" and current is not None:
-            return current
-    return None
-
-
-def _dirty(checkout: Path) -> list[str]:
-    out = git(checkout, "status", "--porcelain=v1", "-z", "--untracked-files=all", strip=False)
-    return [e[3:] for e in out.split("\0") if len(e) > 3 and not is_scratch(e[3:])]
-
-
 def base_branch(layout: RepoLayout, project: ProjectConfig, *, required: bool = True) -> str:
     """The branch jobs start from and work ships to: `base_branch` of project.yaml, else the branch
     checked out in the operator's checkout. Without either, UserError — or "" when not `required`
@@ -113,7 +98,7 @@ def ensure_integration_checkout(layout: RepoLayout, project: ProjectConfig) -> P
             git(layout.root, "branch", branch, f"refs/heads/{base}" if base else "HEAD")
         except GitError as exc:
             raise UserError(f"cannot create the integration branch {branch}: {exc.stderr}") from None
-    where = _worktree_of(layout, branch)
+    where = checkout_of(layout, branch)
     if where is None:
         git(layout.root, "worktree", "prune", check=False)
         if path.exists() and any(path.iterdir()):
@@ -128,7 +113,7 @@ def ensure_integration_checkout(layout: RepoLayout, project: ProjectConfig) -> P
     elif where.resolve() != path.resolve():
         raise UserError(f"the integration branch {branch} is checked out at {where}: switch that checkout to "
                         f"another branch (pilothouse merges in its own checkout)")
-    dirty = _dirty(where)
+    dirty = dirty_paths(where)
     if dirty:
         raise UserError(f"the integration checkout {where} has uncommitted changes ({some_paths(dirty)}): commit or "
                         f"discard them there (git -C {where} status)")

@@ -20,10 +20,11 @@ from pilothouse.core.git.integration import base_branch
 from pilothouse.core.git.worktrees import (
     GitError,
     branch_exists,
+    checkout_of,
+    dirty_paths,
     git,
     git_ok,
     git_run,
-    is_scratch,
     some_paths,
     worktree_root,
 )
@@ -46,28 +47,6 @@ def _scratch(layout: RepoLayout, start: str) -> Iterator[Path]:
     finally:
         git(layout.root, "worktree", "remove", "--force", "--force", str(path), check=False)
         git(layout.root, "worktree", "prune", check=False)
-
-
-def _checkout_of(layout: RepoLayout, branch: str) -> Path | None:
-    current = None
-    for line in git(layout.root, "worktree", "list", "--porcelain").splitlines():
-        if line.startswith("worktree "):
-            current = Path(line[len("worktree "):])
-        elif line == f"branch refs/heads/{branch}" and current is not None:
-            return current
-    return None
-
-
-def _dirty(checkout: Path) -> list[str]:
-    out = git(checkout, "status", "--porcelain=v1", "-z", "--untracked-files=all", strip=False)
-    paths = []
-    entries = iter(out.split("\0"))
-    for e in entries:
-        if len(e) > 3:
-            paths.append(e[3:])
-            if e[0] in "RC":  # a rename's source follows as its own entry
-                paths.append(next(entries, ""))
-    return [p for p in paths if p and not is_scratch(p)]
 
 
 def _merge_commit(layout: RepoLayout, start: str, head: str, message: str) -> str:
@@ -132,7 +111,7 @@ def ship(layout: RepoLayout, project: ProjectConfig, job: str, head: str, merges
 
 def _land(layout: RepoLayout, base: str, start: str, new: str, job: str) -> None:
     """Move the base branch from `start` to `new` (a descendant)."""
-    checkout = _checkout_of(layout, base)
+    checkout = checkout_of(layout, base)
     if checkout is None:
         try:
             git(layout.root, "update-ref", "-m", f"pilothouse ship {job}", f"refs/heads/{base}", new, start)
@@ -140,7 +119,7 @@ def _land(layout: RepoLayout, base: str, start: str, new: str, job: str) -> None
             raise UserError(f"{base} moved while shipping ({exc.stderr.strip()}): ship again") from None
         return
     touched = set(git(layout.root, "diff", "--name-only", "-z", start, new, strip=False).split("\0")) - {""}
-    overlap = sorted(p for p in _dirty(checkout) if p in touched)
+    overlap = sorted(p for p in dirty_paths(checkout) if p in touched)
     if overlap:
         raise UserError(f"your checkout {checkout} has uncommitted changes in {some_paths(overlap)}, which "
                         f"shipping job {job} would change: commit or stash them, then ship again "

@@ -134,6 +134,30 @@ def _check_free_space(where: Path) -> None:
                             "(pilothouse maintain worktrees list shows old worktrees)")
 
 
+def checkout_of(layout: RepoLayout, branch: str) -> Path | None:
+    """The checkout (the main one or any worktree) that has `branch` checked out, or None."""
+    current = None
+    for line in git(layout.root, "worktree", "list", "--porcelain").splitlines():
+        if line.startswith("worktree "):
+            current = Path(line[len("worktree "):])
+        elif line == f"branch refs/heads/{branch}" and current is not None:
+            return current
+    return None
+
+
+def dirty_paths(checkout: Path) -> list[str]:
+    """Paths with uncommitted changes in `checkout` (a rename names both sides), scratch files left out."""
+    out = git(checkout, "status", "--porcelain=v1", "-z", "--untracked-files=all", strip=False)
+    paths = []
+    entries = iter(out.split("\0"))
+    for e in entries:
+        if len(e) > 3:
+            paths.append(e[3:])
+            if e[0] in "RC":  # a rename's source follows as its own entry
+                paths.append(next(entries, ""))
+    return [p for p in paths if p and not is_scratch(p)]
+
+
 def _existing_worktree(layout: RepoLayout, branch: str) -> Path | None:
     for wt in list_worktrees(layout):
         if wt["branch"] == branch and Path(wt["path"]).is_dir():

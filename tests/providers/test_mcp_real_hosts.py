@@ -106,6 +106,10 @@ def test_a_real_host_takes_a_sim_job_to_accepted_through_the_tools(cli: Any, iso
             assert out.returncode == 0 and "registered the pilothouse MCP server" in out.stdout, out.stderr
             calls = (run_claude if host == "claude" else run_codex)(isolated_home, repo, sim.base_url, key)
         assert calls == TOOLS
+        # the host's last job_wait is bounded by its own tool timeout: on a loaded machine the merge
+        # may still be running when the host's turn ends, so the test waits for the job itself
+        waited = cli("job", "wait", "words", "--timeout", "300", "--repo", str(repo))
+        assert waited.returncode == 0, waited.stdout + waited.stderr
         status = cli("job", "status", "words", "--json", cwd=repo)
         assert json.loads(status.stdout)["state"] == "accepted", status.stdout
         events = [json.loads(x) for x in (repo / ".ai/runtime/events.jsonl").read_text().splitlines()]
