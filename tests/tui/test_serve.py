@@ -1,73 +1,191 @@
-"""`textual serve -c "pilothouse view"`: the page answers on loopback and a browser's websocket gets
-the cockpit drawn (the app really starts in the served process), then `q` ends it."""
+"""`pilothouse serve`: a real served process on loopback (and on a Unix socket) refuses every
+request without the printed token, a foreign Host, a foreign Origin and a session past the cap; a
+session that passes gets the cockpit drawn, and its answer is recorded under the session's name."""
 
 from __future__ import annotations
 
 import asyncio
 import os
-import socket
+import re
+import sqlite3
+import stat
 import subprocess
 import sys
-import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+import aiohttp
 import pytest
+from pilothouse.core.records.layout import RepoLayout
 
-pytest.importorskip("textual_dev")  # a dev dependency (pyproject [dev]): provides `textual serve`
-aiohttp = pytest.importorskip("aiohttp")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+CLOSING = (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED, aiohttp.WSMsgType.CLOSING)
 
 
-def test_textual_serve_serves_the_cockpit(cockpit_repo, tmp_path: Path) -> None:
-    textual = Path(sys.executable).with_name("textual")
-    port = free_port()
-    command = f"{sys.executable} -m pilothouse view {cockpit_repo.root}"
-    server = subprocess.Popen([str(textual), "serve", "-c", "--host", "127.0.0.1", "--port", str(port), command],
-                              cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              env=dict(os.environ), start_new_session=True)
+@contextmanager
+def served(repo: RepoLayout, *args: str) -> Iterator[tuple[str, str]]:
+    """`pilothouse serve REPO --port 0 ARGS` running: yields (the address printed, its token)."""
+    proc = subprocess.Popen([sys.executable, "-m", "pilothouse", "serve", str(repo.root), *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=dict(os.environ), start_new_session=True)
     try:
-        asyncio.run(_browse(port))
+        assert proc.stdout is not None
+        printed = proc.stdout.readline()
+        found = re.search(r"open http://(\S+?)/\?token=(\S+)|listening on (\S+) ", printed)
+        assert found, f"serve printed no address: {printed!r}"
+        if found.group(3):  # socket mode: the tunnel command, then the URL through it
+            printed += proc.stdout.readline() + proc.stdout.readline()
+            address, token = found.group(3), re.search(r"token=(\S+)", printed).group(1)
+        else:
+            address, token = found.group(1), found.group(2)
+        yield address, token
     finally:
-        server.terminate()
+        proc.terminate()
         try:
-            server.wait(timeout=10)
+            proc.wait(timeout=15)
         except subprocess.TimeoutExpired:
-            server.kill()
+            proc.kill()
+            proc.wait()
 
 
-async def _browse(port: int) -> None:
-    base = f"http://127.0.0.1:{port}"
-    async with aiohttp.ClientSession() as session:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                async with session.get(base + "/") as resp:
-                    page = await resp.text()
-                    assert resp.status == 200
+def replies(layout: RepoLayout) -> list[sqlite3.Row]:
+    conn = sqlite3.connect(layout.state_db)
+    conn.row_factory = sqlite3.Row
+    try:
+        return conn.execute("SELECT * FROM replies ORDER BY id").fetchall()
+    finally:
+        conn.close()
+
+
+async def read_screen(ws: aiohttp.ClientWebSocketResponse, *words: str, timeout: float = 60) -> str:
+    screen = ""
+
+    async def collect() -> None:
+        nonlocal screen
+        while not all(w in screen for w in words):
+            msg = await ws.receive()
+            if msg.type == aiohttp.WSMsgType.BINARY:
+                screen += msg.data.decode("utf-8", "replace")
+            elif msg.type in CLOSING:
+                raise AssertionError(f"the session ended before drawing {words}: {screen[-300:]!r}")
+
+    await asyncio.wait_for(collect(), timeout)
+    return screen
+
+
+async def status(session: aiohttp.ClientSession, url: str, **kw: object) -> int:
+    async with session.get(url, allow_redirects=False, **kw) as resp:  # type: ignore[arg-type]
+        return resp.status
+
+
+def test_every_request_without_the_token_is_refused(cockpit_repo) -> None:
+    async def check(base: str, token: str) -> None:
+        # unsafe: keep cookies of an IP-address host, as a browser does
+        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as s:
+            assert await status(s, base + "/") == 403
+            assert await status(s, base + "/static/js/textual.js") == 403
+            assert await status(s, base + "/?token=" + token[:-2] + "xx") == 403
+            with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+                await s.ws_connect(base.replace("http", "ws") + "/ws")
+            assert refused.value.status == 403
+            with pytest.raises(aiohttp.WSServerHandshakeError) as wrong:
+                await s.ws_connect(base.replace("http", "ws") + "/ws?token=not-the-token")
+            assert wrong.value.status == 403
+            # the token once: a cookie, the address bar cleaned, then the page and its assets
+            async with s.get(base + "/?token=" + token, allow_redirects=False) as resp:
+                assert resp.status == 303 and resp.headers["Location"] == "./"
+            async with s.get(base + "/") as resp:
+                page = await resp.text()
+                assert resp.status == 200
+            assert await status(s, base + "/static/js/textual.js") == 200
+        assert "<title>pilothouse · calendar</title>" in page
+        assert "://" not in page, "the page names no absolute address: a tunnel on any port works"
+
+    with served(cockpit_repo, "--port", "0") as (address, token):
+        asyncio.run(check("http://" + address, token))
+
+
+def test_foreign_host_and_foreign_origin_are_refused(cockpit_repo) -> None:
+    async def check(address: str, token: str) -> None:
+        port = address.rsplit(":", 1)[1]
+        ws_url = f"ws://{address}/ws?token={token}"
+        async with aiohttp.ClientSession() as s:
+            # a rebinding DNS name reaches the same socket, but carries its own Host
+            assert await status(s, f"http://{address}/?token={token}",
+                                headers={"Host": f"evil.example:{port}"}) == 403
+            with pytest.raises(aiohttp.WSServerHandshakeError) as host:
+                await s.ws_connect(ws_url, headers={"Host": f"evil.example:{port}"})
+            assert host.value.status == 403
+            # a page on another local port holds the owner's cookie, but not the owner's origin
+            for origin in ("http://evil.example", f"http://localhost:{int(port) + 1}", "null"):
+                with pytest.raises(aiohttp.WSServerHandshakeError) as foreign:
+                    await s.ws_connect(ws_url, origin=origin)
+                assert foreign.value.status == 403, origin
+            # a tunnel's other port is fine: what counts is that Origin and Host agree
+            async with s.ws_connect(f"ws://{address}/ws?token={token}&width=80&height=24",
+                                    origin=f"http://{address}") as ws:
+                await read_screen(ws, "Jobs")
+
+    with served(cockpit_repo, "--port", "0") as (address, token):
+        asyncio.run(check(address, token))
+
+
+def test_a_session_past_the_cap_is_refused_and_answers_carry_the_session_name(cockpit_repo) -> None:
+    async def check(address: str, token: str) -> None:
+        url = f"ws://{address}/ws?token={token}&width=100&height=30"
+        async with aiohttp.ClientSession() as s, s.ws_connect(url) as first:
+            await read_screen(first, "Jobs", "Problems", "calendar")
+            with pytest.raises(aiohttp.WSServerHandshakeError) as capped:
+                await s.ws_connect(url)
+            assert capped.value.status == 503
+            for key in ("4", "r"):  # focus the problems panel, retry the problem
+                await first.send_json(["stdin", key])
+            for _ in range(600):
+                if replies(cockpit_repo):
                     break
-            except aiohttp.ClientConnectionError:
-                assert time.monotonic() < deadline, "textual serve never answered"
-                await asyncio.sleep(0.2)
-        assert "textual" in page.lower() and "/ws" in page
-        async with session.ws_connect(f"ws://127.0.0.1:{port}/ws?width=100&height=30") as ws:
-            screen = ""
-            while "Jobs" not in screen or "Problems" not in screen:
-                msg = await asyncio.wait_for(ws.receive(), timeout=max(1.0, deadline - time.monotonic()))
-                if msg.type == aiohttp.WSMsgType.BINARY:
-                    screen += msg.data.decode("utf-8", "replace")
-                elif msg.type == aiohttp.WSMsgType.TEXT:
-                    screen += msg.data
-                else:
-                    raise AssertionError(f"websocket ended early: {msg.type}")
-            assert "calendar" in screen  # the repository served
-            await ws.send_json(["stdin", "q"])
-            closing = (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED, aiohttp.WSMsgType.CLOSING)
-            while True:  # the app quits, so the server closes the socket
-                msg = await asyncio.wait_for(ws.receive(), timeout=20)
-                if msg.type in closing:
+                await asyncio.sleep(0.1)
+        row = replies(cockpit_repo)[0]
+        assert (row["code"], row["reply"]) == ("KTRWMB", "retry")
+        assert re.fullmatch(r"alice@browser-[0-9a-f]{6}", row["who"]), row["who"]
+
+    with served(cockpit_repo, "--port", "0", "--max-sessions", "1", "--label", "alice") as (address, token):
+        asyncio.run(check(address, token))
+    why = subprocess.run([sys.executable, "-m", "pilothouse", "why", "calendar-ui"], cwd=cockpit_repo.root,
+                         capture_output=True, text=True, env=dict(os.environ))
+    assert re.search(r"reply retry by alice@browser-[0-9a-f]{6}", why.stdout), why.stdout + why.stderr
+
+
+def test_an_idle_session_is_ended(cockpit_repo) -> None:
+    async def check(address: str, token: str) -> None:
+        async with aiohttp.ClientSession() as s, s.ws_connect(f"ws://{address}/ws?token={token}") as ws:
+            while True:
+                msg = await asyncio.wait_for(ws.receive(), 60)
+                if msg.type in CLOSING:
                     break
+            assert ws.close_code == 4000
+
+    with served(cockpit_repo, "--port", "0", "--idle-timeout", "1") as (address, token):
+        asyncio.run(check(address, token))
+
+
+def test_unix_socket_mode_is_owner_only_and_still_wants_the_token(cockpit_repo, tmp_path: Path) -> None:
+    sock = tmp_path / "cockpit.sock"
+
+    async def check(token: str) -> None:
+        connector = aiohttp.UnixConnector(path=str(sock))
+        async with aiohttp.ClientSession(connector=connector) as s:
+            assert await status(s, "http://localhost:8600/") == 403
+            assert await status(s, f"http://localhost:8600/?token={token}") == 303
+
+    with served(cockpit_repo, "--socket", str(sock)) as (address, token):
+        assert address == str(sock)
+        assert stat.S_IMODE(sock.stat().st_mode) == 0o600
+        asyncio.run(check(token))
+    assert not sock.exists()
+
+
+def test_a_bad_label_is_one_line_naming_the_option(cockpit_repo) -> None:
+    done = subprocess.run([sys.executable, "-m", "pilothouse", "serve", str(cockpit_repo.root), "--label", "a b"],
+                          capture_output=True, text=True, env=dict(os.environ), timeout=60)
+    assert done.returncode != 0
+    assert "--label 'a b'" in done.stderr and "Traceback" not in done.stderr
