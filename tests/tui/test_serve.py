@@ -5,15 +5,23 @@ session that passes gets the cockpit drawn, and its answer is recorded under the
 from __future__ import annotations
 
 import asyncio
+import base64
+import itertools
+import json
 import os
 import re
+import shutil
+import signal
 import sqlite3
 import stat
 import subprocess
 import sys
+import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -189,3 +197,127 @@ def test_a_bad_label_is_one_line_naming_the_option(cockpit_repo) -> None:
                           capture_output=True, text=True, env=dict(os.environ), timeout=60)
     assert done.returncode != 0
     assert "--label 'a b'" in done.stderr and "Traceback" not in done.stderr
+
+
+# ---------------------------------------------------------------- a real browser
+
+CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--window-size=1200,800", "--remote-debugging-port=0")
+
+
+class DevTools:
+    """One page of a headless Chromium, driven over the DevTools protocol (its WebSocket)."""
+
+    def __init__(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        self.ws = ws
+        self.events: list[dict[str, Any]] = []
+        self._ids = itertools.count(1)
+        self._waiting: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._reader = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        async for msg in self.ws:
+            data = json.loads(msg.data)
+            if "id" in data and data["id"] in self._waiting:
+                self._waiting.pop(data["id"]).set_result(data)
+            else:
+                self.events.append(data)
+
+    async def send(self, method: str, **params: Any) -> dict[str, Any]:
+        n = next(self._ids)
+        self._waiting[n] = asyncio.get_running_loop().create_future()
+        await self.ws.send_json({"id": n, "method": method, "params": params})
+        answer = await asyncio.wait_for(self._waiting[n], 60)
+        assert "error" not in answer, (method, answer)
+        return answer.get("result", {})
+
+    async def evaluate(self, expression: str) -> Any:
+        return (await self.send("Runtime.evaluate", expression=expression, returnByValue=True))["result"].get("value")
+
+    async def screenshot(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(base64.b64decode((await self.send("Page.captureScreenshot", format="png"))["data"]))
+
+    async def press(self, key: str) -> None:
+        await self.send("Input.dispatchKeyEvent", type="keyDown", key=key, text=key)
+        await self.send("Input.dispatchKeyEvent", type="keyUp", key=key)
+
+
+@contextmanager
+def chromium(tmp_path: Path) -> Iterator[str]:
+    """A fresh headless Chromium: yields its first page's DevTools WebSocket address."""
+    binary = shutil.which("chromium")
+    if binary is None:
+        pytest.skip("chromium is not installed (scripts/test installs Debian's package)")
+    proc = subprocess.Popen([binary, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'chromium'}", "about:blank"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if found := re.search(r"DevTools listening on ws://([^/]+)/", line):
+                break
+        else:
+            raise AssertionError("chromium ended before opening DevTools")
+        targets = json.loads(urllib.request.urlopen(f"http://{found.group(1)}/json/list", timeout=30).read())
+        yield next(t["webSocketDebuggerUrl"] for t in targets if t["type"] == "page")
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def artifacts_dir(tmp_path: Path) -> Path:
+    """PILOTHOUSE_TEST_ARTIFACTS (scripts/test sets it) keeps screenshots past the run."""
+    kept = os.environ.get("PILOTHOUSE_TEST_ARTIFACTS")
+    return Path(kept) / "serve" if kept else tmp_path / "artifacts"
+
+
+@pytest.mark.slow
+def test_a_real_browser_answers_a_problem_by_keys_and_asks_nothing_off_loopback(cockpit_repo, tmp_path) -> None:
+    shots = artifacts_dir(tmp_path)
+
+    async def drive(page_ws: str, address: str, token: str) -> list[str]:
+        async with aiohttp.ClientSession() as s, s.ws_connect(page_ws, max_msg_size=0) as ws:
+            tools = DevTools(ws)
+            for domain in ("Network", "Page", "Runtime"):
+                await tools.send(f"{domain}.enable")
+            await tools.send("Page.navigate", url=f"http://{address}/?token={token}")
+            ready = ("document.title + '|' + document.body.classList.contains('-first-byte') + '|' + "
+                     "(document.activeElement ? document.activeElement.className : '')")
+            state = ""
+            for _ in range(600):
+                state = str(await tools.evaluate(ready))
+                if "|true|" in state and "xterm-helper-textarea" in state:
+                    break
+                await asyncio.sleep(0.1)
+            await tools.screenshot(shots / "drawn.png")
+            assert state.startswith("pilothouse · calendar|true|"), f"never drawn: {state}"
+            assert "xterm-helper-textarea" in state, "the terminal is not focused on load"
+            for _ in range(12):  # keys the cockpit reads before its first poll can be lost: ask again
+                for key in ("4", "r"):
+                    await tools.press(key)
+                for _ in range(50):
+                    if replies(cockpit_repo):
+                        break
+                    await asyncio.sleep(0.1)
+                if replies(cockpit_repo):
+                    break
+            await asyncio.sleep(1)  # the cockpit draws the answer's event
+            await tools.screenshot(shots / "answered.png")
+            asked = [e["params"]["request"]["url"] for e in tools.events if e.get("method") == "Network.requestWillBeSent"]
+            asked += [e["params"]["url"] for e in tools.events if e.get("method") == "Network.webSocketCreated"]
+            return asked
+
+    with served(cockpit_repo, "--port", "0", "--label", "owner") as (address, token), chromium(tmp_path) as page:
+        asked = asyncio.run(drive(page, address, token))
+    row = replies(cockpit_repo)[0]
+    assert (row["code"], row["reply"]) == ("KTRWMB", "retry")
+    assert row["who"].startswith("owner@browser-")
+    assert any(u.startswith("ws://") for u in asked), asked
+    off = [u for u in asked if urllib.parse.urlsplit(u).hostname != "127.0.0.1" and not u.startswith(("data:", "blob:"))]
+    assert not off, f"the page asked beyond loopback: {off}"
+    assert (shots / "drawn.png").stat().st_size > 0 and (shots / "answered.png").stat().st_size > 0

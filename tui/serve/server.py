@@ -15,13 +15,13 @@ import os
 import secrets
 import shlex
 import signal
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from string import Template
 from typing import Any
 
 from aiohttp import WSMsgType, web
+from pilothouse.providers.hostpython import host_env, python_argv
 from pilothouse.tui.serve.guard import LOOPBACK_NAMES, Guard
 from textual_serve.app_service import AppService
 from textual_serve.server import Server
@@ -49,14 +49,14 @@ class _Session(AppService):
         self.who = who
 
     def _build_environment(self, width: int = 80, height: int = 24) -> dict[str, str]:
-        env = super()._build_environment(width, height)
+        env = host_env(super()._build_environment(width, height))
         env["PILOTHOUSE_WHO"] = self.who
         return env
 
 
 class CockpitServer(Server):
     def __init__(self, options: ServeOptions, token: str) -> None:
-        command = shlex.join([sys.executable, "-m", "pilothouse", "view", str(options.repo)])
+        command = shlex.join(python_argv("-m", "pilothouse", "view", str(options.repo)))
         super().__init__(command, host=options.host, port=options.port, title=f"pilothouse · {options.repo.name}")
         self.options = options
         extra = frozenset() if options.host in LOOPBACK_NAMES else frozenset({options.host.lower()})
