@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import sqlite3
 import stat
 import subprocess
@@ -198,6 +199,17 @@ def test_a_bad_label_is_one_line_naming_the_option(cockpit_repo) -> None:
     assert done.returncode != 0
     assert "--label 'a b'" in done.stderr and "Traceback" not in done.stderr
 
+
+
+def test_a_taken_port_is_one_line_naming_it(cockpit_repo) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run([sys.executable, "-m", "pilothouse", "serve", str(cockpit_repo.root), "--port",
+                               str(port)], capture_output=True, text=True, env=dict(os.environ), timeout=60)
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert f"cannot listen on 127.0.0.1:{port}" in done.stderr and "--port" in done.stderr
 
 # ---------------------------------------------------------------- a real browser
 
