@@ -5,6 +5,7 @@ own message, which names what would fit instead."""
 from __future__ import annotations
 
 import getpass
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +20,10 @@ _DASHBOARD_ONLY = {"reply", "new_job", "edit_job", "abort_run", "supervisor"}
 
 
 def who() -> str:
+    # `pilothouse serve` names each browser session in its cockpit's environment
+    served = os.environ.get("PILOTHOUSE_WHO", "").strip()
+    if served:
+        return served[:80]
     try:
         return f"{getpass.getuser()}@cockpit"
     except Exception:  # noqa: BLE001 - no passwd entry in a container

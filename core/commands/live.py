@@ -90,7 +90,8 @@ def _describe_known(ev: dict[str, Any]) -> str:
     if t.startswith("problem."):
         parts = [str(d[k]) for k in ("code", "kind") if d.get(k)]
         if d.get("reply"):
-            parts.append(f"reply {d['reply']}" + (f" {_short(d['words'], 60)}" if d.get("words") else ""))
+            parts.append(f"reply {d['reply']}" + (f" {_short(d['words'], 60)}" if d.get("words") else "")
+                         + (f" by {d['who']}" if d.get("who") else ""))
         if d.get("summary"):
             parts.append(_short(d["summary"], 100))
         if d.get("replies"):

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 def register(sub: Any) -> None:
     p = sub.add_parser("view", help="open the cockpit (also: pilothouse with no command)",
                        description="Open the terminal cockpit on a repository. Works over SSH in 80x24; "
-                       "`textual serve \"pilothouse view\"` serves it to a browser.")
+                       "`pilothouse serve` serves it to a browser.")
     p.add_argument("repo", nargs="?", metavar="REPO", help="repository path or registered name")
     p.set_defaults(func=_view)
 

@@ -1,73 +1,335 @@
-"""`textual serve -c "pilothouse view"`: the page answers on loopback and a browser's websocket gets
-the cockpit drawn (the app really starts in the served process), then `q` ends it."""
+"""`pilothouse serve`: a real served process on loopback (and on a Unix socket) refuses every
+request without the printed token, a foreign Host, a foreign Origin and a session past the cap; a
+session that passes gets the cockpit drawn, and its answer is recorded under the session's name."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import itertools
+import json
 import os
+import re
+import shutil
+import signal
 import socket
+import sqlite3
+import stat
 import subprocess
 import sys
-import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
+import aiohttp
 import pytest
+from pilothouse.core.records.layout import RepoLayout
 
-pytest.importorskip("textual_dev")  # a dev dependency (pyproject [dev]): provides `textual serve`
-aiohttp = pytest.importorskip("aiohttp")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+CLOSING = (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED, aiohttp.WSMsgType.CLOSING)
 
 
-def test_textual_serve_serves_the_cockpit(cockpit_repo, tmp_path: Path) -> None:
-    textual = Path(sys.executable).with_name("textual")
-    port = free_port()
-    command = f"{sys.executable} -m pilothouse view {cockpit_repo.root}"
-    server = subprocess.Popen([str(textual), "serve", "-c", "--host", "127.0.0.1", "--port", str(port), command],
-                              cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              env=dict(os.environ), start_new_session=True)
+@contextmanager
+def served(repo: RepoLayout, *args: str) -> Iterator[tuple[str, str]]:
+    """`pilothouse serve REPO --port 0 ARGS` running: yields (the address printed, its token)."""
+    proc = subprocess.Popen([sys.executable, "-m", "pilothouse", "serve", str(repo.root), *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=dict(os.environ), start_new_session=True)
     try:
-        asyncio.run(_browse(port))
+        assert proc.stdout is not None
+        printed = proc.stdout.readline()
+        found = re.search(r"open http://(\S+?)/\?token=(\S+)|listening on (\S+) ", printed)
+        assert found, f"serve printed no address: {printed!r}"
+        if found.group(3):  # socket mode: the tunnel command, then the URL through it
+            printed += proc.stdout.readline() + proc.stdout.readline()
+            address, token = found.group(3), re.search(r"token=(\S+)", printed).group(1)
+        else:
+            address, token = found.group(1), found.group(2)
+        yield address, token
     finally:
-        server.terminate()
+        proc.terminate()
         try:
-            server.wait(timeout=10)
+            proc.wait(timeout=15)
         except subprocess.TimeoutExpired:
-            server.kill()
+            proc.kill()
+            proc.wait()
 
 
-async def _browse(port: int) -> None:
-    base = f"http://127.0.0.1:{port}"
-    async with aiohttp.ClientSession() as session:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                async with session.get(base + "/") as resp:
-                    page = await resp.text()
-                    assert resp.status == 200
+def replies(layout: RepoLayout) -> list[sqlite3.Row]:
+    conn = sqlite3.connect(layout.state_db)
+    conn.row_factory = sqlite3.Row
+    try:
+        return conn.execute("SELECT * FROM replies ORDER BY id").fetchall()
+    finally:
+        conn.close()
+
+
+async def read_screen(ws: aiohttp.ClientWebSocketResponse, *words: str, timeout: float = 60) -> str:
+    screen = ""
+
+    async def collect() -> None:
+        nonlocal screen
+        while not all(w in screen for w in words):
+            msg = await ws.receive()
+            if msg.type == aiohttp.WSMsgType.BINARY:
+                screen += msg.data.decode("utf-8", "replace")
+            elif msg.type in CLOSING:
+                raise AssertionError(f"the session ended before drawing {words}: {screen[-300:]!r}")
+
+    await asyncio.wait_for(collect(), timeout)
+    return screen
+
+
+async def status(session: aiohttp.ClientSession, url: str, **kw: object) -> int:
+    async with session.get(url, allow_redirects=False, **kw) as resp:  # type: ignore[arg-type]
+        return resp.status
+
+
+def test_every_request_without_the_token_is_refused(cockpit_repo) -> None:
+    async def check(base: str, token: str) -> None:
+        # unsafe: keep cookies of an IP-address host, as a browser does
+        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as s:
+            assert await status(s, base + "/") == 403
+            assert await status(s, base + "/static/js/textual.js") == 403
+            assert await status(s, base + "/?token=" + token[:-2] + "xx") == 403
+            with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+                await s.ws_connect(base.replace("http", "ws") + "/ws")
+            assert refused.value.status == 403
+            with pytest.raises(aiohttp.WSServerHandshakeError) as wrong:
+                await s.ws_connect(base.replace("http", "ws") + "/ws?token=not-the-token")
+            assert wrong.value.status == 403
+            # the token once: a cookie, the address bar cleaned, then the page and its assets
+            async with s.get(base + "/?token=" + token, allow_redirects=False) as resp:
+                assert resp.status == 303 and resp.headers["Location"] == "./"
+            async with s.get(base + "/") as resp:
+                page = await resp.text()
+                assert resp.status == 200
+            assert await status(s, base + "/static/js/textual.js") == 200
+        assert "<title>pilothouse · calendar</title>" in page
+        assert "://" not in page, "the page names no absolute address: a tunnel on any port works"
+
+    with served(cockpit_repo, "--port", "0") as (address, token):
+        asyncio.run(check("http://" + address, token))
+
+
+def test_foreign_host_and_foreign_origin_are_refused(cockpit_repo) -> None:
+    async def check(address: str, token: str) -> None:
+        port = address.rsplit(":", 1)[1]
+        ws_url = f"ws://{address}/ws?token={token}"
+        async with aiohttp.ClientSession() as s:
+            # a rebinding DNS name reaches the same socket, but carries its own Host
+            assert await status(s, f"http://{address}/?token={token}",
+                                headers={"Host": f"evil.example:{port}"}) == 403
+            with pytest.raises(aiohttp.WSServerHandshakeError) as host:
+                await s.ws_connect(ws_url, headers={"Host": f"evil.example:{port}"})
+            assert host.value.status == 403
+            # a page on another local port holds the owner's cookie, but not the owner's origin
+            for origin in ("http://evil.example", f"http://localhost:{int(port) + 1}", "null"):
+                with pytest.raises(aiohttp.WSServerHandshakeError) as foreign:
+                    await s.ws_connect(ws_url, origin=origin)
+                assert foreign.value.status == 403, origin
+            # a tunnel's other port is fine: what counts is that Origin and Host agree
+            async with s.ws_connect(f"ws://{address}/ws?token={token}&width=80&height=24",
+                                    origin=f"http://{address}") as ws:
+                await read_screen(ws, "Jobs")
+
+    with served(cockpit_repo, "--port", "0") as (address, token):
+        asyncio.run(check(address, token))
+
+
+def test_a_session_past_the_cap_is_refused_and_answers_carry_the_session_name(cockpit_repo) -> None:
+    async def check(address: str, token: str) -> None:
+        url = f"ws://{address}/ws?token={token}&width=100&height=30"
+        async with aiohttp.ClientSession() as s, s.ws_connect(url) as first:
+            await read_screen(first, "Jobs", "Problems", "calendar")
+            with pytest.raises(aiohttp.WSServerHandshakeError) as capped:
+                await s.ws_connect(url)
+            assert capped.value.status == 503
+            for key in ("4", "r"):  # focus the problems panel, retry the problem
+                await first.send_json(["stdin", key])
+            for _ in range(600):
+                if replies(cockpit_repo):
                     break
-            except aiohttp.ClientConnectionError:
-                assert time.monotonic() < deadline, "textual serve never answered"
-                await asyncio.sleep(0.2)
-        assert "textual" in page.lower() and "/ws" in page
-        async with session.ws_connect(f"ws://127.0.0.1:{port}/ws?width=100&height=30") as ws:
-            screen = ""
-            while "Jobs" not in screen or "Problems" not in screen:
-                msg = await asyncio.wait_for(ws.receive(), timeout=max(1.0, deadline - time.monotonic()))
-                if msg.type == aiohttp.WSMsgType.BINARY:
-                    screen += msg.data.decode("utf-8", "replace")
-                elif msg.type == aiohttp.WSMsgType.TEXT:
-                    screen += msg.data
-                else:
-                    raise AssertionError(f"websocket ended early: {msg.type}")
-            assert "calendar" in screen  # the repository served
-            await ws.send_json(["stdin", "q"])
-            closing = (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED, aiohttp.WSMsgType.CLOSING)
-            while True:  # the app quits, so the server closes the socket
-                msg = await asyncio.wait_for(ws.receive(), timeout=20)
-                if msg.type in closing:
+                await asyncio.sleep(0.1)
+        row = replies(cockpit_repo)[0]
+        assert (row["code"], row["reply"]) == ("KTRWMB", "retry")
+        assert re.fullmatch(r"alice@browser-[0-9a-f]{6}", row["who"]), row["who"]
+
+    with served(cockpit_repo, "--port", "0", "--max-sessions", "1", "--label", "alice") as (address, token):
+        asyncio.run(check(address, token))
+    why = subprocess.run([sys.executable, "-m", "pilothouse", "why", "calendar-ui"], cwd=cockpit_repo.root,
+                         capture_output=True, text=True, env=dict(os.environ))
+    assert re.search(r"reply retry by alice@browser-[0-9a-f]{6}", why.stdout), why.stdout + why.stderr
+
+
+def test_an_idle_session_is_ended(cockpit_repo) -> None:
+    async def check(address: str, token: str) -> None:
+        async with aiohttp.ClientSession() as s, s.ws_connect(f"ws://{address}/ws?token={token}") as ws:
+            while True:
+                msg = await asyncio.wait_for(ws.receive(), 60)
+                if msg.type in CLOSING:
                     break
+            assert ws.close_code == 4000
+
+    with served(cockpit_repo, "--port", "0", "--idle-timeout", "1") as (address, token):
+        asyncio.run(check(address, token))
+
+
+def test_unix_socket_mode_is_owner_only_and_still_wants_the_token(cockpit_repo, tmp_path: Path) -> None:
+    sock = tmp_path / "cockpit.sock"
+
+    async def check(token: str) -> None:
+        connector = aiohttp.UnixConnector(path=str(sock))
+        async with aiohttp.ClientSession(connector=connector) as s:
+            assert await status(s, "http://localhost:8600/") == 403
+            assert await status(s, f"http://localhost:8600/?token={token}") == 303
+
+    with served(cockpit_repo, "--socket", str(sock)) as (address, token):
+        assert address == str(sock)
+        assert stat.S_IMODE(sock.stat().st_mode) == 0o600
+        asyncio.run(check(token))
+    assert not sock.exists()
+
+
+def test_a_bad_label_is_one_line_naming_the_option(cockpit_repo) -> None:
+    done = subprocess.run([sys.executable, "-m", "pilothouse", "serve", str(cockpit_repo.root), "--label", "a b"],
+                          capture_output=True, text=True, env=dict(os.environ), timeout=60)
+    assert done.returncode != 0
+    assert "--label 'a b'" in done.stderr and "Traceback" not in done.stderr
+
+
+
+def test_a_taken_port_is_one_line_naming_it(cockpit_repo) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run([sys.executable, "-m", "pilothouse", "serve", str(cockpit_repo.root), "--port",
+                               str(port)], capture_output=True, text=True, env=dict(os.environ), timeout=60)
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert f"cannot listen on 127.0.0.1:{port}" in done.stderr and "--port" in done.stderr
+
+# ---------------------------------------------------------------- a real browser
+
+CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--window-size=1200,800", "--remote-debugging-port=0")
+
+
+class DevTools:
+    """One page of a headless Chromium, driven over the DevTools protocol (its WebSocket)."""
+
+    def __init__(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        self.ws = ws
+        self.events: list[dict[str, Any]] = []
+        self._ids = itertools.count(1)
+        self._waiting: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._reader = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        async for msg in self.ws:
+            data = json.loads(msg.data)
+            if "id" in data and data["id"] in self._waiting:
+                self._waiting.pop(data["id"]).set_result(data)
+            else:
+                self.events.append(data)
+
+    async def send(self, method: str, **params: Any) -> dict[str, Any]:
+        n = next(self._ids)
+        self._waiting[n] = asyncio.get_running_loop().create_future()
+        await self.ws.send_json({"id": n, "method": method, "params": params})
+        answer = await asyncio.wait_for(self._waiting[n], 60)
+        assert "error" not in answer, (method, answer)
+        return answer.get("result", {})
+
+    async def evaluate(self, expression: str) -> Any:
+        return (await self.send("Runtime.evaluate", expression=expression, returnByValue=True))["result"].get("value")
+
+    async def screenshot(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(base64.b64decode((await self.send("Page.captureScreenshot", format="png"))["data"]))
+
+    async def press(self, key: str) -> None:
+        await self.send("Input.dispatchKeyEvent", type="keyDown", key=key, text=key)
+        await self.send("Input.dispatchKeyEvent", type="keyUp", key=key)
+
+
+@contextmanager
+def chromium(tmp_path: Path) -> Iterator[str]:
+    """A fresh headless Chromium: yields its first page's DevTools WebSocket address."""
+    binary = shutil.which("chromium")
+    if binary is None:
+        pytest.skip("chromium is not installed (scripts/test installs Debian's package)")
+    proc = subprocess.Popen([binary, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'chromium'}", "about:blank"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if found := re.search(r"DevTools listening on ws://([^/]+)/", line):
+                break
+        else:
+            raise AssertionError("chromium ended before opening DevTools")
+        targets = json.loads(urllib.request.urlopen(f"http://{found.group(1)}/json/list", timeout=30).read())
+        yield next(t["webSocketDebuggerUrl"] for t in targets if t["type"] == "page")
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def artifacts_dir(tmp_path: Path) -> Path:
+    """PILOTHOUSE_TEST_ARTIFACTS (scripts/test sets it) keeps screenshots past the run."""
+    kept = os.environ.get("PILOTHOUSE_TEST_ARTIFACTS")
+    return Path(kept) / "serve" if kept else tmp_path / "artifacts"
+
+
+@pytest.mark.slow
+def test_a_real_browser_answers_a_problem_by_keys_and_asks_nothing_off_loopback(cockpit_repo, tmp_path) -> None:
+    shots = artifacts_dir(tmp_path)
+
+    async def drive(page_ws: str, address: str, token: str) -> list[str]:
+        async with aiohttp.ClientSession() as s, s.ws_connect(page_ws, max_msg_size=0) as ws:
+            tools = DevTools(ws)
+            for domain in ("Network", "Page", "Runtime"):
+                await tools.send(f"{domain}.enable")
+            await tools.send("Page.navigate", url=f"http://{address}/?token={token}")
+            ready = ("document.title + '|' + document.body.classList.contains('-first-byte') + '|' + "
+                     "(document.activeElement ? document.activeElement.className : '')")
+            state = ""
+            for _ in range(600):
+                state = str(await tools.evaluate(ready))
+                if "|true|" in state and "xterm-helper-textarea" in state:
+                    break
+                await asyncio.sleep(0.1)
+            await tools.screenshot(shots / "drawn.png")
+            assert state.startswith("pilothouse · calendar|true|"), f"never drawn: {state}"
+            assert "xterm-helper-textarea" in state, "the terminal is not focused on load"
+            for _ in range(12):  # keys the cockpit reads before its first poll can be lost: ask again
+                for key in ("4", "r"):
+                    await tools.press(key)
+                for _ in range(50):
+                    if replies(cockpit_repo):
+                        break
+                    await asyncio.sleep(0.1)
+                if replies(cockpit_repo):
+                    break
+            await asyncio.sleep(1)  # the cockpit draws the answer's event
+            await tools.screenshot(shots / "answered.png")
+            asked = [e["params"]["request"]["url"] for e in tools.events if e.get("method") == "Network.requestWillBeSent"]
+            asked += [e["params"]["url"] for e in tools.events if e.get("method") == "Network.webSocketCreated"]
+            return asked
+
+    with served(cockpit_repo, "--port", "0", "--label", "owner") as (address, token), chromium(tmp_path) as page:
+        asked = asyncio.run(drive(page, address, token))
+    row = replies(cockpit_repo)[0]
+    assert (row["code"], row["reply"]) == ("KTRWMB", "retry")
+    assert row["who"].startswith("owner@browser-")
+    assert any(u.startswith("ws://") for u in asked), asked
+    off = [u for u in asked if urllib.parse.urlsplit(u).hostname != "127.0.0.1" and not u.startswith(("data:", "blob:"))]
+    assert not off, f"the page asked beyond loopback: {off}"
+    assert (shots / "drawn.png").stat().st_size > 0 and (shots / "answered.png").stat().st_size > 0
