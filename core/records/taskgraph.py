@@ -24,6 +24,13 @@ ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 FILE = ".ai/tasks.yaml"
 
 
+def _q(value: object) -> str:
+    """A name from the file, quoted for a one-line message: a newline or other control character
+    in it is shown escaped, never printed."""
+    text = str(value)
+    return f"'{text}'" if text.isprintable() else repr(text)
+
+
 class ExpectedPaths(BaseModel):
     model_config = ConfigDict(extra="forbid")
     read: list[str] = Field(default_factory=list)
@@ -102,7 +109,7 @@ def _path_problem(p: Any) -> str | None:
 
 def _entry_errors(entry: dict[str, Any], tid: str, project: ProjectConfig) -> tuple[list[str], TaskDef | None]:
     errors: list[str] = []
-    where = f"task '{tid}'"
+    where = f"task {_q(tid)}"
     for key in entry:
         if key not in _KNOWN:
             errors.append(f"{where}: unknown key '{key}': remove it (known keys: {', '.join(_KNOWN)})")
@@ -150,7 +157,7 @@ def _entry_errors(entry: dict[str, Any], tid: str, project: ProjectConfig) -> tu
         errors.append(f"{where}: model_assignment: '{task.model_assignment}' is not in "
                       f"model_policy.assignments ({known}): use one of those or drop the field")
     if tid in task.depends_on:
-        errors.append(f"{where}: depends_on: a task cannot depend on itself: remove '{tid}'")
+        errors.append(f"{where}: depends_on: a task cannot depend on itself: remove {_q(tid)}")
     return errors, task
 
 
@@ -203,19 +210,19 @@ def validate_tasks(entries: Sequence[Any], project: ProjectConfig, existing: Ite
                           "'-', '_' or '.', starting with a letter or digit")
             continue
         if problem := _branch_problem(tid):
-            errors.append(f"task '{tid}': id cannot be part of a git branch name ({problem}; "
+            errors.append(f"task {_q(tid)}: id cannot be part of a git branch name ({problem}; "
                           "no '..', no trailing '.', no '.lock'): rename it")
             continue
         entry = dict(entry)
         if job is not None:
             if entry.get("job_id") not in (None, job):
-                errors.append(f"task '{tid}': job_id: '{entry['job_id']}' but these tasks are for job "
+                errors.append(f"task {_q(tid)}: job_id: {_q(entry['job_id'])} but these tasks are for job "
                               f"'{job}': drop the field or use '{job}'")
                 continue
             entry["job_id"] = job
         key = (str(entry.get("job_id")), tid)
         if key in seen:
-            errors.append(f"task '{tid}': id: defined twice: give each task its own id")
+            errors.append(f"task {_q(tid)}: id: defined twice: give each task its own id")
             continue
         seen.add(key)
         errs, task = _entry_errors(entry, tid, project)
@@ -236,13 +243,13 @@ def validate_tasks(entries: Sequence[Any], project: ProjectConfig, existing: Ite
     for jid, tid, deps in [*((t.job_id, t.id, t.depends_on) for t in tasks), *broken]:
         for dep in deps:
             if dep != tid and dep not in by_job.get(jid, set()):
-                errors.append(f"task '{tid}': depends_on: unknown task '{dep}' in job '{jid}': define it "
+                errors.append(f"task {_q(tid)}: depends_on: unknown task {_q(dep)} in job {_q(jid)}: define it "
                               "or remove the dependency")
     for jid in sorted({t.job_id for t in tasks}):
         graph = {t.id: list(t.depends_on) for t in [*kept, *tasks] if t.job_id == jid}
         cycle = find_cycle(graph)
         if cycle:
-            errors.append(f"task '{cycle[0]}': depends_on: dependency cycle {' -> '.join(cycle)}: "
+            errors.append(f"task {_q(cycle[0])}: depends_on: dependency cycle {' -> '.join(t if str(t).isprintable() else repr(t) for t in cycle)}: "
                           "break it by removing one of these dependencies")
     if errors:
         raise TaskGraphError(errors)
@@ -280,7 +287,7 @@ def load_tasks(layout: RepoLayout, job: str | None = None) -> list[TaskDef]:
         except ValidationError as exc:
             err = exc.errors()[0]
             field = ".".join(str(x) for x in err["loc"])
-            raise UserError(f"{FILE}: task '{entry.get('id', f'#{i + 1}')}': {field}: {err['msg']}: fix the "
+            raise UserError(f"{FILE}: task {_q(entry.get('id', f'#{i + 1}'))}: {field}: {err['msg']}: fix the "
                             "entry (or re-run `task define`)") from None
     return out
 
