@@ -136,3 +136,10 @@ def test_a_cycle_through_thousands_of_tasks_is_found_without_recursion() -> None
     graph[f"t{n}"] = ["t0"]
     cycle = find_cycle(graph)
     assert cycle is not None and cycle[0] == cycle[-1] == "t0" and len(cycle) == n + 2
+
+
+def test_a_control_character_in_a_task_name_stays_escaped_in_one_line() -> None:
+    errs = errors_of([t("a\nb"), t("c", depends_on=["x\ny"])])
+    assert errs and all("\n" not in e for e in errs), errs
+    assert any("id: 'a\\nb' is not a valid id" in e for e in errs)
+    assert any("unknown task 'x\\ny'" in e for e in errs)
