@@ -297,7 +297,8 @@ def gate_done(sup: Supervisor, job: str, tid: str, level: str, res: Any, exc: Ba
     tail = str(gate.get("output_tail") or "")[-1500:]
     sup.events.append("gate.finished", job=job, task=tid, data={
         "level": level, "passed": bool(gate.get("passed")), "where": "worktree", "reason": gate.get("reason"),
-        "output_tail": tail, "exit_code": gate.get("exit_code"), "duration_s": gate.get("duration_s")})
+        "output_tail": tail, "exit_code": gate.get("exit_code"), "duration_s": gate.get("duration_s"),
+        "counts": gate.get("counts")})
     d = stops.after_gate(gate, counters(r))
     if d.action == stops.PROCEED:
         sup.store.update_task(job, tid, counters=d.counters)

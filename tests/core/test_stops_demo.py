@@ -91,7 +91,10 @@ def test_gate_fails_twice_then_retry_after_the_fix_merges(demo: Demo) -> None:
     # automatic retry first: exactly one builder resume with the gate's output, then the stop
     builders = [e for e in demo.events("run.started") if e["data"]["role"] == "builder"]
     assert [e["data"]["mode"] for e in builders] == ["code", "resume"]
-    assert sum(1 for e in demo.events("gate.finished") if not e["data"]["passed"]) == 2
+    failed = [e["data"]["counts"] for e in demo.events("gate.finished") if not e["data"]["passed"]]
+    assert len(failed) == 2
+    # the gate knows what it measured: pytest's JUnit report, the failing test among those collected
+    assert all(c["source"] == "junit" and c["failed"] == 1 and c["collected"] > 1 for c in failed), failed
     # the operator fixes the cause in the task's worktree, then retries the stopped step (the gate)
     wt = Path(p["evidence"].get("worktree") or demo.tasks()["add-slugify"]["worktree"])
     (wt / "textkit/slugify.py").write_text(
