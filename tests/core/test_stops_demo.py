@@ -249,3 +249,38 @@ def test_budget_stops_new_launches_until_the_cap_is_raised(demo: Demo) -> None:
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     assert demo.tasks()["export-api"]["state"] == "done"
     assert json.loads(demo.cli("problem", "list", "--json").stdout) == []
+
+
+def test_weakened_gates_stop_each_task_and_honest_fixes_merge(demo: Demo) -> None:
+    out = demo.start("gate-weakened")
+    open_: list[dict[str, Any]] = []
+    for _ in range(5):  # the four stops come as their gates finish; the job waits once all four are in
+        assert out.returncode == 3, out.stdout[-3000:] + out.stderr[-2000:]
+        open_ = demo.problems()
+        if len(open_) == 4:
+            break
+        out = demo.wait()
+    by_task = {p["task"]: p for p in open_}
+    assert {p["kind"] for p in open_} == {"gate_weakened"} and len(by_task) == 4, [p["summary"] for p in open_]
+    kinds = {t: {w["kind"] for w in p["evidence"]["weakened"]} for t, p in by_task.items()}
+    # (a) a skip added to the failing test (after its automatic retry), and the count shows it
+    assert kinds["add-title"] == {"skip_added", "more_skipped"}
+    assert by_task["add-title"]["evidence"]["base_counts"]["collected"] == 2
+    # (b) a test file the repository had, deleted: fewer tests than the same gate on the base
+    assert kinds["add-squash"] == {"test_deleted", "fewer_tests"}
+    # (c) assertions removed, though the path was declared: a declared path needs a stated reason
+    assert kinds["doc-spaces"] == {"assertions_removed"}
+    # (d) pytest's settings relaxed (and the deselected test is one fewer collected)
+    assert kinds["add-words"] >= {"settings_changed"}
+    assert "tests/test_spaces.py" in by_task["add-squash"]["summary"]
+    assert by_task["add-title"]["replies"] == ["hint", "accept", "skip", "plan"]
+    for p in open_:
+        demo.act(p["code"], "hint", "make the gate pass by fixing the code; restore the tests and settings")
+    _accepted(demo)
+    assert all(t["state"] == "done" for t in demo.tasks().values())
+    # nothing weakened reached the integration branch
+    merged = "pilothouse/integration"
+    assert "skip" not in demo.git("show", f"{merged}:tests/test_title.py")
+    assert demo.git("show", f"{merged}:tests/test_spaces.py").count("assertEqual") == 2
+    assert "not hyphens" not in demo.git("show", f"{merged}:pyproject.toml")
+    assert "return text.replace" in demo.git("show", f"{merged}:textkit/words.py")
