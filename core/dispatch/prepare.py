@@ -109,6 +109,9 @@ def _project_settings(workdir: Path) -> dict[str, Any]:
             protected = gates.get("protected") if isinstance(gates, dict) else None
             if isinstance(protected, list):
                 out["protected"] = [str(g) for g in protected]
+            holdout = gates.get("holdout") if isinstance(gates, dict) else None
+            if isinstance(holdout, str):
+                out["holdout"] = holdout
             return out
         if (d / ".git").exists():
             break

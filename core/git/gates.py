@@ -65,6 +65,8 @@ class GateResult:
     not_installed: bool = False
     # what the gate measured (gate_counts.TestCounts.to_dict()); None when no runner output was read
     counts: dict[str, Any] | None = None
+    # the gate run again with the holdout tests (core/git/holdout.py): {passed, counts}, no output
+    holdout: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -345,8 +347,13 @@ def run_gate(project: ProjectConfig, level: str, cwd: Path | str, timeout: float
         known = ", ".join(sorted(project.gates))
         return GateResult(level, "", False, None, "", 0.0,
                           reason=f"gate '{level}' is not defined in .ai/project.yaml (defined: {known})")
-    return run_command(command, cwd, level=level, timeout=timeout, env=env, on_start=on_start,
-                       settings=settings_of(project))
+    res = run_command(command, cwd, level=level, timeout=timeout, env=env, on_start=on_start,
+                      settings=settings_of(project))
+    if res.passed and project.holdout:
+        from pilothouse.core.git.holdout import run_holdout
+
+        res = run_holdout(project, level, Path(cwd), res, timeout=timeout, env=env, on_start=on_start)
+    return res
 
 
 def kill_orphan_gate(pgid: int, cwd: Path | str) -> bool:

@@ -151,6 +151,13 @@ class ProjectConfig(_Strict):
                 raise ValueError(f"gates.protected: {g!r} must be a glob inside the repository (say tests/**)")
         return v
 
+    @field_validator("holdout")
+    @classmethod
+    def _holdout(cls, v: str | None) -> str | None:
+        if v is not None and (not v.strip() or v.startswith("/") or ".." in Path(v).parts or v.strip("/") in ("", ".")):
+            raise ValueError(f"gates.holdout: {v!r} must be a folder inside the main checkout (say .holdout)")
+        return v.strip("/") if v else v
+
     @field_validator("confinement", mode="before")
     @classmethod
     def _yaml_booleans(cls, v: Any) -> Any:

@@ -87,3 +87,14 @@ def protected_paths(spec: RunSpec, workdir: Path) -> list[Path]:
             if real(p) == workdir / p.relative_to(workdir):  # no link on the way
                 out.append(p)
     return out
+
+
+def holdout_path(spec: RunSpec, main: Path | None) -> Path | None:
+    """`gates.holdout` (in the run's settings as `holdout`): the operator's folder of tests no worker
+    may read, in the main checkout; hidden in every sandbox, whatever its mode."""
+    raw = spec.extra.get("holdout")
+    if not isinstance(raw, str) or not raw.strip("/ ") or raw.startswith("/") or ".." in Path(raw).parts:
+        return None
+    base = main if main is not None else real(spec.workdir)
+    target = real(base / raw)
+    return target if within(target, base) and target.is_dir() else None
