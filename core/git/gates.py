@@ -352,7 +352,8 @@ def run_gate(project: ProjectConfig, level: str, cwd: Path | str, timeout: float
     if res.passed and project.holdout:
         from pilothouse.core.git.holdout import run_holdout
 
-        res = run_holdout(project, level, Path(cwd), res, timeout=timeout, env=env, on_start=on_start)
+        res = run_holdout(project, level, Path(cwd), res, lambda: run_command(
+            command, cwd, level=level, timeout=timeout, env=env, on_start=on_start, settings=settings_of(project)))
     return res
 
 

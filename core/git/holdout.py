@@ -12,8 +12,8 @@ from __future__ import annotations
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from pilothouse.core.git.gates import GateResult, run_command, settings_of
 from pilothouse.core.git.worktrees import git
 from pilothouse.core.records.project import ProjectConfig
 
@@ -33,9 +33,9 @@ def _counts_line(counts: dict | None) -> str:
         f" of {counts.get('collected', 0)}"
 
 
-def run_holdout(project: ProjectConfig, level: str, cwd: Path, res: GateResult, *, timeout: float,
-                env: dict[str, str] | None = None, on_start: Callable[[int], None] | None = None) -> GateResult:
-    """`res` (a gate that passed) judged again with the holdout tests in the tree."""
+def run_holdout(project: ProjectConfig, level: str, cwd: Path, res: Any, rerun: Callable[[], Any]) -> Any:
+    """`res` (gates.GateResult of a gate that passed) judged again with the holdout tests in the
+    tree; `rerun` runs the gate once more (gates.py calls this: a callable, not an import back)."""
     source = holdout_source(project, cwd)
     if source is None:
         return res
@@ -54,8 +54,7 @@ def run_holdout(project: ProjectConfig, level: str, cwd: Path, res: GateResult, 
     target = cwd / rel
     try:
         shutil.copytree(source, target, symlinks=True)
-        held = run_command(project.gates[level], cwd, level=level, timeout=timeout, env=env, on_start=on_start,
-                           settings=settings_of(project))
+        held = rerun()
     finally:
         shutil.rmtree(target, ignore_errors=True)
     res.holdout = {"passed": held.passed, "counts": held.counts}
