@@ -107,6 +107,14 @@ def _asserts(lines: list[str]) -> int:
     return sum(1 for ln in lines if _ASSERT.search(ln) and not _TRIVIAL.search(ln))
 
 
+def test_changes(cwd: str, base: str) -> list[str]:
+    """'A tests/test_x.py'-style lines: the test and test-settings files HEAD changed since `base`."""
+    since = git(cwd, "merge-base", base, "HEAD")
+    status = git(cwd, "diff", "--name-status", "--no-renames", "-z", since, "HEAD", strip=False).split("\0")
+    return [f"{st} {path}" for st, path in zip(status[0::2], status[1::2], strict=False)
+            if path and (is_test_file(path) or is_settings_file(path))]
+
+
 def count_delta(before: dict[str, Any] | None, after: dict[str, Any] | None) -> list[Weakening]:
     """Fewer tests collected, or more skipped or xfailed, than the same gate on the base."""
     if not before or not after:

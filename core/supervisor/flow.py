@@ -320,6 +320,8 @@ def gate_done(sup: Supervisor, job: str, tid: str, level: str, res: Any, exc: Ba
                   counters=d.counters)
         return
     if d.action == stops.PROCEED:
+        # what the reviewer reads first (launch.test_delta_text)
+        d.counters.update(gate_counts=gate.get("counts"), base_counts=base_counts, holdout=gate.get("holdout"))
         sup.store.update_task(job, tid, counters=d.counters)
         review.after_gate(sup, job, sup.store.task(job, tid))  # type: ignore[arg-type]
         return

@@ -251,7 +251,7 @@ def test_budget_stops_new_launches_until_the_cap_is_raised(demo: Demo) -> None:
     assert json.loads(demo.cli("problem", "list", "--json").stdout) == []
 
 
-def test_weakened_gates_stop_each_task_and_honest_fixes_merge(demo: Demo) -> None:
+def _four_weakened(demo: Demo) -> list[dict[str, Any]]:
     out = demo.start("gate-weakened")
     open_: list[dict[str, Any]] = []
     for _ in range(5):  # the four stops come as their gates finish; the job waits once all four are in
@@ -260,6 +260,11 @@ def test_weakened_gates_stop_each_task_and_honest_fixes_merge(demo: Demo) -> Non
         if len(open_) == 4:
             break
         out = demo.wait()
+    return open_
+
+
+def test_weakened_gates_stop_each_task_and_honest_fixes_merge(demo: Demo) -> None:
+    open_ = _four_weakened(demo)
     by_task = {p["task"]: p for p in open_}
     assert {p["kind"] for p in open_} == {"gate_weakened"} and len(by_task) == 4, [p["summary"] for p in open_]
     kinds = {t: {w["kind"] for w in p["evidence"]["weakened"]} for t, p in by_task.items()}
@@ -284,3 +289,16 @@ def test_weakened_gates_stop_each_task_and_honest_fixes_merge(demo: Demo) -> Non
     assert demo.git("show", f"{merged}:tests/test_spaces.py").count("assertEqual") == 2
     assert "not hyphens" not in demo.git("show", f"{merged}:pyproject.toml")
     assert "return text.replace" in demo.git("show", f"{merged}:textkit/words.py")
+
+
+def test_accepting_a_weakened_gate_is_the_operators_recorded_override(demo: Demo) -> None:
+    by_task = {p["task"]: p for p in _four_weakened(demo)}
+    demo.act(by_task["add-words"]["code"], "accept")
+    for task in ("add-title", "add-squash", "doc-spaces"):
+        demo.act(by_task[task]["code"], "hint", "fix the code; restore the tests")
+    _accepted(demo)
+    decided = [e["data"]["text"] for e in demo.events("job.decided")]
+    assert len(decided) == 1 and "accepted the weakened tests of task add-words" in decided[0], decided
+    assert by_task["add-words"]["code"] in decided[0]
+    # what the operator accepted is merged as it was: the relaxed setting, its builder not run again
+    assert "not hyphens" in demo.git("show", "pilothouse/integration:pyproject.toml")
