@@ -302,3 +302,20 @@ def test_accepting_a_weakened_gate_is_the_operators_recorded_override(demo: Demo
     assert by_task["add-words"]["code"] in decided[0]
     # what the operator accepted is merged as it was: the relaxed setting, its builder not run again
     assert "not hyphens" in demo.git("show", "pilothouse/integration:pyproject.toml")
+
+
+def test_writes_into_protected_paths_are_denied_in_the_sandbox_and_the_honest_work_merges(demo: Demo) -> None:
+    out = demo.start("gate-protected")
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    conn = sqlite3.connect(demo.root / ".ai/runtime/state.db")
+    try:
+        [verdict] = [json.loads(v) for (v,) in conn.execute(
+            "SELECT verdict FROM runs WHERE job='demo' AND role='builder'")]
+    finally:
+        conn.close()
+    # the tool write and the shell append both failed at the kernel, reported to the builder as denials
+    assert verdict["tool_errors"]["permission_denied"] == 2, verdict
+    merged = "pilothouse/integration"
+    assert "test_collapses_runs" in demo.git("show", f"{merged}:tests/test_spaces.py")
+    assert "not_spaces" not in demo.git("show", f"{merged}:pyproject.toml")
+    assert "PNG" in demo.git("show", f"{merged}:tests/test_initials.py")
