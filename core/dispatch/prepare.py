@@ -105,6 +105,13 @@ def _project_settings(workdir: Path) -> dict[str, Any]:
                 out["sandbox_read"] = SandboxSettings.model_validate(data.get("sandbox") or {}).read
             except ValueError:
                 pass
+            gates = data.get("gates")
+            protected = gates.get("protected") if isinstance(gates, dict) else None
+            if isinstance(protected, list):
+                out["protected"] = [str(g) for g in protected]
+            holdout = gates.get("holdout") if isinstance(gates, dict) else None
+            if isinstance(holdout, str):
+                out["holdout"] = holdout
             return out
         if (d / ".git").exists():
             break

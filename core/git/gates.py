@@ -63,6 +63,10 @@ class GateResult:
     timed_out: bool = False
     # the command's program is not installed: the project's settings are at fault, not the work
     not_installed: bool = False
+    # what the gate measured (gate_counts.TestCounts.to_dict()); None when no runner output was read
+    counts: dict[str, Any] | None = None
+    # the gate run again with the holdout tests (core/git/holdout.py): {passed, counts}, no output
+    holdout: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -261,8 +265,12 @@ def _run(command: str, cwd: Path, argv: list[str], env: dict[str, str], *, level
     """`before`: the pending snapshot of the tree (None: the tree is not checked)."""
     check_tree = before is not None
     before_snap = before.result() if before is not None else {}
-    with tempfile.TemporaryFile() as out:
-        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as junit:
+        # pytest writes its JUnit report through an inherited descriptor: no path on the host or in
+        # the tree (a report file there would count as a change the gate made); reopening
+        # /proc/self/fd/N reaches the host file from inside the sandbox's mount namespace
+        env = {**env, "PYTEST_ADDOPTS": f"{env.get('PYTEST_ADDOPTS', '')} --junitxml=/dev/fd/{junit.fileno()}".strip()}
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, pass_fds=(junit.fileno(),),
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         expired = threading.Event()
 
@@ -296,9 +304,11 @@ def _run(command: str, cwd: Path, argv: list[str], env: dict[str, str], *, level
         size = out.seek(0, os.SEEK_END)
         out.seek(max(0, size - TAIL_BYTES))
         tail = out.read().decode("utf-8", errors="replace")
+        counts = None if timed_out else _counts(out, size, junit)
     duration = round(time.monotonic() - start, 3)
     code = proc.returncode
-    result = GateResult(level, command, False, None if timed_out else code, tail, duration, timed_out=timed_out)
+    result = GateResult(level, command, False, None if timed_out else code, tail, duration, timed_out=timed_out,
+                        counts=counts)
     if check_tree:
         after = _snapshot(cwd)
         changed = sorted(p for p in set(before_snap) | set(after) if before_snap.get(p) != after.get(p))
@@ -318,6 +328,17 @@ def _run(command: str, cwd: Path, argv: list[str], env: dict[str, str], *, level
     return result
 
 
+def _counts(out: Any, size: int, junit: Any) -> dict[str, Any] | None:
+    """The gate's test counts from its JUnit report or its output (both bounded: worker-written)."""
+    from pilothouse.core.git.gate_counts import MAX_REPORT_BYTES, counts_of
+
+    out.seek(max(0, size - MAX_REPORT_BYTES))
+    text = out.read().decode("utf-8", errors="replace")
+    report = junit.read(MAX_REPORT_BYTES + 1)
+    found = counts_of(text, report if len(report) <= MAX_REPORT_BYTES else None)
+    return found.to_dict() if found is not None else None
+
+
 def run_gate(project: ProjectConfig, level: str, cwd: Path | str, timeout: float = DEFAULT_TIMEOUT_S, *,
              env: dict[str, str] | None = None, on_start: Callable[[int], None] | None = None) -> GateResult:
     """Run gate `level` of the project in `cwd`."""
@@ -326,8 +347,14 @@ def run_gate(project: ProjectConfig, level: str, cwd: Path | str, timeout: float
         known = ", ".join(sorted(project.gates))
         return GateResult(level, "", False, None, "", 0.0,
                           reason=f"gate '{level}' is not defined in .ai/project.yaml (defined: {known})")
-    return run_command(command, cwd, level=level, timeout=timeout, env=env, on_start=on_start,
-                       settings=settings_of(project))
+    res = run_command(command, cwd, level=level, timeout=timeout, env=env, on_start=on_start,
+                      settings=settings_of(project))
+    if res.passed and project.holdout:
+        from pilothouse.core.git.holdout import run_holdout
+
+        res = run_holdout(project, level, Path(cwd), res, lambda: run_command(
+            command, cwd, level=level, timeout=timeout, env=env, on_start=on_start, settings=settings_of(project)))
+    return res
 
 
 def kill_orphan_gate(pgid: int, cwd: Path | str) -> bool:

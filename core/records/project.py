@@ -102,9 +102,19 @@ def split_provider(spec: str) -> tuple[str, str | None]:
     return provider, (model or None)
 
 
+# under `gates:` beside the gate commands: not commands, the defences of the gates (docs/gates.md)
+GATE_SETTINGS = ("protected", "holdout")
+DEFAULT_PROTECTED = ("**/conftest.py", "pytest.ini", "tox.ini", "setup.cfg", ".coveragerc", "jest.config.*",
+                     "vitest.config.*", ".github/workflows", ".gitlab-ci.yml")
+
+
 class ProjectConfig(_Strict):
     workflow: Workflow = Field(default_factory=Workflow)
     gates: dict[str, str]
+    # gates.protected: globs (from the checkout's root) mounted read-only in every builder's sandbox
+    protected: list[str] = Field(default_factory=list)
+    # gates.holdout: a folder of tests outside every worker's sandbox, added when the gate runs
+    holdout: str | None = None
     setup: list[str] = Field(default_factory=list)
     model_policy: ModelPolicy = Field(default_factory=ModelPolicy)
     budgets: Budgets = Field(default_factory=Budgets)
@@ -123,6 +133,30 @@ class ProjectConfig(_Strict):
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     availability_poll_seconds: int = Field(default=300, ge=10)
     sim_scenario: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gate_settings(cls, data: Any) -> Any:
+        # `gates.protected` / `gates.holdout` sit with the gates in the file, apart in the model
+        if isinstance(data, dict) and isinstance(data.get("gates"), dict):
+            gates = dict(data["gates"])
+            data = {**data, **{k: gates.pop(k) for k in GATE_SETTINGS if k in gates}, "gates": gates}
+        return data
+
+    @field_validator("protected")
+    @classmethod
+    def _protected(cls, v: list[str]) -> list[str]:
+        for g in v:
+            if not g.strip() or g.startswith("/") or ".." in Path(g).parts:
+                raise ValueError(f"gates.protected: {g!r} must be a glob inside the repository (say tests/**)")
+        return v
+
+    @field_validator("holdout")
+    @classmethod
+    def _holdout(cls, v: str | None) -> str | None:
+        if v is not None and (not v.strip() or v.startswith("/") or ".." in Path(v).parts or v.strip("/") in ("", ".")):
+            raise ValueError(f"gates.holdout: {v!r} must be a folder inside the main checkout (say .holdout)")
+        return v.strip("/") if v else v
 
     @field_validator("confinement", mode="before")
     @classmethod
@@ -306,6 +340,7 @@ def render_project(gates: dict[str, str]) -> str:
     import json
 
     q = json.dumps  # a JSON string is a valid double-quoted YAML scalar
+    protected = "\n".join(f"    - {q(g)}" for g in DEFAULT_PROTECTED)
     return f"""# pilothouse project settings (commit this file). Reference: pilothouse init --help
 workflow:
   mode: feature        # feature | separate-tasks
@@ -313,6 +348,8 @@ workflow:
 gates:                 # commands that must pass; they must not change committed files
   fast: {q(gates["fast"])}
   full: {q(gates["full"])}
+  protected:           # read-only for builders (their writes fail in the sandbox): test settings, CI
+{protected}
 setup: []              # commands run once in each new worktree (e.g. "npm ci")
 model_policy:
   roles: {{}}            # coordinator / reviewer: "provider" or "provider/model"

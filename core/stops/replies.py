@@ -25,6 +25,9 @@ JOB_REPLIES = ("retry", "accept", "plan")
 KIND_REPLIES: dict[str, tuple[str, ...]] = {
     "gate_failed": ("retry", "skip", "hint", "plan"),
     "review_rejected": ("hint", "accept", "skip", "plan"),
+    # the gate passed on weakened tests: the builder restores them (hint), or the operator takes the
+    # change as it is (accept, recorded as a decision); retry would only measure the same commit again
+    "gate_weakened": ("hint", "accept", "skip", "plan"),
     "unchanged_resubmission": ("hint", "accept", "skip", "plan"),
     "reviewer_failed": ("retry", "accept", "skip"),
     "builder_blocked": ("retry", "hint", "skip", "plan", "dismiss"),

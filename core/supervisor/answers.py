@@ -70,6 +70,13 @@ def _apply(sup: Supervisor, p: Any, rep: Any) -> str:
     if reply == "accept":
         c = counters(r)
         c["accepted_by_operator"] = True
+        if p.kind == "gate_weakened":
+            from pilothouse.core.records import jobs
+
+            # an override of a defence: kept with the job's decisions, where the assigner and the
+            # operator both see it later
+            jobs.decide(sup.layout, job, f"{rep.who} accepted the weakened tests of task {p.task} "
+                                         f"(problem {p.code}): {p.summary}")
         if r["state"] == "reviewing":
             sup.store.set_task(job, p.task, "approved", f"accepted by {who}", counters=c)
         else:

@@ -282,11 +282,21 @@ def start_gate(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any) -> None:
     project, cwd = sup.project, r["worktree"]
     sup.events.append("gate.started", job=job, task=r["task"], data={"level": level, "where": "worktree",
                                                                      "command": project.gates.get(level)})
-    sup.work(key, lambda: run_gate(project, level, cwd),
-             lambda res, exc: gate_done(sup, job, r["task"], level, res, exc))
+    # the operator's accept of a weakened gate is the override: its gate runs again, unjudged
+    base = None if counters(r).get("accepted_by_operator") else counters(r).get("base")
+
+    def measure() -> tuple[Any, list[Any], Any]:
+        from pilothouse.core.supervisor import weakened
+
+        res = run_gate(project, level, cwd)
+        return (res, *weakened.check(project, level, cwd, base, tdef, res))
+
+    sup.work(key, measure, lambda out, exc: gate_done(sup, job, r["task"], level, out[0] if out else None, exc,
+                                                      weak=out[1] if out else None, base_counts=out[2] if out else None))
 
 
-def gate_done(sup: Supervisor, job: str, tid: str, level: str, res: Any, exc: BaseException | None) -> None:
+def gate_done(sup: Supervisor, job: str, tid: str, level: str, res: Any, exc: BaseException | None, *,
+              weak: list[Any] | None = None, base_counts: dict[str, Any] | None = None) -> None:
     from pilothouse.core.stops import rules as stops
 
     r = sup.store.task(job, tid)
@@ -297,9 +307,21 @@ def gate_done(sup: Supervisor, job: str, tid: str, level: str, res: Any, exc: Ba
     tail = str(gate.get("output_tail") or "")[-1500:]
     sup.events.append("gate.finished", job=job, task=tid, data={
         "level": level, "passed": bool(gate.get("passed")), "where": "worktree", "reason": gate.get("reason"),
-        "output_tail": tail, "exit_code": gate.get("exit_code"), "duration_s": gate.get("duration_s")})
+        "output_tail": tail, "exit_code": gate.get("exit_code"), "duration_s": gate.get("duration_s"),
+        "counts": gate.get("counts"), "holdout": gate.get("holdout")})
     d = stops.after_gate(gate, counters(r))
+    if d.action == stops.PROCEED and weak:
+        from pilothouse.core.git.weakening import summary
+
+        stop_task(sup.store, job, tid, f"The gate passed, but the work weakened it: {summary(weak)}.",
+                  kind="gate_weakened", evidence={"level": level, "command": gate.get("command"),
+                                                  "weakened": [w.to_dict() for w in weak][:50],
+                                                  "counts": gate.get("counts"), "base_counts": base_counts},
+                  counters=d.counters)
+        return
     if d.action == stops.PROCEED:
+        # what the reviewer reads first (launch.test_delta_text)
+        d.counters.update(gate_counts=gate.get("counts"), base_counts=base_counts, holdout=gate.get("holdout"))
         sup.store.update_task(job, tid, counters=d.counters)
         review.after_gate(sup, job, sup.store.task(job, tid))  # type: ignore[arg-type]
         return

@@ -94,9 +94,28 @@ def build_text(job: str, task: Any) -> str:
     return "\n".join(lines) + "\n"
 
 
-def review_text(job: str, task: Any, round_no: int, base: str, stat: str) -> str:
+def test_delta_text(counts: dict[str, Any] | None, base_counts: dict[str, Any] | None,
+                    holdout: dict[str, Any] | None, changes: list[str]) -> str:
+    """What the reviewer reads before the code: did the tests get stronger or weaker?"""
+    keys = ("collected", "passed", "failed", "skipped", "xfailed", "errors")
+    lines = ["Tests first (the gate on this change against the same gate on its base):"]
+    if counts:
+        before = base_counts or {}
+        lines.append("  gate on this change: " + ", ".join(
+            f"{k} {before[k]} → {counts.get(k, 0)}" if k in before else f"{k} {counts.get(k, 0)}" for k in keys))
+    else:
+        lines.append("  the gate reported no test counts")
+    if holdout and holdout.get("counts"):
+        held = holdout["counts"]  # counts only: the holdout's tests are not the reviewer's to see
+        lines.append(f"  holdout tests: {held.get('passed', 0)} passed of {held.get('collected', 0)}")
+    lines.append("  test and test-settings files changed: " + (", ".join(changes[:30]) if changes else "none"))
+    return "\n".join(lines)
+
+
+def review_text(job: str, task: Any, round_no: int, base: str, stat: str, delta: str = "") -> str:
     return "\n".join([
-        f"job: {job}", f"task: {_field(task, 'id')}", f"review round: {round_no}",
+        f"job: {job}", f"task: {_field(task, 'id')}", f"review round: {round_no}", "",
+        *([delta, ""] if delta else []),
         f"title: {_field(task, 'title')}", "",
         str(_field(task, "description") or "").strip(), "",
         "Acceptance:", _bullets(_field(task, "acceptance")), "",

@@ -55,6 +55,7 @@ def after_gate(sup: Supervisor, job: str, r: sqlite3.Row) -> None:
 
 
 def launch_reviewer(sup: Supervisor, job: str, r: sqlite3.Row) -> None:
+    from pilothouse.core.git.weakening import test_changes
     from pilothouse.core.git.worktrees import diff_stat
     from pilothouse.core.supervisor.context import launch_hold
 
@@ -73,8 +74,12 @@ def launch_reviewer(sup: Supervisor, job: str, r: sqlite3.Row) -> None:
         return
     base = counters(r).get("base") or sup.project.integration_branch
     stat = diff_stat(r["worktree"], base).get("text", "")
+    c = counters(r)
+    delta = L.test_delta_text(c.get("gate_counts"), c.get("base_counts"), c.get("holdout"),
+                              test_changes(r["worktree"], base))
     launch = runs.Launch(run_id=runs.new_run_id(), job=job, task=r["task"], role="reviewer", provider=who[0],
-                         mode="review", workdir=r["worktree"], task_text=L.review_text(job, tdef, round_no, base, stat),
+                         mode="review", workdir=r["worktree"],
+                         task_text=L.review_text(job, tdef, round_no, base, stat, delta),
                          attempt=int(r["attempt"]), model=who[1], scenario=job_scenario(sup, job))
     L.start(sup, launch, task_state="reviewing", reason=f"review round {round_no}",
             fields={"review_round": round_no})

@@ -19,7 +19,13 @@ from urllib.parse import urlsplit
 
 from pilothouse.providers import paths
 from pilothouse.providers.confine.bwrap import INSTALL_FIX, WRITER_MODES, _probe_bwrap, _warn_once, bwrap_path
-from pilothouse.providers.confine.repoview import git_paths, main_checkout, read_setting
+from pilothouse.providers.confine.repoview import (
+    git_paths,
+    holdout_path,
+    main_checkout,
+    protected_paths,
+    read_setting,
+)
 from pilothouse.providers.confine.repoview import real as _real
 from pilothouse.providers.confine.repoview import within as _within
 from pilothouse.providers.errors import UserError
@@ -232,6 +238,9 @@ def wrap(launch: LaunchSpec, spec: RunSpec, *, extra_ro: list[Path] | None = Non
         add(h, 0, real=True)
     if main is not None:
         add(main, 0, real=True)  # its .git is bound back below (git_outside)
+    held = holdout_path(spec, main)
+    if held is not None:
+        add(held, 0, real=True)  # gates.holdout: tests no worker may read, whatever its mode
     sb = spec.sandbox
     private = list(dict.fromkeys([sb.root, sb.home, sb.config, sb.data, sb.state, sb.cache, sb.shared_cache]))
     writable = [_real(p) for p in (*launch.writable, *(() if sandbox_in_tmp else private))]
@@ -262,7 +271,8 @@ def wrap(launch: LaunchSpec, spec: RunSpec, *, extra_ro: list[Path] | None = Non
         add(workdir, 1)
         # also read-only inside the worktree: what pilothouse itself reads back and trusts
         # (the project's settings and gates, the runtime store when the workdir is the main checkout)
-        for p in (*git_inside, workdir / ".ai" / "project.yaml", workdir / ".ai" / "runtime"):
+        for p in (*git_inside, workdir / ".ai" / "project.yaml", workdir / ".ai" / "runtime",
+                  *protected_paths(spec, workdir)):  # gates.protected: what the gates stand on
             add(p, 2)
     else:
         add(workdir, 2)

@@ -73,3 +73,28 @@ def read_setting(spec: RunSpec, main: Path | None) -> list[Path]:
                             "name the target itself if it is meant")
         out.append(target)
     return out
+
+
+def protected_paths(spec: RunSpec, workdir: Path) -> list[Path]:
+    """`gates.protected` of the project (in the run's settings as `protected`): what its globs match
+    in the worktree now, to bind read-only over the writable worktree. The tree is the worker's: a
+    match reached through a link is left out (binding it would protect, or expose, its target)."""
+    out: list[Path] = []
+    for pattern in spec.extra.get("protected") or []:
+        if not isinstance(pattern, str) or pattern.startswith("/") or ".." in Path(pattern).parts:
+            continue
+        for p in workdir.glob(pattern):
+            if real(p) == workdir / p.relative_to(workdir):  # no link on the way
+                out.append(p)
+    return out
+
+
+def holdout_path(spec: RunSpec, main: Path | None) -> Path | None:
+    """`gates.holdout` (in the run's settings as `holdout`): the operator's folder of tests no worker
+    may read, in the main checkout; hidden in every sandbox, whatever its mode."""
+    raw = spec.extra.get("holdout")
+    if not isinstance(raw, str) or not raw.strip("/ ") or raw.startswith("/") or ".." in Path(raw).parts:
+        return None
+    base = main if main is not None else real(spec.workdir)
+    target = real(base / raw)
+    return target if within(target, base) and target.is_dir() else None

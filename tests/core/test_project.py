@@ -33,6 +33,18 @@ def test_rendered_template_round_trips(tmp_path: Path) -> None:
     assert cfg.workflow.mode == "feature" and cfg.workflow.review == "once"
     assert cfg.integration_branch == "pilothouse/integration"
     assert cfg.confinement == "on" and cfg.max_workers == 2 and cfg.availability_poll_seconds == 300
+    # init proposes protected test settings and CI files, kept apart from the gate commands
+    assert "**/conftest.py" in cfg.protected and ".github/workflows" in cfg.protected and cfg.holdout is None
+
+
+def test_gate_defences_sit_under_gates_but_are_not_gate_commands(tmp_path: Path) -> None:
+    layout = _write(tmp_path, "gates: {fast: a, full: b, protected: ['tests/**'], holdout: .holdout}\n")
+    cfg = load_project(layout)
+    assert cfg.gates == {"fast": "a", "full": "b"}
+    assert cfg.protected == ["tests/**"] and cfg.holdout == ".holdout"
+    bad = _write(tmp_path, "gates: {fast: a, full: b, protected: ['../elsewhere']}\n")
+    with pytest.raises(UserError, match="gates.protected: '../elsewhere' must be a glob inside the repository"):
+        load_project(bad)
 
 
 def test_bare_on_off_are_not_booleans(tmp_path: Path) -> None:

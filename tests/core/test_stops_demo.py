@@ -91,7 +91,10 @@ def test_gate_fails_twice_then_retry_after_the_fix_merges(demo: Demo) -> None:
     # automatic retry first: exactly one builder resume with the gate's output, then the stop
     builders = [e for e in demo.events("run.started") if e["data"]["role"] == "builder"]
     assert [e["data"]["mode"] for e in builders] == ["code", "resume"]
-    assert sum(1 for e in demo.events("gate.finished") if not e["data"]["passed"]) == 2
+    failed = [e["data"]["counts"] for e in demo.events("gate.finished") if not e["data"]["passed"]]
+    assert len(failed) == 2
+    # the gate knows what it measured: pytest's JUnit report, the failing test among those collected
+    assert all(c["source"] == "junit" and c["failed"] == 1 and c["collected"] > 1 for c in failed), failed
     # the operator fixes the cause in the task's worktree, then retries the stopped step (the gate)
     wt = Path(p["evidence"].get("worktree") or demo.tasks()["add-slugify"]["worktree"])
     (wt / "textkit/slugify.py").write_text(
@@ -246,3 +249,73 @@ def test_budget_stops_new_launches_until_the_cap_is_raised(demo: Demo) -> None:
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     assert demo.tasks()["export-api"]["state"] == "done"
     assert json.loads(demo.cli("problem", "list", "--json").stdout) == []
+
+
+def _four_weakened(demo: Demo) -> list[dict[str, Any]]:
+    out = demo.start("gate-weakened")
+    open_: list[dict[str, Any]] = []
+    for _ in range(5):  # the four stops come as their gates finish; the job waits once all four are in
+        assert out.returncode == 3, out.stdout[-3000:] + out.stderr[-2000:]
+        open_ = demo.problems()
+        if len(open_) == 4:
+            break
+        out = demo.wait()
+    return open_
+
+
+def test_weakened_gates_stop_each_task_and_honest_fixes_merge(demo: Demo) -> None:
+    open_ = _four_weakened(demo)
+    by_task = {p["task"]: p for p in open_}
+    assert {p["kind"] for p in open_} == {"gate_weakened"} and len(by_task) == 4, [p["summary"] for p in open_]
+    kinds = {t: {w["kind"] for w in p["evidence"]["weakened"]} for t, p in by_task.items()}
+    # (a) a skip added to the failing test (after its automatic retry), and the count shows it
+    assert kinds["add-title"] == {"skip_added", "more_skipped"}
+    assert by_task["add-title"]["evidence"]["base_counts"]["collected"] == 2
+    # (b) a test file the repository had, deleted: fewer tests than the same gate on the base
+    assert kinds["add-squash"] == {"test_deleted", "fewer_tests"}
+    # (c) assertions removed, though the path was declared: a declared path needs a stated reason
+    assert kinds["doc-spaces"] == {"assertions_removed"}
+    # (d) pytest's settings relaxed (and the deselected test is one fewer collected)
+    assert kinds["add-words"] >= {"settings_changed"}
+    assert "tests/test_spaces.py" in by_task["add-squash"]["summary"]
+    assert by_task["add-title"]["replies"] == ["hint", "accept", "skip", "plan"]
+    for p in open_:
+        demo.act(p["code"], "hint", "make the gate pass by fixing the code; restore the tests and settings")
+    _accepted(demo)
+    assert all(t["state"] == "done" for t in demo.tasks().values())
+    # nothing weakened reached the integration branch
+    merged = "pilothouse/integration"
+    assert "skip" not in demo.git("show", f"{merged}:tests/test_title.py")
+    assert demo.git("show", f"{merged}:tests/test_spaces.py").count("assertEqual") == 2
+    assert "not hyphens" not in demo.git("show", f"{merged}:pyproject.toml")
+    assert "return text.replace" in demo.git("show", f"{merged}:textkit/words.py")
+
+
+def test_accepting_a_weakened_gate_is_the_operators_recorded_override(demo: Demo) -> None:
+    by_task = {p["task"]: p for p in _four_weakened(demo)}
+    demo.act(by_task["add-words"]["code"], "accept")
+    for task in ("add-title", "add-squash", "doc-spaces"):
+        demo.act(by_task[task]["code"], "hint", "fix the code; restore the tests")
+    _accepted(demo)
+    decided = [e["data"]["text"] for e in demo.events("job.decided")]
+    assert len(decided) == 1 and "accepted the weakened tests of task add-words" in decided[0], decided
+    assert by_task["add-words"]["code"] in decided[0]
+    # what the operator accepted is merged as it was: the relaxed setting, its builder not run again
+    assert "not hyphens" in demo.git("show", "pilothouse/integration:pyproject.toml")
+
+
+def test_writes_into_protected_paths_are_denied_in_the_sandbox_and_the_honest_work_merges(demo: Demo) -> None:
+    out = demo.start("gate-protected")
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    conn = sqlite3.connect(demo.root / ".ai/runtime/state.db")
+    try:
+        [verdict] = [json.loads(v) for (v,) in conn.execute(
+            "SELECT verdict FROM runs WHERE job='demo' AND role='builder'")]
+    finally:
+        conn.close()
+    # the tool write and the shell append both failed at the kernel, reported to the builder as denials
+    assert verdict["tool_errors"]["permission_denied"] == 2, verdict
+    merged = "pilothouse/integration"
+    assert "test_collapses_runs" in demo.git("show", f"{merged}:tests/test_spaces.py")
+    assert "not_spaces" not in demo.git("show", f"{merged}:pyproject.toml")
+    assert "PNG" in demo.git("show", f"{merged}:tests/test_initials.py")

@@ -442,7 +442,7 @@ def test_an_assigner_at_its_usage_limit_waits_for_the_reset_instead_of_failing_t
 
 UNDECLARED = """
 name: undeclared
-description: the builder writes a file its task did not declare
+description: the builder writes a file its task did not declare (a test setting would stop it as gate_weakened)
 scripts:
   - match: {mode: plan}
     turns:
@@ -453,9 +453,9 @@ scripts:
       - say: "Writing"
         actions:
           - write: {path: docs/one.txt, content: "one\\n"}
-          - write: {path: setup.cfg, content: "[x]\\n"}
+          - write: {path: tools.cfg, content: "[x]\\n"}
       - say: |
-          <!--RESULT-->{"status":"complete","files_changed":["docs/one.txt","setup.cfg"],"validation":{"commands":[],"passed":true},"risks":[]}<!--/RESULT-->
+          <!--RESULT-->{"status":"complete","files_changed":["docs/one.txt","tools.cfg"],"validation":{"commands":[],"passed":true},"risks":[]}<!--/RESULT-->
 """
 
 
@@ -469,8 +469,8 @@ def test_files_changed_outside_the_declared_write_paths_are_named(tmp_path: Path
     _once(layout)
     events = [json.loads(line) for line in layout.events.read_text().splitlines()]
     [note] = [e for e in events if e["type"] == "task.paths_exceeded"]
-    assert (note["task"], note["data"]["files"], note["data"]["declared"]) == ("one", ["setup.cfg"], ["docs/"])
-    assert note["data"]["reason"] == "it also changed setup.cfg, outside its expected_paths.write"
+    assert (note["task"], note["data"]["files"], note["data"]["declared"]) == ("one", ["tools.cfg"], ["docs/"])
+    assert note["data"]["reason"] == "it also changed tools.cfg, outside its expected_paths.write"
 
 
 CONFLICT = """

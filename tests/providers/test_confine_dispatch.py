@@ -253,3 +253,60 @@ def test_canary_key_over_a_whole_sim_job(cli, tmp_path):
     assert json.loads(scan.stdout)["files"] > 20
     history = subprocess.run(["git", "log", "-p", "--all"], cwd=dest, capture_output=True).stdout
     assert CANARY.encode() not in history
+
+
+def test_a_builder_cannot_write_a_protected_path_its_denial_is_reported(cli, worktrees, tmp_path):
+    """gates.protected (the main checkout's project.yaml) is read-only in the builder's sandbox:
+    the tool write and the shell append both fail at the kernel, the unprotected write lands."""
+    (worktrees["main"] / ".ai").mkdir(exist_ok=True)
+    (worktrees["main"] / ".ai" / "project.yaml").write_text(
+        "gates: {fast: 'true', full: 'true', protected: ['tests/**']}\n")
+    own = worktrees["own"]
+    before = (own / "tests" / "test_calc.py").read_text()
+    scen = tmp_path / "protected.yaml"
+    scen.write_text(
+        "name: protected\ndescription: a builder that rewrites a protected test\nscripts:\n"
+        "  - match: {mode: code}\n    turns:\n"
+        "      - say: weakening the test\n        actions:\n"
+        "          - write: {path: tests/test_calc.py, content: \"def test_add():\\n    pass\\n\"}\n"
+        "          - bash: {command: \"echo 'collect_ignore = [1]' >> tests/test_calc.py\"}\n"
+        "          - write: {path: src/legit.py, content: \"VALUE = 1\\n\"}\n"
+        "      - say: \"<!--RESULT-->{\\\"status\\\":\\\"complete\\\",\\\"files_changed\\\":[],"
+        "\\\"validation\\\":{\\\"commands\\\":[],\\\"passed\\\":true},\\\"risks\\\":[]}<!--/RESULT-->\"\n")
+    task = tmp_path / "task.md"
+    task.write_text("Add src/legit.py.\n")
+    r = cli(*dispatch_args(own, scen, task, "protected-1"), timeout=60)
+    out = [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
+    assert len(out) == 2, r.stdout + r.stderr
+    assert out[1]["tool_errors"]["permission_denied"] == 2, out[1]
+    assert (own / "tests" / "test_calc.py").read_text() == before
+    assert (own / "src" / "legit.py").read_text() == "VALUE = 1\n"
+
+
+def test_the_holdout_folder_is_hidden_even_from_a_reader_in_the_main_checkout(cli, worktrees, tmp_path):
+    """gates.holdout is the operator's: a worker run in the main checkout itself (read-only modes
+    run there) finds the folder empty; the tests in it appear nowhere in the run's output."""
+    main = worktrees["main"]
+    (main / ".ai").mkdir(exist_ok=True)
+    (main / ".ai" / "project.yaml").write_text("gates: {fast: 'true', full: 'true', holdout: holdout}\n")
+    (main / "holdout").mkdir()
+    (main / "holdout" / "test_hidden.py").write_text("SECRET_EXPECTATION = 'holdout-marker-5d1e'\n")
+    scen = tmp_path / "peek.yaml"
+    scen.write_text(
+        "name: peek\ndescription: a worker that tries to read the holdout tests\nscripts:\n"
+        "  - match: {mode: explore}\n    turns:\n"
+        "      - say: peeking\n        actions:\n"
+        "          - read: {path: holdout/test_hidden.py}\n"
+        "          - grep: {pattern: SECRET_EXPECTATION}\n"
+        "      - say: nothing there\n")
+    task = tmp_path / "task.md"
+    task.write_text("Look at the tests.\n")
+    args = dispatch_args(main, scen, task, "peek-1")
+    args[args.index("code")] = "explore"
+    r = cli(*args, timeout=60)
+    out = [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
+    assert len(out) == 2, r.stdout + r.stderr
+    tools = [json.loads(x) for x in Path(out[0]["log"]).read_text().splitlines()]
+    read = [e.get("status") for e in tools if e.get("name") == "read" and e.get("status") != "started"]
+    assert read == ["error"], tools  # the file is not there to read
+    assert "holdout-marker-5d1e" not in r.stdout + r.stderr

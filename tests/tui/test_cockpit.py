@@ -356,3 +356,11 @@ async def test_hostile_event_lines_and_a_rewritten_log_keep_the_cockpit_followin
         await wait_for(pilot, lambda: "rewritten 59" in app.dashboard.events.lines[-1])
         assert app.is_running
         assert len([n for n in app._notifications if "not events" in n.message]) == 1
+
+
+def test_gate_view_shows_what_the_gate_measured() -> None:
+    from pilothouse.tui.screens.detail import gate_text
+
+    counts = {"collected": 9, "passed": 3, "failed": 2, "skipped": 2, "xfailed": 1, "errors": 1, "source": "junit"}
+    shown = gate_text([{"ts": 0, "data": {"level": "full", "passed": False, "exit_code": 1, "counts": counts}}]).plain
+    assert "9 tests: 3 passed · 2 failed · 2 skipped · 1 xfailed · 1 errors (junit)" in shown

@@ -54,10 +54,21 @@ def gate_text(events: list[dict[str, Any]]) -> Text:
         out.append(f"\n$ {data['command']}", style="dim")
     if "exit_code" in data:
         out.append(f"  (exit {data['exit_code']})", style="dim")
+    counts = data.get("counts")
+    if isinstance(counts, dict):
+        out.append(f"\n{counts_line(counts)}", style="bold")
     tail = data.get("output_tail") or data.get("output") or data.get("tail") or ""
     for line in str(tail).rstrip().splitlines()[-15:]:
         out.append(f"\n{line}")
     return out
+
+
+def counts_line(counts: dict[str, Any]) -> str:
+    """'9 tests: 3 passed · 2 failed · 2 skipped · 1 xfailed · 1 errors (junit)', zeros left out."""
+    parts = [f"{counts[k]} {k}" for k in ("passed", "failed", "skipped", "xfailed", "errors")
+             if isinstance(counts.get(k), int) and counts[k]]
+    source = f" ({counts['source']})" if counts.get("source") else ""
+    return f"{counts.get('collected', 0)} tests: {' · '.join(parts) or 'none ran'}{source}"
 
 
 def findings_text(runs: list[RunRow], events: list[dict[str, Any]]) -> Text:

@@ -1,0 +1,130 @@
+"""Gate counts: real runner output (kept under fixtures/gate_counts/) and live gate runs."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import git
+from pilothouse.core.git.gate_counts import counts_of, parse_cargo, parse_go_json, parse_junit, parse_summary
+from pilothouse.core.git.gates import run_gate
+from pilothouse.core.records.project import ProjectConfig
+
+FIX = Path(__file__).parent / "fixtures" / "gate_counts"
+# test_mix.py (fixture source): 3 passed, 2 failed (one a unittest case), 2 skipped (one unittest),
+# 1 xfailed, 1 error in a fixture
+MIX = {"collected": 9, "passed": 3, "failed": 2, "skipped": 2, "xfailed": 1, "errors": 1}
+
+
+def counts(c: object) -> dict[str, int]:
+    assert c is not None
+    d = c.to_dict()  # type: ignore[attr-defined]
+    return {k: d[k] for k in MIX}
+
+
+def test_pytest_junit_report_counts_every_outcome_including_unittest_cases() -> None:
+    c = parse_junit((FIX / "pytest_junit.xml").read_bytes())
+    assert counts(c) == MIX and c is not None and c.source == "junit"
+
+
+@pytest.mark.parametrize("name", ["pytest_output.txt", "pytest_q_output.txt"])
+def test_pytest_summary_line_gives_the_same_counts_without_a_report(name: str) -> None:
+    c = parse_summary((FIX / name).read_text())
+    assert counts(c) == MIX and c is not None and c.source == "pytest"
+
+
+def test_cargo_sums_every_test_binary_and_counts_ignored_as_skipped() -> None:
+    # lib: 1 passed 1 failed 1 ignored; tests/more.rs: 2 passed; doctests: 1 passed
+    c = parse_cargo((FIX / "cargo_output.txt").read_text())
+    assert counts(c) == {"collected": 6, "passed": 4, "failed": 1, "skipped": 1, "xfailed": 0, "errors": 0}
+
+
+def test_output_without_any_summary_gives_no_counts_rather_than_zeros() -> None:
+    assert counts_of("compiling...\nall good\n") is None
+    assert parse_junit(b"not xml <") is None
+    assert parse_go_json("ok  \texample.com/m\t0.01s\n") is None
+
+
+def test_a_report_with_a_doctype_is_not_parsed() -> None:
+    bomb = b'<?xml version="1.0"?><!DOCTYPE t [<!ENTITY a "aaaa">]><testsuite><testcase name="x"/></testsuite>'
+    assert parse_junit(bomb) is None
+
+
+def test_live_pytest_gate_records_counts_from_its_junit_report_through_the_sandbox(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "test_mix.py").write_text((FIX / "test_mix.py.txt").read_text())
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "initial")
+    cfg = ProjectConfig.model_validate({"gates": {"fast": "true", "full": f"{sys.executable} -m pytest -q -p no:cacheprovider"}})
+    res = run_gate(cfg, "full", repo)
+    assert not res.passed and res.changed_files == []  # the report went through a descriptor, not the tree
+    assert res.counts is not None and res.counts["source"] == "junit"
+    assert {k: res.counts[k] for k in MIX} == MIX
+
+
+@pytest.mark.skipif(shutil.which("cargo") is None, reason="cargo is not installed")
+def test_live_cargo_gate_records_counts_from_its_summary(tmp_path: Path) -> None:
+    repo = tmp_path / "crate"
+    (repo / "src").mkdir(parents=True)
+    (repo / "Cargo.toml").write_text('[package]\nname = "c"\nversion = "0.1.0"\nedition = "2021"\n')
+    (repo / ".gitignore").write_text("target/\nCargo.lock\n")
+    (repo / "src" / "lib.rs").write_text(
+        "#[cfg(test)]\nmod t {\n #[test] fn ok() {}\n #[test] #[ignore] fn slow() {}\n}\n")
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "initial")
+    # the crate's own target dir (ignored): a confined gate's HOME is throwaway, cargo's home is not
+    cfg = ProjectConfig.model_validate({"gates": {"fast": "true", "full": "cargo test --offline --lib"},
+                                        "confinement": "off"})
+    cargo_home = Path(shutil.which("cargo") or "").resolve().parent.parent  # the tests' HOME is a tmp dir
+    toolchain = {"CARGO_HOME": str(cargo_home), "RUSTUP_HOME": str(cargo_home.parent / ".rustup")}
+    res = run_gate(cfg, "full", repo, timeout=600, env=toolchain)
+    assert res.passed, res.output_tail
+    assert res.counts is not None and res.counts["source"] == "cargo"
+    assert (res.counts["passed"], res.counts["skipped"], res.counts["collected"]) == (1, 1, 2)
+
+
+# sum.test.js for both: 2 passed, 1 failed, 1 skipped, 1 todo (a todo is a test not run: skipped)
+JS = {"collected": 5, "passed": 2, "failed": 1, "skipped": 2, "xfailed": 0, "errors": 0}
+
+
+@pytest.mark.parametrize("name, source", [("jest_output.txt", "jest"), ("vitest_output.txt", "vitest")])
+def test_jest_and_vitest_summary_lines_count_todo_as_skipped(name: str, source: str) -> None:
+    c = parse_summary((FIX / name).read_text())  # vitest's is coloured: the escapes are dropped first
+    assert counts(c) == JS and c is not None and c.source == source
+
+
+def test_vitest_junit_report_counts_like_its_summary() -> None:
+    assert counts(parse_junit((FIX / "vitest_junit.xml").read_bytes())) == JS
+
+
+def test_unittest_summary_counts_its_own_failures_and_skips() -> None:
+    c = parse_summary((FIX / "unittest_output.txt").read_text())  # `python -m unittest test_mix`: Legacy only
+    assert counts(c) == {"collected": 3, "passed": 1, "failed": 1, "skipped": 1, "xfailed": 0, "errors": 0}
+
+
+def test_go_json_counts_each_test_and_subtest_by_its_last_action() -> None:
+    # TestAdd pass, TestBad fail, TestLater skip, TestTable and its two subtests pass
+    c = parse_go_json((FIX / "go_test.json").read_text())
+    assert counts(c) == {"collected": 6, "passed": 4, "failed": 1, "skipped": 1, "xfailed": 0, "errors": 0}
+
+
+@pytest.mark.skipif(shutil.which("go") is None, reason="go is not installed")
+def test_live_go_gate_records_counts_from_go_test_json(tmp_path: Path) -> None:
+    repo = tmp_path / "mod"
+    repo.mkdir()
+    (repo / "go.mod").write_text("module example.com/m\n\ngo 1.19\n")
+    (repo / "m_test.go").write_text('package m\n\nimport "testing"\n\nfunc TestOk(t *testing.T) {}\n\n'
+                                    'func TestLater(t *testing.T) { t.Skip("later") }\n')
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "initial")
+    res = run_gate(ProjectConfig.model_validate({"gates": {"fast": "go test -json ./...", "full": "true"}}),
+                   "fast", repo, timeout=600)
+    assert res.passed, res.output_tail
+    assert res.counts is not None and res.counts["source"] == "go-json"
+    assert (res.counts["passed"], res.counts["skipped"], res.counts["collected"]) == (1, 1, 2)
