@@ -97,7 +97,9 @@ def test_stop_keeps_others_going_then_wait_exits_3_and_a_reply_finishes(tmp_path
         # the invalid plan went back to the same assigner once, with the errors
         assert len(assistants) == 2 and assistants[1]["mode"] == "plan"
         spec = (layout.runtime / "runs" / f"{assistants[1]['run_id']}.task.md").read_text()
-        assert "WEIRD" in spec or "kind" in spec
+        # the assigner is told which value was wrong and what to use instead
+        assert ("task 'one': kind: unknown kind 'WEIRD': use one of SAFE_PARALLEL, DEPENDENT, HOTSPOT, "
+                "CONTRACT_CHANGE, DECOUPLE, TEST_ONLY, RESEARCH") in spec
 
         problems.act(layout, code, "skip")
         w = cli("job", "wait", "demo", "--repo", str(layout.root), timeout=90)
