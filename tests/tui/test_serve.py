@@ -11,10 +11,8 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
-pytest.importorskip("textual_dev")  # a dev dependency (pyproject [dev]): provides `textual serve`
-aiohttp = pytest.importorskip("aiohttp")
+import aiohttp  # with textual-dev, a dev dependency (pyproject [dev]) that provides `textual serve`
+import textual_dev  # noqa: F401  (missing: pip install -e '.[dev]', which scripts/test runs)
 
 
 def free_port() -> int:
