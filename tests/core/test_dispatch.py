@@ -263,9 +263,10 @@ def test_first_user_message_is_preamble_blank_line_task():
     from pilothouse.providers.modes import MODES
 
     for mode in MODES:
-        msg = compose_prompt(mode, "Do the thing.\n")
+        msg = compose_prompt(mode, "\n  Do the thing.\n\n")
         assert msg.startswith(f"[pilothouse mode: {mode}]\n")
-        assert msg.endswith("<!--/RESULT-->\n\nDo the thing.\n") or "\n\nDo the thing.\n" in msg
+        prompt = (paths.package_data() / "prompts" / f"{mode}.md").read_text(encoding="utf-8").rstrip("\n")
+        assert msg == f"{prompt}\n\nDo the thing.\n"
 
 
 def test_runner_not_installed_is_one_line(cli, git_repo, tmp_path):

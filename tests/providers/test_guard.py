@@ -73,3 +73,16 @@ def test_every_credential_is_reported_once_by_kind_in_order():
 def test_ordinary_tasks_pass(text):
     assert find_credentials(text) == []
     assert check_task(text) is None
+
+
+def test_line_numbers_count_a_leading_blank_line():
+    assert find_credentials("\nAKIAABCDEFGHIJKLMNOP") == ["an AWS access key id (AKIA…) on line 2"]
+
+
+def test_the_refusal_names_the_first_credential_found():
+    with pytest.raises(UserError) as exc:
+        check_task("ghp_abcdefghijklmnopqrstuvwxyz0123\nAKIAABCDEFGHIJKLMNOP\n", ["my-own-custom-key-42"])
+    assert "contains a GitHub token (ghp_…) on line 1;" in str(exc.value)
+    with pytest.raises(UserError) as exc:
+        check_task("ghp_abcdefghijklmnopqrstuvwxyz0123 my-own-custom-key-42", ["my-own-custom-key-42"])
+    assert "contains a configured provider key on line 1;" in str(exc.value)
