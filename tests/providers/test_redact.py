@@ -134,3 +134,70 @@ def test_event_log_redacts_configured_keys_by_default(tmp_path):
     log.append("job.created", job="j", data={"request": "use glm-key-for-events-123 please"})
     text = (tmp_path / "events.jsonl").read_text()
     assert "glm-key-for-events-123" not in text and REDACTED in text
+
+
+def test_every_form_a_secret_takes_is_known_exactly():
+    from pilothouse.providers.redact import secret_forms
+
+    secret = 'k/é"y+z 12'
+    assert secret_forms(secret) == {
+        'k/é"y+z 12',                    # raw
+        'k/\\u00e9\\"y+z 12',             # JSON, ASCII-only
+        'k/é\\"y+z 12',                   # JSON, non-ASCII kept
+        'k\\/\\u00e9\\"y+z 12',           # JSON that also escapes "/"
+        "k%2F%C3%A9%22y%2Bz%2012",        # URL-encoded, nothing safe
+        "k/%C3%A9%22y%2Bz%2012",          # URL-encoded, "/" kept
+        "k%2F%C3%A9%22y%2Bz+12",          # form-encoded
+    }
+    r = Redactor([secret])
+    assert r.redact('{"k": "k/é\\"y+z 12"}') == '{"k": "[REDACTED]"}'
+    # text that only shares a prefix with a form is left alone
+    assert r.redact('k/é\\"y+z 1X and k/\\u00e9\\"y+z 1X') == 'k/é\\"y+z 1X and k/\\u00e9\\"y+z 1X'
+
+
+def test_the_shortest_redacted_secret_has_six_characters():
+    r = Redactor(["abcde", "abcdef"])
+    assert r.redact("abcde abcdef") == f"abcde {REDACTED}"
+    assert r.count == 1
+    assert r.ignored == ["secret #1 has 5 characters (< 6) and is not redacted: redacting strings that short "
+                         "would mangle ordinary text"]
+
+
+def test_blank_and_non_text_secrets_do_not_stop_the_ones_after_them():
+    r = Redactor(["", "   ", 42, "  realsecret1  "])  # type: ignore[list-item]
+    assert r.redact("x realsecret1 y") == f"x {REDACTED} y"
+    assert r.ignored == ["secret #3 is not text and is not redacted"]
+
+
+def test_a_stream_holds_a_short_key_that_a_longer_one_may_still_complete():
+    short, long = "abcdef", "abcdefgh"  # hold: 7 characters
+    r = Redactor([short, long])
+    s = StreamRedactor(r)
+    # the short key starts exactly where the held tail begins: it may be the start of the long one
+    assert s.feed("X" + short + "g") == "X"
+    assert s.feed("h") == REDACTED
+    assert s.flush() == ""
+    s = StreamRedactor(r)
+    # "!!" after it: the long key cannot complete it any more
+    assert s.feed("XY" + short + "!!") == f"XY{REDACTED}"
+    assert s.flush() == "!!"
+
+
+def test_a_stream_emits_as_soon_as_one_character_is_past_the_tail():
+    r = Redactor(["abcdef"])  # hold: 5 characters
+    s = StreamRedactor(r)
+    assert s.feed("12345") == ""
+    assert s.feed("6") == "1"
+    assert s.flush() == "23456"
+
+
+def test_the_configured_redactor_is_built_once_until_a_key_changes():
+    from pilothouse.providers import keys
+    from pilothouse.providers.redact import configured_redactor
+
+    keys.set_key("sim", "sim-key-0123456789", use_backend="file")
+    first = configured_redactor()
+    assert configured_redactor() is first
+    keys.set_key("glm", "glm-key-abcdefghij", use_backend="file")
+    second = configured_redactor()
+    assert second is not first and second.redact("glm-key-abcdefghij") == REDACTED
