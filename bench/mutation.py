@@ -73,6 +73,12 @@ EQUIVALENT: list[tuple[str, str, str]] = [
      "a redactor with a secret has max_len >= MIN_SECRET_LEN, and one without never reads the hold"),
     ("core/stops/budgets.py", 'return max(int(runs or 0), int(row["tokens"]) if row is not None else -1)',
      "the runs' sum (coalesce(sum, 0) of token counts) is never below 0, so max() never picks the -1"),
+    ("core/stops/budgets.py",
+     "def job_tokens(layout: RepoLayout, job: str, /, conn: sqlite3.Connection | None = None) -> int:",
+     "conn may then also be passed by position; every caller names it"),
+    ("core/stops/budgets.py",
+     'runs = db.execute("SELECT coalesce(sum(tokens), 0) FROM runs WHERE job = ?", (job,)).fetchone()[ -1]',
+     "the row has one column: [-1] is [0]"),
 ]
 
 

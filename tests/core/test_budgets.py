@@ -93,6 +93,7 @@ def test_budget_stops_the_job_at_exactly_its_cap(layout: RepoLayout) -> None:
 
 def test_job_tokens_is_the_larger_of_the_running_total_and_the_runs_sum(layout: RepoLayout) -> None:
     assert budgets.job_tokens(layout, "j") == 0  # no state.db yet
+    assert not layout.state_db.exists()  # and reading the budget does not create one
     _run(layout, "r1", 300)
     assert budgets.job_tokens(layout, "j") == 300
     _job_total(layout, 1200)  # the supervisor's running total, ahead of the runs' records
@@ -111,3 +112,17 @@ def test_budget_state_without_a_cap_is_never_over(tmp_path: Path) -> None:
     assert state.as_dict() == {"job": "j", "used_tokens": 10**9, "cap": None, "over": False,
                                "reason": "job j: 1000000000 tokens used, no budget set"}
     assert budgets.enforce(lay, "j", now=T0) is None
+
+
+def test_the_budget_exceeded_event_is_logged_once(layout: RepoLayout) -> None:
+    import json
+
+    _run(layout, "r1", 1500)
+    first = budgets.enforce(layout, "j", now=T0)
+    again = budgets.enforce(layout, "j", now=T0)
+    assert first is not None and again is not None and again.code == first.code
+    events = [json.loads(x) for x in layout.events.read_text().splitlines()]
+    exceeded = [e for e in events if e["type"] == "budget.exceeded"]
+    assert [(e["job"], e["data"]) for e in exceeded] == [("j", {
+        "job": "j", "used_tokens": 1500, "cap": 1000, "over": True, "code": first.code,
+        "reason": "job j: 1500 of 1000 tokens (budgets.job_tokens) — reached its budget"})]
