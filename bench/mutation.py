@@ -79,6 +79,13 @@ EQUIVALENT: list[tuple[str, str, str]] = [
     ("core/stops/budgets.py",
      'runs = db.execute("SELECT coalesce(sum(tokens), 0) FROM runs WHERE job = ?", (job,)).fetchone()[ -1]',
      "the row has one column: [-1] is [0]"),
+    ("core/stops/budgets.py", 'return max(int(runs or -1), int(row["tokens"]) if row is not None else 0)',
+     "runs is 0 only with no runs; max() with the job's total (>= 0) never picks the -1"),
+    ("core/stops/budgets.py", "def budget_state(layout: RepoLayout, job: str, cap: int | None = None, /,",
+     "layout, job and cap become positional-only: every caller passes them by position"),
+    ("core/stops/budgets.py",
+     "def enforce(layout: RepoLayout, job: str, cap: int | None = None, /, now: datetime | None = None,",
+     "layout, job and cap become positional-only: every caller passes them by position"),
 ]
 
 
@@ -224,7 +231,7 @@ def mutate(name: str, target: Target, show_diffs: bool) -> tuple[int, int, int]:
     rate = 100.0 * killed / counted if counted else 0.0
     print(f"{name:9} {rate:5.1f}% killed  ({killed} of {counted}; {equivalent} equivalent, "
           f"{survived} survived; {in_annotations} in annotations not run)  {', '.join(target.modules)}")
-    for module, line, op, text, why, diff in sorted(rows):
+    for module, line, op, text, why, diff in sorted(rows, key=lambda r: (r[0], r[1], r[2])):
         tag = f"equivalent: {why}" if why else "SURVIVED"
         print(f"    {module}:{line} {op} [{tag}]\n        {text}")
         if show_diffs and not why and diff:

@@ -94,6 +94,8 @@ def test_budget_stops_the_job_at_exactly_its_cap(layout: RepoLayout) -> None:
 def test_job_tokens_is_the_larger_of_the_running_total_and_the_runs_sum(layout: RepoLayout) -> None:
     assert budgets.job_tokens(layout, "j") == 0  # no state.db yet
     assert not layout.state_db.exists()  # and reading the budget does not create one
+    store.connect(layout.state_db).close()
+    assert budgets.job_tokens(layout, "j") == 0  # a store, but nothing recorded for the job
     _run(layout, "r1", 300)
     assert budgets.job_tokens(layout, "j") == 300
     _job_total(layout, 1200)  # the supervisor's running total, ahead of the runs' records
