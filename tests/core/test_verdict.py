@@ -6,7 +6,7 @@ import json
 
 import pytest
 from pilothouse.core.dispatch.process import ProcOutcome
-from pilothouse.core.dispatch.verdict import RunState, cost_from_tokens, decide
+from pilothouse.core.dispatch.verdict import RunState, cost_from_tokens, decide, final_text
 from pilothouse.providers import contract_events as c
 
 
@@ -91,3 +91,115 @@ def test_cost_from_tokens_uses_per_million_prices():
     assert cost_from_tokens(tokens, Cost(input=3.0, output=15.0)) == 9.0  # cache reads at the input price
     assert cost_from_tokens(tokens, Cost(input=3.0, output=15.0, cache_read=0.3)) == 6.3
     assert cost_from_tokens(tokens, None) == 0.0
+
+
+def test_run_state_adds_up_a_runs_events():
+    state = RunState()
+    for ev in (c.SessionEvent("s-1"), c.TextEvent("one"), c.ReasoningEvent("hmm"),
+               c.ToolEvent("read", "started"), c.ToolEvent("read", "ok"), c.ToolEvent("write", "denied"),
+               c.ToolEvent("bash", "error"), c.ToolEvent("bash", "denied"),
+               c.UsageEvent(input=10, output=5, reasoning=2, cache_read=3, cache_write=1, cost=0.25),
+               c.UsageEvent(input=1, output=1, cost=0.5), c.TextEvent("two"),
+               c.ErrorEvent("slow down", "transient"),
+               c.QuotaEvent(window="five_hour", used_pct=97.5, resets_at="2026-11-29T12:00:00Z")):
+        state.add(ev)
+    assert state.texts == ["one", "two"]
+    assert state.tokens == {"input": 11, "output": 6, "reasoning": 2, "cache_read": 3, "cache_write": 1}
+    assert (state.cost, state.steps, state.denied, state.tool_other) == (0.75, 2, 2, 1)
+    assert state.session_id == "s-1"
+    assert state.errors == [("transient", "slow down")]
+    assert state.quota == [{"window": "five_hour", "used_pct": 97.5, "resets_at": "2026-11-29T12:00:00Z"}]
+
+
+def test_the_stderr_tail_keeps_the_last_4000_bytes():
+    state = RunState()
+    state.add_stderr(b"a" * 3000)
+    state.add_stderr(b"b" * 3000)
+    assert state.stderr_tail == b"a" * 1000 + b"b" * 3000
+
+
+def test_final_text_joins_the_text_events_unless_the_runner_has_its_own():
+    from pilothouse.providers.runners import get_runner
+
+    runner = get_runner("builtin")
+    state = RunState()
+    assert final_text(state, runner) is None
+    state.add(c.TextEvent("\nfirst\n"))
+    state.add(c.TextEvent("second\n"))
+    assert final_text(state, runner) == "first\n\nsecond"
+
+
+@pytest.mark.parametrize("outcome, why", [
+    (ProcOutcome(pid=1, exit_code=-2, interrupted=True, timed_out=True),
+     "interrupted: the worker was stopped on request"),
+    (ProcOutcome(pid=1, exit_code=-9, timed_out=True, idle_timed_out=True),
+     "timed out: the run exceeded its overall timeout"),
+    (ProcOutcome(pid=1, exit_code=-9, idle_timed_out=True),
+     "idle timeout: the worker produced no output for too long"),
+])
+def test_why_a_run_ended_is_named_first_flag_wins(outcome, why):
+    d = decide(RunState(), outcome, "code", "some text", 0)
+    assert (d["verdict"], d["error"]) == ("partial", why)
+    d = decide(RunState(), outcome, "code", None, 0)
+    assert (d["verdict"], d["error"]) == ("error", why)
+
+
+def test_an_aborted_silent_run_names_the_reason():
+    d = decide(RunState(), ProcOutcome(pid=1, exit_code=1, aborted_reason="step cap: stopped after 4 steps"),
+               "code", None, 0)
+    assert (d["verdict"], d["error"]) == ("error", "step cap: stopped after 4 steps")
+
+
+def test_a_step_capped_run_with_text_is_partial_and_says_so():
+    state = RunState()
+    for _ in range(4):
+        state.add(c.UsageEvent(input=1))
+    d = decide(state, ok(), "code", "still working", 4)
+    assert (d["verdict"], d["error"]) == ("partial", "step cap: the worker used all 4 steps without finishing")
+    # a parsed result is never step capped, and no cap (0) never caps
+    assert decide(state, ok(), "code", code("complete"), 4)["error"] is None
+    assert decide(state, ok(), "code", "still working", 0)["error"] is None
+    assert decide(state, ok(), "code", "still working", 5)["error"] is None
+
+
+def test_a_malformed_result_is_partial_with_the_parse_error():
+    d = decide(RunState(), ok(), "code", result({"status": "complete"}), 0)
+    assert (d["verdict"], d["parse_state"], d["result"]) == ("partial", "malformed", None)
+    assert d["parse_error"] == "field 'validation': Field required"
+
+
+VERDICT = {
+    "run_id": "r1", "resume_of": None, "provider": "sim", "runner": "builtin", "mode": "code",
+    "verdict": "partial", "exit_code": 0, "timed_out": True, "idle_timed_out": False, "interrupted": True,
+    "steps": 3, "step_cap": 50, "duration_s": 1.25,
+    "tokens": {"input": 100, "output": 20, "reasoning": 5, "cache_read": 0, "cache_write": 0},
+    "cost_usd": 0.0, "tool_errors": {"permission_denied": 2, "other": 0}, "parse_state": "unstructured",
+    "parse_error": None, "result": None, "final_text_path": "/x/r1.report.md", "session_id": "s",
+    "stderr_tail": "", "error_class": None, "error": None, "quota": [],
+}
+
+
+def test_the_verdict_line_is_the_contracts_and_a_bad_field_raises():
+    from pilothouse.core.dispatch.verdict import verdict_line
+    from pilothouse.providers.contract import Verdict
+
+    line = verdict_line(VERDICT)
+    assert line == Verdict.model_validate(VERDICT).line()
+    assert json.loads(line) == {"type": "pilothouse.verdict", "schema": 1, **VERDICT}
+    with pytest.raises(ValueError, match="error_class"):
+        verdict_line({**VERDICT, "error_class": "pwned"})
+
+
+def test_the_started_line_is_compact_json_in_order():
+    from pilothouse.core.dispatch.verdict import started_line
+
+    assert started_line({"run_id": "r1", "mode": "code"}) == \
+        '{"type":"pilothouse.started","schema":1,"run_id":"r1","mode":"code"}'
+
+
+def test_the_human_summary_names_what_went_wrong():
+    from pilothouse.core.dispatch.verdict import human_summary
+
+    assert human_summary(VERDICT) == "partial (unstructured), 3 steps, 1.2s, 125 tokens, timed out, interrupted, 2 denied"
+    calm = {**VERDICT, "timed_out": False, "interrupted": False, "tool_errors": {"permission_denied": 0, "other": 1}}
+    assert human_summary(calm) == "partial (unstructured), 3 steps, 1.2s, 125 tokens"
