@@ -165,3 +165,58 @@ def test_a_change_committed_with_its_event_is_logged_before_any_reaction(tmp_pat
         log.append("problem.answered", commit=failing)
     assert [e["type"] for e in map(json.loads, log.path.read_text().splitlines())] == \
         ["problem.answered", "problem.closed"]  # a change that failed leaves no line
+
+
+def test_timestamps_are_utc_with_milliseconds() -> None:
+    from datetime import UTC, datetime, timedelta, timezone
+
+    from pilothouse.core.state.events import parse_ts, utc_now_iso
+
+    plus2 = timezone(timedelta(hours=2))
+    assert utc_now_iso(datetime(2026, 11, 29, 8, 1, 2, 345678, tzinfo=plus2)) == "2026-11-29T06:01:02.345Z"
+    assert utc_now_iso(datetime(2026, 11, 29, 8, 1, 2, 999, tzinfo=UTC)) == "2026-11-29T08:01:02.000Z"
+    assert parse_ts("2026-11-29T06:01:02.345Z") == datetime(2026, 11, 29, 6, 1, 2, 345000, tzinfo=UTC)
+    assert parse_ts("2026-11-29T09:00:00+02:00") == datetime(2026, 11, 29, 7, 0, tzinfo=UTC)
+    naive = parse_ts("2026-11-29T07:00:00")
+    assert naive == datetime(2026, 11, 29, 7, 0, tzinfo=UTC) and naive.tzinfo is UTC
+    assert (parse_ts(None), parse_ts(""), parse_ts("yesterday")) == (None, None, None)
+
+
+def test_an_event_is_one_compact_line_with_every_field(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    event = EventLog(path, redact=lambda s: s).append("run.started", job="j", task="t", run="r")
+    assert list(event) == ["seq", "ts", "type", "job", "task", "run", "data"]
+    assert path.read_text() == (f'{{"seq":1,"ts":"{event["ts"]}","type":"run.started","job":"j","task":"t",'
+                                '"run":"r","data":{}}\n')
+
+
+def test_seq_continues_past_a_long_unreadable_tail(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    EventLog(path).append("job.created")
+    EventLog(path).append("job.started")
+    with open(path, "a") as fh:  # more than one read-back chunk (64 KiB) of lines without a seq
+        for i in range(3000):
+            fh.write(json.dumps({"type": "no.seq", "pad": "x" * 30, "i": i}) + "\n")
+        fh.write('{"seq": "not a number", "type": "bad"}\n\n')
+    assert path.stat().st_size > 2 * 64 * 1024
+    assert EventLog(path).append("job.accepted")["seq"] == 3
+
+
+def test_tail_and_read_new_on_edge_cases(tmp_path: Path) -> None:
+    from pilothouse.core.state.events import LineTailer
+
+    path = tmp_path / "events.jsonl"
+    assert EventTailer(path).tail(3) == [] and EventTailer(path).read_new() == []
+    log = EventLog(path)
+    for _ in range(3):
+        log.append("run.activity")
+    assert EventTailer(path).tail(0) == []
+    assert [e["seq"] for e in EventTailer(path).tail(10)] == [1, 2, 3]  # fewer than asked: all of them
+    at_end = EventTailer(path, start_at_end=True)
+    assert at_end.read_new() == []
+    log.append("job.accepted")
+    assert [e["seq"] for e in at_end.read_new()] == [4]
+    with open(path, "a") as fh:
+        fh.write('{"kind": "text", "text": "hi"}\n')
+    assert EventTailer(path).read_new()[-1]["type"] == "job.accepted"  # not an event: skipped
+    assert LineTailer(path).read_new()[-1] == {"kind": "text", "text": "hi"}  # any JSON object
