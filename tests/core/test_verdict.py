@@ -203,3 +203,31 @@ def test_the_human_summary_names_what_went_wrong():
     assert human_summary(VERDICT) == "partial (unstructured), 3 steps, 1.2s, 125 tokens, timed out, interrupted, 2 denied"
     calm = {**VERDICT, "timed_out": False, "interrupted": False, "tool_errors": {"permission_denied": 0, "other": 1}}
     assert human_summary(calm) == "partial (unstructured), 3 steps, 1.2s, 125 tokens"
+
+
+def test_a_quota_error_class_read_from_json_is_quota():
+    # a runner's error class parsed from its JSON stream is an equal string, not the same object
+    state = RunState()
+    state.add(c.ErrorEvent("rate limited", json.loads('"quota"')))
+    assert decide(state, ok(), "code", "partial words", 0)["verdict"] == "quota"
+
+
+def test_a_run_past_its_step_cap_is_capped_and_no_cap_below_one():
+    state = RunState()
+    for _ in range(5):
+        state.add(c.UsageEvent(input=1))
+    d = decide(state, ProcOutcome(pid=1, exit_code=-15, aborted_reason="step cap: stopped after 4 steps"),
+               "code", "went on", 4)
+    assert d["error"] == "step cap: the worker used all 4 steps without finishing"
+    assert decide(state, ok(), "code", "went on", -1)["error"] is None
+
+
+def test_cost_from_tokens_prices_only_what_has_a_price():
+    from pilothouse.providers.registry import Cost
+
+    tokens = {"input": 1_000_000, "output": 1_000_000, "reasoning": 0, "cache_read": 0, "cache_write": 0}
+    assert cost_from_tokens(tokens, Cost(output=2.0)) == 2.0
+    assert cost_from_tokens(tokens, Cost(input=2.0)) == 2.0
+    assert cost_from_tokens({**tokens, "cache_write": 1_000_000}, Cost(input=1.0)) == 2.0
+    assert cost_from_tokens(dict.fromkeys(tokens, 0), Cost(input=5.0, output=5.0)) == 0.0
+    assert cost_from_tokens({**tokens, "output": 1}, Cost(output=1.0)) == 0.000001
