@@ -99,13 +99,13 @@ def test_run_state_adds_up_a_runs_events():
                c.ToolEvent("read", "started"), c.ToolEvent("read", "ok"), c.ToolEvent("write", "denied"),
                c.ToolEvent("bash", "error"), c.ToolEvent("bash", "denied"),
                c.UsageEvent(input=10, output=5, reasoning=2, cache_read=3, cache_write=1, cost=0.25),
-               c.UsageEvent(input=1, output=1, cost=0.5), c.TextEvent("two"),
+               c.UsageEvent(input=1, output=1, cost=0.5), c.UsageEvent(), c.TextEvent("two"),
                c.ErrorEvent("slow down", "transient"),
                c.QuotaEvent(window="five_hour", used_pct=97.5, resets_at="2026-11-29T12:00:00Z")):
         state.add(ev)
     assert state.texts == ["one", "two"]
     assert state.tokens == {"input": 11, "output": 6, "reasoning": 2, "cache_read": 3, "cache_write": 1}
-    assert (state.cost, state.steps, state.denied, state.tool_other) == (0.75, 2, 2, 1)
+    assert (state.cost, state.steps, state.denied, state.tool_other) == (0.75, 3, 2, 1)
     assert state.session_id == "s-1"
     assert state.errors == [("transient", "slow down")]
     assert state.quota == [{"window": "five_hour", "used_pct": 97.5, "resets_at": "2026-11-29T12:00:00Z"}]
@@ -172,7 +172,7 @@ VERDICT = {
     "run_id": "r1", "resume_of": None, "provider": "sim", "runner": "builtin", "mode": "code",
     "verdict": "partial", "exit_code": 0, "timed_out": True, "idle_timed_out": False, "interrupted": True,
     "steps": 3, "step_cap": 50, "duration_s": 1.25,
-    "tokens": {"input": 100, "output": 20, "reasoning": 5, "cache_read": 0, "cache_write": 0},
+    "tokens": {"input": 100, "output": 20, "reasoning": 8, "cache_read": 0, "cache_write": 0},
     "cost_usd": 0.0, "tool_errors": {"permission_denied": 2, "other": 0}, "parse_state": "unstructured",
     "parse_error": None, "result": None, "final_text_path": "/x/r1.report.md", "session_id": "s",
     "stderr_tail": "", "error_class": None, "error": None, "quota": [],
@@ -200,9 +200,9 @@ def test_the_started_line_is_compact_json_in_order():
 def test_the_human_summary_names_what_went_wrong():
     from pilothouse.core.dispatch.verdict import human_summary
 
-    assert human_summary(VERDICT) == "partial (unstructured), 3 steps, 1.2s, 125 tokens, timed out, interrupted, 2 denied"
+    assert human_summary(VERDICT) == "partial (unstructured), 3 steps, 1.2s, 128 tokens, timed out, interrupted, 2 denied"
     calm = {**VERDICT, "timed_out": False, "interrupted": False, "tool_errors": {"permission_denied": 0, "other": 1}}
-    assert human_summary(calm) == "partial (unstructured), 3 steps, 1.2s, 125 tokens"
+    assert human_summary(calm) == "partial (unstructured), 3 steps, 1.2s, 128 tokens"
 
 
 def test_a_quota_error_class_read_from_json_is_quota():
@@ -231,3 +231,42 @@ def test_cost_from_tokens_prices_only_what_has_a_price():
     assert cost_from_tokens({**tokens, "cache_write": 1_000_000}, Cost(input=1.0)) == 2.0
     assert cost_from_tokens(dict.fromkeys(tokens, 0), Cost(input=5.0, output=5.0)) == 0.0
     assert cost_from_tokens({**tokens, "output": 1}, Cost(output=1.0)) == 0.000001
+
+
+def test_events_with_strings_parsed_at_run_time_add_up_the_same():
+    # runners build kinds and statuses from their JSON streams: equal strings, not the same objects
+    def parsed(word: str) -> str:
+        return json.loads(json.dumps(word))
+
+    state = RunState()
+    for ev in (c.TextEvent("hi", kind=parsed("text")), c.UsageEvent(input=2, kind=parsed("usage")),
+               c.ToolEvent("w", parsed("denied"), kind=parsed("tool")), c.ToolEvent("b", parsed("error")),
+               c.SessionEvent("s-9", kind=parsed("session")), c.ErrorEvent("x", "fatal", kind=parsed("error")),
+               c.QuotaEvent("weekly", kind=parsed("quota"))):
+        state.add(ev)
+    assert (state.texts, state.tokens["input"], state.steps, state.denied, state.tool_other) == (["hi"], 2, 1, 1, 1)
+    assert (state.session_id, state.errors) == ("s-9", [("fatal", "x")])
+    assert state.quota == [{"window": "weekly", "used_pct": None, "resets_at": None}]
+
+
+def test_the_last_error_decides():
+    state = RunState()
+    state.add(c.ErrorEvent("first", "transient"))
+    state.add(c.ErrorEvent("denied the key", "auth"))
+    d = decide(state, ok(), "code", None, 0)
+    assert (d["verdict"], d["error_class"], d["error"]) == ("error", "auth", "denied the key")
+
+
+@pytest.mark.parametrize("outcome", [ProcOutcome(pid=1, exit_code=-11), ProcOutcome(pid=1, exit_code=0, timed_out=True),
+                                     ProcOutcome(pid=1, exit_code=0, idle_timed_out=True),
+                                     ProcOutcome(pid=1, exit_code=0, interrupted=True)])
+def test_a_silent_run_that_did_not_end_cleanly_is_an_error_not_empty(outcome):
+    assert decide(RunState(), outcome, "code", None, 0)["verdict"] == "error"
+
+
+def test_a_long_run_at_its_step_cap_is_capped():
+    state = RunState()
+    for _ in range(300):
+        state.add(c.UsageEvent(input=1))
+    assert decide(state, ok(), "code", "went on", 300)["error"] == \
+        "step cap: the worker used all 300 steps without finishing"
