@@ -270,3 +270,18 @@ def test_a_long_run_at_its_step_cap_is_capped():
         state.add(c.UsageEvent(input=1))
     assert decide(state, ok(), "code", "went on", 300)["error"] == \
         "step cap: the worker used all 300 steps without finishing"
+
+
+def test_a_malformed_result_at_the_step_cap_is_capped_and_a_cap_of_one_caps():
+    state = RunState()
+    state.add(c.UsageEvent(input=1))
+    d = decide(state, ok(), "code", result({"status": "complete"}), 1)
+    assert (d["verdict"], d["parse_state"]) == ("partial", "malformed")
+    assert d["error"] == "step cap: the worker used all 1 steps without finishing"
+
+
+def test_cost_is_rounded_to_a_millionth_of_a_dollar():
+    from pilothouse.providers.registry import Cost
+
+    one = {"input": 0, "output": 1, "reasoning": 0, "cache_read": 0, "cache_write": 0}
+    assert cost_from_tokens(one, Cost(output=1.6)) == 0.000002
