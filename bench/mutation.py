@@ -3,6 +3,7 @@
     python bench/mutation.py guard budgets      # some modules
     python bench/mutation.py --all              # every module below
     python bench/mutation.py --list             # the modules and the tests that judge them
+    python bench/mutation.py --report --all     # the last run's figures again (e.g. after EQUIVALENT grew)
 
 For each module: copy the tree (so a mutant never sits in the working tree, even if this is
 killed), check the module's tests pass unmutated, then let cosmic-ray apply one mutation at a
@@ -218,8 +219,6 @@ def _mutated_line(diff: str) -> str:
 
 def mutate(name: str, target: Target, show_diffs: bool) -> tuple[int, int, int]:
     """(killed, survived, equivalent) for one target; prints its figures and survivors."""
-    from cosmic_ray.work_db import WorkDB, use_db
-    from cosmic_ray.work_item import WorkerOutcome
 
     tree = WORK / name / "tree"
     pkgroot = WORK / name / "pkgroot"
@@ -248,13 +247,26 @@ def mutate(name: str, target: Target, show_diffs: bool) -> tuple[int, int, int]:
             print(f"{name}: cosmic-ray {step} failed:\n{out.stderr[-2000:]}")
             return 0, 0, 0
         if step == "init":
-            in_annotations = _skip_annotations(db, tree)
+            _skip_annotations(db, tree)
+    return report(name, target, show_diffs)
 
-    killed = survived = equivalent = 0
+
+def report(name: str, target: Target, show_diffs: bool) -> tuple[int, int, int]:
+    """(killed, survived, equivalent) from the module's last session; prints them and the survivors."""
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import WorkerOutcome
+
+    tree, db = WORK / name / "tree", WORK / name / "session.sqlite"
+    if not db.exists():
+        print(f"{name}: no session yet (run: python bench/mutation.py {name})")
+        return 0, 0, 0
+    killed = survived = equivalent = in_annotations = 0
     rows = []
     with use_db(str(db), WorkDB.Mode.open) as work_db:
+        pending = work_db.num_work_items - work_db.num_results
         for item, result in work_db.completed_work_items:
             if result.worker_outcome == WorkerOutcome.SKIPPED:
+                in_annotations += 1
                 continue
             if result.is_killed:
                 killed += 1
@@ -272,7 +284,8 @@ def mutate(name: str, target: Target, show_diffs: bool) -> tuple[int, int, int]:
     counted = killed + survived
     rate = 100.0 * killed / counted if counted else 0.0
     print(f"{name:9} {rate:5.1f}% killed  ({killed} of {counted}; {equivalent} equivalent, "
-          f"{survived} survived; {in_annotations} in annotations not run)  {', '.join(target.modules)}")
+          f"{survived} survived; {in_annotations} in annotations not run"
+          + (f"; {pending} NOT RUN YET" if pending else "") + f")  {', '.join(target.modules)}")
     for module, line, op, text, why, diff in sorted(rows, key=lambda r: (r[0], r[1], r[2])):
         tag = f"equivalent: {why}" if why else "SURVIVED"
         print(f"    {module}:{line} {op} [{tag}]\n        {text}")
@@ -288,6 +301,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--all", action="store_true", help="every module, smallest first")
     ap.add_argument("--list", action="store_true", help="print the modules and their tests")
     ap.add_argument("--diffs", action="store_true", help="print each survivor's diff")
+    ap.add_argument("--report", action="store_true",
+                    help="print the figures of the last run of each module again, without running")
     args = ap.parse_args(argv)
     if args.list:
         for name, t in TARGETS.items():
@@ -300,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
                  (f"; unknown: {', '.join(unknown)}" if unknown else ""))
     total_k = total_s = 0
     for name in names:
-        k, s, _ = mutate(name, TARGETS[name], args.diffs)
+        k, s, _ = (report if args.report else mutate)(name, TARGETS[name], args.diffs)
         total_k, total_s = total_k + k, total_s + s
     if len(names) > 1 and total_k + total_s:
         print(f"{'all':9} {100.0 * total_k / (total_k + total_s):5.1f}% killed  ({total_k} of {total_k + total_s})")
