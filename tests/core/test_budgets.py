@@ -119,12 +119,16 @@ def test_budget_state_without_a_cap_is_never_over(tmp_path: Path) -> None:
 def test_the_budget_exceeded_event_is_logged_once(layout: RepoLayout) -> None:
     import json
 
+    def exceeded() -> list[tuple[str, dict]]:
+        events = [json.loads(x) for x in layout.events.read_text().splitlines()]
+        return [(e["job"], e["data"]) for e in events if e["type"] == "budget.exceeded"]
+
     _run(layout, "r1", 1500)
     first = budgets.enforce(layout, "j", now=T0)
+    assert first is not None
+    logged = [("j", {"job": "j", "used_tokens": 1500, "cap": 1000, "over": True, "code": first.code,
+                     "reason": "job j: 1500 of 1000 tokens (budgets.job_tokens) — reached its budget"})]
+    assert exceeded() == logged  # when the problem opens
     again = budgets.enforce(layout, "j", now=T0)
-    assert first is not None and again is not None and again.code == first.code
-    events = [json.loads(x) for x in layout.events.read_text().splitlines()]
-    exceeded = [e for e in events if e["type"] == "budget.exceeded"]
-    assert [(e["job"], e["data"]) for e in exceeded] == [("j", {
-        "job": "j", "used_tokens": 1500, "cap": 1000, "over": True, "code": first.code,
-        "reason": "job j: 1500 of 1000 tokens (budgets.job_tokens) — reached its budget"})]
+    assert again is not None and again.code == first.code
+    assert exceeded() == logged  # not again
