@@ -220,3 +220,32 @@ def test_tail_and_read_new_on_edge_cases(tmp_path: Path) -> None:
         fh.write('{"kind": "text", "text": "hi"}\n')
     assert EventTailer(path).read_new()[-1]["type"] == "job.accepted"  # not an event: skipped
     assert LineTailer(path).read_new()[-1] == {"kind": "text", "text": "hi"}  # any JSON object
+
+
+def test_a_reader_that_starts_on_a_torn_line_gets_it_whole(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    torn, rest = b'{"seq": 1, "ts": "x", "type": "job.cre', b'ated", "data": {}}\n'
+    path.write_bytes(torn)
+    reader, tail_reader = EventTailer(path), EventTailer(path)
+    assert reader.read_new() == [] and tail_reader.tail(5) == []
+    with open(path, "ab") as fh:
+        fh.write(rest)
+    assert [e["type"] for e in reader.read_new()] == ["job.created"]
+    assert [e["type"] for e in tail_reader.read_new()] == ["job.created"]
+
+
+def test_seq_is_found_on_a_first_line_that_starts_one_byte_before_the_last_read_back(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    first = b'{"seq": 7, "type": "job.created"}\n'
+    size = 2 * 64 * 1024 + 1  # read back in two 64 KiB chunks, then the file's first byte
+    path.write_bytes(first + b"x" * (size - len(first) - 1) + b"\n")
+    assert EventLog(path).append("job.started")["seq"] == 8
+
+
+def test_a_line_cut_at_a_read_back_chunk_is_never_taken_for_a_whole_one(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    # the last 64 KiB start inside a line whose end alone would read as an event with seq 999
+    tail = b'{"seq": 999}\n'
+    filler = b"y" * (64 * 1024 - len(tail) - 1) + b"\n"
+    path.write_bytes(b'{"seq": 1, "type": "job.created"}\n' + b"garbage " + tail + filler)
+    assert EventLog(path).append("job.started")["seq"] == 2
