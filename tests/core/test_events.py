@@ -249,3 +249,40 @@ def test_a_line_cut_at_a_read_back_chunk_is_never_taken_for_a_whole_one(tmp_path
     filler = b"y" * (64 * 1024 - len(tail) - 1) + b"\n"
     path.write_bytes(b'{"seq": 1, "type": "job.created"}\n' + b"garbage " + tail + filler)
     assert EventLog(path).append("job.started")["seq"] == 2
+
+
+def test_follow_goes_on_after_another_file_in_its_directory_changes(tmp_path: Path) -> None:
+    import time
+
+    path = tmp_path / "runtime" / "events.jsonl"
+    EventLog(path).append("job.created")
+    seen: list[str] = []
+    done = threading.Event()
+
+    def reader() -> None:
+        for event in follow(path, stop_event=done):
+            seen.append(event["type"])
+            if event["type"] == "job.accepted":
+                done.set()
+
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+    deadline = time.monotonic() + 20
+    while not seen:
+        assert time.monotonic() < deadline, "follow never yielded the first event"
+        time.sleep(0.02)
+    (path.parent / "state.db-wal").write_text("another file of the runtime dir")
+    time.sleep(1.0)  # let the watcher report that change on its own, before ours
+    assert t.is_alive()
+    EventLog(path).append("job.accepted")
+    t.join(timeout=20)
+    assert seen == ["job.created", "job.accepted"]
+
+
+def test_tail_returns_as_many_events_as_asked_even_when_lines_are_long(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    log = EventLog(path)
+    for i in range(3):  # ~50 KiB each: the last 64 KiB read back hold one whole line and a part
+        log.append("run.finished", data={"i": i, "stderr_tail": "e" * 50_000})
+    assert [e["data"]["i"] for e in EventTailer(path).tail(2)] == [1, 2]
+    assert [e["data"]["i"] for e in EventTailer(path).tail(1)] == [2]
