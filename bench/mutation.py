@@ -4,6 +4,7 @@
     python bench/mutation.py --all              # every module below
     python bench/mutation.py --list             # the modules and the tests that judge them
     python bench/mutation.py --report --all     # the last run's figures again (e.g. after EQUIVALENT grew)
+    python bench/mutation.py --survivors budgets  # after new tests: run only the last survivors again
 
 For each module: copy the tree (so a mutant never sits in the working tree, even if this is
 killed), check the module's tests pass unmutated, then let cosmic-ray apply one mutation at a
@@ -239,8 +240,26 @@ def _mutated_line(diff: str) -> str:
     return added[0] if len(added) == 1 else ""
 
 
-def mutate(name: str, target: Target, show_diffs: bool) -> tuple[int, int, int]:
-    """(killed, survived, equivalent) for one target; prints its figures and survivors."""
+def _forget_survivors(db: Path) -> int:
+    """Drop the results of the mutants that survived (not the equivalent ones), so the next exec
+    runs just those against the tests as they are now. The module itself must be unchanged."""
+    from cosmic_ray.work_db import WorkDB, WorkResultStorage, use_db
+    from cosmic_ray.work_item import WorkerOutcome
+
+    equivalent = {(f, line) for f, line, _ in EQUIVALENT}
+    with use_db(str(db), WorkDB.Mode.open) as work_db:
+        again = [item.job_id for item, result in work_db.completed_work_items
+                 if result.worker_outcome != WorkerOutcome.SKIPPED and not result.is_killed
+                 and (str(item.mutations[0].module_path), _mutated_line(result.diff or "")) not in equivalent]
+        # WorkDB has no call to drop one result; its session and table are what it uses itself
+        with work_db._session_maker.begin() as session:
+            session.query(WorkResultStorage).filter(WorkResultStorage.job_id.in_(again)).delete()
+    return len(again)
+
+
+def mutate(name: str, target: Target, show_diffs: bool, survivors_only: bool = False) -> tuple[int, int, int]:
+    """(killed, survived, equivalent) for one target; prints its figures and survivors.
+    `survivors_only`: run again only what survived the last run (after new tests)."""
 
     tree = WORK / name / "tree"
     pkgroot = WORK / name / "pkgroot"
@@ -261,9 +280,14 @@ def mutate(name: str, target: Target, show_diffs: bool) -> tuple[int, int, int]:
         return 0, 0, 0
     cfg, db = WORK / name / "cosmic-ray.toml", WORK / name / "session.sqlite"
     cfg.write_text(_config(name, target, max(30.0, took * 5)))
-    db.unlink(missing_ok=True)
     cr = str(Path(sys.executable).with_name("cosmic-ray"))
-    for step in ("init", "exec"):
+    if survivors_only and db.exists():
+        print(f"{name}: running the {_forget_survivors(db)} survivors of the last run again")
+        steps: tuple[str, ...] = ("exec",)
+    else:
+        db.unlink(missing_ok=True)
+        steps = ("init", "exec")
+    for step in steps:
         out = _run([cr, step, str(cfg), str(db)], tree, env)
         if out.returncode != 0:
             print(f"{name}: cosmic-ray {step} failed:\n{out.stderr[-2000:]}")
@@ -323,6 +347,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--all", action="store_true", help="every module, smallest first")
     ap.add_argument("--list", action="store_true", help="print the modules and their tests")
     ap.add_argument("--diffs", action="store_true", help="print each survivor's diff")
+    ap.add_argument("--survivors", action="store_true",
+                    help="run only the last run's survivors again (after adding tests; the module unchanged)")
     ap.add_argument("--report", action="store_true",
                     help="print the figures of the last run of each module again, without running")
     args = ap.parse_args(argv)
@@ -337,7 +363,10 @@ def main(argv: list[str] | None = None) -> int:
                  (f"; unknown: {', '.join(unknown)}" if unknown else ""))
     total_k = total_s = 0
     for name in names:
-        k, s, _ = (report if args.report else mutate)(name, TARGETS[name], args.diffs)
+        if args.report:
+            k, s, _ = report(name, TARGETS[name], args.diffs)
+        else:
+            k, s, _ = mutate(name, TARGETS[name], args.diffs, survivors_only=args.survivors)
         total_k, total_s = total_k + k, total_s + s
     if len(names) > 1 and total_k + total_s:
         print(f"{'all':9} {100.0 * total_k / (total_k + total_s):5.1f}% killed  ({total_k} of {total_k + total_s})")
