@@ -176,6 +176,15 @@ def test_a_verdict_the_contract_rejects_still_ends_in_two_lines(cli, git_repo, t
     assert "FAILED" in (paths.logs_dir() / "latest.log").read_text()
 
 
+def test_a_result_nested_too_deep_to_read_is_malformed_not_a_crash(cli, git_repo, tmp_path):
+    deep = "[" * 100_000 + "]" * 100_000
+    body = f"scripts:\n  - turns:\n      - say: \"Done. <!--RESULT-->{deep}<!--/RESULT-->\"\n"
+    v = verdict_of(dispatch(cli, git_repo, tmp_path, "--scenario", scenario(tmp_path, "deep", body), mode="code",
+                            text="Do it.\n"))
+    assert (v["verdict"], v["parse_state"], v["parse_error"]) == (
+        "partial", "malformed", "result block is nested too deeply to read")
+
+
 @pytest.mark.parametrize("name, verdict, error_class", [
     ("auth-401", "error", "auth"), ("quota-429", "quota", "quota"),
     ("garbage", "error", "fatal"), ("close-mid-stream", "error", "transient"),
