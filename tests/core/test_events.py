@@ -286,3 +286,15 @@ def test_tail_returns_as_many_events_as_asked_even_when_lines_are_long(tmp_path:
         log.append("run.finished", data={"i": i, "stderr_tail": "e" * 50_000})
     assert [e["data"]["i"] for e in EventTailer(path).tail(2)] == [1, 2]
     assert [e["data"]["i"] for e in EventTailer(path).tail(1)] == [2]
+
+
+def test_follow_from_the_end_or_the_last_few(tmp_path: Path) -> None:
+    path = tmp_path / "runtime" / "events.jsonl"
+    for kind in ("job.created", "job.started", "task.state"):
+        EventLog(path).append(kind)
+    done = threading.Event()
+    done.set()  # stopped: only what is there now
+    assert list(follow(path, stop_event=done, from_start=False)) == []
+    assert [e["type"] for e in follow(path, stop_event=done, from_start=False, last=2)] == ["job.started",
+                                                                                          "task.state"]
+    assert [e["seq"] for e in follow(path, stop_event=done)] == [1, 2, 3]
