@@ -298,3 +298,27 @@ def test_follow_from_the_end_or_the_last_few(tmp_path: Path) -> None:
     assert [e["type"] for e in follow(path, stop_event=done, from_start=False, last=2)] == ["job.started",
                                                                                           "task.state"]
     assert [e["seq"] for e in follow(path, stop_event=done)] == [1, 2, 3]
+
+
+def test_milliseconds_are_truncated_not_rounded() -> None:
+    from datetime import UTC, datetime
+
+    from pilothouse.core.state.events import utc_now_iso
+
+    assert utc_now_iso(datetime(2026, 11, 29, 8, 0, 0, 999000, tzinfo=UTC)) == "2026-11-29T08:00:00.999Z"
+    assert utc_now_iso(datetime(2026, 11, 29, 8, 0, 0, 1999, tzinfo=UTC)) == "2026-11-29T08:00:00.001Z"
+
+
+def test_the_log_makes_its_directories_and_a_tailer_waits_for_its_file(tmp_path: Path) -> None:
+    path = tmp_path / "repo" / ".ai" / "runtime" / "events.jsonl"
+    waiting = EventTailer(path, start_at_end=True)  # no file yet: not an error
+    EventLog(path).append("job.created")
+    assert [e["type"] for e in waiting.read_new()] == ["job.created"]
+
+
+def test_an_event_after_a_one_byte_torn_line_starts_its_own_line(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(b"{")
+    EventLog(path).append("job.created")
+    assert path.read_bytes().startswith(b"{\n{")
+    assert [e["type"] for e in EventTailer(path).read_new()] == ["job.created"]
