@@ -322,3 +322,24 @@ def test_an_event_after_a_one_byte_torn_line_starts_its_own_line(tmp_path: Path)
     EventLog(path).append("job.created")
     assert path.read_bytes().startswith(b"{\n{")
     assert [e["type"] for e in EventTailer(path).read_new()] == ["job.created"]
+
+
+def test_follow_makes_the_directory_it_watches(tmp_path: Path) -> None:
+    path = tmp_path / "repo" / ".ai" / "runtime" / "events.jsonl"
+    done = threading.Event()
+    done.set()
+    assert list(follow(path, stop_event=done)) == [] and path.parent.is_dir()
+
+
+def test_a_replacement_with_a_lower_inode_is_read_from_its_start(tmp_path: Path) -> None:
+    replacement = tmp_path / "new.jsonl"  # made first: the lower inode number
+    replacement.write_text("")
+    path = tmp_path / "events.jsonl"
+    EventLog(path).append("job.created")
+    tailer = EventTailer(path)
+    assert [e["type"] for e in tailer.read_new()] == ["job.created"]
+    for kind in ("job.accepted", "job.started", "task.state"):  # longer than what was read
+        EventLog(replacement).append(kind)
+    assert replacement.stat().st_ino < path.stat().st_ino  # the arrangement this test needs
+    os.replace(replacement, path)
+    assert [e["type"] for e in tailer.read_new()] == ["job.accepted", "job.started", "task.state"]
