@@ -343,3 +343,10 @@ def test_a_replacement_with_a_lower_inode_is_read_from_its_start(tmp_path: Path)
     assert replacement.stat().st_ino < path.stat().st_ino  # the arrangement this test needs
     os.replace(replacement, path)
     assert [e["type"] for e in tailer.read_new()] == ["job.accepted", "job.started", "task.state"]
+
+
+def test_an_event_after_a_torn_line_ending_in_a_control_byte_starts_its_own_line(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(b'{"seq": 1, "ty\t')
+    EventLog(path).append("job.created")
+    assert [e["type"] for e in EventTailer(path).read_new()] == ["job.created"]
