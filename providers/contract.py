@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from pilothouse.providers.contract_fast import NESTED
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 VerdictKind = Literal["completed", "partial", "error", "empty", "quota"]
@@ -169,6 +170,8 @@ def parse_result(text: str | None, mode: str) -> ParsedResult:
         data = json.loads(raw)
     except json.JSONDecodeError as exc:
         return ParsedResult("malformed", error=f"result block is not JSON: {exc.msg} at char {exc.pos}")
+    except RecursionError:  # a hostile worker's block nested past the parser's depth
+        return ParsedResult("malformed", error=NESTED)
     model = RESULT_MODELS.get("code" if mode == "resume" else mode)
     if model is None:
         return ParsedResult("parsed", result=data if isinstance(data, dict) else {"value": data})

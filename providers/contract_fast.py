@@ -89,6 +89,8 @@ MODELS: dict[str, tuple[bool, list[tuple[str, str, Any, Any]]]] = {  # name -> (
 RESULT_MODELS = {"explore": "ExploreResult", "code": "CodeResult", "resume": "CodeResult",
                  "test": "TestResult", "review": "ReviewResult", "plan": "PlanResult"}
 _RESULT_RE = re.compile(r"<!--RESULT-->(.*?)<!--/RESULT-->", re.DOTALL)
+# what both parsers say of a result block nested deeper than json can read
+NESTED = "result block is nested too deeply to read"
 
 
 class _NotPlain(Exception):
@@ -185,6 +187,8 @@ def parse_result(text: str | None, mode: str) -> tuple[str, dict[str, Any] | Non
         data = json.loads(raw)
     except json.JSONDecodeError as exc:
         return "malformed", None, f"result block is not JSON: {exc.msg} at char {exc.pos}"
+    except RecursionError:  # a hostile worker's block nested past the parser's depth
+        return "malformed", None, NESTED
     name = RESULT_MODELS.get("code" if mode == "resume" else mode)
     if name is None:
         return "parsed", data if isinstance(data, dict) else {"value": data}, None

@@ -37,6 +37,9 @@ def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
         "[user]\n\tname = Test Operator\n\temail = operator@example.test\n"
         "[init]\n\tdefaultBranch = main\n[advice]\n\tdetachedHead = false\n"
     )
+    # npm's own settings (cache, userconfig, prefix) could point a test's npm at the real home
+    for var in [v for v in os.environ if v.lower().startswith("npm_config_")]:
+        monkeypatch.delenv(var)
     for var in ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL",
                 "GIT_DIR", "GIT_WORK_TREE"):
         monkeypatch.delenv(var, raising=False)

@@ -113,8 +113,28 @@ def _apply(sup: Supervisor, p: Any, rep: Any) -> str:
         if target == "ready" and r["state"] == "stopped" and p.kind in ("auth", "budget", "worker_crashed"):
             fields["session_id"] = r["session_id"]
         sup.store.set_task(job, p.task, target, f"{who} ({p.kind})", **fields)
+        if p.kind == "setup_failed":
+            return f"back to {target}" + _retry_same_setup_failure(sup, p, who)
         return f"back to {target}"
     return f"reply {reply} does not apply here"
+
+
+def _retry_same_setup_failure(sup: Supervisor, p: Any, who: str) -> str:
+    """The other tasks stopped by the same setup failure were held for the cause the operator just
+    fixed: they go back to ready with this one, and their problems close."""
+    from pilothouse.core.stops import holds, problems
+
+    moved = []
+    for code in holds.same_setup_failure(sup.layout, p.code, conn=sup.conn):
+        other = problems.get_problem(sup.layout, code, conn=sup.conn)
+        r = sup.store.task(p.job, other.task) if other.task else None
+        if r is not None and r["state"] not in TERMINAL:
+            c = counters(r)
+            c.pop("crash", None)
+            sup.store.set_task(p.job, other.task, "ready", f"{who} ({p.code}, the same setup failure)", counters=c)
+            moved.append(other.task)
+        problems.close_problem(sup.layout, code, f"retried with {p.code}", conn=sup.conn, log=sup.events)
+    return f"; with it {', '.join(moved)}" if moved else ""
 
 
 def _take_operator_fix(sup: Supervisor, p: Any, r: Any, message: str = "") -> str:

@@ -60,3 +60,75 @@ def test_launch_hold_names_the_budget_and_the_setup_hold(layout: RepoLayout) -> 
     assert why is not None and "budget of 1000" in why
     assert holds.launch_hold(layout, "j", 1000, setup=False) == why  # nor tokens for a plan past the budget
     assert holds.launch_hold(layout, "j", None) is None
+
+
+def _run(layout: RepoLayout, run_id: str, tokens: int) -> None:
+    conn = store.connect(layout.state_db)
+    conn.execute("INSERT INTO runs(run_id, job, task, role, provider, mode, state, tokens, started_at)"
+                 " VALUES (?, 'j', 't', 'builder', 'sim', 'code', 'finished', ?, 'x')", (run_id, tokens))
+    conn.close()
+
+
+def _job_total(layout: RepoLayout, tokens: int) -> None:
+    conn = store.connect(layout.state_db)
+    conn.execute("INSERT INTO jobs_state(job, state, tokens, created_at, updated_at) VALUES ('j', 'running', ?, 'x', 'x')"
+                 " ON CONFLICT(job) DO UPDATE SET tokens = excluded.tokens", (tokens,))
+    conn.close()
+
+
+def test_budget_stops_the_job_at_exactly_its_cap(layout: RepoLayout) -> None:
+    _run(layout, "r1", 999)
+    state = budgets.budget_state(layout, "j")
+    assert (state.used, state.cap, state.over) == (999, 1000, False)
+    assert budgets.enforce(layout, "j", now=T0) is None
+    _run(layout, "r2", 1)
+    state = budgets.budget_state(layout, "j")
+    assert (state.used, state.over) == (1000, True)
+    assert state.reason == "job j: 1000 of 1000 tokens (budgets.job_tokens) — reached its budget"
+    p = budgets.enforce(layout, "j", now=T0)
+    assert p is not None and p.kind == "budget"
+    assert p.summary == ("Job j has used 1000 tokens, past its budget of 1000 (budgets.job_tokens): nothing new "
+                         "launches; the work so far is kept. Raise the cap in .ai/project.yaml, then retry.")
+
+
+def test_job_tokens_is_the_larger_of_the_running_total_and_the_runs_sum(layout: RepoLayout) -> None:
+    assert budgets.job_tokens(layout, "j") == 0  # no state.db yet
+    assert not layout.state_db.exists()  # and reading the budget does not create one
+    store.connect(layout.state_db).close()
+    assert budgets.job_tokens(layout, "j") == 0  # a store, but nothing recorded for the job
+    _run(layout, "r1", 300)
+    assert budgets.job_tokens(layout, "j") == 300
+    _job_total(layout, 1200)  # the supervisor's running total, ahead of the runs' records
+    assert budgets.job_tokens(layout, "j") == 1200
+    assert budgets.budget_state(layout, "j").over is True
+    _job_total(layout, 100)  # the runs' sum is ahead now
+    assert budgets.job_tokens(layout, "j") == 300
+
+
+def test_budget_state_without_a_cap_is_never_over(tmp_path: Path) -> None:
+    lay = project_layout(tmp_path, 'gates: {fast: "true", full: "true"}\n')
+    _run(lay, "r1", 10**9)
+    state = budgets.budget_state(lay, "j")
+    assert (state.cap, state.over) == (None, False)
+    assert state.reason == "job j: 1000000000 tokens used, no budget set"
+    assert state.as_dict() == {"job": "j", "used_tokens": 10**9, "cap": None, "over": False,
+                               "reason": "job j: 1000000000 tokens used, no budget set"}
+    assert budgets.enforce(lay, "j", now=T0) is None
+
+
+def test_the_budget_exceeded_event_is_logged_once(layout: RepoLayout) -> None:
+    import json
+
+    def exceeded() -> list[tuple[str, dict]]:
+        events = [json.loads(x) for x in layout.events.read_text().splitlines()]
+        return [(e["job"], e["data"]) for e in events if e["type"] == "budget.exceeded"]
+
+    _run(layout, "r1", 1500)
+    first = budgets.enforce(layout, "j", now=T0)
+    assert first is not None
+    logged = [("j", {"job": "j", "used_tokens": 1500, "cap": 1000, "over": True, "code": first.code,
+                     "reason": "job j: 1500 of 1000 tokens (budgets.job_tokens) — reached its budget"})]
+    assert exceeded() == logged  # when the problem opens
+    again = budgets.enforce(layout, "j", now=T0)
+    assert again is not None and again.code == first.code
+    assert exceeded() == logged  # not again

@@ -26,9 +26,11 @@ def one_line_error(r, *words: str) -> str:
     assert r.returncode == 2, r.stdout + r.stderr
     assert "Traceback" not in r.stderr, r.stderr
     lines = [x for x in r.stderr.splitlines() if x.strip()]
-    assert len(lines) == 1 or lines[0].startswith("usage:"), r.stderr
+    # one line, or argparse's: its usage, then the one line that says what is wrong
+    message = lines[-1]
+    assert len(lines) == 1 or (lines[0].startswith("usage: ") and ": error: " in message), r.stderr
     for w in words:
-        assert w in r.stderr, r.stderr
+        assert w in message, r.stderr
     return r.stderr
 
 

@@ -245,3 +245,188 @@ def test_a_monster_line_without_newline_is_not_held(tmp_path: Path) -> None:
     assert len(tailer._partial) <= MAX_LINE
     EventLog(path).append("job.created")
     assert [e["type"] for e in tailer.read_new()] == ["job.created"]
+
+
+def test_timestamps_are_utc_with_milliseconds() -> None:
+    from datetime import UTC, datetime, timedelta, timezone
+
+    from pilothouse.core.state.events import parse_ts, utc_now_iso
+
+    plus2 = timezone(timedelta(hours=2))
+    assert utc_now_iso(datetime(2026, 11, 29, 8, 1, 2, 345678, tzinfo=plus2)) == "2026-11-29T06:01:02.345Z"
+    assert utc_now_iso(datetime(2026, 11, 29, 8, 1, 2, 999, tzinfo=UTC)) == "2026-11-29T08:01:02.000Z"
+    assert parse_ts("2026-11-29T06:01:02.345Z") == datetime(2026, 11, 29, 6, 1, 2, 345000, tzinfo=UTC)
+    assert parse_ts("2026-11-29T09:00:00+02:00") == datetime(2026, 11, 29, 7, 0, tzinfo=UTC)
+    naive = parse_ts("2026-11-29T07:00:00")
+    assert naive == datetime(2026, 11, 29, 7, 0, tzinfo=UTC) and naive.tzinfo is UTC
+    assert (parse_ts(None), parse_ts(""), parse_ts("yesterday")) == (None, None, None)
+
+
+def test_an_event_is_one_compact_line_with_every_field(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    event = EventLog(path, redact=lambda s: s).append("run.started", job="j", task="t", run="r")
+    assert list(event) == ["seq", "ts", "type", "job", "task", "run", "data"]
+    assert path.read_text() == (f'{{"seq":1,"ts":"{event["ts"]}","type":"run.started","job":"j","task":"t",'
+                                '"run":"r","data":{}}\n')
+
+
+def test_seq_continues_past_a_long_unreadable_tail(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    EventLog(path).append("job.created")
+    EventLog(path).append("job.started")
+    with open(path, "a") as fh:  # more than one read-back chunk (64 KiB) of lines without a seq
+        for i in range(3000):
+            fh.write(json.dumps({"type": "no.seq", "pad": "x" * 30, "i": i}) + "\n")
+        fh.write('{"seq": "not a number", "type": "bad"}\n\n')
+    assert path.stat().st_size > 2 * 64 * 1024
+    assert EventLog(path).append("job.accepted")["seq"] == 3
+
+
+def test_tail_and_read_new_on_edge_cases(tmp_path: Path) -> None:
+    from pilothouse.core.state.events import LineTailer
+
+    path = tmp_path / "events.jsonl"
+    assert EventTailer(path).tail(3) == [] and EventTailer(path).read_new() == []
+    log = EventLog(path)
+    for _ in range(3):
+        log.append("run.activity")
+    assert EventTailer(path).tail(0) == []
+    assert [e["seq"] for e in EventTailer(path).tail(10)] == [1, 2, 3]  # fewer than asked: all of them
+    at_end = EventTailer(path, start_at_end=True)
+    assert at_end.read_new() == []
+    log.append("job.accepted")
+    assert [e["seq"] for e in at_end.read_new()] == [4]
+    with open(path, "a") as fh:
+        fh.write('{"kind": "text", "text": "hi"}\n')
+    assert EventTailer(path).read_new()[-1]["type"] == "job.accepted"  # not an event: skipped
+    assert LineTailer(path).read_new()[-1] == {"kind": "text", "text": "hi"}  # any JSON object
+
+
+def test_a_reader_that_starts_on_a_torn_line_gets_it_whole(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    torn, rest = b'{"seq": 1, "ts": "x", "type": "job.cre', b'ated", "data": {}}\n'
+    path.write_bytes(torn)
+    reader, tail_reader = EventTailer(path), EventTailer(path)
+    assert reader.read_new() == [] and tail_reader.tail(5) == []
+    with open(path, "ab") as fh:
+        fh.write(rest)
+    assert [e["type"] for e in reader.read_new()] == ["job.created"]
+    assert [e["type"] for e in tail_reader.read_new()] == ["job.created"]
+
+
+def test_seq_is_found_on_a_first_line_that_starts_one_byte_before_the_last_read_back(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    first = b'{"seq": 7, "type": "job.created"}\n'
+    size = 2 * 64 * 1024 + 1  # read back in two 64 KiB chunks, then the file's first byte
+    path.write_bytes(first + b"x" * (size - len(first) - 1) + b"\n")
+    assert EventLog(path).append("job.started")["seq"] == 8
+
+
+def test_a_line_cut_at_a_read_back_chunk_is_never_taken_for_a_whole_one(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    # the last 64 KiB start inside a line whose end alone would read as an event with seq 999
+    tail = b'{"seq": 999}\n'
+    filler = b"y" * (64 * 1024 - len(tail) - 1) + b"\n"
+    path.write_bytes(b'{"seq": 1, "type": "job.created"}\n' + b"garbage " + tail + filler)
+    assert EventLog(path).append("job.started")["seq"] == 2
+
+
+def test_follow_goes_on_after_another_file_in_its_directory_changes(tmp_path: Path) -> None:
+    import time
+
+    path = tmp_path / "runtime" / "events.jsonl"
+    EventLog(path).append("job.created")
+    seen: list[str] = []
+    done = threading.Event()
+
+    def reader() -> None:
+        for event in follow(path, stop_event=done):
+            seen.append(event["type"])
+            if event["type"] == "job.accepted":
+                done.set()
+
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+    deadline = time.monotonic() + 20
+    while not seen:
+        assert time.monotonic() < deadline, "follow never yielded the first event"
+        time.sleep(0.02)
+    (path.parent / "state.db-wal").write_text("another file of the runtime dir")
+    time.sleep(1.0)  # let the watcher report that change on its own, before ours
+    assert t.is_alive()
+    EventLog(path).append("job.accepted")
+    t.join(timeout=20)
+    assert seen == ["job.created", "job.accepted"]
+
+
+def test_tail_returns_as_many_events_as_asked_even_when_lines_are_long(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    log = EventLog(path)
+    for i in range(3):  # ~50 KiB each: the last 64 KiB read back hold one whole line and a part
+        log.append("run.finished", data={"i": i, "stderr_tail": "e" * 50_000})
+    assert [e["data"]["i"] for e in EventTailer(path).tail(2)] == [1, 2]
+    assert [e["data"]["i"] for e in EventTailer(path).tail(1)] == [2]
+
+
+def test_follow_from_the_end_or_the_last_few(tmp_path: Path) -> None:
+    path = tmp_path / "runtime" / "events.jsonl"
+    for kind in ("job.created", "job.started", "task.state"):
+        EventLog(path).append(kind)
+    done = threading.Event()
+    done.set()  # stopped: only what is there now
+    assert list(follow(path, stop_event=done, from_start=False)) == []
+    assert [e["type"] for e in follow(path, stop_event=done, from_start=False, last=2)] == ["job.started",
+                                                                                          "task.state"]
+    assert [e["seq"] for e in follow(path, stop_event=done)] == [1, 2, 3]
+
+
+def test_milliseconds_are_truncated_not_rounded() -> None:
+    from datetime import UTC, datetime
+
+    from pilothouse.core.state.events import utc_now_iso
+
+    assert utc_now_iso(datetime(2026, 11, 29, 8, 0, 0, 999000, tzinfo=UTC)) == "2026-11-29T08:00:00.999Z"
+    assert utc_now_iso(datetime(2026, 11, 29, 8, 0, 0, 1999, tzinfo=UTC)) == "2026-11-29T08:00:00.001Z"
+
+
+def test_the_log_makes_its_directories_and_a_tailer_waits_for_its_file(tmp_path: Path) -> None:
+    path = tmp_path / "repo" / ".ai" / "runtime" / "events.jsonl"
+    waiting = EventTailer(path, start_at_end=True)  # no file yet: not an error
+    EventLog(path).append("job.created")
+    assert [e["type"] for e in waiting.read_new()] == ["job.created"]
+
+
+def test_an_event_after_a_one_byte_torn_line_starts_its_own_line(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(b"{")
+    EventLog(path).append("job.created")
+    assert path.read_bytes().startswith(b"{\n{")
+    assert [e["type"] for e in EventTailer(path).read_new()] == ["job.created"]
+
+
+def test_follow_makes_the_directory_it_watches(tmp_path: Path) -> None:
+    path = tmp_path / "repo" / ".ai" / "runtime" / "events.jsonl"
+    done = threading.Event()
+    done.set()
+    assert list(follow(path, stop_event=done)) == [] and path.parent.is_dir()
+
+
+def test_a_replacement_with_a_lower_inode_is_read_from_its_start(tmp_path: Path) -> None:
+    replacement = tmp_path / "new.jsonl"  # made first: the lower inode number
+    replacement.write_text("")
+    path = tmp_path / "events.jsonl"
+    EventLog(path).append("job.created")
+    tailer = EventTailer(path)
+    assert [e["type"] for e in tailer.read_new()] == ["job.created"]
+    for kind in ("job.accepted", "job.started", "task.state"):  # longer than what was read
+        EventLog(replacement).append(kind)
+    assert replacement.stat().st_ino < path.stat().st_ino  # the arrangement this test needs
+    os.replace(replacement, path)
+    assert [e["type"] for e in tailer.read_new()] == ["job.accepted", "job.started", "task.state"]
+
+
+def test_an_event_after_a_torn_line_ending_in_a_control_byte_starts_its_own_line(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(b'{"seq": 1, "ty\t')
+    EventLog(path).append("job.created")
+    assert [e["type"] for e in EventTailer(path).read_new()] == ["job.created"]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-import pytest
 from pilothouse.core.git.gates import run_command
 from pilothouse.providers import confine, paths
 
@@ -39,19 +38,23 @@ def test_gate_home_is_writable_private_and_fresh(git_repo: Path, isolated_home: 
 def test_gate_home_cannot_be_planted_from_the_host(git_repo: Path, tmp_path: Path) -> None:
     """A directory at the gate HOME's path on the host (anyone can create one in /tmp) is not what
     the gate gets: its HOME is made inside the sandbox, never bound from the host."""
-    if confine.GATE_SANDBOX.exists():
-        pytest.skip(f"{confine.GATE_SANDBOX} exists on this host")
+    # arranged whether or not the path already exists here (then the attack's precondition holds
+    # already): only what this test made is removed afterwards
     planted = confine.GATE_SANDBOX / "home"
-    planted.mkdir(parents=True)
+    made = [d for d in (confine.GATE_SANDBOX, planted) if not d.exists()]
+    planted.mkdir(parents=True, exist_ok=True)
+    marker, new = planted / f"marker-{uuid.uuid4().hex}", planted / f"new-{uuid.uuid4().hex}"
     try:
-        (planted / "marker").write_text("planted")
-        res = run_command('test ! -e "$HOME/marker" && echo fresh > "$HOME/new"', git_repo, settings=ON)
+        marker.write_text("planted")
+        res = run_command(f'test ! -e "$HOME/{marker.name}" && echo fresh > "$HOME/{new.name}"', git_repo,
+                          settings=ON)
         assert res.passed, res
-        assert not (planted / "new").exists()
+        assert not new.exists()
+        assert marker.read_text() == "planted"
     finally:
-        (planted / "marker").unlink(missing_ok=True)
-        planted.rmdir()
-        confine.GATE_SANDBOX.rmdir()
+        marker.unlink(missing_ok=True)
+        for d in reversed(made):
+            d.rmdir()
 
 
 def test_unconfined_gate_keeps_the_host_home(git_repo: Path, isolated_home: Path) -> None:

@@ -85,3 +85,23 @@ def test_review_findings_go_back_three_times_then_problem():
 def test_a_reviewer_that_could_not_review_stops_at_once():
     d = stops.after_review(v(parse_state="unstructured", result=None), {}, review_round=1)
     assert (d.action, d.kind) == (stops.STOP, "reviewer_failed")
+
+
+def test_each_ending_of_a_run_is_classified():
+    assert stops.classify_verdict(v()) == "ok"
+    assert stops.classify_verdict(v(verdict="partial")) == "ok"
+    assert stops.classify_verdict(v(verdict="quota")) == "quota"
+    assert stops.classify_verdict(v(verdict="error", error_class="quota")) == "quota"
+    assert stops.classify_verdict(v(verdict="error", error_class="auth")) == "auth"
+    assert stops.classify_verdict(v(verdict="error", error_class="fatal")) == "crash"
+    assert stops.classify_verdict(v(verdict="empty", parse_state="unavailable", result=None)) == "crash"
+    assert stops.classify_verdict(v(verdict="partial", timed_out=True)) == "crash"
+    assert stops.classify_verdict(v(verdict="partial", idle_timed_out=True)) == "crash"
+
+
+def test_an_empty_run_is_a_crash_retried_once():
+    empty = v(verdict="empty", parse_state="unavailable", result=None)
+    d = stops.after_builder(empty, {}, commit=None, last_submitted=None)
+    assert (d.action, d.counters) == (stops.RERUN, {"crash": 1})
+    d = stops.after_builder(empty, d.counters, commit=None, last_submitted=None)
+    assert (d.action, d.kind) == (stops.STOP, "worker_crashed")

@@ -98,7 +98,9 @@ def test_stop_keeps_others_going_then_wait_exits_3_and_a_reply_finishes(tmp_path
         # the invalid plan went back to the same assigner once, with the errors
         assert len(assistants) == 2 and assistants[1]["mode"] == "plan"
         spec = (layout.runtime / "runs" / f"{assistants[1]['run_id']}.task.md").read_text()
-        assert "WEIRD" in spec or "kind" in spec
+        # the assigner is told which value was wrong and what to use instead
+        assert ("task 'one': kind: unknown kind 'WEIRD': use one of SAFE_PARALLEL, DEPENDENT, HOTSPOT, "
+                "CONTRACT_CHANGE, DECOUPLE, TEST_ONLY, RESEARCH") in spec
 
         problems.act(layout, code, "skip")
         w = cli("job", "wait", "demo", "--repo", str(layout.root), timeout=90)
@@ -232,6 +234,13 @@ def test_abort_run_interrupts_one_dispatch_and_the_task_is_retried_once(tmp_path
                           None)
             time.sleep(0.05)
         assert run_id is not None
+        # abort once the worker runs (its START line), so the dispatch itself answers the signal
+        from pilothouse.providers import paths
+
+        latest = paths.logs_dir() / "latest.log"
+        while f"sim/{run_id} pid" not in (latest.read_text() if latest.exists() else ""):
+            assert time.monotonic() < deadline, "the worker never started"
+            time.sleep(0.05)
         assert supervisor_ctl.abort_run(layout, run_id) is True
         w = cli("job", "wait", "demo", "--repo", str(layout.root), timeout=90)
         assert w.returncode == 0, w.stdout + w.stderr
@@ -242,7 +251,8 @@ def test_abort_run_interrupts_one_dispatch_and_the_task_is_retried_once(tmp_path
     conn.close()
     assert [b["attempt"] for b in builders] == [1, 2]
     first = json.loads(builders[0]["verdict"])
-    assert first["verdict"] != "completed" or first.get("interrupted")
+    assert (first["interrupted"], first["verdict"]) == (True, "error"), first  # stopped before any text
+    assert first["error"] == "interrupted: the worker was stopped on request", first
     assert supervisor_ctl.abort_run(layout, builders[1]["run_id"]) is False  # finished: nothing to abort
 
 

@@ -20,6 +20,7 @@ import pytest
 from conftest import git
 from pilothouse.providers import confine, keys, paths
 from test_confine import require_confinement
+from test_runner_common import require_cli
 
 SCENARIOS = Path(__file__).parent / "scenarios"
 CANARY = "sk-canary-7f3e9d1c2b4a5968"
@@ -105,10 +106,7 @@ def _descendants(pid: int) -> list[int]:
 @pytest.mark.parametrize("provider", ["sim", pytest.param("sim-opencode", marks=pytest.mark.realcli)])
 def test_canary_key_in_no_argv_environ_log_event_report_or_verdict(worktrees, tmp_path, provider):
     if provider != "sim":
-        from pilothouse.providers.runners.npm import find_binary
-
-        if find_binary(provider.removeprefix("sim-")) is None:
-            pytest.skip(f"{provider.removeprefix('sim-')} is not installed (scripts/install-runners)")
+        require_cli(provider.removeprefix("sim-"))  # fails, never skips, when it is missing
     keys.set_key(provider, CANARY, use_backend="file")
     scen = tmp_path / "canary.yaml"
     scen.write_text(
@@ -161,10 +159,7 @@ def test_canary_key_in_no_argv_environ_log_event_report_or_verdict(worktrees, tm
 @pytest.mark.realcli
 def test_opencode_builder_escapes_fail_nothing_appears_outside(cli, worktrees, isolated_home, tmp_path):
     """The same escape attempts through the real opencode binary (helper E's runner) on the sim."""
-    from pilothouse.providers.runners.npm import find_binary
-
-    if find_binary("opencode") is None:
-        pytest.skip("opencode is not installed (scripts/install-runners; PILOTHOUSE_TEST_RUNNERS)")
+    require_cli("opencode")
     _, v = run_escape(cli, worktrees, isolated_home, tmp_path, "oc-escape-1", provider="sim-opencode", timeout=240)
     # opencode's own rules refuse the 2 tool writes and 2 shell commands naming outside paths; the
     # 3 shell writes it lets through fail in the kernel (EROFS/EACCES) but opencode reports the bash

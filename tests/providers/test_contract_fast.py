@@ -140,3 +140,12 @@ def test_missing_required_verdict_field_is_left_to_pydantic() -> None:
     fields = _verdict()
     del fields["run_id"]
     assert contract_fast.verdict_line(fields) is None
+
+
+@pytest.mark.parametrize("mode", ["code", "plan", "unknown-mode"])
+def test_a_result_nested_past_the_parsers_depth_is_malformed(mode: str) -> None:
+    text = "<!--RESULT-->" + "[" * 100_000 + "]" * 100_000 + "<!--/RESULT-->"
+    want = ("malformed", None, "result block is nested too deeply to read")
+    assert contract_fast.parse_result(text, mode) == want
+    slow = contract.parse_result(text, mode)
+    assert (slow.state, slow.result, slow.error) == want

@@ -6,33 +6,86 @@ import pytest
 from pilothouse.providers.errors import UserError
 from pilothouse.providers.guard import check_task, find_credentials
 
-PEM = "-----BEGIN RSA PRIVATE KEY-----\nMIIE...\n-----END RSA PRIVATE KEY-----"
+PEM_HEAD = "-----BEGIN RSA PRIVATE KEY-----"
+PEM = f"{PEM_HEAD}\nMIIEpAIBAAKCAQEA\n-----END RSA PRIVATE KEY-----"
+
+# (text, the secret it carries, the kind the guard names)
+CREDENTIALS = [
+    ("use sk-proj-abcdefghijklmnop0123 to call", "sk-proj-abcdefghijklmnop0123",
+     "an OpenAI/Anthropic-style key (sk-…)"),
+    ("use sk-ant-abcdefghijklmnop0123 to call", "sk-ant-abcdefghijklmnop0123",
+     "an OpenAI/Anthropic-style key (sk-…)"),
+    ("token ghp_abcdefghijklmnopqrstuvwxyz0123 here", "ghp_abcdefghijklmnopqrstuvwxyz0123",
+     "a GitHub token (ghp_…)"),
+    ("pat github_pat_11ABCDEFG0123456789_abcdefghij here", "github_pat_11ABCDEFG0123456789_abcdefghij",
+     "a GitHub fine-grained token"),
+    ("aws AKIAABCDEFGHIJKLMNOP here", "AKIAABCDEFGHIJKLMNOP", "an AWS access key id (AKIA…)"),
+    ("aws ASIAABCDEFGHIJKLMNOP here", "ASIAABCDEFGHIJKLMNOP", "an AWS access key id (AKIA…)"),
+    (PEM, "MIIEpAIBAAKCAQEA", "a private key (PEM block)"),
+    ("slack xoxb-1234567890-abcdef here", "xoxb-1234567890-abcdef", "a Slack token (xox…)"),
+    ("export GITHUB_TOKEN=abcdefgh12345678", "abcdefgh12345678", "a *_TOKEN= / *_KEY= / *_SECRET= assignment"),
+    ("OPENAI_API_KEY: 'qwertyuiop123'", "qwertyuiop123", "a *_TOKEN= / *_KEY= / *_SECRET= assignment"),
+    ("set APP_SECRET=s3cr3tvalue99 first", "s3cr3tvalue99", "a *_TOKEN= / *_KEY= / *_SECRET= assignment"),
+    ("DB_PASSWORD = \"hunter2hunter2\"", "hunter2hunter2", "a *_TOKEN= / *_KEY= / *_SECRET= assignment"),
+]
 
 
-@pytest.mark.parametrize("text, kind", [
-    ("use sk-proj-abcdefghijklmnop0123 to call", "sk-"),
-    ("token ghp_abcdefghijklmnopqrstuvwxyz0123", "GitHub"),
-    ("aws AKIAABCDEFGHIJKLMNOP here", "AKIA"),
-    (PEM, "PEM"),
-    ("export GITHUB_TOKEN=abcdefgh12345678", "_TOKEN"),
-])
-def test_obvious_credentials_refused(text, kind):
-    found = find_credentials("line one\n" + text)
-    assert found and kind in found[0] and "line 2" in found[0]
+@pytest.mark.parametrize("text, secret, kind", CREDENTIALS)
+def test_obvious_credentials_refused(text, secret, kind):
+    assert find_credentials("line one\n" + text) == [f"{kind} on line 2"]
     with pytest.raises(UserError) as exc:
         check_task(text)
-    assert text.split()[-1] not in str(exc.value) or kind == "PEM"
+    message = str(exc.value)
+    assert message == (f"the task contains {kind} on line 1; remove the credential (workers never need it: "
+                       "the provider key is passed to the worker by pilothouse)")
+    assert secret not in message
 
 
 def test_configured_key_refused_without_showing_it():
     with pytest.raises(UserError) as exc:
-        check_task("please use my-own-custom-key-42 for this", ["my-own-custom-key-42"])
-    assert "configured provider key" in str(exc.value) and "my-own-custom-key-42" not in str(exc.value)
+        check_task("please use\nmy-own-custom-key-42 for this", ["my-own-custom-key-42"], source="task.md")
+    assert str(exc.value).startswith("task.md contains a configured provider key on line 2; ")
+    assert "my-own-custom-key-42" not in str(exc.value)
 
 
-def test_ordinary_tasks_pass():
-    check_task("Add a slugify() helper in src/slug.py; the API_TOKEN env var is read by config.py.\n"
-               "Run python -m pytest -q. Mention sk- prefixes in the docs.")
+def test_configured_keys_shorter_than_six_characters_are_not_searched():
+    # a short "key" (a placeholder such as "x" or "none") would match ordinary words
+    assert find_credentials("abcde and x marks the spot", ["abcde", "x", ""]) == []
+    assert find_credentials("abcdef", ["abcdef"]) == ["a configured provider key on line 1"]
+
+
+def test_every_credential_is_reported_once_by_kind_in_order():
+    text = "key sk-abcdefghijklmnop0123\nthen AKIAABCDEFGHIJKLMNOP\n" + PEM
+    assert find_credentials(text, ["my-own-custom-key-42x"]) == [
+        "an OpenAI/Anthropic-style key (sk-…) on line 1",
+        "an AWS access key id (AKIA…) on line 2",
+        "a private key (PEM block) on line 3",
+    ]
+
+
+@pytest.mark.parametrize("text", [
+    "Add a slugify() helper in src/slug.py; the API_TOKEN env var is read by config.py.\n"
+    "Run python -m pytest -q. Mention sk- prefixes in the docs.",
+    "Set GITHUB_TOKEN=<your token> in CI; the DB_PASSWORD= line stays empty.",
+    "Short values are placeholders: APP_SECRET=abc, sk-short, ghp_short, AKIA1234.",
+    "Write the BEGIN PUBLIC KEY block parser; desk-abcdefghijklmnopqrstu is a product code.",
+])
+def test_ordinary_tasks_pass(text):
+    assert find_credentials(text) == []
+    assert check_task(text) is None
+
+
+def test_line_numbers_count_a_leading_blank_line():
+    assert find_credentials("\nAKIAABCDEFGHIJKLMNOP") == ["an AWS access key id (AKIA…) on line 2"]
+
+
+def test_the_refusal_names_the_first_credential_found():
+    with pytest.raises(UserError) as exc:
+        check_task("ghp_abcdefghijklmnopqrstuvwxyz0123\nAKIAABCDEFGHIJKLMNOP\n", ["my-own-custom-key-42"])
+    assert "contains a GitHub token (ghp_…) on line 1;" in str(exc.value)
+    with pytest.raises(UserError) as exc:
+        check_task("ghp_abcdefghijklmnopqrstuvwxyz0123 my-own-custom-key-42", ["my-own-custom-key-42"])
+    assert "contains a configured provider key on line 1;" in str(exc.value)
 
 
 def test_code_that_reads_a_credential_is_not_one():

@@ -49,10 +49,6 @@ def test_probe_human_output(cli):
 
 def test_probe_runner_binary(cli):
     require_confinement()
-    import pilothouse.providers.runners as runners
-
-    if not hasattr(runners, "get_runner"):  # helper B's registry of runners not there yet
-        return
     res = cli("probe", "--runner", "builtin", "--json")
     assert res.returncode == 0, res.stdout + res.stderr
     record = json.loads(res.stdout)

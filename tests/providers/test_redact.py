@@ -12,6 +12,7 @@ from pilothouse.providers.redact import (
     Redactor,
     StreamRedactor,
     redactor_for_configured,
+    secret_forms,
 )
 
 KEY = "sk-canary-0123456789abcdef"
@@ -148,3 +149,74 @@ def test_base64_forms_are_caught_at_every_offset_and_in_both_alphabets():
                     out = r.redact(f"Authorization: Basic {enc}")
                     assert REDACTED in out, (before, after, enc)
     assert r.redact("plain words and QUJD and aGVsbG8=") == "plain words and QUJD and aGVsbG8="
+
+
+def test_every_form_a_secret_takes_is_known_exactly():
+    secret = 'k/é"y+z 12'
+    assert secret_forms(secret) == {
+        'k/é"y+z 12',                    # raw
+        'k/\\u00e9\\"y+z 12',             # JSON, ASCII-only
+        'k/é\\"y+z 12',                   # JSON, non-ASCII kept
+        'k\\/\\u00e9\\"y+z 12',           # JSON that also escapes "/"
+        "k%2F%C3%A9%22y%2Bz%2012",        # URL-encoded, nothing safe
+        "k/%C3%A9%22y%2Bz%2012",          # URL-encoded, "/" kept
+        "k%2F%C3%A9%22y%2Bz+12",          # form-encoded
+        "svw6kieSt6IDEy",                 # base64 of the UTF-8 bytes, at offset 0
+        "rL8OpInkreiAxM",                 # at offset 1
+        "ay/DqSJ5K3ogMT", "ay_DqSJ5K3ogMT",  # at offset 2, standard and URL-safe alphabets
+    }
+    r = Redactor([secret])
+    assert r.redact('{"k": "k/é\\"y+z 12"}') == '{"k": "[REDACTED]"}'
+    # text that only shares a prefix with a form is left alone
+    assert r.redact('k/é\\"y+z 1X and k/\\u00e9\\"y+z 1X') == 'k/é\\"y+z 1X and k/\\u00e9\\"y+z 1X'
+
+
+def test_the_shortest_redacted_secret_has_six_characters():
+    r = Redactor(["abcde", "abcdef"])
+    assert r.redact("abcde abcdef") == f"abcde {REDACTED}"
+    assert r.count == 1
+    assert r.ignored == ["secret #1 has 5 characters (< 6) and is not redacted: redacting strings that short "
+                         "would mangle ordinary text"]
+
+
+def test_blank_and_non_text_secrets_do_not_stop_the_ones_after_them():
+    r = Redactor(["", "   ", 42, "  realsecret1  "])  # type: ignore[list-item]
+    assert r.redact("x realsecret1 y") == f"x {REDACTED} y"
+    assert r.ignored == ["secret #3 is not text and is not redacted"]
+
+
+def test_a_stream_holds_a_short_key_that_a_longer_one_may_still_complete():
+    short, long = "abcdef", "abcdefgh"
+    r = Redactor([short, long])
+    # the hold is the longest form less one: here the base64 form of the long key (10 characters)
+    assert r.max_len == max(len(f) for f in secret_forms(long)) == 10
+    s = StreamRedactor(r)
+    # the short key starts where the held tail begins: it may be the start of the long one
+    assert s.feed("X" + short + "g") == ""  # 8 characters, within the hold of 9
+    assert s.feed("h") == ""
+    assert s.flush() == "X" + REDACTED  # redacted as the long key, not "X" + REDACTED + "gh"
+    s = StreamRedactor(r)
+    # "!!" after it: the long key cannot complete it any more
+    assert s.feed("XY" + short + "!!") + s.flush() == f"XY{REDACTED}!!"
+
+
+def test_a_stream_emits_as_soon_as_one_character_is_past_the_tail():
+    r = Redactor(["abcdef"])
+    hold = r.max_len - 1  # the longest form (base64, 8 characters) less one
+    assert hold == 7
+    s = StreamRedactor(r)
+    assert s.feed("1234567") == ""
+    assert s.feed("8") == "1"
+    assert s.flush() == "2345678"
+
+
+def test_the_configured_redactor_is_built_once_until_a_key_changes():
+    from pilothouse.providers import keys
+    from pilothouse.providers.redact import configured_redactor
+
+    keys.set_key("sim", "sim-key-0123456789", use_backend="file")
+    first = configured_redactor()
+    assert configured_redactor() is first
+    keys.set_key("glm", "glm-key-abcdefghij", use_backend="file")
+    second = configured_redactor()
+    assert second is not first and second.redact("glm-key-abcdefghij") == REDACTED

@@ -1,5 +1,5 @@
-"""Finding, versioning and installing the npm-installed agent CLIs (no network: npm itself is absent
-or a stand-in that fails the way npm fails)."""
+"""Finding, versioning and installing the npm-installed agent CLIs: one real install from the npm
+registry into the test's own prefix (slow), the failures with npm absent or failing the way npm fails."""
 
 from __future__ import annotations
 
@@ -104,3 +104,40 @@ def test_runners_report_not_installed_without_a_binary(runner, monkeypatch, tmp_
     monkeypatch.delenv("PILOTHOUSE_TEST_RUNNERS", raising=False)
     r = get_runner(runner)
     assert r.installed() is False and r.version() is None
+
+
+@pytest.mark.slow
+def test_install_runner_puts_the_pinned_cli_in_the_users_prefix_and_uninstall_removes_it(cli, isolated_home):
+    """The real npm, the real registry: into PILOTHOUSE_HOME and the HOME conftest made for this test,
+    so npm's cache and config land there and never in the real home."""
+    import json
+    import subprocess
+
+    from pilothouse.providers import paths
+    from pilothouse.providers.runners.npm import find_binary, installed_records
+    from pilothouse.providers.runners.pins import pin
+
+    p = pin("claude-code")
+    prefix = paths.runners_dir()
+    assert prefix.is_relative_to(isolated_home.parent) and not prefix.exists()
+    binary = prefix / "node_modules" / ".bin" / p.binary
+    # no other prefix can answer for it: only the install makes it findable
+    env = {"PILOTHOUSE_TEST_RUNNERS": str(isolated_home / "no-runners")}
+    r = cli("install", "runner", "claude-code", "--json", timeout=900, env=env)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == {
+        "changed": [f"installed claude-code {p.version} (@anthropic-ai/claude-code) at {binary}"]}
+    assert (isolated_home / ".npm").is_dir()  # npm's cache went to the test's HOME
+    version = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=60,
+                             env={"PATH": os.environ["PATH"], "HOME": str(isolated_home)})
+    assert version.returncode == 0 and version.stdout.split()[0] == p.version, version.stdout + version.stderr
+    record = installed_records()["claude-code"]
+    assert (record["package"], record["version"], record["binary"]) == (p.package, p.version, str(binary))
+    assert find_binary("claude-code") == binary
+
+    r = cli("uninstall", "runner", "claude-code", env=env)
+    assert (r.returncode, r.stdout) == (0, "removed claude-code\n"), r.stderr
+    assert not binary.exists() and not (prefix / "node_modules" / p.package).exists()
+    assert "claude-code" not in installed_records()
+    r = cli("uninstall", "runner", "claude-code", env=env)
+    assert (r.returncode, r.stdout) == (0, "nothing to change\n")

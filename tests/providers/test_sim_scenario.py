@@ -186,5 +186,7 @@ def test_until_reset_error_is_served_until_its_window_resets_then_skipped(tmp_pa
     # a new book on the same file (another dispatch process) sees the same reset
     assert respond(scen, req, ResetBook(tmp_path / "state" / "resets.json"), now=1121.0).error is None
     # without a book (or long after), the error is served again
-    assert respond(scen, req, None, now=1121.0).error is not None
-    assert respond(scen, req, book, now=1121.0 + 7200).error is not None
+    unbooked = respond(scen, req, None, now=1121.0).error
+    assert unbooked is not None and unbooked.retry_after_s == 120
+    later = respond(scen, req, book, now=1121.0 + 7200).error
+    assert later is not None and later.retry_after_s == 120

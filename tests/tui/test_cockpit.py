@@ -54,6 +54,14 @@ async def test_dashboard_draws_the_store(cockpit_repo, make_app) -> None:
         assert app.screen is dash
 
 
+async def test_a_blocked_provider_is_listed_first(cockpit_repo, make_app) -> None:
+    app = make_app(cockpit_repo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert [k.value for k in app.dashboard.providers.rows] == ["sim-b\tfive_hour", "sim\tfive_hour",
+                                                                   "sim\tweekly"]
+
+
 async def test_events_update_rows_in_place(cockpit_repo, make_app, wait_for) -> None:
     """A supervisor's write + event reach the screen; the row changes in place, the log follows."""
     app = make_app(cockpit_repo, live=True)

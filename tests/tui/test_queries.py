@@ -20,9 +20,10 @@ def test_queries_read_the_fixture(cockpit_repo) -> None:
     assert q.problem("KTRWMB").replies == ["retry", "accept", "skip", "hint"]
     providers = {p.provider: p for p in q.providers()}
     assert not providers["sim-b"].available(None) and providers["sim"].available(None)
-    assert providers["sim"].next_check_at is not None
+    assert providers["sim"].next_check_at == "2026-11-29T07:35:00.000Z"  # the earliest of its windows' checks
+    assert providers["sim-b"].next_check_at == "2026-11-29T08:10:00.000Z"
     assert [r.role for r in q.runs("first-draft", "calendar-store")] == ["builder", "reviewer"]
-    assert q.supervisor().stopped_at is not None
+    assert q.supervisor().stopped_at == "2026-11-29T07:29:30.000Z"
     q.close()
 
 

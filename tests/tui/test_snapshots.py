@@ -34,3 +34,13 @@ def test_hint_words_dialog(snap_compare, cockpit_repo, make_app, size) -> None:
 @pytest.mark.parametrize("size", SIZES)
 def test_help(snap_compare, cockpit_repo, make_app, size) -> None:
     assert snap_compare(make_app(cockpit_repo), press=["question_mark"], terminal_size=size)
+
+
+def test_run_detail_of_a_task_stopped_by_its_gate(snap_compare, cockpit_repo, make_app) -> None:
+    # 3: the Tasks panel; j j: calendar-ui (stopped: the fast gate failed twice); enter: its run
+    assert snap_compare(make_app(cockpit_repo), press=["3", "j", "j", "enter"], terminal_size=(120, 40))
+
+
+def test_run_detail_with_review_findings(snap_compare, cockpit_repo, make_app) -> None:
+    # 3: the Tasks panel; enter: calendar-store (done, reviewed with CHANGES)
+    assert snap_compare(make_app(cockpit_repo), press=["3", "enter"], terminal_size=(120, 40))

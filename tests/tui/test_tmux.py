@@ -14,7 +14,13 @@ from pathlib import Path
 import pytest
 from pilothouse.core.state.store import connect
 
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed (scripts/test installs it)")
+
+@pytest.fixture(autouse=True)
+def _tmux_installed() -> None:
+    # a failure, never a skip: the cockpit in a real terminal is what this file checks
+    if shutil.which("tmux") is None:
+        pytest.fail("tmux is not installed: run scripts/test (it installs tmux) or apt-get install tmux",
+                    pytrace=False)
 
 
 class Tmux:

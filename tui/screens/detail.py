@@ -226,7 +226,10 @@ class RunDetail(Screen[None]):
             logs.append(fmt.tilde(files["events"].parent) + "/\n", style="dim")
             for path in files.values():
                 logs.append(f"  {path.name}\n")
-        logs.append(fmt.tilde(layout.supervisor_log), style="dim")
+        # directory, then the file on its own line, as for the run's logs: a long path never
+        # wraps in the middle of a name
+        logs.append(fmt.tilde(layout.supervisor_log.parent) + "/\n", style="dim")
+        logs.append(f"  {layout.supervisor_log.name}")
         self.query_one("#logs", Static).update(logs)
 
     def _load_diff(self, task: TaskRow) -> None:

@@ -105,6 +105,8 @@ class ProvidersTable(KeyedTable):
         self.providers: list[ProviderRow] = []
 
     def show(self, providers: list[ProviderRow], now: datetime) -> None:
+        # a blocked provider first: on a small terminal the panel shows its first rows only
+        providers = sorted(providers, key=lambda p: not p.windows or p.available(now))
         self.providers = providers
         rows: list[tuple[str, dict[str, Cell]]] = []
         for p in providers:
