@@ -130,7 +130,8 @@ class RunDetail(Screen[None]):
         yield Static(id="detail-head")
         yield RunsTable(id="runs", classes="panel")
         with Horizontal(id="detail-body"):
-            yield RichLog(id="stream", classes="panel", max_lines=3000, wrap=True, markup=False)
+            # min_width 1: wrap at the pane, not at RichLog's 78-column default (cut at 120-129 columns)
+            yield RichLog(id="stream", classes="panel", max_lines=3000, wrap=True, markup=False, min_width=1)
             with VerticalScroll(id="side", classes="panel"):
                 yield Static(id="gate")
                 yield Static(id="review")

@@ -1,0 +1,36 @@
+"""The run detail screen (enter on a task), driven through the real app against real run logs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import RUN_API, ts
+
+pytestmark = pytest.mark.anyio
+
+LONG = ("The month view renders six columns because the weekday header skips Sunday; "
+        "adding it back and rerunning the gate now. END")
+
+
+@pytest.mark.parametrize("width", [120, 125, 129])
+async def test_worker_output_wraps_inside_its_pane(cockpit_repo, make_app, wait_for, width) -> None:
+    from pilothouse.providers.paths import logs_dir
+    from textual.widgets import RichLog
+
+    with open(logs_dir() / "sim" / f"{RUN_API}.jsonl", "a") as fh:  # the worker says something long
+        fh.write(json.dumps({"ts": ts(30), "kind": "text", "text": LONG}) + "\n")
+        fh.write(json.dumps({"ts": ts(31), "kind": "tool", "name": "edit", "status": "ok",
+                             "brief": "src/api.py"}) + "\n")
+    app = make_app(cockpit_repo)
+    async with app.run_test(size=(width, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("3", "j", "enter")  # calendar-api, the running task: its run
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "RunDetail")
+        log = app.screen.query_one("#stream", RichLog)
+        await wait_for(pilot, lambda: len(log.lines) > 3)
+        pane = log.scrollable_content_region.width
+        assert pane < 78  # the narrow pane this pins: RichLog's default renders 78 wide
+        assert all(line.cell_length <= pane for line in log.lines)
+        drawn = " ".join("".join(seg.text for seg in log.render_line(y)).strip() for y in range(log.size.height))
+        assert " ".join(LONG.split()) in " ".join(drawn.split())
