@@ -223,17 +223,26 @@ class Dashboard(Screen[None]):
 
     @property
     def current_problem(self) -> Problem | None:
-        """The selected task's own open problem when the Tasks panel has focus (None when it has
-        none: the reply keys never reach another task's problem), else the Problems row."""
+        """The problem the reply keys answer: the focused panel's own selection, never another's.
+
+        Tasks: the selected task's open problem. Jobs: the selected job's own (task-less) problem.
+        Problems: its highlighted row. Elsewhere none, so `a` pressed while reading the event log
+        cannot accept whatever the Problems panel happens to highlight."""
+        if self.focused is self.problems:
+            return self.problems.current
         if self.focused is self.tasks:
             task = self.current_task
-            if task is None:
-                return None
-            for p in self.problems.problems.values():
-                if p.task == task.task and p.job == task.job:
-                    return p
+            job, name = (task.job, task.task) if task is not None else (None, None)
+        elif self.focused is self.jobs:
+            job, name = self.jobs.current_key, None
+        else:
             return None
-        return self.problems.current
+        if job is None:
+            return None
+        for p in self.problems.problems.values():
+            if p.task == name and p.job == job:
+                return p
+        return None
 
     # --- actions --------------------------------------------------------------------------------
 
