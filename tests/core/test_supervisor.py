@@ -212,11 +212,12 @@ scripts:
 """
 
 
-def test_abort_run_interrupts_one_dispatch_and_the_task_is_retried_once(tmp_path: Path, cli) -> None:
+def test_abort_run_stops_the_task_until_the_operator_retries(tmp_path: Path, cli) -> None:
     import json
     import time
 
     from pilothouse.core.state.events import EventTailer
+    from pilothouse.core.stops import problems
 
     scenario = tmp_path / "slow.yaml"
     scenario.write_text(SLOW_ONE)
@@ -233,6 +234,17 @@ def test_abort_run_interrupts_one_dispatch_and_the_task_is_retried_once(tmp_path
             time.sleep(0.05)
         assert run_id is not None
         assert supervisor_ctl.abort_run(layout, run_id) is True
+        opened: list[problems.Problem] = []
+        deadline = time.monotonic() + 60
+        while not opened and time.monotonic() < deadline:
+            opened = problems.list_problems(layout, job="demo")
+            time.sleep(0.1)
+        assert [(p.task, p.kind) for p in opened] == [("one", "worker_crashed")]
+        assert "aborted by the operator" in opened[0].summary
+        conn = store.connect(layout.state_db, readonly=True)
+        assert conn.execute("SELECT count(*) FROM runs WHERE role='builder'").fetchone()[0] == 1  # no rerun
+        conn.close()
+        problems.act(layout, opened[0].code, "retry", who="test")
         w = cli("job", "wait", "demo", "--repo", str(layout.root), timeout=90)
         assert w.returncode == 0, w.stdout + w.stderr
     finally:
@@ -240,9 +252,8 @@ def test_abort_run_interrupts_one_dispatch_and_the_task_is_retried_once(tmp_path
     conn = store.connect(layout.state_db, readonly=True)
     builders = list(conn.execute("SELECT * FROM runs WHERE role='builder' ORDER BY started_at"))
     conn.close()
-    assert [b["attempt"] for b in builders] == [1, 2]
-    first = json.loads(builders[0]["verdict"])
-    assert first["verdict"] != "completed" or first.get("interrupted")
+    assert len(builders) == 2
+    assert json.loads(builders[0]["verdict"])["verdict"] != "completed"
     assert supervisor_ctl.abort_run(layout, builders[1]["run_id"]) is False  # finished: nothing to abort
 
 

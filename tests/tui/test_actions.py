@@ -51,3 +51,19 @@ async def test_accepting_a_thrice_rejected_commit_asks_first(cockpit_repo, make_
         await pilot.press("y")
         await wait_for(pilot, lambda: replies(cockpit_repo))
         assert [(r["code"], r["reply"]) for r in replies(cockpit_repo)] == [(rejected.code, "accept")]
+
+
+async def test_abort_is_offered_in_the_footer_on_a_running_task(cockpit_repo, make_app) -> None:
+    from textual.widgets._footer import FooterKey
+
+    app = make_app(cockpit_repo)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("3", "j")  # calendar-api: running
+        await pilot.pause(0.3)
+        assert app.dashboard.current_task.task == "calendar-api"
+        keys = {k.key_display or k.key for k in app.screen.query(FooterKey)}
+        assert "x" in keys
+        await pilot.press("j")  # calendar-ui: stopped, nothing to abort
+        await pilot.pause(0.3)
+        assert "x" not in {k.key_display or k.key for k in app.screen.query(FooterKey)}
