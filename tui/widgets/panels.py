@@ -150,8 +150,8 @@ def replies_text(replies: list[str]) -> Text:
 
 class ProblemsTable(KeyedTable):
     COLUMNS = (
-        Col("code", "code", 6), Col("task", "task", 14), Col("what", "what happened", 16, flex=1),
-        Col("replies", "replies", 22),
+        Col("code", "code", 6), Col("job", "job", 10, flex=1), Col("task", "task", 12, flex=1),
+        Col("what", "what happened", 16, flex=3), Col("replies", "replies", 22),
     )
 
     def __init__(self, **kwargs: object) -> None:
@@ -168,11 +168,11 @@ class ProblemsTable(KeyedTable):
     @staticmethod
     def cells(p: Problem, answer: ReplyRow | None, stopped: bool) -> dict[str, Cell]:
         if answer is None:
-            return {"code": Text(p.code, style="bold"), "task": p.task or p.job, "what": p.summary,
+            return {"code": Text(p.code, style="bold"), "job": p.job, "task": p.task or "(job)", "what": p.summary,
                     "replies": replies_text(p.replies)}
         # answered, not yet taken: the reply keys are gone; say who must act (S when it is stopped)
         waiting = "waiting for the supervisor" + (" (stopped)" if stopped else "")
-        return {"code": Text(p.code, style="dim"), "task": p.task or p.job,
+        return {"code": Text(p.code, style="dim"), "job": p.job, "task": p.task or "(job)",
                 "what": fmt.styled(waiting, "yellow") + fmt.styled(f" · {p.summary}", "dim"),
                 "replies": fmt.styled(f"✓ {answer.reply}", "green")
                 + fmt.styled(" · S starts it" if stopped else " · waiting", "yellow")}
