@@ -34,3 +34,29 @@ async def test_worker_output_wraps_inside_its_pane(cockpit_repo, make_app, wait_
         assert all(line.cell_length <= pane for line in log.lines)
         drawn = " ".join("".join(seg.text for seg in log.render_line(y)).strip() for y in range(log.size.height))
         assert " ".join(LONG.split()) in " ".join(drawn.split())
+
+
+async def test_stream_hides_the_result_block_and_the_stale_waiting_line(cockpit_repo, make_app, wait_for) -> None:
+    from conftest import RUN_UI
+    from pilothouse.providers.paths import logs_dir
+    from textual.widgets import RichLog
+
+    app = make_app(cockpit_repo, live=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("3", "j", "j", "enter")  # calendar-ui: its run's log is not written yet
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "RunDetail")
+        log = app.screen.query_one("#stream", RichLog)
+        await wait_for(pilot, lambda: log.lines)
+        drawn = lambda: "\n".join(line.text for line in log.lines)  # noqa: E731
+        assert "waiting for" in drawn()
+        path = logs_dir() / "sim" / f"{RUN_UI}.jsonl"
+        path.write_text("\n".join(json.dumps(line) for line in [
+            {"ts": ts(16), "kind": "text", "text": "Six columns it is. "},
+            {"ts": ts(16), "kind": "text", "text": '<!--RESULT-->{"status":"complete","files_changed":'
+                                                   '["src/ui.py"]}<!--/RESULT-->'},
+            {"ts": ts(17), "kind": "tool", "name": "edit", "status": "ok", "brief": "src/ui.py"}]) + "\n")
+        await wait_for(pilot, lambda: "Six columns" in drawn())
+        assert "waiting for" not in drawn()
+        assert "RESULT" not in drawn() and "files_changed" not in drawn()
+        assert "result handed over" in drawn()

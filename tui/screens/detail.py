@@ -6,6 +6,7 @@ same way as the event log. Opening a long run reads only the last 256 KB of it.
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,6 +32,9 @@ STREAM_TAIL_BYTES = 256 * 1024
 class RunsTable(KeyedTable):
     COLUMNS = (Col("run", "run", 26, flex=1), Col("role", "role", 8), Col("mode", "mode", 7),
                Col("state", "state", 8), Col("verdict", "verdict", 9), Col("tokens", "tokens", 6))
+
+
+_RESULT_RE = re.compile(r"<!--RESULT-->.*?(<!--/RESULT-->|$)", re.DOTALL)
 
 
 class RunLines(Message):
@@ -121,6 +125,7 @@ class RunDetail(Screen[None]):
         self.totals: dict[str, int] = {}
         self._text = ""
         self._text_ts: str | None = None
+        self._waiting = False  # the stream shows "waiting for" the run's log
 
     @property
     def cockpit(self) -> CockpitApp:
@@ -242,7 +247,7 @@ class RunDetail(Screen[None]):
             return
         self._stop_follow()
         self.run_id = run_id
-        self.totals, self._text = {}, ""
+        self.totals, self._text, self._waiting = {}, "", False
         log = self.query_one("#stream", RichLog)
         log.clear()
         q = self.cockpit.queries
@@ -261,6 +266,7 @@ class RunDetail(Screen[None]):
                 tailer._partial = b"\x00"  # the first (cut) line is dropped as undecodable
         except FileNotFoundError:
             log.write(Text(f"waiting for {fmt.tilde(path)}", style="dim"))
+            self._waiting = True
         if self.cockpit.live:
             self.follower = Follower(path, tailer, lambda: self.post_message(RunLines(run_id))).start()
         else:
@@ -277,6 +283,9 @@ class RunDetail(Screen[None]):
 
     def _write(self, lines: list[dict[str, Any]]) -> None:
         log = self.query_one("#stream", RichLog)
+        if lines and self._waiting:  # the log exists now: the "waiting for" line is stale
+            log.clear()
+            self._waiting = False
         for ev in lines:
             if ev.get("kind") == "text":
                 if not self._text:
@@ -293,8 +302,12 @@ class RunDetail(Screen[None]):
                                    f"{fmt.tokens(self.totals.get('output', 0))} out")
 
     def _flush(self, log: RichLog) -> None:
-        if self._text.strip():
-            log.write(fmt.styled(fmt.clock(self._text_ts) + " ", "dim") + Text(" ".join(self._text.split())))
+        # the result block is the contract's, for the supervisor: the side panel shows what it says
+        text, results = _RESULT_RE.subn("", self._text)
+        if text.strip():
+            log.write(fmt.styled(fmt.clock(self._text_ts) + " ", "dim") + Text(" ".join(text.split())))
+        if results:
+            log.write(fmt.styled(fmt.clock(self._text_ts) + " result handed over", "dim"))
         self._text = ""
 
     def on_repo_events(self, events: list[dict[str, Any]]) -> None:
