@@ -21,3 +21,14 @@ async def test_problems_name_their_job(cockpit_repo, make_app, size) -> None:
         rows = {code: [str(c) for c in table.get_row(code)] for code in (other.code, "KTRWMB")}
         assert "hello-world" in rows[other.code] and "first-draft" in rows["KTRWMB"]
         assert rows[other.code] != rows["KTRWMB"]
+
+
+async def test_status_line_keeps_help_when_a_problem_waits_at_80(cockpit_repo, make_app) -> None:
+    from test_events import screen_text
+
+    app = make_app(cockpit_repo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        first = screen_text(app).strip("\n").splitlines()
+        top = next(line for line in first if "pilothouse" in line and "problem waiting" in line)
+        assert "? help" in top

@@ -32,3 +32,18 @@ async def test_cursor_row_keeps_state_colours(cockpit_repo, make_app, wait_for, 
         style = _cell_style(table, task, state)
         assert style.bgcolor is not None  # the cursor is drawn on this row
         assert style.color is not None and style.color.name == colour
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40), (200, 50)])
+async def test_every_panel_fits_its_columns(cockpit_repo, make_app, size) -> None:
+    """Fixed widths that add up to more than the panel cut the last column (the Providers header
+    read 'che' at 120 columns)."""
+    from pilothouse.tui.widgets.table import KeyedTable
+
+    app = make_app(cockpit_repo)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        for table in app.dashboard.query(KeyedTable):
+            room = table.outer_size.width - table.styles.gutter.width
+            needed = sum(w + 2 * table.cell_padding for _, w in table._layout) + 1
+            assert needed <= room, f"{table.id} at {size}: {needed} columns in {room}"

@@ -42,7 +42,10 @@ class Dashboard(Screen[None]):
     ]
 
     def compose(self) -> ComposeResult:
-        yield Static(id="status")
+        with Horizontal(id="status-bar"):
+            yield Static(id="status")
+            # a widget of its own: the status line is cut on a narrow terminal, the way to help is not
+            yield Static(Text(" │ ? help ", style="dim"), id="status-help")
         with Horizontal(id="top"):
             yield JobsTable(classes="panel")
             yield ProvidersTable(classes="panel")
@@ -294,5 +297,4 @@ def status_text(repo: str, supervisor: str, sup_style: str, problems: int) -> Te
             Text(" │")
     t += Text(f" {repo} ", style="bold")
     t += Text("│ supervisor ") + Text(supervisor, style=sup_style)
-    t += Text(" │ ? help", style="dim")
     return t

@@ -20,7 +20,7 @@ from rich.text import Text
 class JobsTable(KeyedTable):
     COLUMNS = (
         Col("job", "job", 10, flex=1), Col("state", "state", 9), Col("rev", "rev", 3),
-        Col("tasks", "tasks", 5), Col("tokens", "tokens", 7), Col("elapsed", "elapsed", 7),
+        Col("tasks", "tasks", 5), Col("tokens", "tokens", 6), Col("elapsed", "elapsed", 7),
     )
 
     def __init__(self, **kwargs: object) -> None:
@@ -97,7 +97,7 @@ class TasksTable(KeyedTable):
 class ProvidersTable(KeyedTable):
     COLUMNS = (
         Col("provider", "provider", 17, flex=1), Col("window", "window", 9), Col("used", "used", 11),
-        Col("reset", "resets in", 9), Col("check", "check in", 8),
+        Col("reset", "resets", 7), Col("check", "check", 6),
     )
 
     def __init__(self, **kwargs: object) -> None:
