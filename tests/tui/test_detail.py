@@ -60,3 +60,22 @@ async def test_stream_hides_the_result_block_and_the_stale_waiting_line(cockpit_
         assert "waiting for" not in drawn()
         assert "RESULT" not in drawn() and "files_changed" not in drawn()
         assert "result handed over" in drawn()
+
+
+async def test_run_detail_answers_its_task_problem(cockpit_repo, make_app, wait_for) -> None:
+    from test_cockpit import replies
+
+    app = make_app(cockpit_repo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("3", "j", "enter")  # calendar-api: running, no problem
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "RunDetail")
+        await pilot.press("r")
+        await pilot.pause(0.3)
+        assert not replies(cockpit_repo)
+        await pilot.press("escape", "j", "enter")  # calendar-ui: stopped on KTRWMB
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "RunDetail" and app.screen.task_id == "calendar-ui")
+        await pilot.press("r")
+        await wait_for(pilot, lambda: replies(cockpit_repo))
+        assert [(r["code"], r["reply"]) for r in replies(cockpit_repo)] == [("KTRWMB", "retry")]
+        assert type(app.screen).__name__ == "RunDetail"  # answered without leaving it

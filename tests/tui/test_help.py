@@ -29,4 +29,4 @@ async def test_help_scrolls_with_j_and_lists_keys_not_ids(cockpit_repo, make_app
         box.scroll_end(animate=False, immediate=True)
         await pilot.pause()
         text = screen_text(app)
-        assert "Run detail" in text and "previous run" in text
+        assert "Run detail" in text and "previous run" in text and "answer the task's problem" in text

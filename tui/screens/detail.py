@@ -24,6 +24,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, RichLog, Static
 
 if TYPE_CHECKING:
+    from pilothouse.core.stops.problems import Problem
     from pilothouse.tui.app import CockpitApp
 
 STREAM_TAIL_BYTES = 256 * 1024
@@ -115,6 +116,9 @@ class RunDetail(Screen[None]):
         Binding("f", "follow", "Follow", id="detail.follow"),
         Binding("left_square_bracket", "run(-1)", "Prev run", id="detail.prev"),
         Binding("right_square_bracket", "run(1)", "Next run", id="detail.next"),
+        # the task's own problem is answered here, without going back to the dashboard
+        *(Binding(key, f"reply('{reply}')", reply.capitalize(), id=f"detail.{reply}")
+          for reply, key in fmt.REPLY_KEYS.items()),
     ]
 
     def __init__(self, job: str, task: str) -> None:
@@ -312,6 +316,8 @@ class RunDetail(Screen[None]):
 
     def on_repo_events(self, events: list[dict[str, Any]]) -> None:
         mine = [e for e in events if e.get("job") == self.job and e.get("task") == self.task_id]
+        if any(str(e.get("type", "")).startswith("problem.") for e in mine):
+            self.refresh_bindings()  # opened, answered or closed: the reply keys change
         if mine:
             # activity and usage come often: only a gate, a review, a merge or a new run redraws the side
             heavy = {"gate.finished", "review.finished", "merge.finished", "run.started", "run.finished"}
@@ -330,6 +336,27 @@ class RunDetail(Screen[None]):
             task = q.task(self.job, self.task_id) if q else None
             if task is not None:
                 self._head(task)
+
+    def task_problem(self) -> Problem | None:
+        """This task's open problem, unless its answer already waits for the supervisor."""
+        q = self.cockpit.queries
+        if q is None:
+            return None
+        for p in q.problems():
+            if p.job == self.job and p.task == self.task_id:
+                return None if q.replies(p.code, waiting=True) else p
+        return None
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "reply":
+            problem = self.task_problem()
+            return problem is not None and bool(parameters) and parameters[0] in problem.replies
+        return True
+
+    def action_reply(self, reply: str) -> None:
+        problem = self.task_problem()
+        if problem is not None and reply in problem.replies:
+            self.cockpit.answer(problem, reply)
 
     def action_follow(self) -> None:
         log = self.query_one("#stream", RichLog)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pilothouse.tui.bindings import JOB_BINDINGS, REPLY_BINDINGS
+from pilothouse.tui.format import REPLY_KEYS
 from pilothouse.tui.screens.detail import RunDetail
 from rich.table import Table
 from rich.text import Text
@@ -77,7 +78,10 @@ class HelpScreen(ModalScreen[None]):
             yield Static(_section("On a problem (Problems panel, or a stopped task)",
                                   _rows(REPLY_BINDINGS, {f"problem.{k}": v for k, v in REPLY_HELP.items()})))
             yield Static(_section("Jobs and workers", _rows(JOB_BINDINGS, JOB_HELP)))
-            yield Static(_section("Run detail (enter on a task)", _rows(RunDetail.BINDINGS, DETAIL_HELP)))
+            detail = [b for b in RunDetail.BINDINGS if b.id in DETAIL_HELP]
+            yield Static(_section("Run detail (enter on a task)", [
+                *_rows(detail, DETAIL_HELP),
+                (" ".join(REPLY_KEYS.values()), "answer the task's problem, as on the dashboard", "detail.reply")]))
             yield Static(Text("Every action goes through pilothouse's core and shows up when its event "
                               "arrives. esc closes.", style="dim"))
 
