@@ -135,6 +135,17 @@ class ActionsMixin:
 
             app.push_screen(ConfirmModal(f"skip · {problem.code}", "\n".join(lines), "Skip"), confirmed)
             return
+        if reply == "accept" and problem.kind == "review_rejected":
+            # the reviewer said no every round: merging it anyway is worth a second keystroke
+            def accepted(ok: bool | None) -> None:
+                if ok:
+                    send()
+
+            app.push_screen(ConfirmModal(f"accept · {problem.code}",
+                                         f"Accept {problem.task or problem.job} as it is? The reviewer rejected "
+                                         "it every round; its change merges with the findings open.", "Accept"),
+                            accepted)
+            return
         send()
 
     def open_problem(self, code: str) -> None:

@@ -10,6 +10,6 @@ REPLY_BINDINGS = [Binding(key, f"reply('{reply}')", reply.capitalize(), id=f"pro
 JOB_BINDINGS = [
     Binding("n", "new_job", "New job", id="job.new"),
     Binding("e", "edit_job", "Correct job", show=False, id="job.edit"),
-    Binding("x", "abort_run", "Abort worker", show=False, id="run.abort"),
+    Binding("x", "abort_run", "Abort worker", id="run.abort"),
     Binding("S", "supervisor", "Supervisor", id="supervisor.toggle"),
 ]

@@ -86,6 +86,10 @@ def _common(verdict: dict[str, Any], counters: dict[str, Any], role: str, log: s
         return Decision(STOP, f"{provider} refused the credentials ({verdict.get('error') or 'auth error'}); "
                               f"fix the key (pilothouse keys set {provider}), then retry",
                         kind="auth", counters=counters, evidence=_evidence(verdict, log))
+    if cls == "crash" and verdict.get("interrupted"):
+        # the operator aborted it (`x`, abort_run): a rerun would undo that within a second
+        return Decision(STOP, f"The {role} was aborted by the operator; retry runs it again.",
+                        kind="worker_crashed", counters=counters, evidence=_evidence(verdict, log))
     if cls == "crash":
         if int(counters.get("crash", 0)) < MAX_CRASH_RETRIES:
             return Decision(RERUN, f"the {role} run ended without a result ({verdict.get('error') or verdict.get('verdict')}); "

@@ -201,6 +201,11 @@ def stop(layout: RepoLayout, timeout: float = STOP_TIMEOUT_S) -> bool:
     return True
 
 
+def aborted_key(run_id: str) -> str:
+    """The meta key that says the operator aborted this run."""
+    return f"aborted:{run_id}"
+
+
 def abort_run(layout: RepoLayout, run_id: str, grace: float = ABORT_GRACE_S) -> bool:
     """Interrupt one dispatch (SIGINT to its process group), kill it after `grace` seconds.
 
@@ -216,6 +221,14 @@ def abort_run(layout: RepoLayout, run_id: str, grace: float = ABORT_GRACE_S) -> 
     pid, start_ticks = row["pid"], row["pid_start"]
     if row["state"] == "finished" or not runs.process_matches(pid, start_ticks):
         return False
+    # recorded first: a dispatch interrupted before its own handler is in place ends without a
+    # verdict that says so, and the supervisor must still stop the task rather than run it again
+    conn = store.connect(layout.state_db)
+    try:
+        with conn:
+            conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (aborted_key(run_id), "1"))
+    finally:
+        conn.close()
     for sig, wait in ((signal.SIGINT, grace), (signal.SIGKILL, 5.0)):
         try:
             os.killpg(pid, sig)  # dispatch runs in its own session: its pgid is its pid

@@ -226,6 +226,8 @@ def _after_builder(sup: Supervisor, job: str, tid: str, tdef: Any, run_id: str, 
     if r is None or run is None or r["state"] != "running" or r["run_id"] != run_id:
         return
     v = L.verdict_of(run)
+    if not v.get("interrupted") and _aborted(sup, run_id):
+        v = {**v, "interrupted": True}
     session = v.get("session_id") or r["session_id"]
     if exc is not None:
         _commit_failed(sup, job, tid, run, exc, message, session)
@@ -256,6 +258,12 @@ def _after_builder(sup: Supervisor, job: str, tid: str, tdef: Any, run_id: str, 
     else:
         stop_task(sup.store, job, tid, d.reason, kind=d.kind or "worker_crashed", evidence=d.evidence,
                   counters=d.counters, session_id=session)
+
+
+def _aborted(sup: Supervisor, run_id: str) -> bool:
+    from pilothouse.core.supervisor.control import aborted_key
+
+    return sup.conn.execute("SELECT 1 FROM meta WHERE key=?", (aborted_key(run_id),)).fetchone() is not None
 
 
 def _research_done(sup: Supervisor, job: str, r: sqlite3.Row, run: sqlite3.Row) -> None:

@@ -214,11 +214,12 @@ scripts:
 """
 
 
-def test_abort_run_interrupts_one_dispatch_and_the_task_is_retried_once(tmp_path: Path, cli) -> None:
+def test_abort_run_stops_the_task_until_the_operator_retries(tmp_path: Path, cli) -> None:
     import json
     import time
 
     from pilothouse.core.state.events import EventTailer
+    from pilothouse.core.stops import problems
 
     scenario = tmp_path / "slow.yaml"
     scenario.write_text(SLOW_ONE)
@@ -242,6 +243,17 @@ def test_abort_run_interrupts_one_dispatch_and_the_task_is_retried_once(tmp_path
             assert time.monotonic() < deadline, "the worker never started"
             time.sleep(0.05)
         assert supervisor_ctl.abort_run(layout, run_id) is True
+        opened: list[problems.Problem] = []
+        deadline = time.monotonic() + 60
+        while not opened and time.monotonic() < deadline:
+            opened = problems.list_problems(layout, job="demo")
+            time.sleep(0.1)
+        assert [(p.task, p.kind) for p in opened] == [("one", "worker_crashed")]
+        assert "aborted by the operator" in opened[0].summary
+        conn = store.connect(layout.state_db, readonly=True)
+        assert conn.execute("SELECT count(*) FROM runs WHERE role='builder'").fetchone()[0] == 1  # no rerun
+        conn.close()
+        problems.act(layout, opened[0].code, "retry", who="test")
         w = cli("job", "wait", "demo", "--repo", str(layout.root), timeout=90)
         assert w.returncode == 0, w.stdout + w.stderr
     finally:

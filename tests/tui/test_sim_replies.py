@@ -96,7 +96,7 @@ def wait_for(wait_for: Any) -> Any:
 async def _answer(layout: RepoLayout, reply: str, wait_for: Any) -> None:
     from pilothouse.tui.app import CockpitApp
 
-    problem = _rows(layout, "SELECT code, task FROM problems WHERE state='open'")[0]
+    problem = _rows(layout, "SELECT code, task, kind FROM problems WHERE state='open'")[0]
     code = problem["code"]
     app = CockpitApp(layout, live=True)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -109,7 +109,7 @@ async def _answer(layout: RepoLayout, reply: str, wait_for: Any) -> None:
             await wait_for(pilot, lambda: type(app.screen).__name__ == "WordsModal"
                            and app.focused is not None and app.focused.screen is app.screen)
             await pilot.press(*WORDS[reply], "enter")
-        if reply == "skip":
+        if reply == "skip" or (reply, problem["kind"]) == ("accept", "review_rejected"):  # these ask first
             await wait_for(pilot, lambda: type(app.screen).__name__ == "ConfirmModal")
             await pilot.press("y")
         await wait_for(pilot, lambda: _rows(layout, "SELECT * FROM replies WHERE code=?", code))

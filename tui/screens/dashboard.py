@@ -42,7 +42,10 @@ class Dashboard(Screen[None]):
     ]
 
     def compose(self) -> ComposeResult:
-        yield Static(id="status")
+        with Horizontal(id="status-bar"):
+            yield Static(id="status")
+            # a widget of its own: the status line is cut on a narrow terminal, the way to help is not
+            yield Static(Text(" │ ? help ", style="dim"), id="status-help")
         with Horizontal(id="top"):
             yield JobsTable(classes="panel")
             yield ProvidersTable(classes="panel")
@@ -223,17 +226,26 @@ class Dashboard(Screen[None]):
 
     @property
     def current_problem(self) -> Problem | None:
-        """The selected task's own open problem when the Tasks panel has focus (None when it has
-        none: the reply keys never reach another task's problem), else the Problems row."""
+        """The problem the reply keys answer: the focused panel's own selection, never another's.
+
+        Tasks: the selected task's open problem. Jobs: the selected job's own (task-less) problem.
+        Problems: its highlighted row. Elsewhere none, so `a` pressed while reading the event log
+        cannot accept whatever the Problems panel happens to highlight."""
+        if self.focused is self.problems:
+            return self.problems.current
         if self.focused is self.tasks:
             task = self.current_task
-            if task is None:
-                return None
-            for p in self.problems.problems.values():
-                if p.task == task.task and p.job == task.job:
-                    return p
+            job, name = (task.job, task.task) if task is not None else (None, None)
+        elif self.focused is self.jobs:
+            job, name = self.jobs.current_key, None
+        else:
             return None
-        return self.problems.current
+        if job is None:
+            return None
+        for p in self.problems.problems.values():
+            if p.task == name and p.job == job:
+                return p
+        return None
 
     # --- actions --------------------------------------------------------------------------------
 
@@ -285,5 +297,4 @@ def status_text(repo: str, supervisor: str, sup_style: str, problems: int) -> Te
             Text(" │")
     t += Text(f" {repo} ", style="bold")
     t += Text("│ supervisor ") + Text(supervisor, style=sup_style)
-    t += Text(" │ ? help", style="dim")
     return t

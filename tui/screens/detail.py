@@ -6,6 +6,7 @@ same way as the event log. Opening a long run reads only the last 256 KB of it.
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +24,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, RichLog, Static
 
 if TYPE_CHECKING:
+    from pilothouse.core.stops.problems import Problem
     from pilothouse.tui.app import CockpitApp
 
 STREAM_TAIL_BYTES = 256 * 1024
@@ -31,6 +33,9 @@ STREAM_TAIL_BYTES = 256 * 1024
 class RunsTable(KeyedTable):
     COLUMNS = (Col("run", "run", 26, flex=1), Col("role", "role", 8), Col("mode", "mode", 7),
                Col("state", "state", 8), Col("verdict", "verdict", 9), Col("tokens", "tokens", 6))
+
+
+_RESULT_RE = re.compile(r"<!--RESULT-->.*?(<!--/RESULT-->|$)", re.DOTALL)
 
 
 class RunLines(Message):
@@ -122,6 +127,9 @@ class RunDetail(Screen[None]):
         Binding("f", "follow", "Follow", id="detail.follow"),
         Binding("left_square_bracket", "run(-1)", "Prev run", id="detail.prev"),
         Binding("right_square_bracket", "run(1)", "Next run", id="detail.next"),
+        # the task's own problem is answered here, without going back to the dashboard
+        *(Binding(key, f"reply('{reply}')", reply.capitalize(), id=f"detail.{reply}")
+          for reply, key in fmt.REPLY_KEYS.items()),
     ]
 
     def __init__(self, job: str, task: str) -> None:
@@ -132,6 +140,7 @@ class RunDetail(Screen[None]):
         self.totals: dict[str, int] = {}
         self._text = ""
         self._text_ts: str | None = None
+        self._waiting = False  # the stream shows "waiting for" the run's log
 
     @property
     def cockpit(self) -> CockpitApp:
@@ -141,7 +150,8 @@ class RunDetail(Screen[None]):
         yield Static(id="detail-head")
         yield RunsTable(id="runs", classes="panel")
         with Horizontal(id="detail-body"):
-            yield RichLog(id="stream", classes="panel", max_lines=3000, wrap=True, markup=False)
+            # min_width 1: wrap at the pane, not at RichLog's 78-column default (cut at 120-129 columns)
+            yield RichLog(id="stream", classes="panel", max_lines=3000, wrap=True, markup=False, min_width=1)
             with VerticalScroll(id="side", classes="panel"):
                 yield Static(id="gate")
                 yield Static(id="review")
@@ -255,7 +265,7 @@ class RunDetail(Screen[None]):
             return
         self._stop_follow()
         self.run_id = run_id
-        self.totals, self._text = {}, ""
+        self.totals, self._text, self._waiting = {}, "", False
         log = self.query_one("#stream", RichLog)
         log.clear()
         q = self.cockpit.queries
@@ -274,6 +284,7 @@ class RunDetail(Screen[None]):
                 tailer._partial = b"\x00"  # the first (cut) line is dropped as undecodable
         except FileNotFoundError:
             log.write(Text(f"waiting for {fmt.tilde(path)}", style="dim"))
+            self._waiting = True
         if self.cockpit.live:
             self.follower = Follower(path, tailer, lambda: self.post_message(RunLines(run_id))).start()
         else:
@@ -290,6 +301,9 @@ class RunDetail(Screen[None]):
 
     def _write(self, lines: list[dict[str, Any]]) -> None:
         log = self.query_one("#stream", RichLog)
+        if lines and self._waiting:  # the log exists now: the "waiting for" line is stale
+            log.clear()
+            self._waiting = False
         for ev in lines:
             if ev.get("kind") == "text":
                 if not self._text:
@@ -306,12 +320,18 @@ class RunDetail(Screen[None]):
                                    f"{fmt.tokens(self.totals.get('output', 0))} out")
 
     def _flush(self, log: RichLog) -> None:
-        if self._text.strip():
-            log.write(fmt.styled(fmt.clock(self._text_ts) + " ", "dim") + Text(" ".join(self._text.split())))
+        # the result block is the contract's, for the supervisor: the side panel shows what it says
+        text, results = _RESULT_RE.subn("", self._text)
+        if text.strip():
+            log.write(fmt.styled(fmt.clock(self._text_ts) + " ", "dim") + Text(" ".join(text.split())))
+        if results:
+            log.write(fmt.styled(fmt.clock(self._text_ts) + " result handed over", "dim"))
         self._text = ""
 
     def on_repo_events(self, events: list[dict[str, Any]]) -> None:
         mine = [e for e in events if e.get("job") == self.job and e.get("task") == self.task_id]
+        if any(str(e.get("type", "")).startswith("problem.") for e in mine):
+            self.refresh_bindings()  # opened, answered or closed: the reply keys change
         if mine:
             # activity and usage come often: only a gate, a review, a merge or a new run redraws the side
             heavy = {"gate.finished", "review.finished", "merge.finished", "run.started", "run.finished"}
@@ -330,6 +350,27 @@ class RunDetail(Screen[None]):
             task = q.task(self.job, self.task_id) if q else None
             if task is not None:
                 self._head(task)
+
+    def task_problem(self) -> Problem | None:
+        """This task's open problem, unless its answer already waits for the supervisor."""
+        q = self.cockpit.queries
+        if q is None:
+            return None
+        for p in q.problems():
+            if p.job == self.job and p.task == self.task_id:
+                return None if q.replies(p.code, waiting=True) else p
+        return None
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "reply":
+            problem = self.task_problem()
+            return problem is not None and bool(parameters) and parameters[0] in problem.replies
+        return True
+
+    def action_reply(self, reply: str) -> None:
+        problem = self.task_problem()
+        if problem is not None and reply in problem.replies:
+            self.cockpit.answer(problem, reply)
 
     def action_follow(self) -> None:
         log = self.query_one("#stream", RichLog)

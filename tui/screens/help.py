@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from pilothouse.tui.bindings import JOB_BINDINGS, REPLY_BINDINGS
+from pilothouse.tui.format import REPLY_KEYS
+from pilothouse.tui.screens.detail import RunDetail
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -37,6 +39,12 @@ JOB_HELP = {
     "run.abort": "abort the selected task's worker (graceful, then kill)",
     "supervisor.toggle": "start the supervisor, or stop it",
 }
+DETAIL_HELP = {
+    "back": "back to the dashboard",
+    "detail.follow": "follow the worker's output again",
+    "detail.prev": "the task's previous run",
+    "detail.next": "the task's next run",
+}
 
 
 def _section(title: str, rows: list[tuple[str, str, str]]) -> Table:
@@ -44,18 +52,24 @@ def _section(title: str, rows: list[tuple[str, str, str]]) -> Table:
                   padding=(0, 1), expand=True)
     table.add_column("key", style="bold", width=10, no_wrap=True)
     table.add_column("what", ratio=1)
-    table.add_column("id", style="dim", width=18, no_wrap=True)
-    for key, what, bid in rows:
-        table.add_row(key, what, bid)
+    for key, what, _ in rows:  # the binding id stays in the rows, for the keymap; the operator needs the key
+        table.add_row(key, what)
     return table
 
 
+_KEY_NAMES = {"left_square_bracket": "[", "right_square_bracket": "]", "escape": "esc"}
+
+
 def _rows(bindings: list[Binding], text: dict[str, str]) -> list[tuple[str, str, str]]:
-    return [(b.key, text.get(b.id or "", b.description), b.id or "") for b in bindings]
+    return [(_KEY_NAMES.get(b.key, b.key), text.get(b.id or "", b.description), b.id or "") for b in bindings]
 
 
 class HelpScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close", id="help.close")]
+    BINDINGS = [
+        Binding("escape,q,question_mark", "dismiss", "Close", id="help.close"),
+        Binding("j,down", "scroll(1)", "Down", show=False, id="help.down"),
+        Binding("k,up", "scroll(-1)", "Up", show=False, id="help.up"),
+    ]
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(classes="dialog help") as box:
@@ -64,5 +78,12 @@ class HelpScreen(ModalScreen[None]):
             yield Static(_section("On a problem (Problems panel, or a stopped task)",
                                   _rows(REPLY_BINDINGS, {f"problem.{k}": v for k, v in REPLY_HELP.items()})))
             yield Static(_section("Jobs and workers", _rows(JOB_BINDINGS, JOB_HELP)))
+            detail = [b for b in RunDetail.BINDINGS if b.id in DETAIL_HELP]
+            yield Static(_section("Run detail (enter on a task)", [
+                *_rows(detail, DETAIL_HELP),
+                (" ".join(REPLY_KEYS.values()), "answer the task's problem, as on the dashboard", "detail.reply")]))
             yield Static(Text("Every action goes through pilothouse's core and shows up when its event "
                               "arrives. esc closes.", style="dim"))
+
+    def action_scroll(self, step: int) -> None:
+        self.query_one(VerticalScroll).scroll_relative(y=step, animate=False, immediate=True)

@@ -14,7 +14,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Input, Label, Static, TextArea
+from textual.widgets import Footer, Input, Label, Static, TextArea
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 
@@ -58,6 +58,7 @@ class JobForm(ModalScreen[str | None]):
     def compose(self) -> ComposeResult:
         with VerticalScroll(classes="dialog jobform") as box:
             box.border_title = f"correct job {self.job_name}" if self.editing else "new job"
+            box.border_subtitle = "tab next field · ctrl+s save · esc cancel"
             if not self.editing:
                 yield Label("name (lowercase, digits, - _ .)")
                 yield Input(placeholder="e.g. add-slugify", id="name")
@@ -69,7 +70,7 @@ class JobForm(ModalScreen[str | None]):
                 yield Label("attachments: screenshot paths, space-separated (optional)")
                 yield Input(placeholder="shots/login.png shots/error.png", id="attachments")
             yield Static("", id="form-error", classes="error")
-            yield Label("[b]tab[/b] next field   [b]ctrl+s[/b] save   [b]esc[/b] cancel", classes="keys")
+        yield Footer()  # at 80x24 the form scrolls: ctrl+s must not depend on scrolling to the end
 
     def on_mount(self) -> None:
         for area in self.query(TextArea):

@@ -7,13 +7,14 @@ import sqlite3
 from typing import TYPE_CHECKING, Any
 
 from pilothouse.core.stops.problems import Problem
+from pilothouse.core.stops.replies import REPLY_HELP
 from pilothouse.tui import format as fmt
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Label, Static
+from textual.widgets import Footer, Label, Static
 
 if TYPE_CHECKING:
     from pilothouse.tui.app import CockpitApp
@@ -60,10 +61,12 @@ class ProblemDialog(ModalScreen[None]):
                 head.append(f" / {p.task}", style="bold")
             head.append(f"   {p.kind}   opened {fmt.clock(p.opened_at)}", style="dim")
             yield Static(head)
+            # the answer keys first: at 80x24 the evidence pushes anything after it below the fold
+            yield Label(self._keys(), classes="keys", id="dialog-keys")
             yield Static(Text(p.summary), classes="body")
             if p.evidence:
                 yield Static(evidence_text(p.evidence), classes="evidence")
-            yield Label(self._keys(), classes="keys", id="dialog-keys")
+        yield Footer()  # over the dashboard's: the keys shown are this dialog's
 
     def _keys(self) -> Text:
         keys = Text()
@@ -74,7 +77,8 @@ class ProblemDialog(ModalScreen[None]):
             for reply in self.problem.replies:
                 key = fmt.REPLY_KEYS.get(reply, "?")
                 keys.append(f" {key} ", style="bold reverse")
-                keys.append(f" {reply}  ")
+                keys.append(f" {reply:<8}", style="bold")
+                keys.append(f"{REPLY_HELP.get(reply, '')}\n", style="default")
         keys.append(" esc ", style="bold reverse")
         keys.append(" close")
         return keys

@@ -18,6 +18,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 HIDDEN_TYPES = frozenset({"supervisor.heartbeat"})
+PAUSED = " · paused · "
 
 
 class EventStream(ScrollView, can_focus=True):
@@ -98,6 +99,7 @@ class EventStream(ScrollView, can_focus=True):
 
     def on_resize(self) -> None:
         self.virtual_size = Size(self.size.width, len(self._shown))
+        self._update_subtitle()  # across the narrow/wide breakpoint the notice changes place
         if self.follow:
             self._to_end()
 
@@ -126,10 +128,18 @@ class EventStream(ScrollView, can_focus=True):
         self._update_subtitle()
 
     def _update_subtitle(self) -> None:
+        # the narrow layout draws a top rule and no bottom border: there the pause goes in the title,
+        # or events would stop appearing without a word
+        base = str(self.border_title or "").split(PAUSED, 1)[0]
+        bottom = self.styles.border_bottom[0] not in ("", "none", "hidden")
         if self.follow:
             self.border_subtitle = "following"
-        else:
+            self.border_title = base
+        elif bottom:
             self.border_subtitle = f"paused · {self.new_count} new · End/f follows"
+            self.border_title = base
+        else:
+            self.border_title = f"{base}{PAUSED}{self.new_count} new · f follows"
 
     def action_follow(self) -> None:
         self.follow = True

@@ -20,7 +20,7 @@ from rich.text import Text
 class JobsTable(KeyedTable):
     COLUMNS = (
         Col("job", "job", 10, flex=1), Col("state", "state", 9), Col("rev", "rev", 3),
-        Col("tasks", "tasks", 5), Col("tokens", "tokens", 7), Col("elapsed", "elapsed", 7),
+        Col("tasks", "tasks", 5), Col("tokens", "tokens", 6), Col("elapsed", "elapsed", 7),
     )
 
     def __init__(self, **kwargs: object) -> None:
@@ -97,7 +97,7 @@ class TasksTable(KeyedTable):
 class ProvidersTable(KeyedTable):
     COLUMNS = (
         Col("provider", "provider", 17, flex=1), Col("window", "window", 9), Col("used", "used", 11),
-        Col("reset", "resets in", 9), Col("check", "check in", 8),
+        Col("reset", "resets", 7), Col("check", "check", 6),
     )
 
     def __init__(self, **kwargs: object) -> None:
@@ -152,8 +152,8 @@ def replies_text(replies: list[str]) -> Text:
 
 class ProblemsTable(KeyedTable):
     COLUMNS = (
-        Col("code", "code", 6), Col("task", "task", 14), Col("what", "what happened", 16, flex=1),
-        Col("replies", "replies", 22),
+        Col("code", "code", 6), Col("job", "job", 10, flex=1), Col("task", "task", 12, flex=1),
+        Col("what", "what happened", 16, flex=3), Col("replies", "replies", 22),
     )
 
     def __init__(self, **kwargs: object) -> None:
@@ -170,11 +170,11 @@ class ProblemsTable(KeyedTable):
     @staticmethod
     def cells(p: Problem, answer: ReplyRow | None, stopped: bool) -> dict[str, Cell]:
         if answer is None:
-            return {"code": Text(p.code, style="bold"), "task": p.task or p.job, "what": p.summary,
+            return {"code": Text(p.code, style="bold"), "job": p.job, "task": p.task or "(job)", "what": p.summary,
                     "replies": replies_text(p.replies)}
         # answered, not yet taken: the reply keys are gone; say who must act (S when it is stopped)
         waiting = "waiting for the supervisor" + (" (stopped)" if stopped else "")
-        return {"code": Text(p.code, style="dim"), "task": p.task or p.job,
+        return {"code": Text(p.code, style="dim"), "job": p.job, "task": p.task or "(job)",
                 "what": fmt.styled(waiting, "yellow") + fmt.styled(f" · {p.summary}", "dim"),
                 "replies": fmt.styled(f"✓ {answer.reply}", "green")
                 + fmt.styled(" · S starts it" if stopped else " · waiting", "yellow")}

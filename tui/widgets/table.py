@@ -38,7 +38,9 @@ class KeyedTable(DataTable[Cell]):
     COLUMNS: tuple[Col, ...] = ()
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(cursor_type="row", zebra_stripes=False, **kwargs)
+        # "renderable": a state cell keeps its colour on the cursor row (a red `stopped` stays red)
+        super().__init__(cursor_type="row", zebra_stripes=False, cursor_foreground_priority="renderable",
+                         **kwargs)
         self._rows: list[tuple[str, dict[str, Cell]]] = []
         self._layout: tuple[tuple[str, int], ...] = ()
         self.filter_text = ""

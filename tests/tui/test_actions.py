@@ -1,0 +1,69 @@
+"""What the operator's keys do, through the real app, core and a real state.db."""
+
+from __future__ import annotations
+
+import pytest
+from test_cockpit import replies
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.mark.parametrize("panel", ["1", "2", "5"])
+async def test_reply_keys_ignore_problems_of_an_unfocused_panel(cockpit_repo, make_app, panel) -> None:
+    from pilothouse.tui.screens.modals import ConfirmModal
+
+    app = make_app(cockpit_repo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert app.dashboard.problems.current is not None  # KTRWMB is highlighted in Problems
+        await pilot.press(panel, "r", "a")  # Jobs (first-draft has no job-level problem), Providers, Events
+        await pilot.pause(0.3)
+        assert not replies(cockpit_repo)
+        await pilot.press("s")
+        await pilot.pause()
+        assert not isinstance(app.screen, ConfirmModal)
+        await pilot.press("4", "r")  # in Problems the same key answers the highlighted row
+        await pilot.pause(0.3)
+        assert [r["reply"] for r in replies(cockpit_repo)] == ["retry"]
+
+
+async def test_accepting_a_thrice_rejected_commit_asks_first(cockpit_repo, make_app, wait_for) -> None:
+    from pilothouse.core.stops import problems
+    from pilothouse.tui.screens.modals import ConfirmModal
+
+    rejected = problems.open_problem(cockpit_repo, "first-draft", "calendar-store", "review_rejected",
+                                     "The reviewer rejected the change 3 times: the file handle leaks.")
+    app = make_app(cockpit_repo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("4")
+        app.dashboard.problems.select_key(rejected.code)
+        await pilot.pause()
+        assert app.dashboard.current_problem.code == rejected.code
+        await pilot.press("a")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal))
+        assert "rejected" in str(app.screen.body)
+        await pilot.press("n")
+        await pilot.pause(0.3)
+        assert not replies(cockpit_repo)
+        await pilot.press("a")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal))
+        await pilot.press("y")
+        await wait_for(pilot, lambda: replies(cockpit_repo))
+        assert [(r["code"], r["reply"]) for r in replies(cockpit_repo)] == [(rejected.code, "accept")]
+
+
+async def test_abort_is_offered_in_the_footer_on_a_running_task(cockpit_repo, make_app) -> None:
+    from textual.widgets._footer import FooterKey
+
+    app = make_app(cockpit_repo)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("3", "j")  # calendar-api: running
+        await pilot.pause(0.3)
+        assert app.dashboard.current_task.task == "calendar-api"
+        keys = {k.key_display or k.key for k in app.screen.query(FooterKey)}
+        assert "x" in keys
+        await pilot.press("j")  # calendar-ui: stopped, nothing to abort
+        await pilot.pause(0.3)
+        assert "x" not in {k.key_display or k.key for k in app.screen.query(FooterKey)}

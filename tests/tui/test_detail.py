@@ -1,0 +1,81 @@
+"""The run detail screen (enter on a task), driven through the real app against real run logs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import RUN_API, ts
+
+pytestmark = pytest.mark.anyio
+
+LONG = ("The month view renders six columns because the weekday header skips Sunday; "
+        "adding it back and rerunning the gate now. END")
+
+
+@pytest.mark.parametrize("width", [120, 125, 129])
+async def test_worker_output_wraps_inside_its_pane(cockpit_repo, make_app, wait_for, width) -> None:
+    from pilothouse.providers.paths import logs_dir
+    from textual.widgets import RichLog
+
+    with open(logs_dir() / "sim" / f"{RUN_API}.jsonl", "a") as fh:  # the worker says something long
+        fh.write(json.dumps({"ts": ts(30), "kind": "text", "text": LONG}) + "\n")
+        fh.write(json.dumps({"ts": ts(31), "kind": "tool", "name": "edit", "status": "ok",
+                             "brief": "src/api.py"}) + "\n")
+    app = make_app(cockpit_repo)
+    async with app.run_test(size=(width, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("3", "j", "enter")  # calendar-api, the running task: its run
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "RunDetail")
+        log = app.screen.query_one("#stream", RichLog)
+        await wait_for(pilot, lambda: len(log.lines) > 3)
+        pane = log.scrollable_content_region.width
+        assert pane < 78  # the narrow pane this pins: RichLog's default renders 78 wide
+        assert all(line.cell_length <= pane for line in log.lines)
+        drawn = " ".join("".join(seg.text for seg in log.render_line(y)).strip() for y in range(log.size.height))
+        assert " ".join(LONG.split()) in " ".join(drawn.split())
+
+
+async def test_stream_hides_the_result_block_and_the_stale_waiting_line(cockpit_repo, make_app, wait_for) -> None:
+    from conftest import RUN_UI
+    from pilothouse.providers.paths import logs_dir
+    from textual.widgets import RichLog
+
+    app = make_app(cockpit_repo, live=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("3", "j", "j", "enter")  # calendar-ui: its run's log is not written yet
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "RunDetail")
+        log = app.screen.query_one("#stream", RichLog)
+        await wait_for(pilot, lambda: log.lines)
+        drawn = lambda: "\n".join(line.text for line in log.lines)  # noqa: E731
+        assert "waiting for" in drawn()
+        path = logs_dir() / "sim" / f"{RUN_UI}.jsonl"
+        path.write_text("\n".join(json.dumps(line) for line in [
+            {"ts": ts(16), "kind": "text", "text": "Six columns it is. "},
+            {"ts": ts(16), "kind": "text", "text": '<!--RESULT-->{"status":"complete","files_changed":'
+                                                   '["src/ui.py"]}<!--/RESULT-->'},
+            {"ts": ts(17), "kind": "tool", "name": "edit", "status": "ok", "brief": "src/ui.py"}]) + "\n")
+        await wait_for(pilot, lambda: "Six columns" in drawn())
+        assert "waiting for" not in drawn()
+        assert "RESULT" not in drawn() and "files_changed" not in drawn()
+        assert "result handed over" in drawn()
+
+
+async def test_run_detail_answers_its_task_problem(cockpit_repo, make_app, wait_for) -> None:
+    from test_cockpit import replies
+
+    app = make_app(cockpit_repo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("3", "j", "enter")  # calendar-api: running, no problem
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "RunDetail")
+        await pilot.press("r")
+        await pilot.pause(0.3)
+        assert not replies(cockpit_repo)
+        await pilot.press("escape", "j", "enter")  # calendar-ui: stopped on KTRWMB
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "RunDetail" and app.screen.task_id == "calendar-ui")
+        await pilot.press("r")
+        await wait_for(pilot, lambda: replies(cockpit_repo))
+        assert [(r["code"], r["reply"]) for r in replies(cockpit_repo)] == [("KTRWMB", "retry")]
+        assert type(app.screen).__name__ == "RunDetail"  # answered without leaving it
