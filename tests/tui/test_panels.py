@@ -24,7 +24,7 @@ async def test_problems_name_their_job(cockpit_repo, make_app, size) -> None:
 
 
 async def test_status_line_keeps_help_when_a_problem_waits_at_80(cockpit_repo, make_app) -> None:
-    from test_events import screen_text
+    from test_events_panel import screen_text
 
     app = make_app(cockpit_repo)
     async with app.run_test(size=(80, 24)) as pilot:

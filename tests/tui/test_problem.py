@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from test_events import screen_text
+from test_events_panel import screen_text
 
 pytestmark = pytest.mark.anyio
 
