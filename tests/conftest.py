@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from support import git, no_bwrap_env, project_layout  # noqa: F401  (helpers the fixtures use)
 
 if TYPE_CHECKING:
-    from pilothouse.core.records.layout import RepoLayout
+    pass
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # Variables a test may inherit from the runner's environment; everything else about the user is replaced.
@@ -46,10 +47,6 @@ def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     return home
 
 
-def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
-
-
 @pytest.fixture
 def git_repo(tmp_path: Path) -> Path:
     """A small Python project with one commit and a passing test suite."""
@@ -82,28 +79,4 @@ def run_cli(*args: str, cwd: Path | None = None, input: str | None = None, timeo
 def cli():
     return run_cli
 
-
-def project_layout(root: Path, project_yaml: str) -> RepoLayout:
-    """A repository layout at `root` whose .ai/project.yaml is `project_yaml` (no git needed)."""
-    from pilothouse.core.records.layout import RepoLayout
-
-    lay = RepoLayout(root)
-    lay.ai.mkdir(parents=True, exist_ok=True)
-    lay.project_yaml.write_text(project_yaml)
-    return lay
-
-
-def no_bwrap_env(tmp_path: Path) -> dict[str, str]:
-    """A machine without bubblewrap: a PATH of the tools the tests need, without bwrap. bwrap_path()
-    also looks at /usr/bin/bwrap, so its override points at nothing too."""
-    import shutil
-
-    bin_dir = tmp_path / "bin-without-bwrap"
-    bin_dir.mkdir(exist_ok=True)
-    for tool in ("git", "sh", "bash", "env", "python3"):
-        found = shutil.which(tool)
-        if found and not (bin_dir / tool).exists():
-            (bin_dir / tool).symlink_to(found)
-    return {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{bin_dir}",
-            "PILOTHOUSE_BWRAP": str(tmp_path / "no-bwrap-here")}
 

@@ -6,11 +6,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from conftest import project_layout
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.state import store
 from pilothouse.core.stops import budgets, problems
 from pilothouse.providers.errors import UserError
+from support import project_layout
 
 T0 = datetime(2026, 11, 29, 7, 0, tzinfo=UTC)
 POLICY = 'gates: {fast: "true", full: "true"}\nbudgets: {job_tokens: 1000}\n'

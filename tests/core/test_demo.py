@@ -6,7 +6,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from conftest import no_bwrap_env
+from support import no_bwrap_env
 
 
 def _git(cwd: Path, *args: str) -> str:

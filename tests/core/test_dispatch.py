@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import no_bwrap_env
 from pilothouse.providers import paths
+from support import no_bwrap_env
 
 # the started line's fields, in order (no model validates it: dispatch builds it by hand)
 STARTED_KEYS = ["type", "schema", "run_id", "provider", "runner", "model", "mode", "workdir", "log",

@@ -7,10 +7,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import git
 from pilothouse.core.git.gate_counts import counts_of, parse_cargo, parse_go_json, parse_junit, parse_summary
 from pilothouse.core.git.gates import run_gate
 from pilothouse.core.records.project import ProjectConfig
+from support import git
 
 FIX = Path(__file__).parent / "fixtures" / "gate_counts"
 # test_mix.py (fixture source): 3 passed, 2 failed (one a unittest case), 2 skipped (one unittest),

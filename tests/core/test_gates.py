@@ -7,12 +7,12 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import git
 from pilothouse.core.git import worktrees as wt
 from pilothouse.core.git.gates import run_command, run_gate, run_setup
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.records.project import ProjectConfig
 from pilothouse.providers import paths
+from support import git
 
 PY = sys.executable
 

@@ -6,9 +6,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import git
 from pilothouse.core.git.gates import run_gate
 from pilothouse.core.records.project import ProjectConfig
+from support import git
 
 HIDDEN = ("import sys, pathlib\nsys.path.insert(0, str(pathlib.Path(__file__).parent.parent / 'src'))\n"
           "from calc import add\n\n\ndef test_negative_numbers_kept_secret():\n    assert add(-2, -3) == -5\n")

@@ -6,12 +6,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import git
 from pilothouse.core.git import integration as integ
 from pilothouse.core.git import worktrees as wt
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.records.project import ProjectConfig
 from pilothouse.providers.errors import UserError
+from support import git
 
 PY = sys.executable
 # the project's check, without pytest's start-up cost (test_gates runs the real pytest)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import git
 from pilothouse.core.git.worktrees import create_worktree
 from pilothouse.core.records.layout import find_repo
+from support import git
 
 
 def test_inside_a_task_worktree_the_repository_is_the_main_checkout(git_repo: Path) -> None:

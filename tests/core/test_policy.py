@@ -6,11 +6,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from conftest import project_layout
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.records.project import load_project
 from pilothouse.core.stops import policy, quota
 from pilothouse.providers.errors import UserError
+from support import project_layout
 
 T0 = datetime(2026, 11, 29, 7, 0, tzinfo=UTC)
 

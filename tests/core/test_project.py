@@ -7,7 +7,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import git
 from pilothouse.core.records import repos
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.records.project import (
@@ -18,6 +17,7 @@ from pilothouse.core.records.project import (
 )
 from pilothouse.core.repo_setup import init_project
 from pilothouse.providers.errors import UserError
+from support import git
 
 
 def _write(repo: Path, text: str) -> RepoLayout:

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import no_bwrap_env
 from pilothouse.core import demo
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.state import store
@@ -19,6 +18,7 @@ from pilothouse.core.state.events import EventLog
 from pilothouse.core.stops import problems
 from pilothouse.core.supervisor import control as supervisor_ctl
 from pilothouse.core.supervisor.state import IllegalTransition, StateStore
+from support import no_bwrap_env
 
 BLOCKED = """
 name: blocked-builder

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import git
 from pilothouse.core.git.weakening import count_delta, find, is_settings_file, is_test_file
+from support import git
 
 BASE_TEST = ("import unittest\n\nfrom calc import add\n\n\nclass T(unittest.TestCase):\n"
              "    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n")

@@ -6,9 +6,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import git
 from pilothouse.core.git import worktrees as wt
 from pilothouse.core.records.layout import RepoLayout
+from support import git
 
 
 @pytest.fixture

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import git
 from pilothouse.providers import confine, paths
 from pilothouse.providers.confine.probe import WRITER, probe_spec, run_writer
 from pilothouse.providers.errors import UserError
 from pilothouse.providers.runners.base import LaunchSpec, RunSpec
+from support import git
 
 
 def require_confinement() -> None:

@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import git
 from pilothouse.providers import confine, keys, paths
+from support import git
 from test_confine import require_confinement
 from test_runner_common import require_cli
 

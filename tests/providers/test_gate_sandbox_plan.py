@@ -8,10 +8,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import git
 from pilothouse.providers import confine, paths
 from pilothouse.providers.confine import mounts as confine_mounts
 from pilothouse.providers.confine.mounts import _drop_nested
+from support import git
 
 KINDS = {"--tmpfs": 0, "--bind": 1, "--ro-bind": 2}
 

@@ -1,0 +1,44 @@
+"""Helpers the tests import (`from support import git`): a module of its own, not conftest.py, because
+tests/ and tests/tui/ each have a conftest.py and a plain `from support import` could find the wrong
+one when both folders run in one process. pyproject's `pythonpath = ["tests"]` puts this folder on
+sys.path."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pilothouse.core.records.layout import RepoLayout
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def project_layout(root: Path, project_yaml: str) -> RepoLayout:
+    """A repository layout at `root` whose .ai/project.yaml is `project_yaml` (no git needed)."""
+    from pilothouse.core.records.layout import RepoLayout
+
+    lay = RepoLayout(root)
+    lay.ai.mkdir(parents=True, exist_ok=True)
+    lay.project_yaml.write_text(project_yaml)
+    return lay
+
+
+def no_bwrap_env(tmp_path: Path) -> dict[str, str]:
+    """A machine without bubblewrap: a PATH of the tools the tests need, without bwrap. bwrap_path()
+    also looks at /usr/bin/bwrap, so its override points at nothing too."""
+    import shutil
+
+    bin_dir = tmp_path / "bin-without-bwrap"
+    bin_dir.mkdir(exist_ok=True)
+    for tool in ("git", "sh", "bash", "env", "python3"):
+        found = shutil.which(tool)
+        if found and not (bin_dir / tool).exists():
+            (bin_dir / tool).symlink_to(found)
+    return {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{bin_dir}",
+            "PILOTHOUSE_BWRAP": str(tmp_path / "no-bwrap-here")}
