@@ -97,7 +97,11 @@ def hidden_roots(spec: RunSpec | None = None) -> list[Path]:
 def _interpreter_paths() -> tuple[Path, ...]:
     """This Python and the pilothouse package (the builtin worker and netrelay run on them)."""
     found = [_real(p) for p in {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(sys.executable)}]
-    found.append(_real(Path(__file__).resolve().parent.parent))  # the pilothouse package (editable)
+    # the pilothouse package itself (an editable install lives wherever it was cloned, /tmp included):
+    # the folder that holds its __init__.py, whatever depth this module sits at
+    import pilothouse
+
+    found.append(_real(Path(pilothouse.__file__).resolve().parent))
     found += [_real(p) for p in sys.path if p and os.path.isabs(p) and os.path.exists(p)]
     return tuple(found)
 

@@ -140,3 +140,17 @@ def test_paths_inside_a_writable_tree_are_resolved_every_time(git_repo: Path,
         confine.prepare_command(["/bin/sh", "-c", "true"], {"PATH": f"{venv_bin}:/usr/bin:/bin"}, git_repo)
     # git_repo is under /tmp here, so its .venv/bin is a runtime path to bind: resolved both times
     assert len(calls) == (2 if git_repo.resolve().is_relative_to("/tmp") else 1)
+
+
+def test_the_pilothouse_package_is_bound_into_every_sandbox_wherever_it_is_installed() -> None:
+    """netrelay and the builtin worker run on this package inside the sandbox, whose /tmp is private:
+    a checkout cloned under /tmp must still be bound in (its root, not a subpackage). Asked the way a
+    dispatch runs (python -I, a neutral cwd), where no test runner put the checkout on sys.path."""
+    import sys
+
+    code = ("import pathlib, pilothouse\n"
+            "from pilothouse.providers.confine import mounts\n"
+            "root = pathlib.Path(pilothouse.__file__).resolve().parent\n"
+            "print((root / '__init__.py').is_file(), root in mounts._interpreter_paths())\n")
+    out = subprocess.run([sys.executable, "-I", "-c", code], cwd="/", capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "True"], out.stdout + out.stderr
