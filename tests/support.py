@@ -1,5 +1,5 @@
 """Helpers the tests import (`from support import git`): a module of its own, not conftest.py, because
-tests/ and tests/tui/ each have a conftest.py and a plain `from support import` could find the wrong
+tests/ and tests/tui/ each have a conftest.py and a plain `from conftest import` could find the wrong
 one when both folders run in one process. pyproject's `pythonpath = ["tests"]` puts this folder on
 sys.path."""
 

@@ -8,33 +8,15 @@ import json
 import subprocess
 import time
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cockpit_support import NOW, RUN_API, RUN_REVIEW, RUN_STORE, RUN_UI, T0, frozen_clock, ts  # noqa: F401
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.state import events as core_events
 from pilothouse.core.state.events import EventLog
 from pilothouse.core.state.store import connect
-
-NOW = datetime(2026, 11, 29, 7, 30, 0, tzinfo=UTC)
-T0 = datetime(2026, 11, 29, 7, 0, 0, tzinfo=UTC)
-
-
-def ts(minutes: float) -> str:
-    t = T0 + timedelta(minutes=minutes)
-    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
-
-
-def frozen_clock() -> datetime:
-    return NOW
-
-
-RUN_API = "20261129T071200Z-a11ce001"
-RUN_UI = "20261129T071500Z-b0b00002"
-RUN_STORE = "20261129T070200Z-c0ffee03"
-RUN_REVIEW = "20261129T070800Z-d00d0004"
 
 TASKS = [
     # task, state, kind, deps, attempt, provider, model, run, activity, tokens, reason, started, updated

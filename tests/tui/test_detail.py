@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from support import RUN_API, ts
+from cockpit_support import RUN_API, ts
 
 pytestmark = pytest.mark.anyio
 
@@ -37,8 +37,8 @@ async def test_worker_output_wraps_inside_its_pane(cockpit_repo, make_app, wait_
 
 
 async def test_stream_hides_the_result_block_and_the_stale_waiting_line(cockpit_repo, make_app, wait_for) -> None:
+    from cockpit_support import RUN_UI
     from pilothouse.providers.paths import logs_dir
-    from support import RUN_UI
     from textual.widgets import RichLog
 
     app = make_app(cockpit_repo, live=True)

@@ -1,0 +1,24 @@
+"""The cockpit fixture's fixed clock and run ids, for conftest.py and the tests that need them by name
+(`from cockpit_support import RUN_API`): a module of its own, since `conftest` is a name two folders share."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+NOW = datetime(2026, 11, 29, 7, 30, 0, tzinfo=UTC)
+T0 = datetime(2026, 11, 29, 7, 0, 0, tzinfo=UTC)
+
+
+def ts(minutes: float) -> str:
+    t = T0 + timedelta(minutes=minutes)
+    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
+
+
+def frozen_clock() -> datetime:
+    return NOW
+
+
+RUN_API = "20261129T071200Z-a11ce001"
+RUN_UI = "20261129T071500Z-b0b00002"
+RUN_STORE = "20261129T070200Z-c0ffee03"
+RUN_REVIEW = "20261129T070800Z-d00d0004"
