@@ -312,6 +312,10 @@ def _why(args: Any) -> int:
         print(f"  {_clock(step['ts'])}  {step['text']}")
     for hint in report["hints"]:
         print(f"  → {hint}")
+    if report.get("failure_output"):
+        print("    its output ends:")
+        for line in report["failure_output"]:
+            print(f"    | {line}")
     return 0
 
 
@@ -447,4 +451,23 @@ def explain(layout: Any, job: str, task: str, events: list[dict[str, Any]]) -> d
     elif failures:
         last = failures[-1]
         hints.append(f"last failure: {last['type']} — {_short(last['data'].get('reason') or _describe(last), 140)}")
-    return {"job": job, "task": task, "state": state, "now": now, "chain": chain, "hints": hints}
+        failure_output = _last_lines(last["data"].get("output_tail"))
+    else:
+        failure_output = []
+    return {"job": job, "task": task, "state": state, "now": now, "chain": chain, "hints": hints,
+            "failure_output": failure_output}
+
+
+def _last_lines(text: Any, count: int = 6, width: int = 160) -> list[str]:
+    """The last lines of a gate's output (a test summary, the error), for the operator's terminal.
+
+    The output is what the worker's code printed: anything that is not printable (a terminal
+    escape sequence among them) is dropped, so it cannot move the cursor or recolour the screen."""
+    import re
+
+    if not isinstance(text, str):
+        return []
+    # colour and cursor sequences (CSI, OSC) go whole; any other unprintable character goes too
+    text = re.sub(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?)", "", text)
+    lines = ["".join(ch for ch in line if ch.isprintable() or ch == "\t") for line in text.splitlines()]
+    return [_short(line, width) for line in lines if line.strip()][-count:]

@@ -159,3 +159,23 @@ def test_events_and_why_read_past_hostile_lines(layout: RepoLayout, cli) -> None
     proc = cli("events", "--task", "a", cwd=layout.root)
     assert proc.returncode == 0 and "Traceback" not in proc.stderr
     assert len(proc.stdout.splitlines()) == 7
+
+
+def test_why_shows_the_end_of_a_failed_gates_output_without_its_escape_sequences(layout: RepoLayout, cli) -> None:
+    """The gate's output is what the worker's code printed: its last lines reach the operator's
+    terminal as text, never as escape sequences."""
+    log = EventLog(layout.events)
+    log.append("task.state", job="j", task="a", data={"from": "running", "to": "gating"})
+    tail = ("collected 3 items\n\x1b[2J\x1b]0;pwned\x07\x1b[31mFAILED\x1b[0m test_x.py::test_one - assert 1 == 2\n\n"
+            "1 failed, 2 passed in 0.1s\n")
+    log.append("gate.finished", job="j", task="a",
+               data={"level": "fast", "passed": False, "reason": "gate 'fast' failed: exit 1", "output_tail": tail})
+    proc = cli("why", "a", cwd=layout.root)
+    assert proc.returncode == 0, proc.stderr
+    assert "\x1b" not in proc.stdout
+    assert proc.stdout.splitlines()[-4:] == [
+        "    its output ends:",
+        "    | collected 3 items",
+        "    | FAILED test_x.py::test_one - assert 1 == 2",
+        "    | 1 failed, 2 passed in 0.1s",
+    ]
