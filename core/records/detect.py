@@ -24,6 +24,21 @@ _TOOLS = re.compile(r"(?:^|&&|;)\s*((?:npm|pnpm|yarn)\s+(?:run\s+)?test\b[^&;|\n
                     r"go\s+test\b[^&;|\n]*|make\s+test\b[^&;|\n]*|tox\b[^&;|\n]*|nox\b[^&;|\n]*)")
 
 
+def _read(path: Path) -> str:
+    """A file of the repository, for detection only: "" when it is missing, a link, not a regular
+    file, too large or unreadable. Through the bounded reader every command uses (a workflow that
+    is a link to /dev/zero or to a file outside must neither hang init nor end up in a gate)."""
+    from pilothouse.providers import userfile
+    from pilothouse.providers.errors import UserError
+
+    if path.is_symlink():
+        return ""
+    try:
+        return userfile.read_bytes(path, str(path), 1 << 20).decode("utf-8", errors="replace")
+    except (OSError, UserError):
+        return ""
+
+
 @dataclass
 class Found:
     fast: str
@@ -71,7 +86,7 @@ def _ci(root: Path) -> Found | None:
 
     for wf in sorted((root / ".github" / "workflows").glob("*.y*ml")):
         try:
-            doc = yaml.safe_load(wf.read_text(encoding="utf-8", errors="replace"))
+            doc = yaml.safe_load(_read(wf))
         except yaml.YAMLError:
             continue
         jobs = doc.get("jobs") if isinstance(doc, dict) else None
@@ -92,7 +107,7 @@ def _tox(root: Path) -> Found | None:
     if ini.is_file():
         cp = configparser.ConfigParser(interpolation=None)
         try:
-            cp.read_string(ini.read_text(encoding="utf-8", errors="replace"))
+            cp.read_string(_read(ini))
         except configparser.Error:
             return None
         for section in ("testenv", *[s for s in cp.sections() if s.startswith("testenv")]):
@@ -103,7 +118,7 @@ def _tox(root: Path) -> Found | None:
     nox = root / "noxfile.py"
     if nox.is_file():
         m = re.search(r"session\.run\(\s*[\"']pytest[\"']((?:\s*,\s*[\"'][^\"']*[\"'])*)",
-                      nox.read_text(encoding="utf-8", errors="replace"))
+                      _read(nox))
         if m:
             args = " ".join(re.findall(r"[\"']([^\"']*)[\"']", m.group(1)))
             cmd = _pytest_gate(root, args)
@@ -113,7 +128,7 @@ def _tox(root: Path) -> Found | None:
 
 def _make(root: Path) -> Found | None:
     mk = root / "Makefile"
-    if mk.is_file() and re.search(r"(?m)^test\s*:", mk.read_text(encoding="utf-8", errors="replace")):
+    if mk.is_file() and re.search(r"(?m)^test\s*:", _read(mk)):
         return Found("make test", "make test", "the Makefile has a `test` target")
     return None
 
@@ -122,10 +137,8 @@ def _pytest(root: Path) -> Found | None:
     pyproject, setup_cfg = root / "pyproject.toml", root / "setup.cfg"
     where = ("pytest.ini" if (root / "pytest.ini").exists() else
              "conftest.py" if (root / "conftest.py").exists() else
-             "pyproject.toml [tool.pytest]" if pyproject.exists() and "[tool.pytest" in pyproject.read_text(
-                 errors="replace") else
-             "setup.cfg [tool:pytest]" if setup_cfg.exists() and "[tool:pytest]" in setup_cfg.read_text(
-                 errors="replace") else
+             "pyproject.toml [tool.pytest]" if pyproject.exists() and "[tool.pytest" in _read(pyproject) else
+             "setup.cfg [tool:pytest]" if setup_cfg.exists() and "[tool:pytest]" in _read(setup_cfg) else
              next((f"{d}/test_*.py" for d in ("tests", "test") if (root / d).is_dir() and
                    any((root / d).rglob("test_*.py"))), None))
     if where is None:
@@ -139,7 +152,7 @@ def _node(root: Path) -> Found | None:
     if not package.is_file():
         return None
     try:
-        scripts = json.loads(package.read_text(encoding="utf-8")).get("scripts") or {}
+        scripts = json.loads(_read(package)).get("scripts") or {}
     except (ValueError, AttributeError):
         return None
     test = scripts.get("test") if isinstance(scripts, dict) else None

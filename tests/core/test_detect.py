@@ -87,3 +87,20 @@ def test_init_says_what_it_found_and_why(git_repo: Path, cli) -> None:
     found = next(line for line in r.stdout.splitlines() if line.strip().startswith("found:"))
     assert "pytest settings or tests found (tests/test_*.py)" in found
     assert (shutil.which("python3") or "") in r.stdout
+
+
+def test_files_that_are_links_or_fifos_are_not_read(tmp_path: Path) -> None:
+    """A workflow that is a FIFO must not hang init; a link to a file outside the repository must
+    not decide a gate (its text would end up in project.yaml)."""
+    import os
+
+    outside = tmp_path / "outside-Makefile"
+    outside.write_text("test:\n\t./exfiltrate\n")
+    repo = tmp_path / "repo"
+    (repo / ".github" / "workflows").mkdir(parents=True)
+    os.mkfifo(repo / ".github" / "workflows" / "ci.yml")
+    (repo / "Makefile").symlink_to(outside)
+    assert detect(repo) is None
+    (repo / "Makefile").unlink()
+    (repo / "Makefile").write_text("test:\n\t./run-tests\n")
+    assert detect(repo).gates() == {"fast": "make test", "full": "make test"}  # type: ignore[union-attr]
