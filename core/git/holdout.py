@@ -48,6 +48,11 @@ def run_holdout(project: ProjectConfig, level: str, cwd: Path, res: Any, rerun: 
         fail = f"{field}: {rel} is tracked by git, so every worker can read it: untrack it (git rm -r --cached)"
     elif (cwd / rel).exists() or (cwd / rel).is_symlink():
         fail = f"the work has its own {rel}: the holdout tests cannot be added (remove it from the task's branch)"
+    elif any((cwd / part).is_symlink() for part in Path(rel).parents if str(part) != "."):
+        # a folder on the way that the work made a link would send the copy (and the removal after
+        # the gate) outside the worktree, as the operator's user
+        fail = (f"the work made a folder on the way to {rel} a link: the holdout tests cannot be added "
+                "(remove the link from the task's branch)")
     if fail is not None:
         res.passed, res.reason = False, fail
         return res

@@ -65,3 +65,21 @@ def test_a_tracked_holdout_folder_is_refused_it_is_in_every_worktree(worktree: P
     res = run_gate(gate(), "full", worktree)
     assert not res.passed and res.reason == ("gates.holdout in .ai/project.yaml: holdout is tracked by git, so every "
                                              "worker can read it: untrack it (git rm -r --cached)")
+
+
+def test_a_link_on_the_way_to_the_holdout_folder_is_refused_nothing_is_written_outside(git_repo: Path,
+                                                                                       tmp_path: Path) -> None:
+    (git_repo / "qa" / "holdout").mkdir(parents=True)
+    (git_repo / "qa" / "holdout" / "test_hidden.py").write_text(HIDDEN)
+    (git_repo / ".git" / "info" / "exclude").write_text("qa/\n")
+    wt = tmp_path / "wt"
+    git(git_repo, "worktree", "add", "-q", "-b", "task", str(wt))
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (wt / "qa").symlink_to(outside)  # what a builder can commit
+    project = ProjectConfig.model_validate({"gates": {"fast": "true", "full": "true", "holdout": "qa/holdout"}})
+    res = run_gate(project, "full", wt)
+    assert not res.passed
+    assert res.reason == ("the work made a folder on the way to qa/holdout a link: the holdout tests cannot be "
+                          "added (remove the link from the task's branch)")
+    assert list(outside.iterdir()) == []
