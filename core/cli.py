@@ -106,6 +106,10 @@ def main(argv: list[str] | None = None) -> int:
         else:
             parser.parse_args([args.command, "--help"])
             return 2
+    if args.command not in (None, "view", "mcp", "serve") and sys.stdout.isatty():
+        from pilothouse.core.commands._out import TerminalOut
+
+        sys.stdout = TerminalOut(sys.stdout)  # type: ignore[assignment]
     try:
         rc = func(args)
     except UserError as exc:

@@ -463,11 +463,10 @@ def _last_lines(text: Any, count: int = 6, width: int = 160) -> list[str]:
 
     The output is what the worker's code printed: anything that is not printable (a terminal
     escape sequence among them) is dropped, so it cannot move the cursor or recolour the screen."""
-    import re
+    from pilothouse.core.commands._out import printable
 
     if not isinstance(text, str):
         return []
-    # colour and cursor sequences (CSI, OSC) go whole; any other unprintable character goes too
-    text = re.sub(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?)", "", text)
-    lines = ["".join(ch for ch in line if ch.isprintable() or ch == "\t") for line in text.splitlines()]
+    # also when stdout is a pipe (`| less -R` would still obey an escape sequence)
+    lines = printable(text.replace("\r", "\n")).splitlines()
     return [_short(line, width) for line in lines if line.strip()][-count:]

@@ -150,3 +150,35 @@ def test_same_setup_failure_lists_the_siblings_to_retry_together(layout: RepoLay
     assert holds.same_setup_failure(layout, a.code) == [b.code]
     g = problems.open_problem(layout, "j1", "c", "gate_failed", "x", now=T0)
     assert holds.same_setup_failure(layout, g.code) == []
+
+
+def test_a_summary_a_worker_wrote_reaches_a_terminal_without_its_escape_sequences(git_repo: Path) -> None:
+    """On a terminal every command's output passes through one filter: a blocked reason that carries
+    a title-setting OSC, a screen clear and a bell is shown as its text only."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    lay = RepoLayout(git_repo)
+    store.connect(lay.state_db).close()
+    problems.open_problem(lay, "j1", "a", "builder_blocked",
+                          "the builder is blocked: \x1b]0;pwned\x07\x1b[2Jwhich API?\x07", replies=["hint", "skip"])
+    primary, secondary = pty.openpty()
+    proc = subprocess.run([sys.executable, "-m", "pilothouse", "problem", "list", "--repo", str(git_repo)],
+                          stdin=subprocess.DEVNULL, stdout=secondary, stderr=subprocess.PIPE, timeout=60)
+    os.close(secondary)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(primary, 65536)
+        except OSError:  # EIO: the child's side is closed and everything was read
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(primary)
+    assert proc.returncode == 0, proc.stderr
+    text = out.decode()
+    assert "the builder is blocked: which API?" in text
+    assert "\x1b" not in text and "\x07" not in text
