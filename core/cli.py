@@ -89,6 +89,36 @@ class _OneCommand:
         return getattr(self._action, name)
 
 
+# What reaches the operator's terminal: worker text without escape sequences or control characters.
+_ESCAPES = None
+
+
+def printable(text: str) -> str:
+    """`text` without terminal escape sequences (CSI, OSC) or other control characters, newlines and
+    tabs kept. Worker-written text (event data, problem summaries, gate output) reaches the
+    operator's terminal; it must not move the cursor, retitle the window or recolour the screen."""
+    global _ESCAPES
+    if _ESCAPES is None:
+        import re
+
+        _ESCAPES = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|.)?"
+                              r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+    return _ESCAPES.sub("", text)
+
+
+class TerminalOut:
+    """stdout when it is a terminal: everything written passes through printable()."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return self._stream.write(printable(text))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def main(argv: list[str] | None = None) -> int:
     from pilothouse.providers.errors import UserError
 
@@ -107,8 +137,6 @@ def main(argv: list[str] | None = None) -> int:
             parser.parse_args([args.command, "--help"])
             return 2
     if args.command not in (None, "view", "mcp", "serve") and sys.stdout.isatty():
-        from pilothouse.core.commands._out import TerminalOut
-
         sys.stdout = TerminalOut(sys.stdout)  # type: ignore[assignment]
     try:
         rc = func(args)

@@ -463,7 +463,7 @@ def _last_lines(text: Any, count: int = 6, width: int = 160) -> list[str]:
 
     The output is what the worker's code printed: anything that is not printable (a terminal
     escape sequence among them) is dropped, so it cannot move the cursor or recolour the screen."""
-    from pilothouse.core.commands._out import printable
+    from pilothouse.core.cli import printable
 
     if not isinstance(text, str):
         return []
