@@ -200,8 +200,20 @@ def _live(args: Any) -> int:
     # one tailer for the history and the following: nothing between them is lost or shown twice,
     # and a log truncated or replaced meanwhile is followed from its new start (seq may restart)
     tailer = EventTailer(layout.events)
-    everything = _all_events(layout, tailer)
-    history = [e for e in everything if _matches(e, args)]
+    if args.last >= 0 and not (args.job or args.task or args.types):
+        # only the last lines are shown: read them from the end, not the whole log (heartbeats
+        # left out may need a longer look back)
+        want = looked = max(args.last, 1)
+        while True:
+            everything = tailer.tail(looked)
+            history = [e for e in everything if _matches(e, args)]
+            if len(history) >= want or len(everything) < looked:
+                break
+            looked *= 4
+        _say_skips(tailer)
+    else:
+        everything = _all_events(layout, tailer)
+        history = [e for e in everything if _matches(e, args)]
     shown = history if args.last < 0 else history[-args.last:] if args.last else []
     for ev in shown:
         _emit(ev, args.json)
@@ -221,39 +233,47 @@ def _live(args: Any) -> int:
     return 0
 
 
-def _resolve_job(events: list[dict[str, Any]], task: str, job: str | None) -> str | None:
+def _resolve_job(jobs: list[str], task: str, job: str | None) -> str | None:
+    """The job of `task` (`jobs`: the jobs that have events of a task by that name)."""
     from pilothouse.providers.errors import UserError
 
     if job:
         return job
-    jobs = sorted({str(e.get("job")) for e in events if e.get("task") == task and e.get("job")})
     if len(jobs) > 1:
         raise UserError(f"task {task!r} exists in jobs {', '.join(jobs)}: pass --job NAME")
     return jobs[0] if jobs else None
 
 
+def _say_lookup_skips(lookup: Any) -> None:
+    notice = lookup.skip_notice()
+    if notice:
+        print(f"pilothouse: {notice}", file=sys.stderr, flush=True)
+
+
 def _events(args: Any) -> int:
+    from pilothouse.core.state.event_index import EventLookup
     from pilothouse.providers.errors import UserError
 
     if not args.task and not args.job:
         raise UserError("events needs --task T (or --job J): `pilothouse live` prints everything")
     layout = _layout(args)
-    evs = _all_events(layout)
-    if args.task:
-        args.job = _resolve_job(evs, args.task, args.job)
-    args.types, args.heartbeats = None, True
-    picked = [e for e in evs if _matches(e, args)]
-    if not picked:
-        _no_events(layout, args.job, args.task, evs, quiet=args.json)
+    # one job's or task's events through the log's index: a long log is not read whole for them
+    with EventLookup(layout.events) as lookup:
+        _say_lookup_skips(lookup)
+        if args.task:
+            args.job = _resolve_job(lookup.jobs_of(args.task), args.task, args.job)
+        picked = lookup.select(args.job, args.task) if args.job else []
+        if not picked:
+            _no_events(layout, args.job, args.task, lookup, quiet=args.json)
     for ev in picked:
         _emit(ev, args.json)
     return 0
 
 
-def _no_events(layout: Any, job: str | None, task: str | None, events: list[dict[str, Any]],
-               quiet: bool = False) -> None:
+def _no_events(layout: Any, job: str | None, task: str | None, events: Any, quiet: bool = False) -> None:
     """Nothing matched: a job or task nobody knows is a mistake (UserError, like `why`); a known
-    one that has no events yet is only said on stderr (unless `quiet`)."""
+    one that has no events yet is only said on stderr (unless `quiet`). `events`: the events read,
+    or an EventLookup of the log."""
     from pilothouse.providers.errors import UserError
 
     if job and not _job_known(layout, job, events):
@@ -274,15 +294,22 @@ def _no_events(layout: Any, job: str | None, task: str | None, events: list[dict
               file=sys.stderr)
 
 
-def _job_known(layout: Any, job: str, events: list[dict[str, Any]]) -> bool:
-    return (layout.jobs_dir / f"{job}.json").is_file() or any(e.get("job") == job for e in events)
+def _job_known(layout: Any, job: str, events: Any) -> bool:
+    if (layout.jobs_dir / f"{job}.json").is_file():
+        return True
+    if isinstance(events, list):
+        return any(e.get("job") == job for e in events)
+    return bool(events.has_job(job))
 
 
-def _task_known(layout: Any, job: str | None, task: str, events: list[dict[str, Any]]) -> bool:
+def _task_known(layout: Any, job: str | None, task: str, events: Any) -> bool:
     from pilothouse.core.records.taskgraph import load_tasks
     from pilothouse.providers.errors import UserError
 
-    if any(e.get("task") == task and (job is None or e.get("job") == job) for e in events):
+    if isinstance(events, list):
+        if any(e.get("task") == task and (job is None or e.get("job") == job) for e in events):
+            return True
+    elif (jobs := events.jobs_of(task)) and (job is None or job in jobs):
         return True
     try:
         return any(t.id == task for t in load_tasks(layout, job))
@@ -292,17 +319,8 @@ def _task_known(layout: Any, job: str | None, task: str, events: list[dict[str, 
 
 def _why(args: Any) -> int:
     from pilothouse.core.commands._out import emit_json
-    from pilothouse.providers.errors import UserError
 
-    layout = _layout(args)
-    evs = _all_events(layout)
-    job = _resolve_job(evs, args.task, args.job)
-    if job is None and args.job is None and any(e.get("job") == args.task for e in evs):
-        report = explain_job(layout, args.task, evs)  # `why JOB`: the job's own stops and waits
-    elif job is None:
-        raise UserError(f"no events for task {args.task!r}: `pilothouse job status` lists the jobs and tasks")
-    else:
-        report = explain(layout, job, args.task, evs)
+    report = why_report(_layout(args), args.task, args.job, on_skips=_say_lookup_skips)
     if args.json:
         emit_json(report)
         return 0
@@ -320,6 +338,24 @@ def _why(args: Any) -> int:
 
 
 # ---------------------------------------------------------------- why
+
+def why_report(layout: Any, name: str, job: str | None = None, *, on_skips: Any = None,
+               listing: str = "`pilothouse job status` lists the jobs and tasks") -> dict[str, Any]:
+    """`why NAME`: the task's decision chain (its job found from the events unless given), or the
+    job's own when NAME is a job. Reads only that job's events, through the log's index."""
+    from pilothouse.core.state.event_index import EventLookup
+    from pilothouse.providers.errors import UserError
+
+    with EventLookup(layout.events) as lookup:
+        if on_skips is not None:
+            on_skips(lookup)
+        owner = _resolve_job(lookup.jobs_of(name), name, job)
+        if owner is None and job is None and lookup.has_job(name):
+            return explain_job(layout, name, lookup.select(name, None))
+        if owner is None:
+            raise UserError(f"no events for task or job {name!r}: {listing}")
+        return explain(layout, owner, name, lookup.select(owner, name, job_level=True))
+
 
 _CHAIN_TYPES = ("task.", "run.started", "run.finished", "gate.finished", "review.", "merge.", "problem.")
 _JOB_TYPES = ("job.revised", "job.blocked", "job.failed", "job.planned", "budget.exceeded", "quota.changed")

@@ -173,7 +173,6 @@ def _tasks(layout: Any, keys: list[tuple[str, str]]) -> list[tuple[str, str, str
 
 def _start(args: Any) -> int:
     from pilothouse.core.records.project import load_project
-    from pilothouse.core.state.events import EventTailer
     from pilothouse.core.supervisor import control as supervisor_ctl
 
     layout = _layout(args)
@@ -194,12 +193,12 @@ def _start(args: Any) -> int:
     print(f"supervisor {word} (pid {pid}); log: {layout.supervisor_log}")
     if not before:
         # the same count the supervisor announces (its supervisor.started event may come just after)
-        tailer = EventTailer(layout.events)
-        for _ in tailer.iter_new():
-            pass
-        if tailer.skipped:
-            print(f"{layout.events}: {tailer.skipped} line(s) that are not events are skipped by every "
-                  f"reader (first: {tailer.first_skip})", file=sys.stderr)
+        from pilothouse.core.supervisor.health import skipped_lines
+
+        skipped, first, _ = skipped_lines(layout)
+        if skipped:
+            print(f"{layout.events}: {skipped} line(s) that are not events are skipped by every "
+                  f"reader (first: {first})", file=sys.stderr)
     if before and args.max_workers is not None:
         running = _running_max_workers(layout, pid)
         if running != args.max_workers:

@@ -24,13 +24,17 @@ def register(server: PilotServer, host: Host) -> None:
                  "filtered by job and/or task. Pass the last seq you saw to read on.")
     def events_since(since: Annotated[int, Field(ge=0)] = 0, job: str | None = None, task: str | None = None,
                      limit: Annotated[int, Field(gt=0, le=MAX_EVENTS)] = 100) -> dict[str, Any]:
+        from pilothouse.core.state.event_index import EventLookup
         layout = host.layout()
-        everything = _all(layout)
-        picked = [e for e in everything if int(e.get("seq") or 0) > since
-                  and (job is None or e.get("job") == job) and (task is None or e.get("task") == task)]
-        if not picked and (job or task):
-            _known(layout, job, task, everything)
-        last = max((int(e.get("seq") or 0) for e in everything), default=0)
+        with EventLookup(layout.events) as lookup:
+            # a job's events come through the log's index; only an unfiltered look reads it all
+            everything = lookup.select(job, task) if job else _all(layout)
+            picked = [e for e in everything if int(e.get("seq") or 0) > since
+                      and (task is None or e.get("task") == task)]
+            if not picked and (job or task):
+                _known(layout, job, task, lookup)
+        # from the same reading: an event appended meanwhile is in the next call, never skipped
+        last = max((int(e.get("seq") or 0) for e in everything), default=since)
         return {"events": picked[:limit], "more": len(picked) > limit,
                 "last_seq": int(picked[limit - 1]["seq"]) if len(picked) > limit else last}
 
@@ -38,16 +42,9 @@ def register(server: PilotServer, host: Host) -> None:
                  "the job's planning, final gate and stops: the chain of events and what it waits for now.")
     def why(name: Annotated[str, Field(description="a task id, or a job's name")],
             job: str | None = None) -> dict[str, Any]:
-        from pilothouse.core.commands.live import explain, explain_job
+        from pilothouse.core.commands.live import why_report
 
-        layout = host.layout()
-        evs = _all(layout)
-        owner = job or _task_job(evs, name)
-        if owner is None and job is None and any(e.get("job") == name for e in evs):
-            return explain_job(layout, name, evs)
-        if owner is None:
-            raise UserError(f"no events for task or job {name!r}: job_status lists the jobs and their tasks")
-        return explain(layout, owner, name, evs)
+        return why_report(host.layout(), name, job, listing="job_status lists the jobs and their tasks")
 
     @server.resource("pilothouse://jobs/{name}", name="job", mime_type="application/json",
                      description="A job's record: its request, revisions, acceptance, decisions, attachments.")
@@ -69,23 +66,17 @@ def register(server: PilotServer, host: Host) -> None:
             load_job(layout, name)
         except UserError as exc:
             raise ResourceNotFoundError(str(exc)) from None
+        from pilothouse.core.state.event_index import events_of
+
         return "".join(json.dumps(e, separators=(",", ":"), default=str) + "\n"
-                       for e in _all(layout) if e.get("job") == name)
+                       for e in events_of(layout.events, name))
 
 
-def _task_job(events: list[dict[str, Any]], task: str) -> str | None:
-    jobs = sorted({str(e.get("job")) for e in events if e.get("task") == task and e.get("job")})
-    if len(jobs) > 1:
-        raise UserError(f"task {task!r} is in jobs {', '.join(jobs)}: pass job")
-    return jobs[0] if jobs else None
-
-
-def _known(layout: Any, job: str | None, task: str | None, events: list[dict[str, Any]]) -> None:
+def _known(layout: Any, job: str | None, task: str | None, lookup: Any) -> None:
     """An unknown job or task is a mistake the model should hear of; a known one may have no new events."""
     from pilothouse.core.records.taskgraph import load_tasks
 
-    if job and not (layout.jobs_dir / f"{job}.json").is_file() and not any(e.get("job") == job for e in events):
+    if job and not (layout.jobs_dir / f"{job}.json").is_file() and not lookup.has_job(job):
         raise UserError(f"no job named {job!r}: job_list shows the jobs")
-    if task and not any(e.get("task") == task for e in events) and not any(
-            t.id == task for t in load_tasks(layout, job)):
+    if task and not lookup.jobs_of(task) and not any(t.id == task for t in load_tasks(layout, job)):
         raise UserError(f"no task {task!r}" + (f" in job {job}" if job else "") + ": job_status lists the tasks")

@@ -58,14 +58,38 @@ def damaged_store(layout: RepoLayout, exc: BaseException) -> str | None:
 def unreadable_lines(layout: RepoLayout, data: dict[str, Any]) -> str | None:
     """Count the log's lines that are not events (every reader skips them) into `data`; the
     sentence saying so, or None. Nothing in the log's content may keep a supervisor from starting."""
+    skipped, first, notice = skipped_lines(layout)
+    if skipped:
+        data["skipped_lines"] = skipped
+    return notice
+
+
+def skipped_lines(layout: RepoLayout) -> tuple[int, str | None, str | None]:
+    """(how many lines of the log are not events, where the first is, the sentence saying so).
+    The count comes with the log's index, so a long log is read once, not at every start."""
+    from pilothouse.core.state.event_index import EventIndex, IndexUnavailable
     from pilothouse.core.state.events import EventTailer
 
-    tailer = EventTailer(layout.events)
-    for _ in tailer.iter_new():
-        pass
-    if tailer.skipped:
-        data["skipped_lines"] = tailer.skipped
-    return tailer.skip_notice()
+    try:
+        with EventIndex(layout.events) as index:
+            index.catch_up()
+            return index.skipped, index.first_skip, index.skip_notice()
+    except IndexUnavailable:
+        tailer = EventTailer(layout.events)
+        for _ in tailer.iter_new():
+            pass
+        return tailer.skipped, tailer.first_skip, tailer.skip_notice()
+
+
+def keep_event_index(layout: RepoLayout) -> None:
+    """Bring the log's index up to date (the supervisor does it at each heartbeat, off its loop)."""
+    from pilothouse.core.state.event_index import EventIndex, IndexUnavailable
+
+    try:
+        with EventIndex(layout.events) as index:
+            index.catch_up()
+    except IndexUnavailable:
+        pass  # a read-only runtime folder: readers read the log whole, as before
 
 
 def exit_on_disk_error(exc: Exception) -> int:

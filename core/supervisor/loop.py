@@ -172,6 +172,8 @@ class Supervisor(SupervisorRuns):
         self.conn.execute("UPDATE supervisor SET heartbeat_at=? WHERE id=1", (utc_now_iso(),))
         self.events.append("supervisor.heartbeat", data={"pid": os.getpid(), "runs": len(self.live_runs()),
                                                          "inflight": len(self.inflight)})
+        # keep the log's index a heartbeat behind at most, so `why` and `events` never index much
+        self.work(("event-index",), lambda: health.keep_event_index(self.layout), lambda _r, _e: None)
 
     # --- the loop ------------------------------------------------------------------------------
     def run(self, install_signals: bool = True) -> int:

@@ -111,7 +111,7 @@ def test_why_explains_the_chain_and_the_wait(layout: RepoLayout, cli) -> None:
     proc = cli("why", "a", "--json", cwd=layout.root)
     assert json.loads(proc.stdout)["state"] == "stopped"
     proc = cli("why", "ghost", cwd=layout.root)
-    assert proc.returncode == 2 and "no events for task 'ghost'" in proc.stderr
+    assert proc.returncode == 2 and "no events for task or job 'ghost'" in proc.stderr
 
 
 def test_live_on_repo_without_events(layout: RepoLayout, cli) -> None:
