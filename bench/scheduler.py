@@ -33,27 +33,27 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-CHAINS, LENGTH, WORKERS = 5, 10, 5
+CHAINS, LENGTH, WORKERS = 5, 10, 5  # the default graph
 
 
 def _ts(iso: str) -> float:
     return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
 
 
-def _graph() -> list[dict]:
+def graph(chains: int, length: int, prefix: str = "") -> list[dict]:
     tasks = []
-    for c in range(CHAINS):
-        for i in range(LENGTH):
-            tid = f"c{c}-t{i}"
-            deps = [f"c{c}-t{i - 1}"] if i else []
+    for c in range(chains):
+        for i in range(length):
+            tid = f"{prefix}c{c}-t{i}"
+            deps = [f"{prefix}c{c}-t{i - 1}"] if i else []
             if i == 0 and c > 0 and (c % 3) == 0:
-                deps.append(f"c{c - 1}-t0")
+                deps.append(f"{prefix}c{c - 1}-t0")
             tasks.append({"id": tid, "title": f"Task {tid}", "kind": "DEPENDENT" if deps else "SAFE_PARALLEL",
                           "expected_paths": {"write": [f"out/{tid}.txt"]}, "depends_on": deps})
     return tasks
 
 
-def _scenario(tasks: list[dict], path: Path) -> None:
+def write_scenario(tasks: list[dict], path: Path) -> None:
     import yaml
 
     scripts = []
@@ -65,10 +65,94 @@ def _scenario(tasks: list[dict], path: Path) -> None:
     path.write_text(yaml.safe_dump({"name": "bench-dag", "description": "bench", "scripts": scripts}))
 
 
+def _cpu_s(pid: int) -> tuple[float, float]:
+    """(the process's own CPU seconds, its waited-for children's: the git it ran) from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / tick, (int(fields[13]) + int(fields[14])) / tick
+
+
+def run_graph(chains: int, length: int, workers: int, *, jobs: int = 1, worker_nice: int | None = None,
+              timeout: float = 900) -> dict:
+    """Run `jobs` jobs of the chains×length graph at once in one scratch repository on the simulator;
+    returns what the figures are computed from (or {"error": …})."""
+    tmp = Path(tempfile.mkdtemp(prefix="pilothouse-bench-sched-"))
+    os.environ["PILOTHOUSE_HOME"] = str(tmp / "home")
+    import yaml
+    from pilothouse.core import demo
+    from pilothouse.core.commands.supervise import wait_for_job
+    from pilothouse.core.records.jobs import create_job
+    from pilothouse.core.records.project import load_project
+    from pilothouse.core.records.taskgraph import save_tasks, validate_tasks
+    from pilothouse.core.state import store
+    from pilothouse.core.supervisor.planning import mark_plan_ready
+
+    names = [demo.JOB] + [f"job{n}" for n in range(2, jobs + 1)]
+    graphs = {name: graph(chains, length, prefix="" if jobs == 1 else f"{name}-") for name in names}
+    scenario = tmp / "bench-dag.yaml"
+    write_scenario([t for g in graphs.values() for t in g], scenario)
+    layout = demo.prepare(tmp / "repo", str(scenario))
+    data = yaml.safe_load(layout.project_yaml.read_text())
+    data.update(gates={"fast": "true", "full": "true"}, max_workers=workers)
+    if worker_nice is not None:
+        data["worker_nice"] = worker_nice
+    data["workflow"]["review"] = "off"
+    layout.project_yaml.write_text(yaml.safe_dump(data))
+    project = load_project(layout)
+    conn = store.connect(layout.state_db)
+    for name in names:
+        if name != demo.JOB:
+            create_job(layout, name, "bench: write one file per task")
+        save_tasks(layout, validate_tasks(graphs[name], project, job=name))
+        mark_plan_ready(conn, name, 1)
+    conn.close()
+
+    started = time.monotonic()
+    sup = subprocess.Popen([sys.executable, "-I", "-m", "pilothouse.core.supervisor.loop", "--repo", str(layout.root)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cpu = (0.0, 0.0)
+    try:
+        rcs = [wait_for_job(layout, name, timeout=timeout) for name in names]
+        wall = time.monotonic() - started
+        cpu = _cpu_s(sup.pid)
+    finally:
+        sup.terminate()
+        sup.wait()
+    if any(rcs):
+        return {"error": f"a bench job did not finish (exits {rcs}); see {layout.supervisor_log}"}
+    events = [json.loads(line) for line in layout.events.read_text().splitlines()]
+    return {"layout": layout, "graphs": graphs, "events": events, "wall": wall, "cpu": cpu,
+            "tasks": sum(len(g) for g in graphs.values())}
+
+
+def launch_latencies(run: dict) -> tuple[list[float], list[float], dict]:
+    """(verdict → dependent launch for each dependency edge that made a task launchable, minus the
+    dependent's worktree creation; each launch's worktree creation; when each task's run started and
+    its verdict was written)."""
+    from pilothouse.providers.paths import logs_dir
+
+    launch: dict[tuple, tuple[float, float]] = {}
+    finished: dict[tuple, float] = {}
+    for e in run["events"]:
+        if e["type"] == "run.started" and e["task"] and e["data"].get("mode") == "code":
+            key = (e["job"], e["task"])
+            launch[key] = (_ts(e["ts"]), float(e["data"].get("worktree_ms") or 0) / 1000)
+            verdict = logs_dir() / e["data"]["provider"] / f"{e['run']}.verdict.json"
+            finished[key] = verdict.stat().st_mtime
+    latencies = []
+    for job, tasks in run["graphs"].items():
+        for t in tasks:
+            if not t["depends_on"] or (job, t["id"]) not in launch:
+                continue
+            last = max(t["depends_on"], key=lambda d: finished[(job, d)])
+            at, worktree_s = launch[(job, t["id"])]
+            latencies.append(at - finished[(job, last)] - worktree_s)
+    return sorted(latencies), [w for _, w in launch.values()], {"launch": launch, "finished": finished}
+
+
 def main() -> int:
     import argparse
 
-    global CHAINS, LENGTH, WORKERS
     ap = argparse.ArgumentParser()
     ap.add_argument("--chains", type=int, default=CHAINS)
     ap.add_argument("--length", type=int, default=LENGTH)
@@ -77,88 +161,36 @@ def main() -> int:
                     help="project.yaml worker_nice (default: the project default); 0 = workers at the "
                          "supervisor's priority")
     a = ap.parse_args()
-    CHAINS, LENGTH, WORKERS = a.chains, a.length, a.max_workers
-    tmp = Path(tempfile.mkdtemp(prefix="pilothouse-bench-sched-"))
-    os.environ["PILOTHOUSE_HOME"] = str(tmp / "home")
-    import yaml
-    from pilothouse.core import demo
-    from pilothouse.core.commands.supervise import wait_for_job
-    from pilothouse.core.records.project import load_project
-    from pilothouse.core.records.taskgraph import save_tasks, validate_tasks
-    from pilothouse.core.state import store
-    from pilothouse.core.supervisor.planning import mark_plan_ready
-
-    tasks = _graph()
-    scenario = tmp / "bench-dag.yaml"
-    _scenario(tasks, scenario)
-    layout = demo.prepare(tmp / "repo", str(scenario))
-    data = yaml.safe_load(layout.project_yaml.read_text())
-    data.update(gates={"fast": "true", "full": "true"}, max_workers=WORKERS)
-    if a.worker_nice is not None:
-        data["worker_nice"] = a.worker_nice
-    data["workflow"]["review"] = "off"
-    layout.project_yaml.write_text(yaml.safe_dump(data))
-    save_tasks(layout, validate_tasks(tasks, load_project(layout), job=demo.JOB))
-    conn = store.connect(layout.state_db)
-    mark_plan_ready(conn, demo.JOB, 1)
-    conn.close()
-
-    started = time.monotonic()
-    sup = subprocess.Popen([sys.executable, "-I", "-m", "pilothouse.core.supervisor.loop", "--repo", str(layout.root)],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        rc = wait_for_job(layout, demo.JOB, timeout=600)
-    finally:
-        sup.terminate()
-        sup.wait()
-    wall = time.monotonic() - started
-    if rc != 0:
-        print(f"the bench job did not finish (exit {rc}); see {layout.supervisor_log}")
+    run = run_graph(a.chains, a.length, a.max_workers, worker_nice=a.worker_nice)
+    if "error" in run:
+        print(run["error"])
         return 1
-
-    events = [json.loads(line) for line in layout.events.read_text().splitlines()]
-    launch: dict[str, tuple[float, float]] = {}
-    finished: dict[str, float] = {}
-    from pilothouse.providers.paths import logs_dir
-
-    for e in events:
-        if e["type"] == "run.started" and e["task"] and e["data"].get("mode") == "code":
-            launch[e["task"]] = (_ts(e["ts"]), float(e["data"].get("worktree_ms") or 0) / 1000)
-            verdict = logs_dir() / e["data"]["provider"] / f"{e['run']}.verdict.json"
-            finished[e["task"]] = verdict.stat().st_mtime
-    latencies = []
-    for t in tasks:
-        if not t["depends_on"] or t["id"] not in launch:
-            continue
-        last = max(t["depends_on"], key=lambda d: finished[d])
-        at, worktree_s = launch[t["id"]]
-        latencies.append(at - finished[last] - worktree_s)
-    worktree = [w for _, w in launch.values()]
-    lat = sorted(latencies)
-    print(f"tasks: {len(tasks)} ({CHAINS} chains of {LENGTH}), max_workers {WORKERS}, worker_nice "
-          f"{data.get('worker_nice', 'default')}, dependent launches "
-          f"measured: {len(lat)}, job wall {wall:.1f} s, load average {os.getloadavg()[0]:.1f} on "
+    lat, worktree, marks = launch_latencies(run)
+    launch, finished = marks["launch"], marks["finished"]
+    print(f"tasks: {run['tasks']} ({a.chains} chains of {a.length}), max_workers {a.max_workers}, worker_nice "
+          f"{a.worker_nice if a.worker_nice is not None else 'default'}, dependent launches "
+          f"measured: {len(lat)}, job wall {run['wall']:.1f} s, load average {os.getloadavg()[0]:.1f} on "
           f"{os.cpu_count()} CPUs")
     print(f"verdict -> dependent launch (excl. worktree add): median {statistics.median(lat) * 1000:.0f} ms, "
           f"p90 {lat[int(len(lat) * 0.9) - 1] * 1000:.0f} ms, min {lat[0] * 1000:.0f} ms   (goal <= 250 ms)")
     phases: dict[str, list[float]] = {}
-    seen: dict[str, dict[str, float]] = {}
-    for e in events:
+    seen: dict[tuple, dict[str, float]] = {}
+    for e in run["events"]:
         if not e["task"]:
             continue
-        p = seen.setdefault(e["task"], {})
+        p = seen.setdefault((e["job"], e["task"]), {})
         if e["type"] == "task.state":
             p.setdefault(e["data"]["to"], _ts(e["ts"]))
         elif e["type"] == "run.finished":
             p["noticed"] = _ts(e["ts"])
-    for tid, p in seen.items():
-        if tid not in finished or not {"noticed", "gating", "approved", "merging", "done"} <= set(p):
+    for key, p in seen.items():
+        if key not in finished or not {"noticed", "gating", "approved", "merging", "done"} <= set(p):
             continue
-        for name, a0, b0 in (("verdict noticed", finished[tid], p["noticed"]),
+        for name, a0, b0 in (("verdict noticed", finished[key], p["noticed"]),
                              ("commit", p["noticed"], p["gating"]), ("task gate", p["gating"], p["approved"]),
                              ("merge (queue + merge + full gate)", p["merging"], p["done"])):
             phases.setdefault(name, []).append(b0 - a0)
-    ready = [launch[t][0] - seen[t]["ready"] - launch[t][1] for t in launch if "ready" in seen.get(t, {})]
+    ready = [launch[k][0] - seen[k]["ready"] - launch[k][1] for k in launch if "ready" in seen.get(k, {})]
     phases["ready -> launched (excl. worktree add)"] = ready
     for name, values in phases.items():
         print(f"  {name:<40} median {statistics.median(values) * 1000:6.0f} ms   max {max(values) * 1000:6.0f} ms")

@@ -479,6 +479,7 @@ def explain(layout: Any, job: str, task: str, events: list[dict[str, Any]]) -> d
                 and isinstance(c["data"], dict) and (c["data"].get("passed") is False
                                                       or c["type"] == "merge.rolled_back"
                                                       or c["data"].get("overall") in ("CHANGES", "REJECT"))]
+    failure_output: list[str] = []
     if state == "done":
         merged = [c for c in chain if c["type"] == "merge.finished" and isinstance(c["data"], dict)
                   and c["data"].get("ok")]
@@ -488,8 +489,6 @@ def explain(layout: Any, job: str, task: str, events: list[dict[str, Any]]) -> d
         last = failures[-1]
         hints.append(f"last failure: {last['type']} — {_short(last['data'].get('reason') or _describe(last), 140)}")
         failure_output = _last_lines(last["data"].get("output_tail"))
-    else:
-        failure_output = []
     return {"job": job, "task": task, "state": state, "now": now, "chain": chain, "hints": hints,
             "failure_output": failure_output}
 

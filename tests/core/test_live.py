@@ -161,6 +161,20 @@ def test_events_and_why_read_past_hostile_lines(layout: RepoLayout, cli) -> None
     assert len(proc.stdout.splitlines()) == 7
 
 
+def test_why_on_a_merged_task_names_its_merge(layout: RepoLayout, cli) -> None:
+    log = EventLog(layout.events)
+    log.append("task.state", job="j", task="a", data={"from": "merging", "to": "done", "reason": "merged"})
+    log.append("merge.finished", job="j", task="a", data={"ok": True, "merged_sha": "0123456789abcdef"})
+    conn = store.connect(layout.state_db)
+    conn.execute("INSERT INTO tasks(job, task, state, kind, updated_at) VALUES "
+                 "('j','a','done','SAFE_PARALLEL','2026-11-29T07:00:00.000Z')")
+    conn.close()
+    proc = cli("why", "a", cwd=layout.root)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[0] == "j/a: done — merged"
+    assert "→ merged as 0123456789" in proc.stdout
+
+
 def test_why_shows_the_end_of_a_failed_gates_output_without_its_escape_sequences(layout: RepoLayout, cli) -> None:
     """The gate's output is what the worker's code printed: its last lines reach the operator's
     terminal as text, never as escape sequences."""
