@@ -376,6 +376,8 @@ def merge_done(sup: Supervisor, job: str, tid: str, res: Any, exc: BaseException
         sup.good_head = res.merged_sha if not res.already_merged else integration_good_head(sup)
         sup.store.set_task(job, tid, "done", "merged" if not res.already_merged else "already merged",
                            merged_sha=res.merged_sha)
+        if sup.project.worktree_pool > 0 and r["worktree"]:
+            pool_checkout(sup, job, tid, r["worktree"])
         return
     sup.events.append("merge.rolled_back", job=job, task=tid,
                       data={"previous_sha": res.previous_sha, "reason": res.reason, "conflicts": res.conflicts})
@@ -384,6 +386,17 @@ def merge_done(sup: Supervisor, job: str, tid: str, res: Any, exc: BaseException
         evidence.update(command=res.gate.command, output_tail=res.gate.output_tail[-1500:])
     stop_task(sup.store, job, tid, res.reason or "merge failed",
               kind="merge_conflict" if res.conflicts else "merge_failed", evidence=evidence)
+
+
+def pool_checkout(sup: Supervisor, job: str, tid: str, worktree: str) -> None:
+    """The merged task's checkout goes to the pool for the next task (off the loop, one git at a time)."""
+    from pilothouse.core.git.pool import release
+
+    def move() -> bool:
+        with sup.worktree_lock:
+            return release(sup.layout, worktree, job, tid, sup.project.worktree_pool)
+
+    sup.work(("pool", job, tid), move, lambda _r, _e: None)
 
 
 def integrate_job(sup: Supervisor, job: str) -> None:

@@ -100,7 +100,7 @@ def launch_builder(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any) -> bool
         sup.store.set_task(job, tid, "waiting", choice.why, counters=c)
         return False
     if r["worktree"] and Path(r["worktree"]).is_dir():
-        _spawn_builder(sup, job, tid, tdef, choice, (Path(r["worktree"]), r["branch"], 0.0))
+        _spawn_builder(sup, job, tid, tdef, choice, (Path(r["worktree"]), r["branch"], 0.0, "kept"))
         return True
     if sup.good_head is None:
         from pilothouse.core.git.integration import ensure_integration_checkout
@@ -118,17 +118,18 @@ def launch_builder(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any) -> bool
     # its worktree was removed (by the operator?): the branch it made still holds its commits
     own_branch = bool(r["branch"])
 
-    def prepare() -> tuple[Path, str, float, Any]:
+    def prepare() -> tuple[Path, str, float, Any, str]:
         from pilothouse.core.git.gates import run_setup
-        from pilothouse.core.git.worktrees import create_worktree
+        from pilothouse.core.git.pool import checkout_for
 
         # git does not support concurrent `worktree add` in one repository: one at a time
         with sup.worktree_lock:
             started = time.monotonic()
-            path, branch = create_worktree(layout, job, tid, base_ref, reuse=True, adopt=own_branch)
+            path, branch, how = checkout_for(layout, job, tid, base_ref, keep=project.worktree_pool, reuse=True,
+                                             adopt=own_branch)
             took = time.monotonic() - started
         failed = run_setup(project, path) if project.setup else None
-        return path, branch, took, failed
+        return path, branch, took, failed, how
 
     def prepared(res: Any, exc: BaseException | None) -> None:
         sup.preparing.pop((job, tid), None)
@@ -139,7 +140,7 @@ def launch_builder(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any) -> bool
             stop_task(sup.store, job, tid, str(exc) if isinstance(exc, UserError) else
                       f"cannot create the worktree: {exc}", kind="worktree_failed")
             return
-        path, branch, took, failed = res
+        path, branch, took, failed, how = res
         if failed is not None:
             from pilothouse.core.stops import rules as stops
 
@@ -149,17 +150,17 @@ def launch_builder(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any) -> bool
             return
         if project.setup:
             sup.setup_proven.add(job)
-        _spawn_builder(sup, job, tid, tdef, choice, (path, branch, took))
+        _spawn_builder(sup, job, tid, tdef, choice, (path, branch, took, how))
 
     sup.work(("prepare", job, tid), prepare, prepared)
     return True
 
 
 def _spawn_builder(sup: Supervisor, job: str, tid: str, tdef: Any, choice: Any,
-                   where: tuple[Path, str, float]) -> None:
+                   where: tuple[Path, str, float, str]) -> None:
     from pilothouse.core.git.worktrees import head
 
-    path, branch, took = where
+    path, branch, took, how = where
     r = sup.store.task(job, tid)
     assert r is not None
     # a fresh worktree sits on the base it was made from; a reused one may hold earlier commits
@@ -178,7 +179,7 @@ def _spawn_builder(sup: Supervisor, job: str, tid: str, tdef: Any, choice: Any,
             fields={"attempt": launch.attempt, "provider": choice.provider, "model": choice.model,
                     "branch": branch, "worktree": str(path), "commit_sha": base, "started_at": utc_now_iso(),
                     "session_id": None, "review_round": 0, "counters": c},
-            event_extra={"worktree_ms": round(took * 1000, 1)})
+            event_extra={"worktree_ms": round(took * 1000, 1), "checkout": how})
 
 
 def _availability(sup: Supervisor, provider: str) -> Any:

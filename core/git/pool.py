@@ -1,0 +1,127 @@
+"""Finished task checkouts kept for the next task: a worker's checkout in O(change), not O(repository).
+
+`git worktree add` writes every file of the repository for every task (seconds on a large one). A
+merged task's checkout is instead detached and moved into `<worktree root>/_pool/`; the next task's
+checkout is a pooled one moved into place and switched to its new branch at its base, which makes git
+rewrite only the files that differ, then cleaned of everything untracked or ignored.
+
+The safety rules of worktree removal hold here too: a checkout with uncommitted work (anything but
+tool caches) is never pooled, never reused and never removed by the pool. A pooled checkout was
+written by a worker, so before git runs in it again it must still be the worktree git registered at
+that place: its `.git` a plain file naming this repository's own administrative folder for it,
+which names it back. Anything else is left where it is, unused (`maintain worktrees` lists it).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+from pilothouse.core.git.worktrees import (
+    branch_exists,
+    checkout_state,
+    create_worktree,
+    git,
+    git_run,
+    list_worktrees,
+    task_branch,
+    worktree_root,
+)
+from pilothouse.core.records.layout import RepoLayout
+
+POOL_DIR = "_pool"
+
+
+def pool_root(layout: RepoLayout) -> Path:
+    return worktree_root(layout) / POOL_DIR
+
+
+def pooled(layout: RepoLayout) -> list[Path]:
+    """The pooled checkouts, oldest first."""
+    root = pool_root(layout)
+    if not root.is_dir():
+        return []
+    return sorted((p for p in root.iterdir() if p.is_dir() and not p.is_symlink()), key=lambda p: p.stat().st_mtime)
+
+
+def checkout_for(layout: RepoLayout, job: str, task: str, base_ref: str, *, keep: int, reuse: bool = False,
+                 adopt: bool = False) -> tuple[Path, str, str]:
+    """(path, branch, how) of the task's checkout: a pooled one for a new branch when one can be
+    used (how "pooled"), else as `create_worktree` makes it ("new"; it keeps its rules for retried
+    and adopted tasks)."""
+    branch, path = task_branch(job, task), worktree_root(layout) / job / task
+    if keep > 0 and not os.path.lexists(path) and not branch_exists(layout.root, branch):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if take(layout, path, branch, base_ref):
+            return path, branch, "pooled"
+    return (*create_worktree(layout, job, task, base_ref, reuse=reuse, adopt=adopt), "new")
+
+
+def release(layout: RepoLayout, path: Path | str, job: str, task: str, keep: int) -> bool:
+    """Pool a merged task's checkout instead of leaving it; False (and nothing changed) when it is
+    not that task's checkout, holds uncommitted work, or the pool already keeps `keep`."""
+    path = Path(path)
+    if keep <= 0 or len(pooled(layout)) >= keep or not _is_registered(layout, path, task_branch(job, task)):
+        return False
+    if path.resolve() != (worktree_root(layout) / job / task).resolve():
+        return False
+    state = checkout_state(path)
+    if state is None or state[2]:
+        return False  # uncommitted work stays where its owner left it
+    if git_run(path, "checkout", "-q", "--detach").returncode != 0:
+        return False
+    pool_root(layout).mkdir(parents=True, exist_ok=True)
+    return git_run(layout.root, "worktree", "move", str(path), str(pool_root(layout) / uuid.uuid4().hex[:12])
+                   ).returncode == 0
+
+
+def take(layout: RepoLayout, path: Path, branch: str, base_ref: str) -> bool:
+    """Make `path` a checkout of the new `branch` at `base_ref` from a pooled checkout; False when
+    none can be used (the caller then makes a new one)."""
+    for candidate in pooled(layout):
+        if not _is_registered(layout, candidate, None):
+            continue
+        state = checkout_state(candidate)
+        if state is None or state[2]:
+            continue  # never reused: someone's work may be in it
+        if git_run(layout.root, "worktree", "move", str(candidate), str(path)).returncode != 0:
+            continue
+        # tool caches and ignored files go first: none may stand in the way of the switch
+        if (git_run(path, "clean", "-q", "-ffdx").returncode == 0
+                and git_run(path, "checkout", "-q", "--no-guess", "-b", branch, base_ref).returncode == 0):
+            return True
+        # put back what could not be switched (a branch that appeared meanwhile, a bad base)
+        git(layout.root, "worktree", "move", str(path), str(candidate), check=False)
+        return False
+    return False
+
+
+def _is_registered(layout: RepoLayout, path: Path, branch: str | None) -> bool:
+    """Whether `path` is a worktree git registered at that place, on `branch` (None: detached),
+    whose `.git` still names its administrative folder, which names it back."""
+    if path.is_symlink() or not path.is_dir():
+        return False
+    real = path.resolve()
+    listed = [wt for wt in list_worktrees(layout) if Path(wt["path"]).resolve() == real]
+    if len(listed) != 1 or listed[0]["branch"] != branch:
+        return False
+    dot_git = path / ".git"
+    if dot_git.is_symlink() or not dot_git.is_file():
+        return False
+    try:
+        text = dot_git.read_text(encoding="utf-8", errors="strict")[:4096].strip()
+    except (OSError, UnicodeDecodeError):
+        return False
+    if not text.startswith("gitdir: "):
+        return False
+    admin = Path(text[len("gitdir: "):])
+    common = Path(git(layout.root, "rev-parse", "--git-common-dir"))
+    common = (layout.root / common).resolve() if not common.is_absolute() else common.resolve()
+    if admin.is_symlink() or admin.resolve().parent != common / "worktrees":
+        return False
+    try:
+        back = (admin / "gitdir").read_text(encoding="utf-8").strip()
+    except OSError:
+        return False
+    return os.path.realpath(back) == str(dot_git.resolve())
