@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from modelserver import ALIAS, N_CTX, ModelServer, NotInstalled, RealModel, installed, keep_log
+from modelserver import ModelServer, NotInstalled, RealModel, installed, keep_log, write_provider
 
 # the runner's environment, before tests/conftest.py gives each test a home of its own: the build
 # lives in the runner's cache, not in a test's
@@ -55,19 +55,6 @@ def _check_the_counts(server: ModelServer) -> None:
 @pytest.fixture
 def realmodel(model_server: ModelServer, isolated_home: Path) -> RealModel:
     """The provider `smollm2-local` in this test's PILOTHOUSE_HOME/config/providers/ (docs/providers.md)."""
-    folder = Path(os.environ["PILOTHOUSE_HOME"]) / "config" / "providers"
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{PROVIDER}.yaml").write_text(
-        f"key: {PROVIDER}\n"
-        "provider_id: llama-cpp\n"
-        f"model_id: {ALIAS}\n"
-        f"base_url: {model_server.url}\n"
-        "display_name: SmolLM2 135M Instruct on llama.cpp's server (tests)\n"
-        "runner: builtin\n"
-        f"context_tokens: {N_CTX}\n"
-        f"output_tokens: {OUTPUT_TOKENS}\n"
-        "needs_key: false\n"
-        "cost: {input: 0, output: 0}\n"
-    )
+    write_provider(PROVIDER, model_server.url, OUTPUT_TOKENS)
     assert model_server.recorder is not None
     return RealModel(model_server, PROVIDER, model_server.recorder.mark())

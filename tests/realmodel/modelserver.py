@@ -264,9 +264,10 @@ class ModelServer:
 
     def argv(self) -> list[str]:
         # the model's own chat template (what a bare `--model X` serves); one thread, as on a loaded
-        # CI machine; logits only for the last token, or every prompt token pays the 49k-word output layer
+        # CI machine; logits only for the last token, or every prompt token pays the 49k-word output
+        # layer; a fixed seed, so the same prompt gets the same answer from run to run
         return [str(self.python), "-m", "llama_cpp.server", "--model", str(self.gguf), "--model_alias", ALIAS,
-                "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(N_CTX),
+                "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(N_CTX), "--seed", "7",
                 "--n_threads", "1", "--n_threads_batch", "1", "--logits_all", "False", "--verbose", "True"]
 
     def start(self) -> None:
@@ -340,6 +341,27 @@ class RealModel:
     def exchanges(self) -> list[Exchange]:
         assert self.server.recorder is not None
         return self.server.recorder.since(self.mark)
+
+
+def write_provider(key: str, url: str, output_tokens: int) -> Path:
+    """A provider file for the server, in this test's PILOTHOUSE_HOME/config/providers/, where
+    docs/providers.md tells a user to put one."""
+    folder = Path(os.environ["PILOTHOUSE_HOME"]) / "config" / "providers"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{key}.yaml"
+    path.write_text(
+        f"key: {key}\n"
+        "provider_id: llama-cpp\n"
+        f"model_id: {ALIAS}\n"
+        f"base_url: {url}\n"
+        "display_name: SmolLM2 135M Instruct on llama.cpp's server (tests)\n"
+        "runner: builtin\n"
+        f"context_tokens: {N_CTX}\n"
+        f"output_tokens: {output_tokens}\n"
+        "needs_key: false\n"
+        "cost: {input: 0, output: 0}\n"
+    )
+    return path
 
 
 def keep_log(server: ModelServer, dest: Path | None) -> None:

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import json
 import re
-import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 from honesty import (
     CAPABILITY,
+    CUT_OFF,
     NO_TOOLS,
     PLACEHOLDER,
     changed_files,
@@ -23,7 +23,7 @@ from honesty import (
     usage_findings,
     usage_kind,
 )
-from modelserver import RealModel
+from modelserver import RealModel, write_provider
 from pilothouse.providers import paths
 
 pytestmark = [pytest.mark.slow, pytest.mark.realmodel]
@@ -33,10 +33,10 @@ STEP_CAP = 6
 
 def _dispatch(cli: Any, rm: RealModel, repo: Path, tmp_path: Path, mode: str, task: str) -> tuple[dict[str, Any], list]:
     """One dispatch; its verdict and the model turns the server saw for it."""
-    marker = f"ticket RM-{uuid.uuid4().hex[:10]}"
+    marker = f"ticket {mode}-{rm.provider}"  # the same each time: the same prompt, the same answer
     task_file = tmp_path / f"{mode}.md"
     task_file.write_text(f"{task}\n\n({marker})\n")
-    run_id = f"{mode}-{marker[10:]}"
+    run_id = f"{mode}-{rm.provider}"
     r = cli("dispatch", "--provider", rm.provider, "--mode", mode, "--workdir", str(repo), "--task-file",
             str(task_file), "--run-id", run_id, "--step-cap", str(STEP_CAP), "--timeout", "240",
             "--idle-timeout", "150", timeout=300)
@@ -141,3 +141,15 @@ def test_providers_check_probes_tools_and_streamed_usage_and_names_what_is_missi
     if not NO_TOOLS.search(r.stdout + r.stderr):
         findings.append(f"the check does not say the model made no tool call: {(r.stdout + r.stderr).strip()!r}")
     assert not findings, "\n".join([f"{len(asked)} request(s) reached the server:", *findings])
+
+
+def test_an_answer_cut_off_at_the_output_cap_says_so(cli, git_repo: Path, tmp_path: Path, realmodel: RealModel) -> None:
+    capped = RealModel(realmodel.server, "smollm2-capped", realmodel.mark)
+    write_provider(capped.provider, realmodel.server.url, output_tokens=12)
+    v, turns = _dispatch(cli, capped, git_repo, tmp_path, "explore",
+                         "# Question: explain every line of src/calc.py in detail.\n\n## Where to look\n"
+                         "src/calc.py\n\n## What to report\n- Each fact with its file:line.")
+    assert turns[-1].finish_reason == "length", [ex.finish_reason for ex in turns]  # the server cut it off
+    reason = reason_of(v)
+    assert v["verdict"] != "completed" and CUT_OFF.search(reason), (
+        f"an answer cut off at the output cap is {v['verdict']} ({v['parse_state']}) with the reason {reason!r}")
