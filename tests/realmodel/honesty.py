@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from modelserver import Exchange
+from recorder import Exchange
 
 USAGE_KINDS = ("measured", "estimated", "unknown")
 # the facts a reason may name, each with the words that name it
