@@ -38,14 +38,19 @@ def state_text(state: str) -> Text:
     return Text(state, style=_RICH_STATE.get(state, ""))
 
 
-def tokens(n: int | None) -> str:
+def tokens(n: int | None, usage: str | None = None) -> str:
+    """A token count in a column: `~` marks an estimate, `?` a count nobody reported (`≥` when part
+    was) — never a 0 for tokens the server did not report (providers/usage.py)."""
+    if usage == "unknown":
+        return f"≥{tokens(n)}" if n else "?"
+    mark = "~" if usage == "estimated" else ""
     if not n:
-        return "0"
+        return mark + "0"
     if n < 1000:
-        return str(n)
+        return f"{mark}{n}"
     if n < 1_000_000:
-        return f"{n / 1000:.1f}k"
-    return f"{n / 1_000_000:.2f}M"
+        return f"{mark}{n / 1000:.1f}k"
+    return f"{mark}{n / 1_000_000:.2f}M"
 
 
 def duration(seconds: float | None) -> str:
@@ -144,14 +149,16 @@ def _describe_known(ev: dict[str, Any]) -> str:
     if etype == "run.finished":
         tok = d.get("tokens")
         total = sum(v for v in tok.values() if isinstance(v, int)) if isinstance(tok, dict) else tok
-        return f"{d.get('verdict', '')}  {tokens(total) + ' tok' if total else ''}".rstrip()
+        shown = tokens(total, d.get("usage")) + " tok" if total or d.get("usage") == "unknown" else ""
+        return f"{d.get('verdict', '')}  {shown}".rstrip()
     if etype == "run.activity":
         return str(d.get("tool") or d.get("activity") or "")
     if etype == "run.usage":
         tok = d.get("tokens")
         if isinstance(tok, dict):
-            return f"{tokens(tok.get('input'))} in / {tokens(tok.get('output'))} out"
-        return ""
+            usage = d.get("usage")
+            return f"{tokens(tok.get('input'), usage)} in / {tokens(tok.get('output'), usage)} out"
+        return "? tok" if d.get("usage") == "unknown" else ""
     if etype.startswith("problem."):
         what = d.get("reply") or d.get("kind") or d.get("outcome") or ""
         words = f" “{_short(d['words'], 40)}”" if d.get("words") else ""
@@ -216,7 +223,8 @@ def _activity_text(ev: dict[str, Any], totals: dict[str, int]) -> Text | None:
     if kind == "usage":
         for k in ("input", "output", "reasoning"):
             totals[k] = totals.get(k, 0) + int(ev.get(k) or 0)
-        return ts + Text(f"usage +{ev.get('input', 0)} in / +{ev.get('output', 0)} out  "
+        how = {"estimated": " (estimated)", "unknown": " (not reported)"}.get(str(ev.get("source")), "")
+        return ts + Text(f"usage +{ev.get('input', 0)} in / +{ev.get('output', 0)} out{how}  "
                          f"(total {tokens(totals.get('input', 0))} in, {tokens(totals.get('output', 0))} out)",
                          style="dim")
     if kind == "quota":

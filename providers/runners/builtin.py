@@ -109,8 +109,10 @@ class BuiltinRunner(Runner):
             if kind == "tool":
                 return [c.ToolEvent(str(d["name"]), d["status"], str(d.get("brief", "")))]
             if kind == "usage":
+                source = d.get("source", "measured")
                 return [c.UsageEvent(int(d["input"]), int(d["output"]), int(d["reasoning"]),
-                                     int(d["cache_read"]), int(d["cache_write"]), float(d["cost"]))]
+                                     int(d["cache_read"]), int(d["cache_write"]), float(d["cost"]),
+                                     source if source in ("measured", "estimated", "unknown") else "unknown")]
             if kind == "session":
                 return [c.SessionEvent(str(d["id"]))]
             if kind == "reasoning":

@@ -187,13 +187,14 @@ class ChatClient:
                             f"(got {raw[:80]!r})", "fatal") from None
         return {"text": msg.get("content") or "", "reasoning": msg.get("reasoning_content") or "",
                 "tool_calls": msg.get("tool_calls") or [], "usage": data.get("usage") or {},
-                "finish_reason": data["choices"][0].get("finish_reason")}
+                "timings": data.get("timings") or {}, "finish_reason": data["choices"][0].get("finish_reason")}
 
     def _read_stream(self, resp: Response) -> dict[str, Any]:
         text: list[str] = []
         reasoning: list[str] = []
         calls: dict[int, dict[str, Any]] = {}
         usage: dict[str, Any] = {}
+        timings: dict[str, Any] = {}  # llama.cpp's own counts, sent even when usage is not
         finish = None
         done = False
         last_progress = time.monotonic()
@@ -221,6 +222,8 @@ class ChatClient:
                 raise ChatError(f"the endpoint reported an error mid-stream: {_error_text(data)}", "transient")
             if chunk.get("usage"):
                 usage = chunk["usage"]
+            if isinstance(chunk.get("timings"), dict):
+                timings = chunk["timings"]
             for choice in chunk.get("choices") or []:
                 delta = choice.get("delta") or {}
                 if delta.get("content"):
@@ -247,4 +250,5 @@ class ChatClient:
         if resp.will_close:
             self.close()
         return {"text": "".join(text), "reasoning": "".join(reasoning),
-                "tool_calls": [calls[i] for i in sorted(calls)], "usage": usage, "finish_reason": finish}
+                "tool_calls": [calls[i] for i in sorted(calls)], "usage": usage, "timings": timings,
+                "finish_reason": finish}

@@ -41,8 +41,11 @@ def calls_allowed(spec: ServerSpec | None, request: SimRequest) -> bool:
 
 
 def output_cap(spec: ServerSpec | None, request: SimRequest) -> int | None:
-    """The output tokens an answer may have: the server's cap or the request's max_tokens, the smaller."""
-    caps = [spec.output_cap] if spec is not None and spec.output_cap else []
+    """The output tokens an answer may have: the server's cap or the request's max_tokens, the smaller
+    (none without an `output_cap` switch: the scripted answer is what the scenario says)."""
+    if spec is None or spec.output_cap is None:
+        return None
+    caps = [spec.output_cap] if isinstance(spec.output_cap, int) else []
     for key in ("max_tokens", "max_completion_tokens", "max_output_tokens"):
         value = request.raw.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import types
 import typing
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pilothouse.providers import paths
 from pilothouse.providers.errors import UserError
@@ -110,9 +110,10 @@ class ServerSpec(_Strict):
     # scripted text comes back, its actions do not) | forced_only: tool calls only when the request's
     # tool_choice forces one (required / any / a named tool), never with auto
     tools: Literal["honour", "drop", "forced_only"] = "honour"
-    # output tokens (4 characters a token) after which every answer is cut, finish_reason length;
-    # the request's own max_tokens cuts too, whichever is smaller
-    output_cap: int | None = Field(default=None, ge=1)
+    # output tokens (4 characters a token) after which every answer is cut, finish_reason length:
+    # a number (the request's own max_tokens cuts too, whichever is smaller), or `request` (only the
+    # request's max_tokens); unset, answers are never cut
+    output_cap: Annotated[int, Field(ge=1)] | Literal["request"] | None = None
 
 
 class Script(_Strict):

@@ -64,11 +64,18 @@ def test_output_cap_cuts_the_answer_with_finish_reason_length() -> None:
     assert finish == "length" and calls == [] and text == "I'll add a s" and usage["completion_tokens"] == 3
 
 
-def test_the_requests_max_tokens_cuts_too() -> None:
-    with SimServer("code-basic") as sim:
+@pytest.mark.parametrize("cap", ["request", 3000])
+def test_the_requests_max_tokens_cuts_too(cap) -> None:
+    with SimServer("code-basic", server=ServerSpec(output_cap=cap)) as sim:
         cut = chat(sim.base_url, CODE, stream=False, max_tokens=2).json()
         whole = chat(sim.base_url, CODE, stream=False, max_tokens=4000).json()
     assert cut["choices"][0]["finish_reason"] == "length" and cut["choices"][0]["message"]["content"] == "I'll add"
+    assert whole["choices"][0]["finish_reason"] == "tool_calls"
+
+
+def test_without_an_output_cap_the_scripted_answer_is_never_cut() -> None:
+    with SimServer("code-basic") as sim:
+        whole = chat(sim.base_url, CODE, stream=False, max_tokens=2).json()
     assert whole["choices"][0]["finish_reason"] == "tool_calls"
 
 
