@@ -161,3 +161,33 @@ def test_a_measured_budget_problem_does_not_call_its_count_an_estimate(layout: R
     _labelled_run(layout, "r1", 1500, "measured")
     problem = budgets.enforce(layout, "j", cap=1000, now=T0)
     assert problem is not None and "estimate" not in problem.summary and "used 1500 tokens," in problem.summary
+
+
+def test_a_job_on_a_server_that_reports_no_usage_still_meets_its_budget(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    import yaml
+    from pilothouse.core import demo
+
+    bundled = (demo._data() / "scenarios" / "budget.yaml").read_text()
+    scenario = tmp_path / "no-usage.yaml"
+    scenario.write_text(bundled.replace("\nscripts:", "\nserver: {usage: omit_streamed}\nscripts:", 1))
+    layout = demo.prepare(tmp_path / "repo", str(scenario))
+    data = yaml.safe_load(layout.project_yaml.read_text())
+    data["workflow"]["review"] = "off"
+    data["gates"] = {"fast": "true", "full": "true"}
+    data["budgets"] = {"job_tokens": 500}  # the assigner's prompt alone is more, counted or not
+    layout.project_yaml.write_text(yaml.safe_dump(data))
+    done = subprocess.run([sys.executable, "-m", "pilothouse.core.supervisor.loop", "--repo", str(layout.root),
+                           "--once"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    conn = store.connect(layout.state_db, readonly=True)
+    runs = [json.loads(r["verdict"]) for r in conn.execute("SELECT verdict FROM runs WHERE state = 'finished'")]
+    open_ = [dict(r) for r in conn.execute("SELECT * FROM problems WHERE state = 'open'")]
+    conn.close()
+    assert runs and {v["usage"] for v in runs} == {"estimated"}
+    assert [p["kind"] for p in open_] == ["budget"]
+    assert "(estimated), past its budget of 500" in open_[0]["summary"]
+    assert "pilothouse counted their text at 4 characters a token" in open_[0]["summary"]
