@@ -88,6 +88,9 @@ class BuiltinRunner(Runner):
             "session_id": spec.session_id, "resume": bool(spec.resume_of),
             "max_tokens": getattr(spec.provider, "output_tokens", None),
         }
+        from pilothouse.providers.runners.builtin_net import network_config
+
+        cfg.update(network_config(spec))
         # The worker is stdlib-only and runs as a script: `-I` keeps the (untrusted) workdir and any
         # PYTHON* variables off its import path; `-S` skips site-packages and the editable-install
         # finder (~15-60 ms of start-up the worker does not need). `python -m pilothouse...` works too.

@@ -131,7 +131,7 @@ def run(cfg: dict[str, Any]) -> int:
 
     # dispatch owns the overall and idle timeouts; the socket timeout is only a backstop behind them
     client = ChatClient(cfg["base_url"], key, timeout_s=float(cfg.get("request_timeout_s") or timeout_s + 60),
-                        on_progress=progress)
+                        on_progress=progress, proxy=cfg.get("proxy"), ca_pem=cfg.get("ca_pem"))
     tools = Tools(workdir, mode, env=dict(os.environ),
                   deadline=lambda: timeout_s - (time.monotonic() - started), on_progress=progress)
     schemas = tool_schemas(mode)
