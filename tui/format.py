@@ -53,6 +53,13 @@ def tokens(n: int | None, usage: str | None = None) -> str:
     return f"{mark}{n / 1_000_000:.2f}M"
 
 
+def usage_label(totals: dict[str, int]) -> str:
+    """The usage label of a run log's running totals (activity_text keeps its turn counts)."""
+    if totals.get("turns_unknown"):
+        return "unknown"
+    return "estimated" if totals.get("turns_estimated") else "measured"
+
+
 def duration(seconds: float | None) -> str:
     if seconds is None:
         return ""
@@ -223,10 +230,14 @@ def _activity_text(ev: dict[str, Any], totals: dict[str, int]) -> Text | None:
     if kind == "usage":
         for k in ("input", "output", "reasoning"):
             totals[k] = totals.get(k, 0) + int(ev.get(k) or 0)
-        how = {"estimated": " (estimated)", "unknown": " (not reported)"}.get(str(ev.get("source")), "")
+        source = str(ev.get("source"))
+        how = {"estimated": " (estimated)", "unknown": " (not reported)"}.get(source, "")
+        if how:  # the totals are then no longer all measured: usage_label(totals) says how far to trust them
+            totals[f"turns_{source}"] = totals.get(f"turns_{source}", 0) + 1
+        label = usage_label(totals)
         return ts + Text(f"usage +{ev.get('input', 0)} in / +{ev.get('output', 0)} out{how}  "
-                         f"(total {tokens(totals.get('input', 0))} in, {tokens(totals.get('output', 0))} out)",
-                         style="dim")
+                         f"(total {tokens(totals.get('input', 0), label)} in, "
+                         f"{tokens(totals.get('output', 0), label)} out)", style="dim")
     if kind == "quota":
         return ts + Text(f"quota {ev.get('window')} {ev.get('used_pct')}% resets {ev.get('resets_at')}",
                          style="yellow")

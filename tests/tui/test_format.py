@@ -19,5 +19,9 @@ def test_event_lines_say_when_usage_was_not_reported_or_estimated():
     assert fmt.describe(unknown) == "partial  ? tok"
     estimated = {"type": "run.usage", "data": {"tokens": {"input": 3000, "output": 90}, "usage": "estimated"}}
     assert fmt.describe(estimated) == "~3.0k in / ~90 out"
-    line = fmt.activity_text({"kind": "usage", "input": 30, "output": 9, "source": "estimated"}, {})
-    assert line is not None and "usage +30 in / +9 out (estimated)" in line.plain
+    totals: dict[str, int] = {}
+    line = fmt.activity_text({"kind": "usage", "input": 30, "output": 9}, totals)
+    assert line is not None and line.plain.endswith("usage +30 in / +9 out  (total 30 in, 9 out)")
+    line = fmt.activity_text({"kind": "usage", "input": 40, "output": 1, "source": "estimated"}, totals)
+    assert line is not None and "usage +40 in / +1 out (estimated)  (total ~70 in, ~10 out)" in line.plain
+    assert fmt.usage_label(totals) == "estimated"

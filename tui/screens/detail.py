@@ -316,8 +316,9 @@ class RunDetail(Screen[None]):
                 log.write(line)
         self._flush(log)
         if self.totals:
-            log.border_subtitle = (f"{fmt.tokens(self.totals.get('input', 0))} in · "
-                                   f"{fmt.tokens(self.totals.get('output', 0))} out")
+            label = fmt.usage_label(self.totals)
+            log.border_subtitle = (f"{fmt.tokens(self.totals.get('input', 0), label)} in · "
+                                   f"{fmt.tokens(self.totals.get('output', 0), label)} out")
 
     def _flush(self, log: RichLog) -> None:
         # the result block is the contract's, for the supervisor: the side panel shows what it says
