@@ -53,8 +53,10 @@ class Verdict(BaseModel):
     steps: int = 0
     step_cap: int = 0
     duration_s: float = 0.0
-    tokens: Tokens = Field(default_factory=Tokens)
-    cost_usd: float = 0.0
+    # None: nobody counted them (usage `unknown`), never a 0 that reads as measured
+    tokens: Tokens | None = Field(default_factory=Tokens)
+    cost_usd: float | None = 0.0
+    usage: Literal["measured", "estimated", "unknown"] = "measured"  # providers/usage.py
     tool_errors: ToolErrors = Field(default_factory=ToolErrors)
     parse_state: ParseState = "unavailable"
     parse_error: str | None = None

@@ -41,9 +41,14 @@ class ToolEvent:
     kind: str = "tool"
 
 
+UsageSource = Literal["measured", "estimated", "unknown"]
+
+
 @dataclass(slots=True)
 class UsageEvent:
-    """Tokens of one model turn (a delta, never a running total)."""
+    """Tokens of one model turn (a delta, never a running total), and where they come from:
+    `measured` (the server counted them), `estimated` (the server reported none, the runner
+    counted the text: docs/contracts.md "Usage"), `unknown` (nobody counted them)."""
 
     input: int = 0
     output: int = 0
@@ -51,6 +56,7 @@ class UsageEvent:
     cache_read: int = 0
     cache_write: int = 0
     cost: float = 0.0
+    source: UsageSource = "measured"
     kind: str = "usage"
 
 

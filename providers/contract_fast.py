@@ -44,8 +44,9 @@ MODELS: dict[str, tuple[bool, list[tuple[str, str, Any, Any]]]] = {  # name -> (
         ("steps", "steps", "int", 0),
         ("step_cap", "step_cap", "int", 0),
         ("duration_s", "duration_s", "float", 0.0),
-        ("tokens", "tokens", ("model", "Tokens"), "Tokens"),
-        ("cost_usd", "cost_usd", "float", 0.0),
+        ("tokens", "tokens", ("opt", ("model", "Tokens")), "Tokens"),
+        ("cost_usd", "cost_usd", ("opt", "float"), 0.0),
+        ("usage", "usage", ("lit", ("measured", "estimated", "unknown")), "measured"),
         ("tool_errors", "tool_errors", ("model", "ToolErrors"), "ToolErrors"),
         ("parse_state", "parse_state", ("lit", ("parsed", "malformed", "unstructured", "unavailable")),
          "unavailable"),
@@ -160,8 +161,8 @@ def _model(name: str, data: Any, by_alias: bool) -> dict[str, Any]:
             raise _NotPlain
         elif isinstance(default, list):
             out[key] = []
-        elif isinstance(spec, tuple) and spec[0] == "model":
-            out[key] = _model(spec[1], {}, by_alias)
+        elif isinstance(spec, tuple) and spec[0] in ("model", "opt") and default in MODELS:
+            out[key] = _model(default, {}, by_alias)  # a nested model's defaults, from its own table
         else:
             out[key] = default
     return out

@@ -98,5 +98,6 @@ def record(key: str) -> Record:
     """One provider by key; UserError listing the known keys when it does not exist."""
     recs = records()
     if key not in recs:
-        raise UserError(f"unknown provider '{key}'; known: {', '.join(recs)}")
+        raise UserError(f"unknown provider '{key}'; known: {', '.join(recs)} (add your own as {key}.yaml in "
+                        f"{_dirs()[1]})")
     return Record(recs[key])

@@ -38,14 +38,26 @@ def state_text(state: str) -> Text:
     return Text(state, style=_RICH_STATE.get(state, ""))
 
 
-def tokens(n: int | None) -> str:
+def tokens(n: int | None, usage: str | None = None) -> str:
+    """A token count in a column: `~` marks an estimate, `?` a count nobody reported (`≥` when part
+    was) — never a 0 for tokens the server did not report (providers/usage.py)."""
+    if usage == "unknown":
+        return f"≥{tokens(n)}" if n else "?"
+    mark = "~" if usage == "estimated" else ""
     if not n:
-        return "0"
+        return mark + "0"
     if n < 1000:
-        return str(n)
+        return f"{mark}{n}"
     if n < 1_000_000:
-        return f"{n / 1000:.1f}k"
-    return f"{n / 1_000_000:.2f}M"
+        return f"{mark}{n / 1000:.1f}k"
+    return f"{mark}{n / 1_000_000:.2f}M"
+
+
+def usage_label(totals: dict[str, int]) -> str:
+    """The usage label of a run log's running totals (activity_text keeps its turn counts)."""
+    if totals.get("turns_unknown"):
+        return "unknown"
+    return "estimated" if totals.get("turns_estimated") else "measured"
 
 
 def duration(seconds: float | None) -> str:
@@ -144,14 +156,16 @@ def _describe_known(ev: dict[str, Any]) -> str:
     if etype == "run.finished":
         tok = d.get("tokens")
         total = sum(v for v in tok.values() if isinstance(v, int)) if isinstance(tok, dict) else tok
-        return f"{d.get('verdict', '')}  {tokens(total) + ' tok' if total else ''}".rstrip()
+        shown = tokens(total, d.get("usage")) + " tok" if total or d.get("usage") == "unknown" else ""
+        return f"{d.get('verdict', '')}  {shown}".rstrip()
     if etype == "run.activity":
         return str(d.get("tool") or d.get("activity") or "")
     if etype == "run.usage":
         tok = d.get("tokens")
         if isinstance(tok, dict):
-            return f"{tokens(tok.get('input'))} in / {tokens(tok.get('output'))} out"
-        return ""
+            usage = d.get("usage")
+            return f"{tokens(tok.get('input'), usage)} in / {tokens(tok.get('output'), usage)} out"
+        return "? tok" if d.get("usage") == "unknown" else ""
     if etype.startswith("problem."):
         what = d.get("reply") or d.get("kind") or d.get("outcome") or ""
         words = f" “{_short(d['words'], 40)}”" if d.get("words") else ""
@@ -216,9 +230,14 @@ def _activity_text(ev: dict[str, Any], totals: dict[str, int]) -> Text | None:
     if kind == "usage":
         for k in ("input", "output", "reasoning"):
             totals[k] = totals.get(k, 0) + int(ev.get(k) or 0)
-        return ts + Text(f"usage +{ev.get('input', 0)} in / +{ev.get('output', 0)} out  "
-                         f"(total {tokens(totals.get('input', 0))} in, {tokens(totals.get('output', 0))} out)",
-                         style="dim")
+        source = str(ev.get("source"))
+        how = {"estimated": " (estimated)", "unknown": " (not reported)"}.get(source, "")
+        if how:  # the totals are then no longer all measured: usage_label(totals) says how far to trust them
+            totals[f"turns_{source}"] = totals.get(f"turns_{source}", 0) + 1
+        label = usage_label(totals)
+        return ts + Text(f"usage +{ev.get('input', 0)} in / +{ev.get('output', 0)} out{how}  "
+                         f"(total {tokens(totals.get('input', 0), label)} in, "
+                         f"{tokens(totals.get('output', 0), label)} out)", style="dim")
     if kind == "quota":
         return ts + Text(f"quota {ev.get('window')} {ev.get('used_pct')}% resets {ev.get('resets_at')}",
                          style="yellow")

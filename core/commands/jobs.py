@@ -186,10 +186,18 @@ def job_states(layout: Any, with_problems: bool = False) -> Any:
     except sqlite3.Error:
         return empty
     try:
-        states = {r["job"]: dict(r) for r in conn.execute("SELECT * FROM jobs_state")}
+        from pilothouse.core.queries.work import usage_label, usage_sql
+
+        def labelled(r: Any) -> dict[str, Any]:
+            row = dict(r)
+            return {**row, "usage": usage_label(row.pop("usages"))}
+
+        states = {r["job"]: labelled(r) for r in conn.execute(
+            f"SELECT j.*, {usage_sql('r.job = j.job')} AS usages FROM jobs_state j")}
         tasks: dict[str, list[dict[str, Any]]] = {}
-        for r in conn.execute("SELECT * FROM tasks ORDER BY job, started_at IS NULL, started_at, task"):
-            tasks.setdefault(r["job"], []).append(dict(r))
+        for r in conn.execute(f"SELECT t.*, {usage_sql('r.job = t.job AND r.task = t.task')} AS usages "
+                              "FROM tasks t ORDER BY t.job, t.started_at IS NULL, t.started_at, t.task"):
+            tasks.setdefault(r["job"], []).append(labelled(r))
         if not with_problems:
             return states, tasks
         problems: dict[str, list[dict[str, Any]]] = {}
@@ -265,6 +273,7 @@ def _list(args: Any) -> int:
 
 def _status(args: Any) -> int:
     from pilothouse.core.commands._out import emit_json, print_table
+    from pilothouse.providers.usage import tokens_text
 
     out = status_rows(_layout(args), args.name)
     if args.json:
@@ -280,7 +289,7 @@ def _status(args: Any) -> int:
             print()
         line = f"job {s['job']}: {s['state']} (revision {s['revision']}"
         if s["state"] != "not started":
-            line += f", planned {s['planned_revision']}, {s['tokens']} tokens"
+            line += f", planned {s['planned_revision']}, {tokens_text(s['tokens'], s['usage'])}"
         line += ")"
         if s["reason"]:
             line += f" — {s['reason']}"
@@ -311,10 +320,11 @@ def status_rows(layout: Any, name: str | None = None) -> list[dict[str, Any]]:
         out.append({"job": j.name, "revision": j.revision, "state": st["state"] if st else "not started",
                     "planned_revision": st["planned_revision"] if st else 0,
                     "reason": st["reason"] if st else None, "tokens": st["tokens"] if st else 0,
+                    "usage": st["usage"] if st else "measured",
                     "coordinator": (st and st["coordinator"]) or (
                         f"{j.coordinator.provider}/{j.coordinator.model or ''}".rstrip("/") if j.coordinator else None),
                     "tasks": [{k: t.get(k) for k in ("task", "state", "kind", "attempt", "review_round", "provider",
-                                                     "branch", "merged_sha", "reason", "activity", "tokens")}
+                                                     "branch", "merged_sha", "reason", "activity", "tokens", "usage")}
                               for t in tasks.get(j.name, [])],
                     "problems": problems.get(j.name, []), "supervisor": sup})
     return out

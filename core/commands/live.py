@@ -70,6 +70,8 @@ def _describe(ev: dict[str, Any]) -> str:
 
 
 def _describe_known(ev: dict[str, Any]) -> str:
+    from pilothouse.providers.usage import tokens_text
+
     t = ev.get("type", "")
     d = ev.get("data") or {}
     if not isinstance(d, dict):
@@ -83,7 +85,7 @@ def _describe_known(ev: dict[str, Any]) -> str:
         return f"{d.get('role', 'run')} ({d.get('mode', '?')}) on {d.get('provider', '?')}{model}" + (
             f", attempt {d['attempt']}" if d.get("attempt") else "")
     if t == "run.finished":
-        text = f"{d.get('role', 'run')} {d.get('verdict', '?')}, {d.get('tokens', 0)} tokens"
+        text = f"{d.get('role', 'run')} {d.get('verdict', '?')}, {tokens_text(d.get('tokens'), d.get('usage'))}"
         if d.get("duration_s") is not None:
             text += f", {d['duration_s']}s"
         return text + (f": {_short(d['error'], 100)}" if d.get("error") else "")
@@ -105,7 +107,7 @@ def _describe_known(ev: dict[str, Any]) -> str:
     if t == "run.usage":
         tok = d.get("tokens")
         total = sum(v for v in tok.values() if isinstance(v, int | float)) if isinstance(tok, dict) else tok
-        return f"{total or 0} tokens" + (" (final)" if d.get("final") else " so far")
+        return tokens_text(total, d.get("usage")) + (" (final)" if d.get("final") else " so far")
     if t == "gate.finished":
         verdict = "passed" if d.get("passed") else "FAILED"
         where = f" in {d['where']}" if d.get("where") else ""

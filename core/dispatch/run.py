@@ -280,14 +280,19 @@ def _judge(prep: Prepared, state: RunState, out: ProcOutcome, redactor: Any, log
     text = final_text(state, prep.runner)
     d = decide(state, out, mode, text, prep.step_cap)
     sandbox.write_private(logs.report, redactor.redact(text or "(the worker produced no text)\n"))
-    cost = state.cost or cost_from_tokens(state.tokens, getattr(prov, "cost", None))
+    cost: float | None = state.cost or cost_from_tokens(state.tokens, getattr(prov, "cost", None))
+    usage = state.usage
+    tokens: dict[str, int] | None = state.tokens
+    if usage == "unknown":  # never a count of 0 for tokens nobody counted (providers/usage.py)
+        cost = None
+        tokens = state.tokens if any(state.tokens.values()) else None
     tail = state.stderr_tail.decode("utf-8", "replace")[-2000:]
     return {
         "run_id": prep.run_id, "resume_of": prep.resume_of, "provider": prov.key, "runner": prov.runner,
         "mode": mode, "verdict": d["verdict"], "exit_code": out.exit_code, "timed_out": out.timed_out,
         "idle_timed_out": out.idle_timed_out, "interrupted": out.interrupted, "steps": state.steps,
-        "step_cap": prep.step_cap, "duration_s": round(time.monotonic() - t0, 3), "tokens": state.tokens,
-        "cost_usd": cost, "tool_errors": {"permission_denied": state.denied, "other": state.tool_other},
+        "step_cap": prep.step_cap, "duration_s": round(time.monotonic() - t0, 3), "tokens": tokens,
+        "cost_usd": cost, "usage": usage, "tool_errors": {"permission_denied": state.denied, "other": state.tool_other},
         "parse_state": d["parse_state"], "parse_error": d["parse_error"], "result": d["result"],
         "final_text_path": str(logs.report), "session_id": state.session_id or prep.session,
         "stderr_tail": redactor.redact(tail), "error_class": d["error_class"],

@@ -218,14 +218,17 @@ def synth_verdict(layout: RepoLayout, row: sqlite3.Row, why: str) -> dict[str, A
     if last:
         why = f"{why}: {last[:300]}"
     return {"type": "pilothouse.verdict", "schema": 1, "run_id": row["run_id"], "provider": row["provider"],
-            "mode": row["mode"], "verdict": "error", "exit_code": None, "tokens": {}, "cost_usd": 0.0,
+            "mode": row["mode"], "verdict": "error", "exit_code": None, "tokens": None, "cost_usd": None,
+            "usage": "unknown",
             "parse_state": "unavailable", "result": None, "session_id": None, "stderr_tail": tail,
             "error": why, "synthesized": True}
 
 
 def verdict_tokens(verdict: dict[str, Any]) -> int:
-    tok = verdict.get("tokens") or {}
-    return int(tok.get("input", 0) or 0) + int(tok.get("output", 0) or 0) + int(tok.get("reasoning", 0) or 0)
+    """The tokens a run adds to its task's and job's totals (what was counted; none when nothing was)."""
+    from pilothouse.providers.usage import verdict_tokens as counted
+
+    return counted(verdict) or 0
 
 
 def finish_run(conn: sqlite3.Connection, events: EventLog, row: sqlite3.Row, verdict: dict[str, Any]) -> None:
@@ -248,9 +251,12 @@ def finish_run(conn: sqlite3.Connection, events: EventLog, row: sqlite3.Row, ver
         raise
     if not cur.rowcount:
         return
+    from pilothouse.providers.usage import label_of
+    from pilothouse.providers.usage import verdict_tokens as counted
+
     data = {"role": row["role"], "mode": row["mode"], "provider": row["provider"],
-            "verdict": verdict.get("verdict"), "tokens": tokens, "duration_s": verdict.get("duration_s"),
-            "parse_state": verdict.get("parse_state")}
+            "verdict": verdict.get("verdict"), "tokens": counted(verdict), "usage": label_of(verdict),
+            "duration_s": verdict.get("duration_s"), "parse_state": verdict.get("parse_state")}
     if verdict.get("error"):
         data["error"] = verdict["error"]
     events.append("run.finished", job=row["job"], task=row["task"], run=row["run_id"], data=data)
@@ -265,6 +271,7 @@ class RunTail:
         self.partial = b""
         self.tool: str | None = None
         self.usage = {"input": 0, "output": 0, "reasoning": 0}
+        self.sources: set[str] = set()  # the usage events' labels (providers/usage.py)
 
     def read(self) -> bool:
         """Consume new lines; True when the current tool changed."""
@@ -296,4 +303,14 @@ class RunTail:
             elif kind == "usage":
                 for k in self.usage:
                     self.usage[k] += int(ev.get(k) or 0)
+                source = str(ev["source"]) if ev.get("source") in ("estimated", "unknown") else "measured"
+                counted = any(ev.get(k) for k in ("input", "output", "reasoning", "cache_read", "cache_write"))
+                self.sources.add(source if counted or source != "measured" else "unknown")  # as RunState.add
         return self.tool != before
+
+    @property
+    def label(self) -> str:
+        """The usage label of the tokens so far (providers/usage.py)."""
+        from pilothouse.providers.usage import combine
+
+        return combine(self.sources)

@@ -37,9 +37,13 @@ class RunState:
     errors: list[tuple[str, str]] = field(default_factory=list)  # (class, message)
     quota: list[dict[str, Any]] = field(default_factory=list)
     stderr_tail: bytes = b""
+    sources: set[str] = field(default_factory=set)  # where each turn's usage came from
+    answered: bool = False  # the model said or did something (text, reasoning, a tool call)
 
     def add(self, ev: Any) -> None:
         kind = ev.kind
+        if kind in ("text", "reasoning", "tool"):
+            self.answered = True
         if kind == "text":
             self.texts.append(ev.text)
         elif kind == "usage":
@@ -47,6 +51,12 @@ class RunState:
             for k in self.tokens:
                 self.tokens[k] += int(getattr(ev, k) or 0)
             self.cost += float(ev.cost or 0.0)
+            source = getattr(ev, "source", "measured")
+            # a model turn always reads a prompt: a "measured" turn of no tokens at all is a runner
+            # passing on a server that reported nothing (OpenCode against llama.cpp), not a count
+            if source == "measured" and not any(int(getattr(ev, k) or 0) for k in self.tokens):
+                source = "unknown"
+            self.sources.add(source)
         elif kind == "tool":
             if ev.status == "denied":
                 self.denied += 1
@@ -58,6 +68,15 @@ class RunState:
             self.errors.append((ev.error_class, ev.message))
         elif kind == "quota":
             self.quota.append({"window": ev.window, "used_pct": ev.used_pct, "resets_at": ev.resets_at})
+
+    @property
+    def usage(self) -> str:
+        """The run's usage label: `unknown` when any turn went uncounted (or the model answered
+        without a usage event), `estimated` when any turn was estimated, else `measured` (which a
+        run that never reached the model is too: nothing was answered, nothing was counted)."""
+        if "unknown" in self.sources or (self.answered and not self.sources):
+            return "unknown"
+        return "estimated" if "estimated" in self.sources else "measured"
 
     def add_stderr(self, chunk: bytes) -> None:
         self.stderr_tail = (self.stderr_tail + chunk)[-STDERR_TAIL * 2:]
@@ -163,9 +182,10 @@ def started_line(fields: dict[str, Any]) -> str:
 
 
 def human_summary(v: dict[str, Any]) -> str:
-    tok = v["tokens"]
+    from pilothouse.providers.usage import tokens_text, verdict_tokens
+
     parts = [f"{v['verdict']} ({v['parse_state']})", f"{v['steps']} steps", f"{v['duration_s']:.1f}s",
-             f"{tok['input'] + tok['output'] + tok['reasoning']} tokens"]
+             tokens_text(verdict_tokens(v), v.get("usage"))]
     for flag in ("timed_out", "idle_timed_out", "interrupted"):
         if v.get(flag):
             parts.append(flag.replace("_", " "))

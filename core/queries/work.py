@@ -40,6 +40,7 @@ class JobRow:
     finished_at: str | None
     done: int = 0
     total: int = 0
+    usage: str = "measured"  # how far to trust `tokens` (providers/usage.py): its runs' labels combined
 
     @property
     def final(self) -> bool:
@@ -68,6 +69,7 @@ class TaskRow:
     reason: str | None
     started_at: str | None
     updated_at: str
+    usage: str = "measured"  # as JobRow.usage, over the task's runs
 
     @property
     def worker(self) -> str:
@@ -98,6 +100,25 @@ class RunRow:
     log: str | None
     started_at: str
     finished_at: str | None
+
+    @property
+    def usage(self) -> str:
+        """How far to trust `tokens`: measured, estimated or unknown (a run still going: measured so far)."""
+        from pilothouse.providers.usage import label_of
+
+        return label_of(self.verdict) if self.verdict is not None else "measured"
+
+
+def usage_sql(where: str) -> str:
+    """A subquery: the distinct usage labels of the finished runs `where` picks, comma-joined."""
+    return ("(SELECT group_concat(DISTINCT CASE WHEN json_valid(r.verdict) THEN "
+            f"json_extract(r.verdict, '$.usage') END) FROM runs r WHERE r.state = 'finished' AND {where})")
+
+
+def usage_label(joined: str | None) -> str:
+    from pilothouse.providers.usage import combine
+
+    return combine((joined or "").split(","))
 
 
 @dataclass
@@ -151,7 +172,8 @@ class Queries(ProblemQueries):
     _JOB_SQL = (
         "SELECT j.*, "
         "(SELECT COUNT(*) FROM tasks t WHERE t.job = j.job AND t.state = 'done') AS done, "
-        "(SELECT COUNT(*) FROM tasks t WHERE t.job = j.job AND t.state != 'cancelled') AS total "
+        "(SELECT COUNT(*) FROM tasks t WHERE t.job = j.job AND t.state != 'cancelled') AS total, "
+        + usage_sql("r.job = j.job") + " AS usages "
         "FROM jobs_state j"
     )
 
@@ -161,7 +183,7 @@ class Queries(ProblemQueries):
                       planned_revision=r["planned_revision"], coordinator=r["coordinator"],
                       tokens=r["tokens"], reason=r["reason"], created_at=r["created_at"],
                       updated_at=r["updated_at"], finished_at=r["finished_at"], done=r["done"],
-                      total=r["total"])
+                      total=r["total"], usage=usage_label(r["usages"]))
 
     def jobs(self) -> list[JobRow]:
         """Jobs the supervisor knows, then jobs only written so far (`job create`, no supervisor yet)."""
@@ -196,14 +218,17 @@ class Queries(ProblemQueries):
                        model=r["model"], run_id=r["run_id"], session_id=r["session_id"],
                        branch=r["branch"], worktree=r["worktree"], commit_sha=r["commit_sha"],
                        merged_sha=r["merged_sha"], activity=r["activity"], tokens=r["tokens"],
-                       reason=r["reason"], started_at=r["started_at"], updated_at=r["updated_at"])
+                       reason=r["reason"], started_at=r["started_at"], updated_at=r["updated_at"],
+                       usage=usage_label(r["usages"]))
+
+    _TASK_SQL = "SELECT t.*, " + usage_sql("r.job = t.job AND r.task = t.task") + " AS usages FROM tasks t"
 
     def tasks(self, job: str) -> list[TaskRow]:
         return topo_order([self._task(r) for r in self._all(
-            "SELECT * FROM tasks WHERE job = ? ORDER BY rowid", (job,))])
+            self._TASK_SQL + " WHERE t.job = ? ORDER BY t.rowid", (job,))])
 
     def task(self, job: str, task: str) -> TaskRow | None:
-        rows = self._all("SELECT * FROM tasks WHERE job = ? AND task = ?", (job, task))
+        rows = self._all(self._TASK_SQL + " WHERE t.job = ? AND t.task = ?", (job, task))
         return self._task(rows[0]) if rows else None
 
     # --- runs ---------------------------------------------------------------------------------

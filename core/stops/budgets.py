@@ -3,6 +3,8 @@
 Past the cap nothing new launches for the job; runs already going finish and their work is kept.
 The operator gets one `budget` problem; `retry` after raising (or removing) the cap lifts it —
 `problem act` refuses the retry while the cap is still below what the job has used.
+The budget acts on estimated tokens too (a server that reports no usage would otherwise never
+stop a job), and says when its count is one (providers/usage.py).
 """
 
 from __future__ import annotations
@@ -22,21 +24,50 @@ class BudgetState:
     job: str
     used: int
     cap: int | None
+    usage: str = "measured"  # how far to trust `used`: its runs' labels combined
 
     @property
     def over(self) -> bool:
         return self.cap is not None and self.used >= self.cap
 
     @property
+    def used_text(self) -> str:
+        from pilothouse.providers.usage import tokens_text
+
+        return tokens_text(self.used, self.usage)
+
+    @property
     def reason(self) -> str:
         if self.cap is None:
-            return f"job {self.job}: {self.used} tokens used, no budget set"
+            return f"job {self.job}: {self.used_text} used, no budget set"
         verb = "reached" if self.over else "within"
-        return f"job {self.job}: {self.used} of {self.cap} tokens (budgets.job_tokens) — {verb} its budget"
+        mark = {"estimated": "~", "unknown": "≥"}.get(self.usage, "")
+        how = {"estimated": ", estimated", "unknown": ", some not reported"}.get(self.usage, "")
+        return (f"job {self.job}: {mark}{self.used} of {self.cap} tokens (budgets.job_tokens{how}) — "
+                f"{verb} its budget")
 
     def as_dict(self) -> dict[str, Any]:
-        return {"job": self.job, "used_tokens": self.used, "cap": self.cap, "over": self.over,
-                "reason": self.reason}
+        return {"job": self.job, "used_tokens": self.used, "usage": self.usage, "cap": self.cap,
+                "over": self.over, "reason": self.reason}
+
+
+_HOW_COUNTED = {
+    "estimated": " Part of that count is an estimate (the server reported no usage for some runs; "
+                 "pilothouse counted their text at 4 characters a token).",
+    "unknown": " Some runs' usage was reported by nobody, so the job has used at least that many.",
+}
+
+
+def job_usage(layout: RepoLayout, job: str, *, conn: sqlite3.Connection | None = None) -> str:
+    """The label of the job's token count: its finished runs' usage labels combined."""
+    from pilothouse.providers.usage import combine
+
+    if conn is None and not layout.state_db.exists():
+        return "measured"
+    with _db(layout, conn) as db:
+        rows = db.execute("SELECT DISTINCT CASE WHEN json_valid(verdict) THEN json_extract(verdict, '$.usage') END"
+                          " FROM runs WHERE job = ? AND state = 'finished'", (job,)).fetchall()
+    return combine(r[0] for r in rows)
 
 
 def job_tokens(layout: RepoLayout, job: str, *, conn: sqlite3.Connection | None = None) -> int:
@@ -57,7 +88,7 @@ def budget_state(layout: RepoLayout, job: str, cap: int | None = None, *,
         from pilothouse.core.records.project import job_token_cap  # pydantic: only when asked
 
         cap = job_token_cap(layout)
-    return BudgetState(job, job_tokens(layout, job, conn=conn), cap)
+    return BudgetState(job, job_tokens(layout, job, conn=conn), cap, job_usage(layout, job, conn=conn))
 
 
 def enforce(layout: RepoLayout, job: str, cap: int | None = None, *, now: datetime | None = None,
@@ -73,9 +104,11 @@ def enforce(layout: RepoLayout, job: str, cap: int | None = None, *, now: dateti
     log = log or EventLog(layout.events)
     problem = open_problem(
         layout, job, None, "budget",
-        f"Job {job} has used {state.used} tokens, past its budget of {state.cap} (budgets.job_tokens): "
-        "nothing new launches; the work so far is kept. Raise the cap in .ai/project.yaml, then retry.",
-        {"used_tokens": state.used, "cap": state.cap, "file": ".ai/project.yaml", "field": "budgets.job_tokens"},
+        f"Job {job} has used {state.used_text}, past its budget of {state.cap} (budgets.job_tokens): "
+        "nothing new launches; the work so far is kept. Raise the cap in .ai/project.yaml, then retry."
+        + _HOW_COUNTED.get(state.usage, ""),
+        {"used_tokens": state.used, "usage": state.usage, "cap": state.cap, "file": ".ai/project.yaml",
+         "field": "budgets.job_tokens"},
         now=now, conn=conn, log=log)
     if existing is None:
         log.append("budget.exceeded", job=job, data={**state.as_dict(), "code": problem.code})

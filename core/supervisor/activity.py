@@ -54,5 +54,5 @@ def flush(sup: Supervisor) -> None:
             row = row or sup.store.run(run_id)
             if row is not None:
                 sup.events.append("run.usage", job=row["job"], task=row["task"], run=run_id,
-                                  data={"tokens": dict(tail.usage), "final": False})
+                                  data={"tokens": dict(tail.usage), "usage": tail.label, "final": False})
             sup.usage_sent[run_id] = (now, total)

@@ -113,10 +113,12 @@ class SupervisorRuns:
         if tail is not None:
             tail.read()
         runs.finish_run(self.conn, self.events, row, verdict)
-        if verdict.get("tokens"):
+        if verdict.get("tokens") or verdict.get("usage") == "unknown":
+            from pilothouse.providers.usage import label_of
+
             self.events.append("run.usage", job=row["job"], task=row["task"], run=row["run_id"],
-                               data={"tokens": verdict["tokens"], "cost_usd": verdict.get("cost_usd"),
-                                     "final": True})
+                               data={"tokens": verdict.get("tokens"), "cost_usd": verdict.get("cost_usd"),
+                                     "usage": label_of(verdict), "final": True})
         flow.note_quota(self, row, verdict)
         self.activity_sent.pop(row["run_id"], None)
         self.usage_sent.pop(row["run_id"], None)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from pilothouse.core.dispatch import runs
 from pilothouse.core.state.events import utc_now_iso
+from pilothouse.core.stops.budgets import job_usage
 from pilothouse.core.supervisor import launch as L
 from pilothouse.core.supervisor.context import job_scenario
 from pilothouse.core.supervisor.state import ACTIVE, TERMINAL, counters, stop_task
@@ -286,7 +287,8 @@ def accept(sup: Supervisor, job: str) -> None:
                       event_data={"integration_branch": sup.project.integration_branch,
                                   "head": integration_head(sup.layout, sup.project),
                                   "tasks": [r["task"] for r in rows if r["state"] == "done"],
-                                  "tokens": jr["tokens"] if jr is not None else None})
+                                  "tokens": jr["tokens"] if jr is not None else None,
+                                  "usage": job_usage(sup.layout, job, conn=sup.conn)})
     try:
         # the branches stay (they hold the history); the checkouts are no longer needed
         remove_job_worktrees(sup.layout, job)

@@ -88,6 +88,9 @@ class BuiltinRunner(Runner):
             "session_id": spec.session_id, "resume": bool(spec.resume_of),
             "max_tokens": getattr(spec.provider, "output_tokens", None),
         }
+        from pilothouse.providers.runners.builtin_net import network_config
+
+        cfg.update(network_config(spec))
         # The worker is stdlib-only and runs as a script: `-I` keeps the (untrusted) workdir and any
         # PYTHON* variables off its import path; `-S` skips site-packages and the editable-install
         # finder (~15-60 ms of start-up the worker does not need). `python -m pilothouse...` works too.
@@ -109,8 +112,10 @@ class BuiltinRunner(Runner):
             if kind == "tool":
                 return [c.ToolEvent(str(d["name"]), d["status"], str(d.get("brief", "")))]
             if kind == "usage":
+                source = d.get("source", "measured")
                 return [c.UsageEvent(int(d["input"]), int(d["output"]), int(d["reasoning"]),
-                                     int(d["cache_read"]), int(d["cache_write"]), float(d["cost"]))]
+                                     int(d["cache_read"]), int(d["cache_write"]), float(d["cost"]),
+                                     source if source in ("measured", "estimated", "unknown") else "unknown")]
             if kind == "session":
                 return [c.SessionEvent(str(d["id"]))]
             if kind == "reasoning":

@@ -18,9 +18,15 @@ if TYPE_CHECKING:
     from typing import Any
 
 try:
-    from pilothouse.providers.runners.builtin_wire import Connection, Response, WireError
+    from pilothouse.providers.runners.builtin_wire import (
+        CaFileError,
+        Connection,
+        ProxyRefused,
+        Response,
+        WireError,
+    )
 except ImportError:  # run as a plain script by the worker (see builtin_worker.py)
-    from builtin_wire import Connection, Response, WireError  # type: ignore[no-redef]
+    from builtin_wire import CaFileError, Connection, ProxyRefused, Response, WireError  # type: ignore[no-redef]
 
 
 class ChatError(Exception):
@@ -101,7 +107,8 @@ def _error_text(raw: bytes) -> str:
 
 class ChatClient:
     def __init__(self, base_url: str, api_key: str | None, timeout_s: float,
-                 on_progress: Callable[[], None] | None = None) -> None:
+                 on_progress: Callable[[], None] | None = None, proxy: dict[str, Any] | None = None,
+                 ca_pem: str | None = None) -> None:
         scheme, _, rest = base_url.partition("://")
         hostport, _, path = rest.partition("/")
         if hostport.startswith("["):  # [::1]:8080
@@ -117,8 +124,9 @@ class ChatClient:
         self.api_key = api_key
         self.timeout_s = timeout_s
         self.on_progress = on_progress
+        self.proxy = proxy
         self._conn = Connection(host, int(port or (443 if self.https else 80)), self.https,
-                                timeout_s)
+                                timeout_s, proxy, ca_pem)
 
     def close(self) -> None:
         self._conn.close()
@@ -140,13 +148,31 @@ class ChatClient:
             except TimeoutError:
                 self.close()
                 raise ChatError(f"no answer from {self.base_url} within {self.timeout_s:.0f}s", "transient") from None
+            except CaFileError as exc:
+                self.close()
+                # dispatch checked the bundle (builtin_net.ca_bundle): this is a changed or odd one
+                raise ChatError(f"the CA bundle from SSL_CERT_FILE cannot be loaded ({exc}): point it at a PEM "
+                                "file of CA certificates, or unset it", "fatal") from None
+            except ProxyRefused as exc:
+                self.close()
+                raise ChatError(f"the proxy {self._via()} refused to connect to {self.base_url} ({exc}): check "
+                                f"its address and credentials in HTTPS_PROXY, or add the host to NO_PROXY",
+                                "fatal" if exc.status in (403, 407) else "transient") from None
             except WireError as exc:
                 self.close()
                 raise ChatError(f"the endpoint at {self.base_url} did not answer HTTP ({exc})", "fatal") from None
             except OSError as exc:
                 self.close()
-                raise ChatError(f"cannot reach {self.base_url}: {exc.strerror or exc}", "transient") from None
+                if type(exc).__name__ == "SSLCertVerificationError":  # ssl is imported only for https
+                    raise ChatError(f"the TLS certificate of {self.base_url} was not accepted "
+                                    f"({getattr(exc, 'verify_message', '') or exc}): if a proxy or your company's "
+                                    "CA signs it, point SSL_CERT_FILE at that CA's PEM bundle", "fatal") from None
+                via = f" through the proxy {self._via()}" if self.proxy else ""
+                raise ChatError(f"cannot reach {self.base_url}{via}: {exc.strerror or exc}", "transient") from None
         raise AssertionError("unreachable")
+
+    def _via(self) -> str:
+        return str((self.proxy or {}).get("shown") or "")
 
     def complete(self, payload: dict[str, Any]) -> dict[str, Any]:
         """One streamed completion, assembled: {text, reasoning, tool_calls, usage, finish_reason}."""
@@ -187,13 +213,14 @@ class ChatClient:
                             f"(got {raw[:80]!r})", "fatal") from None
         return {"text": msg.get("content") or "", "reasoning": msg.get("reasoning_content") or "",
                 "tool_calls": msg.get("tool_calls") or [], "usage": data.get("usage") or {},
-                "finish_reason": data["choices"][0].get("finish_reason")}
+                "timings": data.get("timings") or {}, "finish_reason": data["choices"][0].get("finish_reason")}
 
     def _read_stream(self, resp: Response) -> dict[str, Any]:
         text: list[str] = []
         reasoning: list[str] = []
         calls: dict[int, dict[str, Any]] = {}
         usage: dict[str, Any] = {}
+        timings: dict[str, Any] = {}  # llama.cpp's own counts, sent even when usage is not
         finish = None
         done = False
         last_progress = time.monotonic()
@@ -221,6 +248,8 @@ class ChatClient:
                 raise ChatError(f"the endpoint reported an error mid-stream: {_error_text(data)}", "transient")
             if chunk.get("usage"):
                 usage = chunk["usage"]
+            if isinstance(chunk.get("timings"), dict):
+                timings = chunk["timings"]
             for choice in chunk.get("choices") or []:
                 delta = choice.get("delta") or {}
                 if delta.get("content"):
@@ -247,4 +276,5 @@ class ChatClient:
         if resp.will_close:
             self.close()
         return {"text": "".join(text), "reasoning": "".join(reasoning),
-                "tool_calls": [calls[i] for i in sorted(calls)], "usage": usage, "finish_reason": finish}
+                "tool_calls": [calls[i] for i in sorted(calls)], "usage": usage, "timings": timings,
+                "finish_reason": finish}

@@ -21,6 +21,18 @@ class WireError(Exception):
     """The connection broke or the server spoke something that is not HTTP."""
 
 
+class ProxyRefused(WireError):
+    """The proxy answered CONNECT with something other than 200."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(f"HTTP {status} {reason}".strip())
+        self.status = status
+
+
+class CaFileError(Exception):
+    """The CA bundle from SSL_CERT_FILE (the worker config's ca_pem) cannot be loaded."""
+
+
 class Response:
     def __init__(self, status: int, headers: dict[str, str], fp: Any, will_close: bool) -> None:
         self.status = status
@@ -83,8 +95,11 @@ class Response:
 
 
 class Connection:
-    def __init__(self, host: str, port: int, https: bool, timeout_s: float) -> None:
+    def __init__(self, host: str, port: int, https: bool, timeout_s: float,
+                 proxy: dict[str, Any] | None = None, ca_pem: str | None = None) -> None:
         self.host, self.port, self.https, self.timeout_s = host, port, https, timeout_s
+        self.proxy = proxy  # {host, port, auth}: builtin_net.proxy_for
+        self.ca_pem = ca_pem  # PEM text (builtin_net.ca_bundle), None: the system's CA bundle
         self._sock: socket.socket | None = None
         self._fp: Any = None
 
@@ -104,22 +119,58 @@ class Connection:
     def _open(self) -> None:
         # an ASCII host goes to getaddrinfo as bytes: a str is IDNA-encoded first, and the idna codec
         # (with stringprep and unicodedata) costs the worker's start-up several ms
-        host: str | bytes = self.host.encode("ascii") if self.host.isascii() else self.host
-        sock = socket.create_connection((host, self.port), timeout=self.timeout_s)  # type: ignore[arg-type]
+        name = self.proxy["host"] if self.proxy else self.host
+        port = self.proxy["port"] if self.proxy else self.port
+        host: str | bytes = name.encode("ascii") if name.isascii() else name
+        sock = socket.create_connection((host, port), timeout=self.timeout_s)  # type: ignore[arg-type]
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if self.https:
             import ssl  # lazy: ~10 ms, only for remote endpoints
 
-            sock = ssl.create_default_context().wrap_socket(sock, server_hostname=self.host)
+            try:
+                context = ssl.create_default_context(cadata=self.ca_pem) if self.ca_pem else \
+                    ssl.create_default_context()
+            except (OSError, ssl.SSLError) as exc:
+                sock.close()
+                raise CaFileError(getattr(exc, "strerror", None) or getattr(exc, "reason", None) or str(exc)) from None
+            if self.proxy:
+                self._tunnel(sock)
+            sock = context.wrap_socket(sock, server_hostname=self.host)
         self._sock = sock
         self._fp = sock.makefile("rb")
+
+    def _tunnel(self, sock: socket.socket) -> None:
+        """CONNECT through the proxy; the TLS session then runs inside the tunnel, end to end."""
+        target = f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+        head = [f"CONNECT {target} HTTP/1.1", f"Host: {target}"]
+        if self.proxy and self.proxy.get("auth"):
+            head.append(f"Proxy-Authorization: {self.proxy['auth']}")
+        sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
+        buf = b""
+        while b"\r\n\r\n" not in buf:  # nothing follows the head: TLS waits for our ClientHello
+            data = sock.recv(4096)
+            if not data:
+                raise ConnectionResetError("the proxy closed the connection during CONNECT")
+            buf += data
+            if len(buf) > 65536:
+                raise WireError("the proxy's answer to CONNECT has no end")
+        parts = buf.split(b"\r\n", 1)[0].decode("latin-1").split(None, 2)
+        if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
+            raise WireError(f"the proxy did not answer CONNECT in HTTP: {buf[:60]!r}")
+        if parts[1] != "200":
+            raise ProxyRefused(int(parts[1]), parts[2] if len(parts) > 2 else "")
 
     def post(self, path: str, body: bytes, headers: dict[str, str]) -> Response:
         if self._sock is None:
             self._open()
         assert self._sock is not None
         host = self.host if self.port in (80, 443) else f"{self.host}:{self.port}"
-        head = [f"POST {path} HTTP/1.1", f"Host: {host}", f"Content-Length: {len(body)}", "Connection: keep-alive"]
+        target = path
+        if self.proxy and not self.https:  # a plain-http proxy takes the whole URL
+            target = f"http://{host}{path}"
+            if self.proxy.get("auth"):
+                headers = {**headers, "Proxy-Authorization": self.proxy["auth"]}
+        head = [f"POST {target} HTTP/1.1", f"Host: {host}", f"Content-Length: {len(body)}", "Connection: keep-alive"]
         head += [f"{k}: {v}" for k, v in headers.items()]
         self._sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
         status_line = self._fp.readline(65537)

@@ -51,14 +51,42 @@ def _save(path: Path, convo: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def _usage(u: dict[str, Any]) -> dict[str, Any]:
-    """OpenAI usage → our delta: cached prompt tokens and reasoning tokens split out."""
-    prompt = int(u.get("prompt_tokens") or 0)
-    completion = int(u.get("completion_tokens") or 0)
-    cached = int((u.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
-    reasoning = int((u.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0)
-    return {"kind": "usage", "input": max(prompt - cached, 0), "output": max(completion - reasoning, 0),
-            "reasoning": reasoning, "cache_read": cached, "cache_write": 0, "cost": 0.0}
+def _count(v: Any) -> int:
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
+
+
+# Without a server count, tokens are estimated at 4 characters a token (English prose and code
+# average 3.5-4.5 with the common BPE tokenizers). Why not a tokenizer: the worker is stdlib-only
+# with a 0.3 s start-up budget, and the tokenizer libraries on PyPI either fetch their vocabulary
+# at run time (tiktoken) or need the model's own tokenizer file (tokenizers), which a local server
+# does not hand out; an estimate that says it is one is what the operator needs for a budget.
+CHARS_PER_TOKEN = 4
+
+
+def _estimate(chars: int) -> int:
+    return (chars + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
+
+
+def _usage(answer: dict[str, Any], payload: dict[str, Any]) -> dict[str, Any]:
+    """One turn's usage event: the server's usage (cached prompt tokens and reasoning tokens split
+    out), else llama.cpp's `timings` counts, else an estimate from the text sent and received."""
+    u = answer.get("usage") or {}
+    if _count(u.get("prompt_tokens")) or _count(u.get("completion_tokens")):
+        prompt, completion = _count(u.get("prompt_tokens")), _count(u.get("completion_tokens"))
+        cached = _count((u.get("prompt_tokens_details") or {}).get("cached_tokens"))
+        reasoning = _count((u.get("completion_tokens_details") or {}).get("reasoning_tokens"))
+        return {"kind": "usage", "input": max(prompt - cached, 0), "output": max(completion - reasoning, 0),
+                "reasoning": reasoning, "cache_read": cached, "cache_write": 0, "cost": 0.0, "source": "measured"}
+    t = answer.get("timings") or {}
+    if _count(t.get("prompt_n")) or _count(t.get("predicted_n")):
+        return {"kind": "usage", "input": _count(t.get("prompt_n")), "output": _count(t.get("predicted_n")),
+                "reasoning": 0, "cache_read": _count(t.get("cache_n")), "cache_write": 0, "cost": 0.0,
+                "source": "measured"}
+    sent = len(json.dumps(payload["messages"])) + len(json.dumps(payload.get("tools") or []))
+    out = len(answer["text"]) + sum(len(json.dumps(c.get("function") or {})) for c in answer["tool_calls"])
+    return {"kind": "usage", "input": _estimate(sent), "output": _estimate(out),
+            "reasoning": _estimate(len(answer["reasoning"])), "cache_read": 0, "cache_write": 0, "cost": 0.0,
+            "source": "estimated"}
 
 
 def _brief(name: str, args: dict[str, Any]) -> str:
@@ -103,7 +131,7 @@ def run(cfg: dict[str, Any]) -> int:
 
     # dispatch owns the overall and idle timeouts; the socket timeout is only a backstop behind them
     client = ChatClient(cfg["base_url"], key, timeout_s=float(cfg.get("request_timeout_s") or timeout_s + 60),
-                        on_progress=progress)
+                        on_progress=progress, proxy=cfg.get("proxy"), ca_pem=cfg.get("ca_pem"))
     tools = Tools(workdir, mode, env=dict(os.environ),
                   deadline=lambda: timeout_s - (time.monotonic() - started), on_progress=progress)
     schemas = tool_schemas(mode)
@@ -119,7 +147,7 @@ def run(cfg: dict[str, Any]) -> int:
             payload["max_tokens"] = int(cfg["max_tokens"])
         answer = client.complete(payload)
         steps += 1
-        emit(_usage(answer["usage"]))
+        emit(_usage(answer, payload))
         if answer["reasoning"]:
             emit({"kind": "reasoning", "text": answer["reasoning"]})
         if answer["text"]:

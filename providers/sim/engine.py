@@ -14,11 +14,11 @@ import time
 from dataclasses import dataclass
 
 from pilothouse.providers.fsutil import read_in_tree
-from pilothouse.providers.sim import limits
+from pilothouse.providers.sim import imitate, limits
 from pilothouse.providers.sim.dialect import Unmappable, map_actions
 from pilothouse.providers.sim.request import Reply, SimRequest, Usage
 from pilothouse.providers.sim.resets import ResetBook
-from pilothouse.providers.sim.scenario import ErrorCue, Scenario, Turn, UsageSpec
+from pilothouse.providers.sim.scenario import ErrorCue, Scenario, ServerSpec, Turn, UsageSpec
 
 FINISHED = "sim: script finished"
 
@@ -34,11 +34,22 @@ class Outcome:
 
 
 def respond(scenario: Scenario, request: SimRequest, book: ResetBook | None = None,
-            now: float | None = None, *, failed: dict[str, str] | None = None) -> Outcome:
-    """The scripted answer. The request's `root` (the run's real worktree, set by the server, never
+            now: float | None = None, *, failed: dict[str, str] | None = None,
+            server: ServerSpec | None = None) -> Outcome:
+    """The scripted answer, as the server the scenario imitates would send it (`server`, else the
+    scenario's own `server:` switches; see imitate.py). The request's `root` (the run's real worktree, set by the server, never
     the cwd a worker claims) lets a scripted `edit` be checked against the file; `failed` (the
     server's memory) holds, per run, the action that could not apply: every later turn of that
     script says so instead of going on as written."""
+    spec = server if server is not None else scenario.server
+    outcome = _respond(scenario, request, book, now, failed, imitate.calls_allowed(spec, request))
+    outcome.reply = imitate.cut(outcome.reply, imitate.output_cap(spec, request))
+    outcome.reply.show_usage = imitate.shows_usage(spec, request.stream)
+    return outcome
+
+
+def _respond(scenario: Scenario, request: SimRequest, book: ResetBook | None, now: float | None,
+             failed: dict[str, str] | None, calls: bool) -> Outcome:
     prompt = request.prompt
     turn_index = request.assistant_turns
     now = time.time() if now is None else now
@@ -56,7 +67,7 @@ def respond(scenario: Scenario, request: SimRequest, book: ResetBook | None = No
         if turn_index >= len(live):
             return Outcome(s_index, turn_index, _reply(request, FINISHED, [], None))
         pos, turn = live[turn_index]
-        outcome = _outcome(request, s_index, turn_index, turn)
+        outcome = _outcome(request, s_index, turn_index, turn, calls)
         cannot = _edit_that_cannot_apply(turn, request.root)
         if cannot is not None and failed is not None:
             # the call still goes out (the worker's edit tool fails it, in its own log); the run then
@@ -104,16 +115,17 @@ def _edit_that_cannot_apply(turn: Turn, cwd: str | None) -> str | None:
     return None
 
 
-def _outcome(request: SimRequest, s_index: int, t_index: int, turn: Turn) -> Outcome:
+def _outcome(request: SimRequest, s_index: int, t_index: int, turn: Turn, with_calls: bool = True) -> Outcome:
     if turn.error is not None:
         return Outcome(s_index, t_index, _reply(request, "", [], None, zero=True), error=turn.error,
                        delay_s=turn.delay_s)
     text = turn.say or ""
+    calls = []
     try:
-        calls = map_actions(turn.actions, request, t_index)
+        if with_calls:  # else the server imitated drops them: the scripted text comes back alone
+            calls = map_actions(turn.actions, request, t_index)
     except Unmappable as exc:
         text = f"{text}\n\n{exc}" if text else str(exc)
-        calls = []
     if turn.fault and not text and not calls:
         text = "sim: this answer is about to break"
     reply = _reply(request, text, calls, turn.usage, zero=turn.fault is not None)

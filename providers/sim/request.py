@@ -133,9 +133,13 @@ class Reply:
     text: str
     calls: list[ToolCall]
     usage: Usage
+    cut: bool = False  # stopped at the output cap (imitate.cut): finish_reason length
+    show_usage: bool = True  # False: the server imitated sends no usage object (imitate.shows_usage)
 
     @property
     def finish(self) -> str:
+        if self.cut:
+            return "length"
         return "tool_calls" if self.calls else "stop"
 
 

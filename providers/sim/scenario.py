@@ -9,7 +9,7 @@ from __future__ import annotations
 import types
 import typing
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pilothouse.providers import paths
 from pilothouse.providers.errors import UserError
@@ -97,6 +97,25 @@ class Turn(_Strict):
         return self
 
 
+class ServerSpec(_Strict):
+    """How the sim imitates a real server's gaps (docs/scenarios.md, "Imitating a real server").
+
+    The defaults follow the protocol; each other value is a behaviour seen from a real local
+    server (llama.cpp, ollama, vLLM), so the tests can hold pilothouse to it without one."""
+
+    # report: usage in every answer | omit_streamed: none in streams, even when asked with
+    # stream_options.include_usage (whole answers still carry it) | omit: none anywhere
+    usage: Literal["report", "omit_streamed", "omit"] = "report"
+    # honour: tool calls as scripted | drop: declared tools are ignored, as if none were sent (the
+    # scripted text comes back, its actions do not) | forced_only: tool calls only when the request's
+    # tool_choice forces one (required / any / a named tool), never with auto
+    tools: Literal["honour", "drop", "forced_only"] = "honour"
+    # output tokens (4 characters a token) after which every answer is cut, finish_reason length:
+    # a number (the request's own max_tokens cuts too, whichever is smaller), or `request` (only the
+    # request's max_tokens); unset, answers are never cut
+    output_cap: Annotated[int, Field(ge=1)] | Literal["request"] | None = None
+
+
 class Script(_Strict):
     match: Match = Field(default_factory=Match)
     turns: list[Turn] = Field(min_length=1)
@@ -106,6 +125,7 @@ class Scenario(_Strict):
     name: str
     description: str
     scripts: list[Script] = Field(min_length=1)
+    server: ServerSpec = Field(default_factory=ServerSpec)
     source: str = Field(default="", exclude=True)  # file it was loaded from (set by load_scenario)
 
 

@@ -29,7 +29,7 @@ from pilothouse.providers.sim import limits
 from pilothouse.providers.sim.engine import Outcome, respond
 from pilothouse.providers.sim.request import SimRequest
 from pilothouse.providers.sim.resets import ResetBook
-from pilothouse.providers.sim.scenario import ErrorCue, Scenario, load_scenario
+from pilothouse.providers.sim.scenario import ErrorCue, Scenario, ServerSpec, load_scenario
 
 __all__ = ["SimServer", "load_scenario", "LOOPBACK"]
 
@@ -53,7 +53,8 @@ def _wire(path: str) -> ModuleType | None:
 class SimServer:
     def __init__(self, scenario: Scenario | str | Path, host: str = "127.0.0.1", port: int = 0,
                  api_key: str | None = None, served_log: str | Path | None = None,
-                 resets_file: str | Path | None = None, root: str | Path | None = None) -> None:
+                 resets_file: str | Path | None = None, root: str | Path | None = None,
+                 server: ServerSpec | None = None) -> None:
         if host not in LOOPBACK:
             raise UserError(f"sim: host {host} refused — the simulator listens on 127.0.0.1 only")
         self.scenario = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
@@ -62,6 +63,8 @@ class SimServer:
         self.api_key = api_key
         self.served_log = Path(served_log) if served_log else None
         self.root = str(root) if root is not None else None  # see SimRequest.root
+        # the real server's gaps it imitates (imitate.py): this, else the scenario's `server:`
+        self.server = server if server is not None else self.scenario.server
         self.resets = ResetBook(Path(resets_file) if resets_file else paths.state_dir() / "sim" / "resets.json")
         self.failed: dict[str, str] = {}  # runs whose scripted action could not apply (engine.respond)
         self._httpd: _HTTPServer | None = None
@@ -123,6 +126,9 @@ class SimServer:
             "model": req.model if req else None, "stream": req.stream if req else None,
             "tools": len(req.tools) if req else 0,
         }
+        if outcome is not None and status == 200:
+            entry["finish"] = outcome.reply.finish
+            entry["usage_sent"] = outcome.reply.show_usage  # False: the client had to count or estimate
         if fault:
             entry["fault"] = fault
         line = json.dumps(entry, separators=(",", ":")) + "\n"
@@ -260,7 +266,7 @@ class _Handler(BaseHTTPRequestHandler):
                                                  "invalid_request_error", None))
             return
         req.root = sim.root
-        outcome = respond(sim.scenario, req, sim.resets, failed=sim.failed)
+        outcome = respond(sim.scenario, req, sim.resets, failed=sim.failed, server=sim.server)
         if outcome.delay_s and sim.stopping.wait(outcome.delay_s):
             self.close_connection = True  # stopped while waiting: hang up instead of answering
             return

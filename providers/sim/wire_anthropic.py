@@ -67,6 +67,8 @@ def _blocks(reply: Reply) -> list[dict[str, Any]]:
 
 
 def _stop_reason(reply: Reply) -> str:
+    if reply.cut:
+        return "max_tokens"
     return "tool_use" if reply.calls else "end_turn"
 
 

@@ -67,7 +67,7 @@ def body(reply: Reply, req: SimRequest) -> dict[str, Any]:
     return {"id": _id(reply), "object": "chat.completion", "created": int(time.time()), "model": req.model,
             "system_fingerprint": "pilothouse-sim",
             "choices": [{"index": 0, "message": message, "finish_reason": reply.finish, "logprobs": None}],
-            "usage": usage_json(reply.usage)}
+            **({"usage": usage_json(reply.usage)} if reply.show_usage else {})}
 
 
 def stream_frames(reply: Reply, req: SimRequest) -> list[bytes]:
@@ -86,7 +86,9 @@ def stream_frames(reply: Reply, req: SimRequest) -> list[bytes]:
         frames += [chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
                    for piece in pieces(call.arguments, 24)]
     usage = usage_json(reply.usage)
-    if req.include_usage:
+    if not reply.show_usage:  # a server that never streams usage, asked or not (imitate.py)
+        frames.append(chunk({}, reply.finish))
+    elif req.include_usage:
         # OpenAI's shape: the finish chunk, then a chunk with no choices carrying usage
         frames.append(chunk({}, reply.finish))
         frames.append(b"data: " + json.dumps({**base, "choices": [], "usage": usage}, separators=(",", ":")).encode() + b"\n\n")

@@ -111,7 +111,7 @@ def test_budget_state_without_a_cap_is_never_over(tmp_path: Path) -> None:
     state = budgets.budget_state(lay, "j")
     assert (state.cap, state.over) == (None, False)
     assert state.reason == "job j: 1000000000 tokens used, no budget set"
-    assert state.as_dict() == {"job": "j", "used_tokens": 10**9, "cap": None, "over": False,
+    assert state.as_dict() == {"job": "j", "used_tokens": 10**9, "usage": "measured", "cap": None, "over": False,
                                "reason": "job j: 1000000000 tokens used, no budget set"}
     assert budgets.enforce(lay, "j", now=T0) is None
 
@@ -126,9 +126,68 @@ def test_the_budget_exceeded_event_is_logged_once(layout: RepoLayout) -> None:
     _run(layout, "r1", 1500)
     first = budgets.enforce(layout, "j", now=T0)
     assert first is not None
-    logged = [("j", {"job": "j", "used_tokens": 1500, "cap": 1000, "over": True, "code": first.code,
+    logged = [("j", {"job": "j", "used_tokens": 1500, "usage": "measured", "cap": 1000, "over": True, "code": first.code,
                      "reason": "job j: 1500 of 1000 tokens (budgets.job_tokens) — reached its budget"})]
     assert exceeded() == logged  # when the problem opens
     again = budgets.enforce(layout, "j", now=T0)
     assert again is not None and again.code == first.code
     assert exceeded() == logged  # not again
+
+
+def _labelled_run(layout: RepoLayout, run_id: str, tokens: int, usage: str) -> None:
+    import json
+
+    verdict = {"verdict": "completed", "tokens": {"input": tokens, "output": 0, "reasoning": 0}, "usage": usage}
+    conn = store.connect(layout.state_db)
+    conn.execute("INSERT INTO runs(run_id, job, task, role, provider, mode, state, verdict, tokens, started_at)"
+                 " VALUES (?, 'j', 't', 'builder', 'local', 'code', 'finished', ?, ?, 'x')",
+                 (run_id, json.dumps(verdict), tokens))
+    conn.close()
+
+
+def test_the_budget_acts_on_estimated_tokens_and_says_they_are_an_estimate(layout: RepoLayout) -> None:
+    _labelled_run(layout, "r1", 400, "measured")
+    _labelled_run(layout, "r2", 700, "estimated")
+    problem = budgets.enforce(layout, "j", cap=1000, now=T0)
+    assert problem is not None and problem.kind == "budget"
+    assert "used ~1100 tokens (estimated), past its budget of 1000" in problem.summary
+    assert "estimate (the server reported no usage for some runs" in problem.summary
+    assert problem.evidence["usage"] == "estimated"
+    state = budgets.budget_state(layout, "j", 5000)
+    assert state.reason == "job j: ~1100 of 5000 tokens (budgets.job_tokens, estimated) — within its budget"
+
+
+def test_a_measured_budget_problem_does_not_call_its_count_an_estimate(layout: RepoLayout) -> None:
+    _labelled_run(layout, "r1", 1500, "measured")
+    problem = budgets.enforce(layout, "j", cap=1000, now=T0)
+    assert problem is not None and "estimate" not in problem.summary and "used 1500 tokens," in problem.summary
+
+
+def test_a_job_on_a_server_that_reports_no_usage_still_meets_its_budget(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    import yaml
+    from pilothouse.core import demo
+
+    bundled = (demo._data() / "scenarios" / "budget.yaml").read_text()
+    scenario = tmp_path / "no-usage.yaml"
+    scenario.write_text(bundled.replace("\nscripts:", "\nserver: {usage: omit_streamed}\nscripts:", 1))
+    layout = demo.prepare(tmp_path / "repo", str(scenario))
+    data = yaml.safe_load(layout.project_yaml.read_text())
+    data["workflow"]["review"] = "off"
+    data["gates"] = {"fast": "true", "full": "true"}
+    data["budgets"] = {"job_tokens": 500}  # the assigner's prompt alone is more, counted or not
+    layout.project_yaml.write_text(yaml.safe_dump(data))
+    done = subprocess.run([sys.executable, "-m", "pilothouse.core.supervisor.loop", "--repo", str(layout.root),
+                           "--once"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    conn = store.connect(layout.state_db, readonly=True)
+    runs = [json.loads(r["verdict"]) for r in conn.execute("SELECT verdict FROM runs WHERE state = 'finished'")]
+    open_ = [dict(r) for r in conn.execute("SELECT * FROM problems WHERE state = 'open'")]
+    conn.close()
+    assert runs and {v["usage"] for v in runs} == {"estimated"}
+    assert [p["kind"] for p in open_] == ["budget"]
+    assert "(estimated), past its budget of 500" in open_[0]["summary"]
+    assert "pilothouse counted their text at 4 characters a token" in open_[0]["summary"]

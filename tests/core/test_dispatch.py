@@ -329,3 +329,29 @@ def test_a_scripted_edit_whose_old_text_is_not_in_the_file_fails_the_run_visibly
     report = Path(v["final_text_path"]).read_text()
     assert "edit src/calc.py: its old text occurs 0 times" in report and "script 1, turn 1" in report
     assert (git_repo / "src" / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
+
+
+def test_a_server_that_streams_no_usage_gives_an_estimate_labelled_as_one(cli, git_repo, tmp_path):
+    body = "server: {usage: omit_streamed}\nscripts:\n  - turns:\n      - say: \"Done. <!--RESULT-->{\\\"facts\\\": [{\\\"fact\\\": \\\"x\\\", \\\"file_line\\\": \\\"src/calc.py:1\\\"}]}<!--/RESULT-->\"\n"
+    v = verdict_of(dispatch(cli, git_repo, tmp_path, "--run-id", "est-1", "--scenario",
+                            scenario(tmp_path, "nousage", body)))
+    assert v["verdict"] == "completed" and v["usage"] == "estimated"
+    served = [json.loads(x) for x in (paths.providers_dir() / "sim/runs/est-1/state/served.jsonl")
+              .read_text().splitlines()]
+    assert [s["usage_sent"] for s in served] == [False]
+    # the estimate counts what was sent (the prompt and the tool declarations), never a bare 0
+    assert v["tokens"]["input"] >= served[0]["usage"]["input"] // 2 > 0 and v["tokens"]["output"] > 0
+    events = [json.loads(x) for x in (paths.logs_dir() / "sim/est-1.jsonl").read_text().splitlines()]
+    assert [e["source"] for e in events if e["kind"] == "usage"] == ["estimated"]
+    total = v["tokens"]["input"] + v["tokens"]["output"] + v["tokens"]["reasoning"]
+    assert f"~{total} tokens (estimated)" in (paths.logs_dir() / "latest.log").read_text()
+
+
+def test_usage_the_server_reports_is_measured_and_equals_what_it_served(cli, git_repo, tmp_path):
+    v = verdict_of(dispatch(cli, git_repo, tmp_path, "--run-id", "meas-1"))
+    served = [json.loads(x) for x in (paths.providers_dir() / "sim/runs/meas-1/state/served.jsonl")
+              .read_text().splitlines()]
+    assert v["usage"] == "measured"
+    assert v["tokens"]["input"] == sum(s["usage"]["input"] for s in served)
+    assert v["tokens"]["output"] == sum(s["usage"]["output"] for s in served)
+    assert "(estimated)" not in (paths.logs_dir() / "latest.log").read_text()

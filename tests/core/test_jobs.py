@@ -168,6 +168,30 @@ def test_job_status_reads_the_store(git_repo: Path, cli) -> None:
     assert "problem KXMRTB (a: gate_failed): gate fast failed  [retry | skip]" in human
 
 
+def test_job_status_labels_a_total_that_holds_an_estimate(git_repo: Path, cli) -> None:
+    from pilothouse.core.state import store
+
+    layout = RepoLayout(git_repo)
+    jobs.create_job(layout, "j", "do it")
+    conn = store.connect(layout.state_db)
+    now = "2026-11-29T07:00:00.000Z"
+    conn.execute("INSERT INTO jobs_state(job, state, revision, planned_revision, tokens, created_at, updated_at) "
+                 "VALUES ('j', 'running', 1, 1, 900, ?, ?)", (now, now))
+    conn.execute("INSERT INTO tasks(job, task, state, kind, tokens, updated_at) VALUES "
+                 "('j', 'a', 'done', 'SAFE_PARALLEL', 600, ?), ('j', 'b', 'done', 'SAFE_PARALLEL', 300, ?)", (now, now))
+    for run, task, usage, tokens in (("r1", "a", "estimated", 600), ("r2", "b", "measured", 300)):
+        verdict = json.dumps({"verdict": "completed", "usage": usage,
+                              "tokens": {"input": tokens, "output": 0, "reasoning": 0}})
+        conn.execute("INSERT INTO runs(run_id, job, task, role, provider, mode, state, verdict, tokens, started_at) "
+                     "VALUES (?, 'j', ?, 'builder', 'local', 'code', 'finished', ?, ?, ?)",
+                     (run, task, verdict, tokens, now))
+    conn.close()
+    status = json.loads(cli("job", "status", "j", "--json", cwd=git_repo).stdout)
+    assert (status["tokens"], status["usage"]) == (900, "estimated")
+    assert [(t["task"], t["usage"]) for t in status["tasks"]] == [("a", "estimated"), ("b", "measured")]
+    assert "planned 1, ~900 tokens (estimated))" in cli("job", "status", cwd=git_repo).stdout
+
+
 def test_job_create_needs_init(git_repo: Path, tmp_path: Path, cli) -> None:
     req = tmp_path / "r.md"
     req.write_text("x\n")

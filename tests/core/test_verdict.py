@@ -173,7 +173,7 @@ VERDICT = {
     "verdict": "partial", "exit_code": 0, "timed_out": True, "idle_timed_out": False, "interrupted": True,
     "steps": 3, "step_cap": 50, "duration_s": 1.25,
     "tokens": {"input": 100, "output": 20, "reasoning": 8, "cache_read": 0, "cache_write": 0},
-    "cost_usd": 0.0, "tool_errors": {"permission_denied": 2, "other": 0}, "parse_state": "unstructured",
+    "cost_usd": 0.0, "usage": "measured", "tool_errors": {"permission_denied": 2, "other": 0}, "parse_state": "unstructured",
     "parse_error": None, "result": None, "final_text_path": "/x/r1.report.md", "session_id": "s",
     "stderr_tail": "", "error_class": None, "error": None, "quota": [],
 }
@@ -285,3 +285,53 @@ def test_cost_is_rounded_to_a_millionth_of_a_dollar():
 
     one = {"input": 0, "output": 1, "reasoning": 0, "cache_read": 0, "cache_write": 0}
     assert cost_from_tokens(one, Cost(output=1.6)) == 0.000002
+
+
+def _opencode_step(tokens: dict) -> str:
+    return json.dumps({"type": "step_finish", "sessionID": "ses_1", "part": {
+        "id": "prt_1", "reason": "stop", "messageID": "msg_1", "sessionID": "ses_1", "type": "step-finish",
+        "tokens": tokens, "cost": 0}})
+
+
+def test_a_turn_a_runner_reports_as_zero_tokens_is_unknown_not_measured():
+    from pilothouse.providers.runners import get_runner
+
+    runner = get_runner("opencode")  # OpenCode passes on a server's missing usage as zeros
+    state = RunState()
+    state.add(c.TextEvent("done"))
+    for ev in runner.parse_line(_opencode_step({"total": 0, "input": 0, "output": 0, "reasoning": 0,
+                                                "cache": {"write": 0, "read": 0}})):
+        state.add(ev)
+    assert state.steps == 1 and state.usage == "unknown"
+    counted = RunState()
+    for ev in runner.parse_line(_opencode_step({"total": 45, "input": 40, "output": 5, "reasoning": 0,
+                                                "cache": {"write": 0, "read": 0}})):
+        counted.add(ev)
+    assert counted.usage == "measured"
+
+
+@pytest.mark.parametrize("events, label", [
+    ([], "measured"),  # the model was never reached: nothing answered, nothing counted
+    ([c.TextEvent("hi")], "unknown"),  # it answered, and nobody counted
+    ([c.TextEvent("hi"), c.UsageEvent(input=3, output=1)], "measured"),
+    ([c.UsageEvent(input=3, output=1), c.UsageEvent(input=9, output=2, source="estimated")], "estimated"),
+    ([c.UsageEvent(input=9, output=2, source="estimated"), c.UsageEvent(source="unknown")], "unknown"),
+])
+def test_a_runs_usage_label_is_its_least_trustworthy_turn(events, label):
+    state = RunState()
+    for ev in events:
+        state.add(ev)
+    assert state.usage == label
+
+
+@pytest.mark.parametrize("tokens, usage, shown", [
+    ({"input": 10, "output": 5, "reasoning": 1, "cache_read": 0, "cache_write": 0}, "measured", "16 tokens"),
+    ({"input": 10, "output": 5, "reasoning": 1, "cache_read": 0, "cache_write": 0}, "estimated",
+     "~16 tokens (estimated)"),
+    (None, "unknown", "? tokens"),
+])
+def test_the_summary_line_says_how_tokens_were_counted(tokens, usage, shown):
+    from pilothouse.core.dispatch.verdict import human_summary
+
+    line = human_summary({**VERDICT, "tokens": tokens, "usage": usage})
+    assert line == f"partial (unstructured), 3 steps, 1.2s, {shown}, timed out, interrupted, 2 denied"

@@ -169,3 +169,37 @@ def test_client_maps_http_errors():
     with pytest.raises(ChatError) as exc:
         ChatClient(url, None, 5).complete({})
     assert exc.value.error_class == "fatal"
+
+
+def _answer(**extra) -> dict:
+    return {"text": "Hello there, this is the answer.", "reasoning": "", "tool_calls": [], "usage": {},
+            "timings": {}, "finish_reason": "stop", **extra}
+
+
+PAYLOAD = {"model": "m", "messages": [{"role": "user", "content": "x" * 400}], "tools": []}
+
+
+def test_usage_the_server_reports_is_measured_with_cache_and_reasoning_split_out():
+    from pilothouse.providers.runners.builtin_worker import _usage
+
+    ev = _usage(_answer(usage={"prompt_tokens": 50, "completion_tokens": 9,
+                               "prompt_tokens_details": {"cached_tokens": 20},
+                               "completion_tokens_details": {"reasoning_tokens": 4}}), PAYLOAD)
+    assert (ev["input"], ev["cache_read"], ev["output"], ev["reasoning"], ev["source"]) == (30, 20, 5, 4, "measured")
+
+
+def test_llama_cpp_timings_count_as_measured_usage_when_usage_is_missing():
+    from pilothouse.providers.runners.builtin_worker import _usage
+
+    ev = _usage(_answer(timings={"prompt_n": 120, "cache_n": 30, "predicted_n": 17}), PAYLOAD)
+    assert (ev["input"], ev["cache_read"], ev["output"], ev["source"]) == (120, 30, 17, "measured")
+
+
+def test_without_any_count_the_turn_is_estimated_from_the_text_never_zero():
+    from pilothouse.providers.runners.builtin_worker import _usage
+
+    ev = _usage(_answer(usage={"prompt_tokens": 0, "completion_tokens": 0}), PAYLOAD)
+    sent = len(json.dumps(PAYLOAD["messages"])) + len(json.dumps([]))
+    assert ev["source"] == "estimated" and ev["input"] == -(-sent // 4) and ev["output"] == 8
+    parsed = get_runner("builtin").parse_line(json.dumps(ev))
+    assert [(p.kind, p.source, p.input) for p in parsed] == [("usage", "estimated", ev["input"])]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from pilothouse.providers import paths, provider_index
@@ -78,6 +79,40 @@ def test_providers_list_cli(cli):
     assert rows["sim"]["key_status"] == "not needed" and rows["glm"]["key_status"] == "missing"
     r = cli("providers")
     assert r.returncode == 0 and "sim:" in r.stdout
+
+
+def test_providers_path_names_the_folder_a_user_file_is_read_from(cli):
+    from pilothouse.providers import registry
+
+    r = cli("providers", "path", "--json")
+    assert r.returncode == 0, r.stderr
+    folders = json.loads(r.stdout)
+    assert folders == {"user": str(registry.user_dir()), "user_exists": False,
+                       "bundled": str(registry.bundled_dir())}
+    # a file put where it says becomes a provider
+    Path(folders["user"]).mkdir(parents=True)
+    (Path(folders["user"]) / "mine.yaml").write_text(
+        "key: mine\nprovider_id: llamacpp\nmodel_id: m\nbase_url: http://127.0.0.1:8080/v1\n"
+        "display_name: mine\nneeds_key: false\n")
+    assert "mine" in {p["key"] for p in json.loads(cli("providers", "list", "--json").stdout)}
+    human = cli("providers", "path").stdout
+    assert f"yours:   {folders['user']}\n" in human and f"bundled: {folders['bundled']}" in human
+
+
+def test_help_and_an_unknown_provider_name_the_providers_folder(cli):
+    from pilothouse.providers import registry
+
+    assert "pilothouse providers path" in " ".join(cli("providers", "--help").stdout.split())
+    assert "providers path" in " ".join(cli("dispatch", "--help").stdout.split())
+    with pytest.raises(UserError) as exc:
+        provider_index.record("nope")
+    assert f"add your own as nope.yaml in {registry.user_dir()}" in str(exc.value)
+
+
+def test_the_bundled_local_provider_does_not_promise_that_any_server_works():
+    notes = load_providers()["qwen-local"].notes
+    assert "Any OpenAI-compatible server" not in notes
+    assert "tool_choice auto" in notes and "--jinja" in notes
 
 
 def test_bad_file_in_cli_is_one_line(cli):

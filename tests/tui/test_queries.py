@@ -80,3 +80,22 @@ def test_a_closed_problem_reads_its_reply_and_waiting_answers_come_in_one_query(
     core_problems.close_problem(cockpit_repo, taken.problem.code, "back to gating")
     assert q.waiting_answers() == {}
     assert (q.problem("KTRWMB").state, q.problem("KTRWMB").answer) == ("closed", "retry")
+
+
+def test_job_and_task_rows_carry_the_usage_label_of_their_runs(cockpit_repo) -> None:
+    import json
+    import sqlite3
+
+    conn = sqlite3.connect(cockpit_repo.state_db)
+    row = conn.execute("SELECT run_id, job, task FROM runs WHERE job = 'first-draft' AND state = 'finished' "
+                       "AND task = 'calendar-store' LIMIT 1").fetchone()
+    assert row is not None
+    verdict = json.dumps({"verdict": "completed", "usage": "unknown", "tokens": None})
+    conn.execute("UPDATE runs SET verdict = ? WHERE run_id = ?", (verdict, row[0]))
+    conn.commit()
+    conn.close()
+    q = Queries(cockpit_repo)
+    assert q.job("first-draft").usage == "unknown" and q.job("hello-world").usage == "measured"
+    assert q.task("first-draft", "calendar-store").usage == "unknown"
+    assert {r.run_id: r.usage for r in q.runs("first-draft", "calendar-store")}[row[0]] == "unknown"
+    q.close()

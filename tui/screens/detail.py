@@ -184,7 +184,7 @@ class RunDetail(Screen[None]):
             verdict = (r.verdict or {}).get("verdict", "")
             rows.append((r.run_id, {"run": r.run_id, "role": r.role, "mode": r.mode,
                                     "state": fmt.state_text(r.state), "verdict": verdict,
-                                    "tokens": fmt.tokens(r.tokens)}))
+                                    "tokens": fmt.tokens(r.tokens, r.usage)}))
         table.set_rows(rows)
         if self.run_id is None:
             pick = task.run_id or (runs[-1].run_id if runs else None)
@@ -201,7 +201,7 @@ class RunDetail(Screen[None]):
         t = fmt.styled(f"{task.job} / ", "dim") + Text(task.task, style="bold") + Text("  ")
         t += fmt.state_text(task.state)
         t += Text(f"  {task.kind}  attempt {task.attempt}  review round {task.review_round}", style="dim")
-        t += Text(f"\nworker {task.worker or '—'}  run {self.run_id or '—'}  tokens {fmt.tokens(task.tokens)}"
+        t += Text(f"\nworker {task.worker or '—'}  run {self.run_id or '—'}  tokens {fmt.tokens(task.tokens, task.usage)}"
                   f"  elapsed {fmt.elapsed(task.started_at, end, now) or '—'}")
         if task.activity:
             t += Text(f"  now: {task.activity}", style="cyan")
@@ -316,8 +316,9 @@ class RunDetail(Screen[None]):
                 log.write(line)
         self._flush(log)
         if self.totals:
-            log.border_subtitle = (f"{fmt.tokens(self.totals.get('input', 0))} in · "
-                                   f"{fmt.tokens(self.totals.get('output', 0))} out")
+            label = fmt.usage_label(self.totals)
+            log.border_subtitle = (f"{fmt.tokens(self.totals.get('input', 0), label)} in · "
+                                   f"{fmt.tokens(self.totals.get('output', 0), label)} out")
 
     def _flush(self, log: RichLog) -> None:
         # the result block is the contract's, for the supervisor: the side panel shows what it says

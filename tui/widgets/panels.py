@@ -31,7 +31,7 @@ class JobsTable(KeyedTable):
     def cells(j: JobRow, now: datetime) -> dict[str, Cell]:
         rev = str(j.revision) + ("*" if j.planned_revision < j.revision and not j.final else "")
         return {"job": j.job, "state": fmt.state_text(j.state), "rev": rev,
-                "tasks": f"{j.done}/{j.total}", "tokens": fmt.tokens(j.tokens),
+                "tasks": f"{j.done}/{j.total}", "tokens": fmt.tokens(j.tokens, j.usage),
                 "elapsed": fmt.elapsed(j.created_at, j.finished_at, now)}
 
     def show(self, jobs: list[JobRow], now: datetime) -> None:
@@ -72,7 +72,7 @@ class TasksTable(KeyedTable):
             activity = Text(t.reason or "", style="dim")
         return {"task": name, "kind": t.kind, "state": fmt.state_text(t.state), "worker": t.worker,
                 "att": str(t.attempt) if t.attempt else "", "activity": activity,
-                "tokens": fmt.tokens(t.tokens) if t.tokens else "",
+                "tokens": fmt.tokens(t.tokens, t.usage) if t.tokens or t.usage == "unknown" else "",
                 "elapsed": fmt.elapsed(t.started_at, end, now) if t.started_at else "",
                 "deps": ",".join(t.depends_on)}
 

@@ -28,7 +28,8 @@ def _run_options(p: argparse.ArgumentParser, task_required: bool = True, with_pr
                  run_id_flag: str = "--run-id") -> None:
     if with_provider:
         # not required for `run`, whose `--watch` form (the supervisor) takes none of them
-        p.add_argument("--provider", required=task_required, help="provider key (see `pilothouse providers list`)")
+        p.add_argument("--provider", required=task_required, help="provider key (see `pilothouse providers list`; add your own in the folder "
+                       "`pilothouse providers path` prints)")
         p.add_argument("--mode", required=task_required, choices=MODES, help="what the worker may do")
         p.add_argument("--workdir", required=task_required, help="the directory the worker works in")
     p.add_argument("--task-file", required=task_required, help="the task (markdown); see `pilothouse template`")

@@ -1,4 +1,4 @@
-"""CLI: `pilothouse providers list [--json]` (more `providers` subcommands register below)."""
+"""CLI: `pilothouse providers list|path [--json]` (more `providers` subcommands register below)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,11 @@ if TYPE_CHECKING:
 
 def register(sub: Any) -> None:
     p = sub.add_parser("providers", help="the configured providers (bundled + your overrides)",
-                       description="Providers come from the bundled YAML and from YAML files in "
-                       "<config dir>/providers/, which override fields of a bundled provider or add new ones.")
+                       description="Providers come from the bundled YAML and from YAML files in your "
+                       "providers folder ($PILOTHOUSE_HOME/config/providers/, else "
+                       "~/.config/pilothouse/providers/), which override fields of a bundled provider or add "
+                       "new ones. `pilothouse providers path` prints both folders; docs/providers.md has "
+                       "worked examples for llama.cpp, ollama and vLLM.")
     add_json_flag(p)
     p.set_defaults(func=cmd_list)  # bare `pilothouse providers` lists them
     actions = p.add_subparsers(dest="providers_action", metavar="ACTION")
@@ -37,8 +40,36 @@ def _add_usage_commands(actions: Any) -> None:
     register_provider_subcommands(actions)
 
 
+def _add_path(actions: Any) -> None:
+    pp = actions.add_parser("path", help="where provider files live: yours (add or override one there) and "
+                            "the bundled ones", description="Prints the folder your provider YAML files go in "
+                            "(a file NAME.yaml there adds provider NAME, or overrides the fields it names of a "
+                            "bundled one) and the folder of the bundled providers.")
+    add_json_flag(pp)
+    pp.set_defaults(func=cmd_path)
+
+
 # One function per subcommand group, each adding parsers to `providers`' subparsers; extend here.
-SUBCOMMANDS: list[Any] = [_add_list, _add_usage_commands]
+SUBCOMMANDS: list[Any] = [_add_list, _add_path, _add_usage_commands]
+
+
+def provider_folders() -> dict[str, Any]:
+    """The user's providers folder (and whether it exists yet) and the bundled one."""
+    from pilothouse.providers import paths  # not registry: pydantic is no cost to pay for two paths
+
+    user = paths.config_dir() / "providers"  # registry.user_dir(), bundled_dir()
+    return {"user": str(user), "user_exists": user.is_dir(), "bundled": str(paths.package_data() / "providers")}
+
+
+def cmd_path(args: argparse.Namespace) -> int:
+    folders = provider_folders()
+    if getattr(args, "json", False):
+        emit_json(folders)
+        return 0
+    made = "" if folders["user_exists"] else "  (not made yet: create it, then add NAME.yaml)"
+    print(f"yours:   {folders['user']}{made}")
+    print(f"bundled: {folders['bundled']}  (read-only: override a field with a file of the same key in yours)")
+    return 0
 
 
 def provider_rows() -> list[dict[str, Any]]:
