@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from pilothouse.core.dispatch.process import ProcOutcome
@@ -175,7 +176,7 @@ VERDICT = {
     "tokens": {"input": 100, "output": 20, "reasoning": 8, "cache_read": 0, "cache_write": 0},
     "cost_usd": 0.0, "tool_errors": {"permission_denied": 2, "other": 0}, "parse_state": "unstructured",
     "parse_error": None, "result": None, "final_text_path": "/x/r1.report.md", "session_id": "s",
-    "stderr_tail": "", "error_class": None, "error": None, "quota": [],
+    "stderr_tail": "", "error_class": None, "error": None, "quota": [], "reason": "no result block",
 }
 
 
@@ -285,3 +286,67 @@ def test_cost_is_rounded_to_a_millionth_of_a_dollar():
 
     one = {"input": 0, "output": 1, "reasoning": 0, "cache_read": 0, "cache_write": 0}
     assert cost_from_tokens(one, Cost(output=1.6)) == 0.000002
+
+
+# --- every verdict that is not `completed` says why: runs on the real sim -------------------
+
+def _sim_verdict(cli, repo, tmp_path, mode: str, turns: str, text: str = "Do the task.\n") -> dict:
+    scenario = tmp_path / "why.yaml"
+    scenario.write_text(f"name: why\ndescription: a model that does not follow the protocol\nscripts:\n"
+                        f"  - turns:\n{turns}")
+    (tmp_path / "task.md").write_text(text)
+    r = cli("dispatch", "--provider", "sim", "--mode", mode, "--workdir", str(repo), "--task-file",
+            str(tmp_path / "task.md"), "--scenario", str(scenario))
+    out = [json.loads(x) for x in r.stdout.splitlines() if x.strip()]
+    assert r.returncode == 0 and len(out) == 2, r.stdout + r.stderr
+    return out[1]
+
+
+def test_an_answer_without_a_result_block_says_so(cli, git_repo, tmp_path):
+    v = _sim_verdict(cli, git_repo, tmp_path, "explore",
+                     "      - say: Reading.\n        actions:\n          - read: {path: src/calc.py}\n"
+                     "      - say: add() adds two numbers.\n")
+    assert (v["verdict"], v["parse_state"]) == ("partial", "unstructured")
+    assert v["reason"].startswith("no result block: the answer does not end with <!--RESULT-->")
+
+
+def test_a_code_run_without_any_tool_call_says_the_server_likely_dropped_the_tools(cli, git_repo, tmp_path):
+    v = _sim_verdict(cli, git_repo, tmp_path, "code",
+                     "      - say: 'def slugify(text): return text.lower()  # put this in src/slug.py'\n")
+    # no tool call, no change: nothing was done, and the likely cause is named
+    assert (v["verdict"], v["parse_state"]) == ("empty", "unstructured")
+    assert v["reason"].startswith("no tool calls although the task needed them: the server likely dropped")
+    assert "pilothouse providers check" in v["reason"]
+
+
+def test_a_refusal_is_named(cli, git_repo, tmp_path):
+    v = _sim_verdict(cli, git_repo, tmp_path, "explore", "      - say: \"I'm sorry, but I can't help with that.\"\n")
+    assert v["verdict"] == "partial"
+    assert v["reason"] == "refusal: the model declined the task (\"I'm sorry, but I can't help with that.\")"
+
+
+def test_an_answer_cut_at_the_output_cap_says_so(cli, git_repo, tmp_path):
+    v = _sim_verdict(cli, git_repo, tmp_path, "explore",
+                     "      - say: 'src/calc.py defines add(a, b), which returns a'\n        finish: length\n")
+    assert v["verdict"] == "partial"
+    assert v["reason"].startswith("cut off at the output cap (finish_reason length)")
+    events = [json.loads(x) for x in Path(v["final_text_path"]).with_suffix("").with_suffix(".jsonl")
+              .read_text().splitlines()]
+    assert {"kind": "limit", "reason": "output_cap"} in [{k: e[k] for k in ("kind", "reason")}
+                                                         for e in events if e["kind"] == "limit"]
+
+
+def test_an_empty_answer_and_an_endpoint_error_say_so(cli, git_repo, tmp_path):
+    v = _sim_verdict(cli, git_repo, tmp_path, "explore", "      - say: ''\n")
+    assert (v["verdict"], v["reason"]) == ("empty", "empty answer: the model returned no text")
+    v = _sim_verdict(cli, git_repo, tmp_path, "explore",
+                     "      - error: {status: 500, message: 'model crashed'}\n")
+    assert v["verdict"] == "error" and v["reason"].startswith("endpoint or worker error: ")
+    assert "500" in v["reason"]
+
+
+def test_a_completed_verdict_has_no_reason(cli, git_repo, tmp_path):
+    v = _sim_verdict(cli, git_repo, tmp_path, "explore",
+                     "      - say: |\n          <!--RESULT-->{\"facts\":[{\"fact\":\"adds\",\"file_line\":\"src/calc.py:2\"}]}"
+                     "<!--/RESULT-->\n")
+    assert (v["verdict"], v["reason"]) == ("completed", None)
