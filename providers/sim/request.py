@@ -133,9 +133,12 @@ class Reply:
     text: str
     calls: list[ToolCall]
     usage: Usage
+    cut: bool = False  # stopped at the output cap
 
     @property
     def finish(self) -> str:
+        if self.cut:
+            return "length"
         return "tool_calls" if self.calls else "stop"
 
 
