@@ -144,7 +144,8 @@ def _describe_known(ev: dict[str, Any]) -> str:
     if etype == "run.finished":
         tok = d.get("tokens")
         total = sum(v for v in tok.values() if isinstance(v, int)) if isinstance(tok, dict) else tok
-        return f"{d.get('verdict', '')}  {tokens(total) + ' tok' if total else ''}".rstrip()
+        text = f"{d.get('verdict', '')}  {tokens(total) + ' tok' if total else ''}".rstrip()
+        return text + (f"  {_short(d['reason'], 80)}" if d.get("reason") else "")
     if etype == "run.activity":
         return str(d.get("tool") or d.get("activity") or "")
     if etype == "run.usage":

@@ -86,7 +86,8 @@ def _describe_known(ev: dict[str, Any]) -> str:
         text = f"{d.get('role', 'run')} {d.get('verdict', '?')}, {d.get('tokens', 0)} tokens"
         if d.get("duration_s") is not None:
             text += f", {d['duration_s']}s"
-        return text + (f": {_short(d['error'], 100)}" if d.get("error") else "")
+        said = d.get("reason") or d.get("error")
+        return text + (f": {_short(said, 140)}" if said else "")
     if t.startswith("problem."):
         parts = [str(d[k]) for k in ("code", "kind") if d.get(k)]
         if d.get("reply"):

@@ -253,6 +253,8 @@ def finish_run(conn: sqlite3.Connection, events: EventLog, row: sqlite3.Row, ver
             "parse_state": verdict.get("parse_state")}
     if verdict.get("error"):
         data["error"] = verdict["error"]
+    if verdict.get("reason"):
+        data["reason"] = verdict["reason"]
     events.append("run.finished", job=row["job"], task=row["task"], run=row["run_id"], data=data)
 
 

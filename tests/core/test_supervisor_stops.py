@@ -4,6 +4,7 @@ gates (the supervisor in the foreground until nothing moves without the operator
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -56,13 +57,21 @@ def _job(tmp_path: Path, scenario_text: str, **project: object) -> RepoLayout:
     return layout
 
 
-def test_a_builder_that_never_left_its_base_is_no_change_after_a_hint_and_offers_no_accept(tmp_path: Path) -> None:
+def test_a_builder_that_never_left_its_base_is_no_change_after_a_hint_and_offers_no_accept(tmp_path: Path,
+                                                                                           cli) -> None:
     layout = _job(tmp_path, NOTHING)
     _once(layout)
     [p] = problems.list_problems(layout, True, job="demo")
     assert (p.task, p.kind) == ("one", "no_changes") and "accept" not in p.replies
     # the claim is named: complete, with one.txt, but the worktree has no change
-    assert "no change" in p.summary and "one.txt" in p.summary, p.summary
+    claim = "the result says complete (files_changed: one.txt), but the run made no change in the worktree"
+    assert claim in p.summary, p.summary
+    # the verdict's reason is in the run.finished event and in `why`
+    events = [json.loads(line) for line in layout.events.read_text().splitlines()]
+    [finished] = [e for e in events if e["type"] == "run.finished" and e["task"] == "one"]
+    assert (finished["data"]["verdict"], finished["data"]["reason"]) == ("empty", claim)
+    why = cli("why", "one", cwd=layout.root)
+    assert why.returncode == 0 and "builder empty" in why.stdout and claim in why.stdout, why.stdout
     problems.act(layout, p.code, "hint", "write one.txt this time")
     _once(layout)
     [again] = problems.list_problems(layout, True, job="demo")
