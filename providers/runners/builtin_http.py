@@ -187,7 +187,7 @@ class ChatClient:
                             f"(got {raw[:80]!r})", "fatal") from None
         return {"text": msg.get("content") or "", "reasoning": msg.get("reasoning_content") or "",
                 "tool_calls": msg.get("tool_calls") or [], "usage": data.get("usage") or {},
-                "finish_reason": data["choices"][0].get("finish_reason")}
+                "finish_reason": data["choices"][0].get("finish_reason"), "streamed": False}
 
     def _read_stream(self, resp: Response) -> dict[str, Any]:
         text: list[str] = []
@@ -247,4 +247,5 @@ class ChatClient:
         if resp.will_close:
             self.close()
         return {"text": "".join(text), "reasoning": "".join(reasoning),
-                "tool_calls": [calls[i] for i in sorted(calls)], "usage": usage, "finish_reason": finish}
+                "tool_calls": [calls[i] for i in sorted(calls)], "usage": usage, "finish_reason": finish,
+                "streamed": True}

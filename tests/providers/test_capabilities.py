@@ -1,0 +1,74 @@
+"""The capability probe (providers/capabilities.py, capability_store.py): real requests to the sim on
+loopback, through `pilothouse providers check`, recorded and shown by `pilothouse providers`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+# a server that drops `tools` unless one is forced (llama.cpp with a function-calling chat format
+# did exactly this), and does not follow the result-block protocol
+FORCED_ONLY = """
+name: forced-only
+description: tool calls only when forced; no result block
+scripts:
+  - match: {contains: ["pilothouse capability probe: tool call (forced)"]}
+    turns:
+      - actions:
+          - read: {path: README.md}
+  - match: {contains: ["pilothouse capability probe: tool call (auto)"]}
+    turns:
+      - say: I would read README.md now.
+  - match: {contains: ["pilothouse capability probe: result block"]}
+    turns:
+      - say: "Sure: probe ok."
+  - turns:
+      - say: OK
+"""
+
+
+def test_a_model_that_streams_calls_tools_and_follows_the_protocol_passes_the_probe(cli, tmp_path: Path) -> None:
+    r = cli("providers", "check", "sim", cwd=tmp_path)  # outside any repository: the probe alone
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert ("sim: streaming=yes usage=yes tools_auto=yes tools_forced=yes protocol=yes "
+            "context=128000 (provider yaml)") in r.stdout
+    assert "cannot be" not in r.stdout
+    [row] = [x for x in json.loads(cli("providers", "--json").stdout) if x["key"] == "sim"]
+    caps = row["capabilities"]
+    assert (caps["model"], caps["tools_auto"], caps["protocol"], caps["context_tokens"]) == ("sim-1", True, True, 128000)
+    assert caps["probed_at"]
+    table = cli("providers").stdout.splitlines()
+    assert "PROBE" in table[0] and any(line.startswith("sim ") and " ok " in line for line in table)
+
+
+def test_a_server_that_calls_tools_only_when_forced_is_no_builder(cli, tmp_path: Path) -> None:
+    scenario = tmp_path / "forced-only.yaml"
+    scenario.write_text(FORCED_ONLY)
+    r = cli("providers", "check", "sim", "--scenario", str(scenario), "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    [res] = json.loads(r.stdout)
+    caps = res["capabilities"]
+    assert (caps["streaming"], caps["tools_auto"], caps["tools_forced"], caps["protocol"]) == (True, False, True, False)
+    assert caps["lacks"] == {"builder": ["tools_auto", "protocol"], "reviewer": ["protocol"],
+                             "assigner": ["protocol"]}
+    text = cli("providers", "check", "sim", "--scenario", str(scenario), cwd=tmp_path).stdout
+    assert "sim: cannot be builder: lacks tool calls with tool_choice auto, the result-block protocol" in text
+    # `providers` shows it from the record, without asking the model again
+    table = cli("providers").stdout.splitlines()
+    assert any(line.startswith("sim ") and " no tools_auto,protocol " in line for line in table), table
+
+
+def test_an_endpoint_that_cannot_be_reached_is_reported_and_not_recorded(cli, tmp_path: Path) -> None:
+    from pilothouse.providers import paths
+
+    folder = paths.config_dir() / "providers"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "deadend.yaml").write_text(
+        "key: deadend\nprovider_id: local\nmodel_id: m1\nbase_url: http://127.0.0.1:9/v1\n"
+        "display_name: nothing listens here\nrunner: builtin\nneeds_key: false\ncontext_tokens: 4096\n")
+    r = cli("providers", "check", "deadend", "--json", cwd=tmp_path)
+    assert r.returncode == 1
+    [res] = json.loads(r.stdout)
+    assert res["capabilities"]["error"].startswith("cannot reach http://127.0.0.1:9/v1")
+    [row] = [x for x in json.loads(cli("providers", "--json").stdout) if x["key"] == "deadend"]
+    assert row["capabilities"] is None
