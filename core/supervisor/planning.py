@@ -177,7 +177,7 @@ def _coordinator(sup: Supervisor, job: Any) -> tuple[str, str | None]:
     if job.coordinator is not None:
         return job.coordinator.provider, job.coordinator.model
     project, default = policy_of(sup, job.name)
-    pin = policy.coordinator_pin(project, default=default)
+    pin = policy.coordinator_pin(project, default=default, capable=policy.capability_gap)
     provider, _, model = pin.partition("/")
     job = pin_coordinator(sup.layout, job.name, provider, model or None)
     assert job.coordinator is not None
