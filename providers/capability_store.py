@@ -94,7 +94,24 @@ def probe_provider(rec: Any, model: str | None = None, *, scenario: str | None =
     return caps
 
 
+_unreachable: dict[tuple[str, str], tuple[float, dict[str, Any]]] = {}
+RETRY_UNREACHABLE_S = 300.0
+
+
 def cached(rec: Any, model: str | None = None, *, scenario: str | None = None) -> dict[str, Any]:
-    """The recorded probe of this provider and model, probing first when there is none."""
-    found = get(rec.key, model or rec.model_id)
-    return found if found is not None else probe_provider(rec, model, scenario=scenario)
+    """The recorded probe of this provider and model, probing first when there is none. An
+    endpoint that could not be asked is asked again only after RETRY_UNREACHABLE_S: a supervisor
+    launching task after task must not wait on a dead endpoint for each."""
+    import time
+
+    model = model or rec.model_id
+    found = get(rec.key, model)
+    if found is not None:
+        return found
+    failed = _unreachable.get((rec.key, model))
+    if failed is not None and time.monotonic() - failed[0] < RETRY_UNREACHABLE_S:
+        return failed[1]
+    caps = probe_provider(rec, model, scenario=scenario, timeout_s=20.0)
+    if caps.get("error"):
+        _unreachable[(rec.key, model)] = (time.monotonic(), caps)
+    return caps

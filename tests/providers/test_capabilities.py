@@ -72,3 +72,19 @@ def test_an_endpoint_that_cannot_be_reached_is_reported_and_not_recorded(cli, tm
     assert res["capabilities"]["error"].startswith("cannot reach http://127.0.0.1:9/v1")
     [row] = [x for x in json.loads(cli("providers", "--json").stdout) if x["key"] == "deadend"]
     assert row["capabilities"] is None
+
+
+def test_an_unreachable_endpoint_is_not_asked_again_at_every_launch() -> None:
+    from pilothouse.providers import capability_store, paths, provider_index
+
+    folder = paths.config_dir() / "providers"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "deadend.yaml").write_text(
+        "key: deadend\nprovider_id: local\nmodel_id: m1\nbase_url: http://127.0.0.1:9/v1\n"
+        "display_name: nothing listens here\nrunner: builtin\nneeds_key: false\n")
+    rec = provider_index.record("deadend")
+    first = capability_store.cached(rec)
+    assert first["error"].startswith("cannot reach http://127.0.0.1:9/v1")
+    # the supervisor asks before each launch: the failed probe is remembered, not repeated
+    assert capability_store.cached(rec) is first
+    assert capability_store.get("deadend", "m1") is None
