@@ -156,8 +156,9 @@ def decide(state: RunState, out: ProcOutcome, mode: str, text: str | None, step_
         verdict = "empty" if clean and not step_capped else "error"
         if not clean and error is None:
             error = _why_ended(out, step_cap) or f"the worker exited with code {out.exit_code} and no text"
-    elif coding and not work.changed:
-        verdict = "empty"  # an answer without a result, and no work either: nothing was done
+    elif coding and not work.changed and not (out.timed_out or out.idle_timed_out or out.interrupted
+                                              or step_capped):
+        verdict = "empty"  # it ended by itself with no result and no work either: nothing was done
     else:
         verdict = "partial"
     if out.timed_out or out.idle_timed_out or out.interrupted or step_capped:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from pilothouse.core.dispatch.process import ProcOutcome
-from pilothouse.core.dispatch.verdict import RunState, cost_from_tokens, decide, final_text
+from pilothouse.core.dispatch.verdict import RunState, Work, cost_from_tokens, decide, final_text
 from pilothouse.providers import contract_events as c
 
 
@@ -350,3 +350,11 @@ def test_a_completed_verdict_has_no_reason(cli, git_repo, tmp_path):
                      "      - say: |\n          <!--RESULT-->{\"facts\":[{\"fact\":\"adds\",\"file_line\":\"src/calc.py:2\"}]}"
                      "<!--/RESULT-->\n")
     assert (v["verdict"], v["reason"]) == ("completed", None)
+
+
+def test_a_code_run_cut_short_with_no_change_stays_partial_and_says_why():
+    d = decide(RunState(), ProcOutcome(pid=1, exit_code=0, timed_out=True), "code", "half an answer", 0,
+               Work(changed=[]))
+    assert (d["verdict"], d["reason"]) == ("partial", "timed out: the run exceeded its overall timeout")
+    d = decide(RunState(), ok(), "code", "half an answer", 0, Work(changed=[]))
+    assert d["verdict"] == "empty"
