@@ -89,7 +89,12 @@ def probe_provider(rec: Any, model: str | None = None, *, scenario: str | None =
                                       timeout_s=timeout_s)
     else:
         caps = capabilities.probe(rec.base_url, model, key, context_default=rec.context_tokens, timeout_s=timeout_s)
-    if not caps.get("error"):
+    if caps.get("error"):
+        from pilothouse.providers.redact import Redactor
+
+        # an endpoint's error text may echo what it was sent: no key reaches a terminal or a problem
+        caps["error"] = Redactor([*keys.configured_secrets(), *([key] if key else [])]).redact(caps["error"])
+    else:
         record(rec.key, model, caps)
     return caps
 

@@ -88,3 +88,16 @@ def test_an_unreachable_endpoint_is_not_asked_again_at_every_launch() -> None:
     # the supervisor asks before each launch: the failed probe is remembered, not repeated
     assert capability_store.cached(rec) is first
     assert capability_store.get("deadend", "m1") is None
+
+
+def test_a_key_the_endpoint_echoes_in_its_error_never_reaches_the_output(cli, tmp_path: Path) -> None:
+    key = "sk-probe-canary-7c1d9e55aa0b42f3"
+    r = cli("key", "set", "sim", "--from-stdin", "--backend", "file", input=key + "\n")
+    assert r.returncode == 0, r.stderr
+    scenario = tmp_path / "echo.yaml"
+    scenario.write_text("name: echo\ndescription: refuses, quoting the key it was sent\nscripts:\n"
+                        f"  - turns:\n      - error: {{status: 403, message: 'key {key} is not allowed here'}}\n")
+    for fmt in ([], ["--json"]):
+        out = cli("providers", "check", "sim", "--scenario", str(scenario), *fmt, cwd=tmp_path)
+        assert out.returncode == 1 and "authentication failed (HTTP 403)" in out.stdout, out.stdout + out.stderr
+        assert key not in out.stdout + out.stderr and "[REDACTED]" in out.stdout
