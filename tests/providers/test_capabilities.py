@@ -101,3 +101,37 @@ def test_a_key_the_endpoint_echoes_in_its_error_never_reaches_the_output(cli, tm
         out = cli("providers", "check", "sim", "--scenario", str(scenario), *fmt, cwd=tmp_path)
         assert out.returncode == 1 and "authentication failed (HTTP 403)" in out.stdout, out.stdout + out.stderr
         assert key not in out.stdout + out.stderr and "[REDACTED]" in out.stdout
+
+
+def test_the_context_length_is_what_the_servers_model_list_says() -> None:
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from pilothouse.providers.capabilities import model_context
+
+    listed: dict = {}
+
+    class Models(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+            body = json.dumps(listed).encode()
+            self.send_response(200 if self.path == "/v1/models" else 404)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Models)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    try:
+        listed.update(data=[{"id": "other", "max_model_len": 1}, {"id": "m1", "max_model_len": 32768}])  # vLLM
+        assert model_context(url, "m1", None, 5) == 32768
+        listed.update(data=[{"id": "m1", "meta": {"n_ctx_train": 131072}}])  # llama.cpp's server
+        assert model_context(url, "m1", None, 5) == 131072
+        listed.update(data=[{"id": "m1", "owned_by": "ollama"}])  # says nothing: the provider YAML's then
+        assert model_context(url, "m1", None, 5) is None
+    finally:
+        server.shutdown()
+        server.server_close()
