@@ -68,6 +68,8 @@ class Verdict(BaseModel):
     error_class: ErrorClass | None = None
     error: str | None = None
     quota: list[dict[str, Any]] = Field(default_factory=list)
+    # why the verdict is not `completed`, in one line the operator can act on (None when it is)
+    reason: str | None = None
 
     model_config = ConfigDict(populate_by_name=True)
 

@@ -75,4 +75,14 @@ class ErrorEvent:
     kind: str = "error"
 
 
-RunnerEvent = SessionEvent | TextEvent | ReasoningEvent | ToolEvent | UsageEvent | QuotaEvent | ErrorEvent
+@dataclass(slots=True)
+class LimitEvent:
+    """A limit ended a model turn or the run: `output_cap` (the answer was cut at the provider's
+    output-token cap, finish_reason `length`) or `step_cap`."""
+
+    reason: str
+    kind: str = "limit"
+
+
+RunnerEvent = SessionEvent | TextEvent | ReasoningEvent | ToolEvent | UsageEvent | QuotaEvent | ErrorEvent \
+    | LimitEvent

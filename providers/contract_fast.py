@@ -58,6 +58,7 @@ MODELS: dict[str, tuple[bool, list[tuple[str, str, Any, Any]]]] = {  # name -> (
         ("error_class", "error_class", ("opt", ("lit", ("auth", "quota", "transient", "fatal"))), None),
         ("error", "error", ("opt", "str"), None),
         ("quota", "quota", ("list", "dict"), []),
+        ("reason", "reason", ("opt", "str"), None),
     ]),
     "Fact": (True, [("fact", "fact", "str", REQUIRED), ("file_line", "file_line", "str", REQUIRED)]),
     "ExploreResult": (True, [("facts", "facts", ("list", ("model", "Fact")), REQUIRED),

@@ -157,7 +157,8 @@ def _describe_known(ev: dict[str, Any]) -> str:
         tok = d.get("tokens")
         total = sum(v for v in tok.values() if isinstance(v, int)) if isinstance(tok, dict) else tok
         shown = tokens(total, d.get("usage")) + " tok" if total or d.get("usage") == "unknown" else ""
-        return f"{d.get('verdict', '')}  {shown}".rstrip()
+        text = f"{d.get('verdict', '')}  {shown}".rstrip()
+        return text + (f"  {_short(d['reason'], 80)}" if d.get("reason") else "")
     if etype == "run.activity":
         return str(d.get("tool") or d.get("activity") or "")
     if etype == "run.usage":

@@ -88,7 +88,8 @@ def _describe_known(ev: dict[str, Any]) -> str:
         text = f"{d.get('role', 'run')} {d.get('verdict', '?')}, {tokens_text(d.get('tokens'), d.get('usage'))}"
         if d.get("duration_s") is not None:
             text += f", {d['duration_s']}s"
-        return text + (f": {_short(d['error'], 100)}" if d.get("error") else "")
+        said = d.get("reason") or d.get("error")
+        return text + (f": {_short(said, 140)}" if said else "")
     if t.startswith("problem."):
         parts = [str(d[k]) for k in ("code", "kind") if d.get(k)]
         if d.get("reply"):

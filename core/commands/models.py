@@ -92,9 +92,13 @@ def register_provider_subcommands(prov_sub: Any) -> None:
     st.add_argument("--json", action="store_true", help="machine-readable output")
     st.add_argument("--repo", metavar="PATH", help="the repository (default: the one containing the current dir)")
     st.set_defaults(func=_status)
-    ck = prov_sub.add_parser("check", help="send one small request to see whether a provider answers "
+    ck = prov_sub.add_parser("check", help="probe what a provider's model can do (streaming, usage, tool "
+                                           "calls, the result-block protocol, context length) and, in a "
+                                           "repository, whether it answers now; a few small real requests "
                                            "(may use a little allowance); records the outcome")
     ck.add_argument("provider", nargs="?", help="only this provider (default: every provider in the policy)")
+    ck.add_argument("--scenario", metavar="NAME|FILE",
+                    help="for the simulator: the scenario that answers the probe (default: probe)")
     ck.add_argument("--json", action="store_true", help="machine-readable output")
     ck.add_argument("--repo", metavar="PATH", help="the repository (default: the one containing the current dir)")
     ck.set_defaults(func=_check)
@@ -139,8 +143,14 @@ def _check(args: Any) -> int:
     from pilothouse.core.commands._out import emit_json
     from pilothouse.core.records.layout import find_repo
     from pilothouse.core.stops.availability import check_provider
+    from pilothouse.providers.errors import UserError
 
-    layout = find_repo(args.repo)
+    try:
+        layout = find_repo(args.repo)
+    except UserError:
+        if not args.provider or args.repo:
+            raise
+        layout = None  # outside a repository: the capability probe alone
     if args.provider:
         names = [args.provider]
     else:
@@ -149,15 +159,37 @@ def _check(args: Any) -> int:
 
         names = policy.providers_in_policy(load_project(layout))
         if not names:
-            from pilothouse.providers.errors import UserError
-
             raise UserError("no provider in .ai/project.yaml model_policy: name one, e.g. "
                             "`pilothouse providers check sim`")
-    results = [check_provider(layout, p) for p in names]
+    results = []
+    for p in names:
+        caps = _probe(p, args.scenario)
+        r = check_provider(layout, p) if layout is not None else {"provider": p, "outcome": None}
+        results.append({**r, "capabilities": caps})
     if args.json:
         emit_json(results)
     else:
+        from pilothouse.providers import capabilities
+
         for r in results:
-            extra = f": {r['error']}" if r.get("error") and r["outcome"] != "available" else ""
-            print(f"{r['provider']}: {r['outcome']}{extra} — {r['availability']['reason']}")
-    return 0 if all(r["outcome"] == "available" for r in results) else 1
+            if r["outcome"] is not None:
+                extra = f": {r['error']}" if r.get("error") and r["outcome"] != "available" else ""
+                print(f"{r['provider']}: {r['outcome']}{extra} — {r['availability']['reason']}")
+            print(f"{r['provider']}: {capabilities.summary(r['capabilities'])}")
+            for role, missing in (r["capabilities"].get("lacks") or {}).items():
+                print(f"{r['provider']}: cannot be {role}: lacks "
+                      + ", ".join(capabilities.WHAT[m] for m in missing))
+    ok = [r["outcome"] in ("available", None) and not (r["outcome"] is None and r["capabilities"].get("error")
+                                                       and not r["capabilities"].get("skipped"))
+          for r in results]
+    return 0 if all(ok) else 1
+
+
+def _probe(provider: str, scenario: str | None) -> dict[str, Any]:
+    """The capability probe of the provider's model, recorded; what each role would lack."""
+    from pilothouse.providers import capabilities, capability_store, provider_index
+
+    rec = provider_index.record(provider)
+    caps = capability_store.probe_provider(rec, scenario=scenario)
+    lacks = {role: capabilities.lacking(caps, rec.runner, role) for role in capabilities.ROLE_NEEDS}
+    return {**caps, "lacks": {role: m for role, m in lacks.items() if m}}

@@ -19,6 +19,7 @@ from pilothouse.core.dispatch.prepare import Prepared, compose_prompt, refuse_li
 from pilothouse.core.dispatch.process import ProcOutcome, SignalGuard, WorkerProcess
 from pilothouse.core.dispatch.verdict import (
     RunState,
+    Work,
     cost_from_tokens,
     decide,
     final_text,
@@ -126,6 +127,7 @@ def execute(prep: Prepared, on_event: EventHook | None = None,
             refuse_line(label, message)
             return _refused(prep, logs, message, emit, t0)
         raise
+    start = _start_head(prep)  # before the worker can commit anything
     early: WorkerProcess | None = None
     if deferred:
         early = WorkerProcess(launch, defer_stdin=True)
@@ -186,7 +188,7 @@ def execute(prep: Prepared, on_event: EventHook | None = None,
             files.close()
             _cleanup(sb, sim)
             _scrub(sb, redactor, f"{label} pid {pid}")
-        verdict = _judge(prep, state, outcome, redactor, logs, t0)
+        verdict = _judge(prep, state, outcome, redactor, logs, t0, start)
     try:
         line = redactor.redact(verdict_line(verdict))
     except Exception as exc:  # e.g. a runner reported a value the contract rejects: still answer
@@ -196,7 +198,8 @@ def execute(prep: Prepared, on_event: EventHook | None = None,
     sandbox.write_private(logs.verdict, line + "\n")
     _tell_supervisor()
     marker = "DONE" if verdict["verdict"] in ("completed", "partial") else "FAILED"
-    why = f" {verdict['error_class'] or ''}: {verdict['error']}" if verdict.get("error") else ""
+    why = f" {verdict['error_class'] or ''}: {verdict['error']}" if verdict.get("error") else \
+        (f": {verdict['reason']}" if verdict.get("reason") else "")
     sandbox.latest_line(redactor.redact(f"{label} pid {pid} {marker} {human_summary(verdict)}{why}"))
     emit(line)
     return json.loads(line)
@@ -215,7 +218,8 @@ def _refused(prep: Prepared, logs: sandbox.RunLogs, message: str, emit: Callable
     verdict = {"run_id": prep.run_id, "resume_of": prep.resume_of, "provider": prov.key, "runner": prov.runner,
                "mode": mode, "verdict": "error", "exit_code": None, "step_cap": prep.step_cap,
                "duration_s": round(time.monotonic() - t0, 3), "parse_state": "unavailable",
-               "session_id": prep.session, "error_class": "fatal", "error": message[:2000]}
+               "session_id": prep.session, "error_class": "fatal", "error": message[:2000],
+               "reason": message.splitlines()[0][:500] if message else None}
     line = verdict_line(verdict)
     sandbox.write_private(logs.verdict, line + "\n")
     _tell_supervisor()
@@ -274,11 +278,37 @@ def _scrub(sb: Any, redactor: Any, label: str) -> None:
                             + redactor.redact(", ".join(sorted(held)[:5])))
 
 
+def _start_head(prep: Prepared) -> str | None:
+    """The workdir's commit before a code run, to tell what the run itself changed."""
+    if prep.opts.mode not in ("code", "resume"):
+        return None
+    from pilothouse.core.git.worktrees import GitError, head
+
+    try:
+        return head(prep.workdir)
+    except (GitError, OSError):
+        return None  # not a git checkout (or no commit yet): the claims stay unchecked
+
+
+def _work(prep: Prepared, start: str | None) -> Work:
+    if prep.opts.mode == "explore":
+        return Work(root=str(prep.workdir))
+    if start is None:
+        return Work()
+    from pilothouse.core.git.worktrees import GitError, changed_files
+
+    try:
+        # committed since the start (a builder told not to commit may still have) and uncommitted
+        return Work(changed=changed_files(prep.workdir, start, uncommitted=True))
+    except (GitError, OSError):
+        return Work()
+
+
 def _judge(prep: Prepared, state: RunState, out: ProcOutcome, redactor: Any, logs: sandbox.RunLogs,
-           t0: float) -> dict[str, Any]:
+           t0: float, start: str | None = None) -> dict[str, Any]:
     prov, mode = prep.provider, prep.opts.mode
     text = final_text(state, prep.runner)
-    d = decide(state, out, mode, text, prep.step_cap)
+    d = decide(state, out, mode, text, prep.step_cap, _work(prep, start))
     sandbox.write_private(logs.report, redactor.redact(text or "(the worker produced no text)\n"))
     cost: float | None = state.cost or cost_from_tokens(state.tokens, getattr(prov, "cost", None))
     usage = state.usage
@@ -297,4 +327,5 @@ def _judge(prep: Prepared, state: RunState, out: ProcOutcome, redactor: Any, log
         "final_text_path": str(logs.report), "session_id": state.session_id or prep.session,
         "stderr_tail": redactor.redact(tail), "error_class": d["error_class"],
         "error": redactor.redact(d["error"]) if d["error"] else None, "quota": state.quota,
+        "reason": redactor.redact(d["reason"]) if d["reason"] else None,
     }

@@ -259,6 +259,8 @@ def finish_run(conn: sqlite3.Connection, events: EventLog, row: sqlite3.Row, ver
             "duration_s": verdict.get("duration_s"), "parse_state": verdict.get("parse_state")}
     if verdict.get("error"):
         data["error"] = verdict["error"]
+    if verdict.get("reason"):
+        data["reason"] = verdict["reason"]
     events.append("run.finished", job=row["job"], task=row["task"], run=row["run_id"], data=data)
 
 

@@ -47,6 +47,8 @@ class QuotaWindow:
 class ProviderRow:
     provider: str
     windows: tuple[QuotaWindow, ...] = ()
+    # what the capability probe found missing in the provider's model (providers/capabilities.py)
+    lacks: tuple[str, ...] = ()
 
     def available(self, now: datetime) -> bool:
         """No window blocks use right now (a passed reset time only permits a check)."""
@@ -139,7 +141,7 @@ class ProblemQueries(StoreReader):
                 source=r["source"], next_check_at=r["next_check_at"], backoff_s=r["backoff_s"]))
         for r in self._all("SELECT DISTINCT provider FROM runs"):
             by.setdefault(r["provider"], [])
-        return [ProviderRow(p, tuple(ws)) for p, ws in sorted(by.items())]
+        return [ProviderRow(p, tuple(ws), _lacks(p)) for p, ws in sorted(by.items())]
 
     # --- supervisor ---------------------------------------------------------------------------
 
@@ -150,3 +152,15 @@ class ProblemQueries(StoreReader):
         r = rows[0]
         return SupervisorRow(pid=r["pid"], started_at=r["started_at"], heartbeat_at=r["heartbeat_at"],
                              stopped_at=r["stopped_at"])
+
+
+def _lacks(provider: str) -> tuple[str, ...]:
+    """The builder's needs the probe found missing in the provider's model (nothing when unprobed)."""
+    from pilothouse.providers import capabilities, capability_store, provider_index
+
+    try:
+        rec = provider_index.record(provider)
+        caps = capability_store.get(provider, rec.model_id)
+    except Exception:  # noqa: BLE001 - a provider since removed, an unreadable store: no marker
+        return ()
+    return tuple(capabilities.lacking(caps, rec.runner, "builder"))

@@ -8,6 +8,9 @@
   assignment, then the others in file order, are tried. An explicit assignment switches only to
   its approved fallbacks, and only for a usage limit — never because a task doesn't fit.
 - A task that already has a provider (it has a session to resume) stays with it.
+- A model the capability probe found lacking what the role needs (providers/capabilities.py:
+  a builder's tool calls with `tool_choice: auto`, everyone's result-block protocol) takes no
+  such work; the reason names what it lacks and which probed models can (`capability_gap`).
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from pilothouse.core.stops.quota import Availability
 from pilothouse.providers.errors import UserError
 
 AvailabilityOf = Callable[[str], Availability] | Mapping[str, Availability]
+# (provider, model, role) -> why that model cannot take the role, or None
+CapabilityOf = Callable[[str, str | None, str], str | None]
 
 
 @dataclass
@@ -69,7 +74,7 @@ def fits(assignment: Any, complexity: str, mode: str) -> str | None:
 
 def choose_worker(project: Any, task: Any, availability: AvailabilityOf | None = None, *,
                   mode: str = "code", current: tuple[str, str | None] | None = None,
-                  default: tuple[str, str | None] | None = None) -> Choice:
+                  default: tuple[str, str | None] | None = None, capable: CapabilityOf | None = None) -> Choice:
     """Pick the provider and model for a task's builder run; `why` says how.
 
     `current`: the provider/model the task already works with (kept: its session lives there).
@@ -93,6 +98,9 @@ def choose_worker(project: Any, task: Any, availability: AvailabilityOf | None =
         if default is None:
             raise UserError("project.yaml model_policy.assignments is empty and no default provider is set: "
                             "add an assignment (name: {provider: ...})")
+        gap = capable(default[0], default[1], "builder") if capable else None
+        if gap:
+            raise UserError(f"task {tid}: the default provider cannot build: {gap}")
         av = _avail(availability, default[0])
         if av.available:
             extra = f"; {av.reason}" if av.check_due else ""
@@ -116,11 +124,17 @@ def choose_worker(project: Any, task: Any, availability: AvailabilityOf | None =
 
     considered: list[dict[str, Any]] = []
     waits: list[Availability] = []
+    unable: list[str] = []
     for name, is_fallback in chain:
         a = mp.assignments[name]
         unfit = fits(a, complexity, mode)
         if unfit:
             considered.append({"assignment": name, "provider": a.provider, "skipped": unfit})
+            continue
+        gap = capable(a.provider, a.model, "builder") if capable else None
+        if gap:
+            considered.append({"assignment": name, "provider": a.provider, "skipped": gap})
+            unable.append(f"'{name}' {gap}")
             continue
         av = _avail(availability, a.provider)
         if not av.available:
@@ -139,6 +153,8 @@ def choose_worker(project: Any, task: Any, availability: AvailabilityOf | None =
         if av.check_due:  # granted the one due availability check: this run is it
             why += f"; {av.reason}"
         return Choice(a.provider, a.model, why, assignment=name, fallback=is_fallback, considered=considered)
+    if not waits and unable:
+        raise UserError(f"task {tid}: no model in project.yaml model_policy can build it: " + "; ".join(unable))
     if not waits:
         raise UserError(f"task {tid} ({complexity}, mode {mode}): no assignment in project.yaml "
                         "model_policy may take it: widen an assignment's complexity/modes")
@@ -148,7 +164,8 @@ def choose_worker(project: Any, task: Any, availability: AvailabilityOf | None =
 
 
 def role_choice(project: Any, role: str, availability: AvailabilityOf | None = None, *,
-                pinned: str | None = None, default: tuple[str, str | None] | None = None) -> Choice:
+                pinned: str | None = None, default: tuple[str, str | None] | None = None,
+                capable: CapabilityOf | None = None) -> Choice:
     """Provider for a control role. `pinned` (the job's coordinator) always wins, even while its
     provider is at a usage limit — then the role waits rather than switching."""
     from pilothouse.core.records.project import split_provider
@@ -176,6 +193,9 @@ def role_choice(project: Any, role: str, availability: AvailabilityOf | None = N
             else:
                 raise UserError(f"no {role} provider: set model_policy.roles.{role} in .ai/project.yaml to a "
                                 f"provider `pilothouse providers list` shows (e.g. roles: {{{role}: claude-code}})")
+    gap = capable(prov, model, "assigner" if role == "coordinator" else role) if capable else None
+    if gap:
+        raise UserError(f"the {role} cannot be {prov} ({source}): {gap}")
     av = _avail(availability, prov)
     if av.available:
         return Choice(prov, model, f"{role}: {prov} — {source}")
@@ -183,9 +203,10 @@ def role_choice(project: Any, role: str, availability: AvailabilityOf | None = N
                   next_check_at=av.next_check_at)
 
 
-def coordinator_pin(project: Any, default: tuple[str, str | None] | None = None) -> str:
+def coordinator_pin(project: Any, default: tuple[str, str | None] | None = None,
+                    capable: CapabilityOf | None = None) -> str:
     """What a new job pins as its coordinator (`provider` or `provider/model`)."""
-    c = role_choice(project, "coordinator", None, default=default)
+    c = role_choice(project, "coordinator", None, default=default, capable=capable)
     assert c.provider is not None
     return f"{c.provider}/{c.model}" if c.model else c.provider
 
@@ -202,3 +223,22 @@ def providers_in_policy(project: Any) -> list[str]:
         if a.provider not in seen:
             seen.append(a.provider)
     return seen
+
+
+def capability_gap(provider: str, model: str | None, role: str, *, scenario: str | None = None) -> str | None:
+    """Why the provider's model cannot take the role, by its capability probe (run now, once, when
+    it has none recorded); None when it can or the probe cannot judge it."""
+    from pilothouse.providers import capabilities, capability_store, provider_index
+
+    rec = provider_index.record(provider)
+    caps = capability_store.cached(rec, model or None, scenario=scenario)
+    missing = capabilities.lacking(caps, rec.runner, role)
+    if not missing:
+        return None
+    can = [key for (key, m), c in capability_store.every().items()
+           if m == provider_index.records().get(key, {}).get("model_id")
+           and not capabilities.lacking(c, provider_index.record(key).runner, role) and not c.get("error")]
+    others = (f"models the probe found able: {', '.join(sorted(set(can)))}" if can else
+              "probe another with `pilothouse providers check NAME`")
+    return (f"{provider}/{model or rec.model_id} lacks {' and '.join(capabilities.WHAT[m] for m in missing)} "
+            f"(capability probe of {caps.get('probed_at', 'now')}), which {role}s need; {others}")

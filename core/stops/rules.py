@@ -59,7 +59,14 @@ def classify_verdict(verdict: dict[str, Any]) -> str:
         return "quota"
     if verdict.get("error_class") == "auth":
         return "auth"
-    if verdict.get("verdict") in ("error", "empty") or verdict.get("timed_out") or verdict.get("idle_timed_out"):
+    if verdict.get("timed_out") or verdict.get("idle_timed_out"):
+        return "crash"
+    if verdict.get("verdict") == "empty" and verdict.get("parse_state") != "unavailable" \
+            and verdict.get("error_class") is None:
+        # it answered, but did nothing the answer claims (dispatch checked the work): not a crash
+        # for a fresh run to cure; the builder's step says what is missing
+        return "ok"
+    if verdict.get("verdict") in ("error", "empty"):
         return "crash"
     return "ok"
 
@@ -104,9 +111,14 @@ def _common(verdict: dict[str, Any], counters: dict[str, Any], role: str, log: s
 
 
 def after_builder(verdict: dict[str, Any], counters: dict[str, Any], *, commit: str | None,
-                  last_submitted: str | None, log: str | None = None) -> Decision:
+                  last_submitted: str | None, log: str | None = None, base: str | None = None) -> Decision:
     """A builder (code/resume) run finished. `commit`: the worktree's head now; `last_submitted`:
-    the commit it had handed over before this run (None on the first run)."""
+    the commit it had handed over before this run (None on the first run); `base`: the commit the
+    task's branch started from."""
+    if base is not None and commit == base:
+        # the branch never left its base: a resubmission of the base is no work at all, and
+        # `accept` would take the untouched base through the gate and the merge
+        commit = None
     common = _common(verdict, counters, "builder", log)
     if common is not None:
         return common
@@ -127,13 +139,16 @@ def after_builder(verdict: dict[str, Any], counters: dict[str, Any], *, commit: 
                               "round; re-running it would spend tokens for the same answer.",
                         kind="unchanged_resubmission", counters=counters, evidence=ev)
     if commit is None:
-        return Decision(STOP, "The builder finished without changing any file: nothing to gate or merge.",
+        said = f" ({verdict['reason']})" if verdict.get("reason") else ""
+        return Decision(STOP, f"The builder finished without changing any file{said}: nothing to gate or merge.",
                         kind="no_changes", counters=counters, evidence=ev)
     return Decision(PROCEED, f"builder submitted {commit[:10]}", counters=counters)
 
 
-def after_gate(gate: dict[str, Any], counters: dict[str, Any], *, setup: bool = False) -> Decision:
-    """A task's gate (or its worktree setup, `setup=True`) finished. gate: GateResult.to_dict()."""
+def after_gate(gate: dict[str, Any], counters: dict[str, Any], *, setup: bool = False,
+               base_fails: str | None = None) -> Decision:
+    """A task's gate (or its worktree setup, `setup=True`) finished. gate: GateResult.to_dict();
+    `base_fails`: the base commit, when the same gate fails the same way there."""
     if gate.get("passed"):
         return Decision(PROCEED, f"gate {gate.get('level', '')} passed", counters={**counters, "gate_fail": 0})
     ev = {"command": gate.get("command"), "exit_code": gate.get("exit_code"),
@@ -145,6 +160,14 @@ def after_gate(gate: dict[str, Any], counters: dict[str, Any], *, setup: bool = 
         # no builder can fix a program missing from this machine: no builder tokens on it
         return Decision(STOP, f"The gate cannot run: {why}. Then retry.", kind="gate_failed",
                         counters=counters, evidence=ev)
+    if base_fails and not setup:
+        # the repository's own tests fail before the task: no builder round can fix that, and a
+        # builder that leaves them alone would only resubmit the same commit
+        ev["base"] = base_fails
+        return Decision(STOP, f"The repository's own tests fail before the task: gate {gate.get('level', '')} "
+                              f"`{gate.get('command')}` fails the same way on the base commit {base_fails} ({why}). "
+                              "Fix them on the base branch (or change the gate in .ai/project.yaml), then retry.",
+                        kind="gate_failed", counters=counters, evidence=ev)
     if setup:
         # a setup failure fails alike on every run: no builder tokens on it
         return Decision(STOP, f"Setup `{gate.get('command')}` failed in the task's worktree ({why}).",

@@ -238,7 +238,7 @@ def _after_builder(sup: Supervisor, job: str, tid: str, tdef: Any, run_id: str, 
     earlier = now is not None and now != counters(r).get("base", now)
     commit = now if now is not None and (resumed or now != r["commit_sha"] or earlier) else None
     d = stops.after_builder(v, counters(r), commit=commit, last_submitted=r["commit_sha"] if resumed else None,
-                            log=run["log"])
+                            log=run["log"], base=counters(r).get("base"))
     if d.action == stops.PROCEED:
         assert commit is not None
         sup.store.set_task(job, tid, "gating", f"{d.reason} ({v.get('verdict')})", commit_sha=commit,
@@ -293,18 +293,25 @@ def start_gate(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any) -> None:
     # the operator's accept of a weakened gate is the override: its gate runs again, unjudged
     base = None if counters(r).get("accepted_by_operator") else counters(r).get("base")
 
-    def measure() -> tuple[Any, list[Any], Any]:
+    def measure() -> tuple[Any, list[Any], Any, str | None]:
         from pilothouse.core.supervisor import weakened
 
         res = run_gate(project, level, cwd)
-        return (res, *weakened.check(project, level, cwd, base, tdef, res))
+        if not res.passed:
+            try:
+                return res, [], None, weakened.fails_on_base(project, level, cwd, base, res)
+            except Exception:  # noqa: BLE001 - only tells a cause apart; the failure stands either way
+                return res, [], None, None
+        return (res, *weakened.check(project, level, cwd, base, tdef, res), None)
 
     sup.work(key, measure, lambda out, exc: gate_done(sup, job, r["task"], level, out[0] if out else None, exc,
-                                                      weak=out[1] if out else None, base_counts=out[2] if out else None))
+                                                      weak=out[1] if out else None, base_counts=out[2] if out else None,
+                                                      base_fails=out[3] if out else None))
 
 
 def gate_done(sup: Supervisor, job: str, tid: str, level: str, res: Any, exc: BaseException | None, *,
-              weak: list[Any] | None = None, base_counts: dict[str, Any] | None = None) -> None:
+              weak: list[Any] | None = None, base_counts: dict[str, Any] | None = None,
+              base_fails: str | None = None) -> None:
     from pilothouse.core.stops import rules as stops
 
     r = sup.store.task(job, tid)
@@ -317,7 +324,7 @@ def gate_done(sup: Supervisor, job: str, tid: str, level: str, res: Any, exc: Ba
         "level": level, "passed": bool(gate.get("passed")), "where": "worktree", "reason": gate.get("reason"),
         "output_tail": tail, "exit_code": gate.get("exit_code"), "duration_s": gate.get("duration_s"),
         "counts": gate.get("counts"), "holdout": gate.get("holdout")})
-    d = stops.after_gate(gate, counters(r))
+    d = stops.after_gate(gate, counters(r), base_fails=base_fails)
     if d.action == stops.PROCEED and weak:
         from pilothouse.core.git.weakening import summary
 

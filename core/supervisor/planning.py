@@ -156,6 +156,18 @@ def _install(sup: Supervisor, job: str, revision: int, entries: list[dict[str, A
                                   "edges": {e["id"]: list(e.get("depends_on") or []) for e in entries}})
     if first:
         sup.events.append("job.started", job=job, data={"revision": revision, "tasks": len(entries)})
+    if source == "operator":
+        _close_planning_problems(sup, job, revision)
+
+
+def _close_planning_problems(sup: Supervisor, job: str, revision: int) -> None:
+    """The operator planned the job by hand: a planning problem has nothing left to wait for."""
+    from pilothouse.core.stops import problems
+
+    for p in problems.list_problems(sup.layout, True, job=job, conn=sup.conn):
+        if p.task is None and (p.kind == "plan_invalid" or p.summary.startswith("planning revision")):
+            problems.close_problem(sup.layout, p.code, f"resolved: the operator defined the tasks of revision "
+                                   f"{revision} by hand", conn=sup.conn, log=sup.events)
 
 
 def _coordinator(sup: Supervisor, job: Any) -> tuple[str, str | None]:
@@ -165,7 +177,7 @@ def _coordinator(sup: Supervisor, job: Any) -> tuple[str, str | None]:
     if job.coordinator is not None:
         return job.coordinator.provider, job.coordinator.model
     project, default = policy_of(sup, job.name)
-    pin = policy.coordinator_pin(project, default=default)
+    pin = policy.coordinator_pin(project, default=default, capable=policy.capability_gap)
     provider, _, model = pin.partition("/")
     job = pin_coordinator(sup.layout, job.name, provider, model or None)
     assert job.coordinator is not None
@@ -203,11 +215,21 @@ def _launch_assigner(sup: Supervisor, job: Any, revision: int, previous: sqlite3
     L.start(sup, launch)
 
 
+STUCK_AFTER = 3  # invalid plans in a row before the problem says the model may never manage it
+
+
 def _stop_planning(sup: Supervisor, job: str, revision: int, errors: list[str], run_id: str, *,
                    kind: str = "plan_invalid") -> None:
     from pilothouse.core.stops import problems
 
     summary = f"planning revision {revision} failed: " + "; ".join(errors)[:600]
+    if kind == "plan_invalid":
+        tries = sup.conn.execute("SELECT count(*) FROM runs WHERE job=? AND role='assigner' AND attempt=? "
+                                 "AND state='finished'", (job, revision)).fetchone()[0]
+        if tries >= STUCK_AFTER:
+            summary += (f" — {tries} plans in a row were invalid: the model may be unable to follow the "
+                        f"planning protocol. Define the tasks yourself (pilothouse task define --job {job} --file "
+                        f"FILE, then pilothouse job plan-ready {job}), or pin a stronger coordinator")
     sup.store.set_job(job, "job.blocked", reason=summary, state="blocked")
     problems.open_problem(sup.layout, job, None, kind, summary, {"run": run_id, "errors": errors},
                           conn=sup.conn, log=sup.events)

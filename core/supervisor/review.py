@@ -32,7 +32,7 @@ def _reviewer(sup: Supervisor, job: str) -> tuple[str, str | None] | None:
     from pilothouse.core.supervisor.context import policy_of
 
     project, default = policy_of(sup, job)
-    choice = policy.role_choice(project, "reviewer", None, default=default)
+    choice = policy.role_choice(project, "reviewer", None, default=default, capable=policy.capability_gap)
     return (choice.provider, choice.model) if choice.provider else None
 
 

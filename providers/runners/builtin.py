@@ -124,6 +124,8 @@ class BuiltinRunner(Runner):
                 return [c.QuotaEvent(str(d["window"]), d.get("used_pct"), d.get("resets_at"))]
             if kind == "error":
                 return [c.ErrorEvent(str(d["message"]), d.get("error_class", "fatal"))]
+            if kind == "limit":
+                return [c.LimitEvent(str(d["reason"]))]
         except (ValueError, KeyError, TypeError, AttributeError):
             pass
         return []

@@ -213,7 +213,8 @@ class ChatClient:
                             f"(got {raw[:80]!r})", "fatal") from None
         return {"text": msg.get("content") or "", "reasoning": msg.get("reasoning_content") or "",
                 "tool_calls": msg.get("tool_calls") or [], "usage": data.get("usage") or {},
-                "timings": data.get("timings") or {}, "finish_reason": data["choices"][0].get("finish_reason")}
+                "timings": data.get("timings") or {}, "finish_reason": data["choices"][0].get("finish_reason"),
+                "streamed": False}
 
     def _read_stream(self, resp: Response) -> dict[str, Any]:
         text: list[str] = []
@@ -277,4 +278,4 @@ class ChatClient:
             self.close()
         return {"text": "".join(text), "reasoning": "".join(reasoning),
                 "tool_calls": [calls[i] for i in sorted(calls)], "usage": usage, "timings": timings,
-                "finish_reason": finish}
+                "finish_reason": finish, "streamed": True}

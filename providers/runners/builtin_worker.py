@@ -152,6 +152,8 @@ def run(cfg: dict[str, Any]) -> int:
             emit({"kind": "reasoning", "text": answer["reasoning"]})
         if answer["text"]:
             emit({"kind": "text", "text": answer["text"]})
+        if answer.get("finish_reason") == "length":
+            emit({"kind": "limit", "reason": "output_cap"})
         msg: dict[str, Any] = {"role": "assistant", "content": answer["text"] or None}
         calls = answer["tool_calls"]
         if calls:

@@ -129,6 +129,7 @@ def _outcome(request: SimRequest, s_index: int, t_index: int, turn: Turn, with_c
     if turn.fault and not text and not calls:
         text = "sim: this answer is about to break"
     reply = _reply(request, text, calls, turn.usage, zero=turn.fault is not None)
+    reply.cut = turn.finish == "length"
     return Outcome(s_index, t_index, reply, fault=turn.fault, delay_s=turn.delay_s)
 
 

@@ -66,6 +66,8 @@ class Turn(_Strict):
     usage: UsageSpec | None = None
     error: ErrorCue | None = None
     fault: Literal["close_mid_stream", "garbage"] | None = None
+    # the answer ends as a server's does when it reaches the output-token cap (finish_reason length)
+    finish: Literal["length"] | None = None
     delay_s: float = Field(default=0.0, ge=0)
 
     @field_validator("actions")

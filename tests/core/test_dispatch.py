@@ -182,8 +182,11 @@ def test_a_result_nested_too_deep_to_read_is_malformed_not_a_crash(cli, git_repo
     body = f"scripts:\n  - turns:\n      - say: \"Done. <!--RESULT-->{deep}<!--/RESULT-->\"\n"
     v = verdict_of(dispatch(cli, git_repo, tmp_path, "--scenario", scenario(tmp_path, "deep", body), mode="code",
                             text="Do it.\n"))
+    # no result and no change in the worktree: nothing was done (empty), and the reason says both
     assert (v["verdict"], v["parse_state"], v["parse_error"]) == (
-        "partial", "malformed", "result block is nested too deeply to read")
+        "empty", "malformed", "result block is nested too deeply to read")
+    assert v["reason"] == ("result block rejected: result block is nested too deeply to read; "
+                           "the run made no change in the worktree")
 
 
 @pytest.mark.parametrize("name, verdict, error_class", [

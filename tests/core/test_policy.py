@@ -100,3 +100,103 @@ def test_models_cli_shows_policy_and_availability(git_repo: Path, cli) -> None:
     assert rep["availability"]["sol"]["available"] and not rep["availability"]["opus"]["available"]
     text = cli("models", cwd=git_repo).stdout
     assert "main*" in text and "weekly" in text and "easy" in text
+
+
+# --- a model the capability probe found lacking takes no role that needs it (real sim, real job) --
+
+AUTO_DROPPED = """
+name: auto-dropped
+description: the probe's tool call comes back only when forced; everything else works
+scripts:
+  - match: {contains: ["pilothouse capability probe: tool call (forced)"]}
+    turns:
+      - actions:
+          - read: {path: README.md}
+  - match: {contains: ["pilothouse capability probe: tool call (auto)"]}
+    turns:
+      - say: I would read README.md now.
+  - match: {contains: ["pilothouse capability probe: result block"]}
+    turns:
+      - say: '<!--RESULT-->{"probe": "ok"}<!--/RESULT-->'
+  - turns:
+      - say: OK
+"""
+NO_PROTOCOL = """
+name: no-protocol
+description: streams and calls tools, but never ends with a result block
+scripts:
+  - match: {contains: ["pilothouse capability probe: tool call"]}
+    turns:
+      - actions:
+          - read: {path: README.md}
+  - turns:
+      - say: OK
+"""
+ONE_TASK = """
+name: one-task
+description: plan one task, write one.txt
+scripts:
+  - match: {mode: plan}
+    turns:
+      - say: |
+          <!--RESULT-->{"tasks":[{"id":"one","title":"One","kind":"SAFE_PARALLEL","expected_paths":{"write":["one.txt"]}}]}<!--/RESULT-->
+  - match: {mode: code}
+    turns:
+      - say: Writing.
+        actions:
+          - write: {path: one.txt, content: "one\\n"}
+      - say: |
+          <!--RESULT-->{"status":"complete","files_changed":["one.txt"],"validation":{"commands":[],"passed":true},"risks":[]}<!--/RESULT-->
+"""
+
+
+def _sim_job(tmp_path: Path, cli, probe_scenario: str) -> RepoLayout:
+    import subprocess
+    import sys
+
+    import yaml
+    from pilothouse.core import demo
+
+    (tmp_path / "probe.yaml").write_text(probe_scenario)
+    checked = cli("providers", "check", "sim", "--scenario", str(tmp_path / "probe.yaml"), cwd=tmp_path)
+    assert "sim: streaming=yes" in checked.stdout, checked.stdout + checked.stderr
+    (tmp_path / "job.yaml").write_text(ONE_TASK)
+    layout = demo.prepare(tmp_path / "repo", str(tmp_path / "job.yaml"))
+    data = yaml.safe_load(layout.project_yaml.read_text())
+    data["workflow"]["review"] = "off"
+    data["gates"] = {"fast": "true", "full": "true"}
+    layout.project_yaml.write_text(yaml.safe_dump(data))
+    done = subprocess.run([sys.executable, "-m", "pilothouse.core.supervisor.loop", "--repo", str(layout.root),
+                           "--once"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return layout
+
+
+def test_a_model_without_tool_calls_on_auto_is_given_no_builder_and_the_problem_says_why(tmp_path: Path, cli) -> None:
+    from pilothouse.core.stops import problems
+
+    layout = _sim_job(tmp_path, cli, AUTO_DROPPED)
+    [p] = problems.list_problems(layout, True, job="demo")
+    assert (p.task, p.kind) == ("one", "setup_failed"), (p.kind, p.summary)
+    assert "sim/sim-1 lacks tool calls with tool_choice auto (capability probe of " in p.summary
+    assert "which builders need; probe another with `pilothouse providers check NAME`" in p.summary
+    # the way out: a model that passes the probe (here: the sim probed with its own scenario), then retry
+    assert cli("providers", "check", "sim", cwd=tmp_path).returncode == 0
+    problems.act(layout, p.code, "retry")
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, "-m", "pilothouse.core.supervisor.loop", "--repo", str(layout.root), "--once"],
+                   capture_output=True, text=True, timeout=120, check=True)
+    assert problems.list_problems(layout, True, job="demo") == []
+
+
+def test_a_model_that_ignores_the_result_block_protocol_is_no_coordinator(tmp_path: Path, cli) -> None:
+    from pilothouse.core.stops import problems
+
+    layout = _sim_job(tmp_path, cli, NO_PROTOCOL)
+    [p] = problems.list_problems(layout, True, job="demo")
+    assert (p.task, p.kind) == (None, "cannot_proceed"), (p.kind, p.summary)
+    assert p.summary.startswith("the coordinator cannot be sim (")
+    assert "sim/sim-1 lacks the result-block protocol (capability probe of " in p.summary
+    assert "which assigners need" in p.summary

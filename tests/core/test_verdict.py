@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from pilothouse.core.dispatch.process import ProcOutcome
-from pilothouse.core.dispatch.verdict import RunState, cost_from_tokens, decide, final_text
+from pilothouse.core.dispatch.verdict import RunState, Work, cost_from_tokens, decide, final_text
 from pilothouse.providers import contract_events as c
 
 
@@ -175,7 +176,7 @@ VERDICT = {
     "tokens": {"input": 100, "output": 20, "reasoning": 8, "cache_read": 0, "cache_write": 0},
     "cost_usd": 0.0, "usage": "measured", "tool_errors": {"permission_denied": 2, "other": 0}, "parse_state": "unstructured",
     "parse_error": None, "result": None, "final_text_path": "/x/r1.report.md", "session_id": "s",
-    "stderr_tail": "", "error_class": None, "error": None, "quota": [],
+    "stderr_tail": "", "error_class": None, "error": None, "quota": [], "reason": "no result block",
 }
 
 
@@ -335,3 +336,75 @@ def test_the_summary_line_says_how_tokens_were_counted(tokens, usage, shown):
 
     line = human_summary({**VERDICT, "tokens": tokens, "usage": usage})
     assert line == f"partial (unstructured), 3 steps, 1.2s, {shown}, timed out, interrupted, 2 denied"
+
+
+# --- every verdict that is not `completed` says why: runs on the real sim -------------------
+
+def _sim_verdict(cli, repo, tmp_path, mode: str, turns: str, text: str = "Do the task.\n") -> dict:
+    scenario = tmp_path / "why.yaml"
+    scenario.write_text(f"name: why\ndescription: a model that does not follow the protocol\nscripts:\n"
+                        f"  - turns:\n{turns}")
+    (tmp_path / "task.md").write_text(text)
+    r = cli("dispatch", "--provider", "sim", "--mode", mode, "--workdir", str(repo), "--task-file",
+            str(tmp_path / "task.md"), "--scenario", str(scenario))
+    out = [json.loads(x) for x in r.stdout.splitlines() if x.strip()]
+    assert r.returncode == 0 and len(out) == 2, r.stdout + r.stderr
+    return out[1]
+
+
+def test_an_answer_without_a_result_block_says_so(cli, git_repo, tmp_path):
+    v = _sim_verdict(cli, git_repo, tmp_path, "explore",
+                     "      - say: Reading.\n        actions:\n          - read: {path: src/calc.py}\n"
+                     "      - say: add() adds two numbers.\n")
+    assert (v["verdict"], v["parse_state"]) == ("partial", "unstructured")
+    assert v["reason"].startswith("no result block: the answer does not end with <!--RESULT-->")
+
+
+def test_a_code_run_without_any_tool_call_says_the_server_likely_dropped_the_tools(cli, git_repo, tmp_path):
+    v = _sim_verdict(cli, git_repo, tmp_path, "code",
+                     "      - say: 'def slugify(text): return text.lower()  # put this in src/slug.py'\n")
+    # no tool call, no change: nothing was done, and the likely cause is named
+    assert (v["verdict"], v["parse_state"]) == ("empty", "unstructured")
+    assert v["reason"].startswith("no tool calls although the task needed them: the server likely dropped")
+    assert "pilothouse providers check" in v["reason"]
+
+
+def test_a_refusal_is_named(cli, git_repo, tmp_path):
+    v = _sim_verdict(cli, git_repo, tmp_path, "explore", "      - say: \"I'm sorry, but I can't help with that.\"\n")
+    assert v["verdict"] == "partial"
+    assert v["reason"] == "refusal: the model declined the task (\"I'm sorry, but I can't help with that.\")"
+
+
+def test_an_answer_cut_at_the_output_cap_says_so(cli, git_repo, tmp_path):
+    v = _sim_verdict(cli, git_repo, tmp_path, "explore",
+                     "      - say: 'src/calc.py defines add(a, b), which returns a'\n        finish: length\n")
+    assert v["verdict"] == "partial"
+    assert v["reason"].startswith("cut off at the output cap (finish_reason length)")
+    events = [json.loads(x) for x in Path(v["final_text_path"]).with_suffix("").with_suffix(".jsonl")
+              .read_text().splitlines()]
+    assert {"kind": "limit", "reason": "output_cap"} in [{k: e[k] for k in ("kind", "reason")}
+                                                         for e in events if e["kind"] == "limit"]
+
+
+def test_an_empty_answer_and_an_endpoint_error_say_so(cli, git_repo, tmp_path):
+    v = _sim_verdict(cli, git_repo, tmp_path, "explore", "      - say: ''\n")
+    assert (v["verdict"], v["reason"]) == ("empty", "empty answer: the model returned no text")
+    v = _sim_verdict(cli, git_repo, tmp_path, "explore",
+                     "      - error: {status: 500, message: 'model crashed'}\n")
+    assert v["verdict"] == "error" and v["reason"].startswith("endpoint or worker error: ")
+    assert "500" in v["reason"]
+
+
+def test_a_completed_verdict_has_no_reason(cli, git_repo, tmp_path):
+    v = _sim_verdict(cli, git_repo, tmp_path, "explore",
+                     "      - say: |\n          <!--RESULT-->{\"facts\":[{\"fact\":\"adds\",\"file_line\":\"src/calc.py:2\"}]}"
+                     "<!--/RESULT-->\n")
+    assert (v["verdict"], v["reason"]) == ("completed", None)
+
+
+def test_a_code_run_cut_short_with_no_change_stays_partial_and_says_why():
+    d = decide(RunState(), ProcOutcome(pid=1, exit_code=0, timed_out=True), "code", "half an answer", 0,
+               Work(changed=[]))
+    assert (d["verdict"], d["reason"]) == ("partial", "timed out: the run exceeded its overall timeout")
+    d = decide(RunState(), ok(), "code", "half an answer", 0, Work(changed=[]))
+    assert d["verdict"] == "empty"

@@ -40,7 +40,7 @@ def test_bundled_result_blocks_parse_per_mode() -> None:
 
 @pytest.mark.parametrize("body, expected", [
     ("name: x\ndescription: d\nscripts:\n  - turns:\n      - say: hi\n      - say: a\n      - sya: oops\n",
-     "x.yaml: scripts[0].turns[2]: unknown key 'sya' (expected say, actions, usage, error, fault, delay_s)"),
+     "x.yaml: scripts[0].turns[2]: unknown key 'sya' (expected say, actions, usage, error, fault, finish, delay_s)"),
     ("name: x\ndescription: d\nscripts:\n  - turns:\n      - actions:\n          - rea: {path: a}\n",
      "x.yaml: scripts[0].turns[0].actions[0]: unknown action 'rea' (expected read, write, edit, bash, glob, grep, mcp)"),
     ("name: x\ndescription: d\nscripts:\n  - turns:\n      - actions:\n          - edit: {path: a, old: b}\n",

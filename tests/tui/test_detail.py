@@ -79,3 +79,25 @@ async def test_run_detail_answers_its_task_problem(cockpit_repo, make_app, wait_
         await wait_for(pilot, lambda: replies(cockpit_repo))
         assert [(r["code"], r["reply"]) for r in replies(cockpit_repo)] == [("KTRWMB", "retry")]
         assert type(app.screen).__name__ == "RunDetail"  # answered without leaving it
+
+
+async def test_a_run_that_did_not_complete_shows_its_reason_over_its_activity(cockpit_repo, make_app, wait_for) -> None:
+    import sqlite3
+
+    from cockpit_support import RUN_UI
+    from textual.widgets import RichLog
+
+    why = "no tool calls although the task needed them: the server likely dropped `tools` [red]x[/red]"
+    db = sqlite3.connect(cockpit_repo.state_db)
+    with db:
+        db.execute("UPDATE runs SET verdict=? WHERE run_id=?", (json.dumps({"verdict": "empty", "reason": why}), RUN_UI))
+    db.close()
+    app = make_app(cockpit_repo)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("3", "j", "j", "enter")  # calendar-ui: its builder's run
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "RunDetail")
+        log = app.screen.query_one("#stream", RichLog)
+        await wait_for(pilot, lambda: str(log.border_subtitle).startswith("empty: no tool calls although"))
+        # the worker's words are shown as they are: markup in them is escaped, never interpreted
+        assert str(log.border_subtitle).endswith("`tools` \\[red]x\\[/red]")

@@ -275,6 +275,10 @@ class RunDetail(Screen[None]):
             return
         path = run_log_paths(run.provider, run.run_id, run.log)["events"]
         log.border_title = f"activity · {run.role} {run.mode} · {run.provider}" + (f"/{run.model}" if run.model else "")
+        # why the run did not complete, where its activity is read (worker words: plain Text, no markup)
+        why = (run.verdict or {}).get("reason")
+        said = " ".join(f"{(run.verdict or {}).get('verdict', '')}: {why}".split())[:110]
+        log.border_subtitle = Text(said) if why else ""
         tailer = LineTailer(path)
         try:
             size = path.stat().st_size

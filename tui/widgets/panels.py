@@ -110,12 +110,15 @@ class ProvidersTable(KeyedTable):
         self.providers = providers
         rows: list[tuple[str, dict[str, Cell]]] = []
         for p in providers:
+            # what its model cannot do (the capability probe): it takes no builder's work
+            lacks = fmt.styled(" ✗" + ",".join(x.replace("tools_auto", "tools") for x in p.lacks), "bold red") \
+                if p.lacks else ""
             if not p.windows:
-                rows.append((p.provider, {"provider": fmt.styled("○ ", "dim") + fmt.provider_text(p.provider),
+                rows.append((p.provider, {"provider": fmt.styled("○ ", "dim") + fmt.provider_text(p.provider) + lacks,
                                           "window": Text("no report", style="dim")}))
                 continue
             ok = p.available(now)
-            name = fmt.styled("● ", "green" if ok else "bold red") + fmt.provider_text(p.provider)
+            name = fmt.styled("● ", "green" if ok else "bold red") + fmt.provider_text(p.provider) + lacks
             for i, w in enumerate(p.windows):
                 pct = "  ?" if w.used_pct is None else f"{w.used_pct:3.0f}%"
                 rows.append((f"{p.provider}\t{w.window}", {

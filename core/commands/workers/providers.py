@@ -74,14 +74,23 @@ def cmd_path(args: argparse.Namespace) -> int:
 
 def provider_rows() -> list[dict[str, Any]]:
     """Every provider with whether it has a key (never the key itself)."""
-    from pilothouse.providers import keys, provider_index
+    from pilothouse.providers import capability_store, keys, provider_index
 
     configured = set(keys.configured_providers())
+    probed = capability_store.every()
     rows = []
     for key, rec in provider_index.records().items():
         state = "configured" if key in configured else ("missing" if rec.get("needs_key", True) else "not needed")
-        rows.append({**rec, "key_status": state})
+        rows.append({**rec, "key_status": state, "capabilities": probed.get((key, rec.get("model_id")))})
     return rows
+
+
+def probe_mark(caps: dict[str, Any] | None) -> str:
+    """One short word for the probe: not probed, all there, or what is missing."""
+    if not caps:
+        return "-"
+    missing = [k for k in ("tools_auto", "protocol", "streaming", "usage") if caps.get(k) is False]
+    return "ok" if not missing else "no " + ",".join(missing)
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -89,7 +98,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     if getattr(args, "json", False):
         emit_json(rows)
         return 0
-    print_table(("KEY", "RUNNER", "MODEL", "ENDPOINT", "API KEY", "NAME"),
-                [(r["key"], r["runner"], r["model_id"], r["base_url"], r["key_status"], r["display_name"])
-                 for r in rows])
+    print_table(("KEY", "RUNNER", "MODEL", "ENDPOINT", "API KEY", "PROBE", "NAME"),
+                [(r["key"], r["runner"], r["model_id"], r["base_url"], r["key_status"], probe_mark(r["capabilities"]),
+                  r["display_name"]) for r in rows])
     return 0

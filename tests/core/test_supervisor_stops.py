@@ -1,0 +1,167 @@
+"""Stops that fit what happened: a builder that never left its base, planning that keeps failing,
+and a gate that already fails on the base. Each runs a whole job on the sim with real git and
+gates (the supervisor in the foreground until nothing moves without the operator)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+from pilothouse.core import demo
+from pilothouse.core.records.layout import RepoLayout
+from pilothouse.core.stops import problems
+
+NOTHING = """
+name: does-nothing
+description: the builder says complete but never changes a file, also after a hint
+scripts:
+  - match: {mode: plan}
+    turns:
+      - say: |
+          <!--RESULT-->{"tasks":[{"id":"one","title":"One","kind":"SAFE_PARALLEL","expected_paths":{"write":["one.txt"]}}]}<!--/RESULT-->
+  - match: {mode: code}
+    turns:
+      - say: |
+          Done.
+          <!--RESULT-->{"status":"complete","files_changed":["one.txt"],"validation":{"commands":[],"passed":true},"risks":[]}<!--/RESULT-->
+  - match: {mode: resume}
+    turns:
+      - say: |
+          Done now.
+          <!--RESULT-->{"status":"complete","files_changed":["one.txt"],"validation":{"commands":[],"passed":true},"risks":[]}<!--/RESULT-->
+"""
+
+
+def _quick_project(layout: RepoLayout, **changes: object) -> None:
+    data = yaml.safe_load(layout.project_yaml.read_text())
+    data["workflow"]["review"] = "off"
+    data["gates"] = {"fast": "true", "full": "true"}
+    data.update(changes)
+    layout.project_yaml.write_text(yaml.safe_dump(data))
+
+
+def _once(layout: RepoLayout) -> None:
+    done = subprocess.run([sys.executable, "-m", "pilothouse.core.supervisor.loop", "--repo", str(layout.root),
+                           "--once"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+def _job(tmp_path: Path, scenario_text: str, **project: object) -> RepoLayout:
+    scenario = tmp_path / "scenario.yaml"
+    scenario.write_text(scenario_text)
+    layout = demo.prepare(tmp_path / "repo", str(scenario))
+    _quick_project(layout, **project)
+    return layout
+
+
+def test_a_builder_that_never_left_its_base_is_no_change_after_a_hint_and_offers_no_accept(tmp_path: Path,
+                                                                                           cli) -> None:
+    layout = _job(tmp_path, NOTHING)
+    _once(layout)
+    [p] = problems.list_problems(layout, True, job="demo")
+    assert (p.task, p.kind) == ("one", "no_changes") and "accept" not in p.replies
+    # the claim is named: complete, with one.txt, but the worktree has no change
+    claim = "the result says complete (files_changed: one.txt), but the run made no change in the worktree"
+    assert claim in p.summary, p.summary
+    # the verdict's reason is in the run.finished event and in `why`
+    events = [json.loads(line) for line in layout.events.read_text().splitlines()]
+    [finished] = [e for e in events if e["type"] == "run.finished" and e["task"] == "one"]
+    assert (finished["data"]["verdict"], finished["data"]["reason"]) == ("empty", claim)
+    why = cli("why", "one", cwd=layout.root)
+    assert why.returncode == 0 and "builder empty" in why.stdout and claim in why.stdout, why.stdout
+    problems.act(layout, p.code, "hint", "write one.txt this time")
+    _once(layout)
+    [again] = problems.list_problems(layout, True, job="demo")
+    # before: `unchanged_resubmission` of the base commit, offering accept
+    assert (again.task, again.kind) == ("one", "no_changes"), (again.kind, again.summary)
+    assert "accept" not in again.replies
+
+
+BAD_PLANS = """
+name: bad-plans
+description: the assigner never gives a valid plan; the builder writes one.txt
+scripts:
+  - match: {mode: plan}
+    turns:
+      - say: "Here is my plan: first do one, then two."
+      - say: "The plan again: one and two."
+  - match: {mode: code}
+    turns:
+      - say: Writing.
+        actions:
+          - write: {path: one.txt, content: "one\\n"}
+      - say: |
+          <!--RESULT-->{"status":"complete","files_changed":["one.txt"],"validation":{"commands":[],"passed":true},"risks":[]}<!--/RESULT-->
+"""
+
+
+def test_repeated_invalid_plans_point_to_defining_tasks_by_hand_which_closes_the_problem(tmp_path: Path, cli) -> None:
+    layout = _job(tmp_path, BAD_PLANS)
+    _once(layout)
+    [first] = problems.list_problems(layout, True, job="demo")
+    assert first.kind == "plan_invalid" and "task define" not in first.summary
+    problems.act(layout, first.code, "retry")
+    _once(layout)
+    [second] = problems.list_problems(layout, True, job="demo")
+    assert second.kind == "plan_invalid" and second.code != first.code
+    assert "3 plans in a row were invalid: the model may be unable to follow the planning protocol" in second.summary
+    assert "pilothouse task define --job demo --file FILE, then pilothouse job plan-ready demo" in second.summary
+
+    # the way around it: the operator defines the tasks and marks the plan ready
+    (tmp_path / "tasks.yaml").write_text(yaml.safe_dump({"tasks": [
+        {"id": "one", "title": "One", "job_id": "demo", "expected_paths": {"write": ["one.txt"]}}]}))
+    assert cli("task", "define", "--file", str(tmp_path / "tasks.yaml"), "--job", "demo",
+               cwd=layout.root).returncode == 0
+    r = cli("job", "plan-ready", "demo", cwd=layout.root)
+    assert r.returncode == 0, r.stderr
+    _once(layout)
+    # before: the plan_invalid problem stayed open after the job was planned by hand
+    assert problems.list_problems(layout, True, job="demo") == []
+    closed = {p.code: p for p in problems.list_problems(layout, False, job="demo")}
+    assert closed[second.code].state == "closed"
+    merged = subprocess.run(["git", "show", "pilothouse/integration:one.txt"], cwd=layout.root,
+                            capture_output=True, text=True)
+    assert merged.stdout == "one\n"
+
+
+WRITES_ONE = """
+name: writes-one
+description: one task writes one.txt; after gate feedback the builder resubmits as it is
+scripts:
+  - match: {mode: plan}
+    turns:
+      - say: |
+          <!--RESULT-->{"tasks":[{"id":"one","title":"One","kind":"SAFE_PARALLEL","expected_paths":{"write":["one.txt"]}}]}<!--/RESULT-->
+  - match: {mode: code}
+    turns:
+      - say: Writing.
+        actions:
+          - write: {path: one.txt, content: "one\\n"}
+      - say: |
+          <!--RESULT-->{"status":"complete","files_changed":["one.txt"],"validation":{"commands":[],"passed":true},"risks":[]}<!--/RESULT-->
+      - say: |
+          The failure is not in my change.
+          <!--RESULT-->{"status":"complete","files_changed":["one.txt"],"validation":{"commands":[],"passed":true},"risks":[]}<!--/RESULT-->
+"""
+
+
+def test_a_gate_that_fails_alike_on_the_base_says_the_repositorys_own_tests_fail(tmp_path: Path) -> None:
+    layout = _job(tmp_path, WRITES_ONE)
+    data = yaml.safe_load(layout.project_yaml.read_text())
+    data["gates"] = {"fast": "grep -q fixed status.txt", "full": "true"}
+    layout.project_yaml.write_text(yaml.safe_dump(data))
+    (layout.root / "status.txt").write_text("broken\n")
+    for args in (["add", "-A"], ["commit", "-qm", "the base's own check fails"]):
+        subprocess.run(["git", *args], cwd=layout.root, check=True, capture_output=True)
+    _once(layout)
+    [p] = problems.list_problems(layout, True, job="demo")
+    # before: the builder got the failure back, resubmitted, and the stop was unchanged_resubmission
+    assert (p.task, p.kind) == ("one", "gate_failed"), (p.kind, p.summary)
+    assert p.summary.startswith("The repository's own tests fail before the task: gate fast "
+                                "`grep -q fixed status.txt` fails the same way on the base commit ")
+    assert "Fix them on the base branch" in p.summary and len(p.evidence["base"]) == 10
+    events = [e for e in (layout.events.read_text().splitlines()) if '"run.started"' in e]
+    assert len(events) == 2  # the assigner and one builder: no builder round on the base's failure
