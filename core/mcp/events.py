@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 from pilothouse.core.mcp.base import Host, PilotServer
+from pilothouse.core.mcp.untrusted import fence
 from pilothouse.providers.errors import UserError
 from pydantic import Field
 
@@ -31,7 +32,7 @@ def register(server: PilotServer, host: Host) -> None:
         if not picked and (job or task):
             _known(layout, job, task, everything)
         last = max((int(e.get("seq") or 0) for e in everything), default=0)
-        return {"events": picked[:limit], "more": len(picked) > limit,
+        return {"events": fence(picked[:limit]), "more": len(picked) > limit,
                 "last_seq": int(picked[limit - 1]["seq"]) if len(picked) > limit else last}
 
     @server.tool(description="Why a task launched, waits, stopped or failed to merge, or (given a job's name) "
@@ -44,10 +45,10 @@ def register(server: PilotServer, host: Host) -> None:
         evs = _all(layout)
         owner = job or _task_job(evs, name)
         if owner is None and job is None and any(e.get("job") == name for e in evs):
-            return explain_job(layout, name, evs)
+            return fence(explain_job(layout, name, evs))
         if owner is None:
             raise UserError(f"no events for task or job {name!r}: job_status lists the jobs and their tasks")
-        return explain(layout, owner, name, evs)
+        return fence(explain(layout, owner, name, evs))
 
     @server.resource("pilothouse://jobs/{name}", name="job", mime_type="application/json",
                      description="A job's record: its request, revisions, acceptance, decisions, attachments.")
@@ -69,7 +70,7 @@ def register(server: PilotServer, host: Host) -> None:
             load_job(layout, name)
         except UserError as exc:
             raise ResourceNotFoundError(str(exc)) from None
-        return "".join(json.dumps(e, separators=(",", ":"), default=str) + "\n"
+        return "".join(json.dumps(fence(e), separators=(",", ":"), default=str) + "\n"
                        for e in _all(layout) if e.get("job") == name)
 
 
