@@ -69,6 +69,23 @@ def test_live_pytest_gate_records_counts_from_its_junit_report_through_the_sandb
     assert {k: res.counts[k] for k in MIX} == MIX
 
 
+def test_live_unittest_gate_records_counts_from_its_summary(tmp_path: Path) -> None:
+    repo = tmp_path / "ut"
+    repo.mkdir()
+    (repo / "test_legacy.py").write_text(
+        "import unittest\n\n\nclass Legacy(unittest.TestCase):\n    def test_ok(self):\n        pass\n\n"
+        "    def test_bad(self):\n        self.assertEqual(1, 2)\n\n    @unittest.skip('later')\n"
+        "    def test_later(self):\n        pass\n")
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "initial")
+    cfg = ProjectConfig.model_validate({"gates": {"fast": f"{sys.executable} -m unittest", "full": "true"}})
+    res = run_gate(cfg, "fast", repo)
+    assert not res.passed and res.counts is not None and res.counts["source"] == "unittest", res.output_tail
+    assert {k: res.counts[k] for k in MIX} == {
+        "collected": 3, "passed": 1, "failed": 1, "skipped": 1, "xfailed": 0, "errors": 0}
+
+
 @pytest.mark.skipif(shutil.which("cargo") is None, reason="cargo is not installed")
 def test_live_cargo_gate_records_counts_from_its_summary(tmp_path: Path) -> None:
     repo = tmp_path / "crate"
