@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
@@ -37,10 +38,15 @@ class Host:
 
     repo: str | None = None
     who: str = ""
+    # a worker's server: the copy of its job's records dispatch wrote into the run's sandbox
+    # (core/dispatch/jobcontext.py), read as a repository of its own; the real one is hidden there
+    context: str | None = None
 
     def layout(self) -> Any:
-        from pilothouse.core.records.layout import find_repo
+        from pilothouse.core.records.layout import RepoLayout, find_repo
 
+        if self.context is not None:
+            return RepoLayout(Path(self.context))
         return find_repo(self.repo)
 
 
