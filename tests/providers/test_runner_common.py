@@ -175,6 +175,10 @@ class RealCliSuite:
         assert sorted(n.rsplit("_", 2)[-2] + "_" + n.rsplit("_", 1)[-1] for n in mcp) == [
             "job_attachment", "job_decisions", "job_request"], declared
         assert_no_host_route(git_repo, wt, db)
+        # the server was named in the run's own config, never in the operator's
+        operator = [Path.home() / ".claude.json", Path.home() / ".claude", Path.home() / ".codex",
+                    Path(os.environ["XDG_CONFIG_HOME"]) / "opencode"]
+        assert [p for p in operator if p.exists()] == []
 
     @pytest.mark.realcli
     def test_bad_key_fails_fast_as_auth(self, drv: Driver, git_repo: Path) -> None:
