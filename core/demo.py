@@ -183,10 +183,31 @@ def prepare(dest: Path, scenario: str = DEFAULT_SCENARIO, max_workers: int | Non
     configure(layout, scenario, max_workers, unconfined=unconfined)
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "pilothouse init (demo: sim provider)")
+    _holdout(layout, scenario)
     request = (_data() / "demo" / "request.md").read_text(encoding="utf-8")
     acceptance = (_data() / "demo" / "acceptance.md").read_text(encoding="utf-8")
     create_job(layout, JOB, request, acceptance)
     return layout
+
+
+def _holdout(layout: RepoLayout, scenario: str) -> None:
+    """The scenario's holdout tests (data/demo/holdout/<scenario>.yaml), written into gates.holdout
+    in the checkout and left untracked, as an operator keeps them."""
+    import yaml
+    from pilothouse.core.records.project import load_project
+
+    source = _data() / "demo" / "holdout" / f"{Path(scenario).stem}.yaml"
+    folder = load_project(layout).holdout
+    if not source.is_file() or not folder:
+        return
+    for name, content in yaml.safe_load(source.read_text(encoding="utf-8"))["files"].items():
+        path = layout.root / folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content, encoding="utf-8")
+    exclude = layout.root / ".git" / "info" / "exclude"
+    exclude.parent.mkdir(parents=True, exist_ok=True)
+    with exclude.open("a", encoding="utf-8") as fh:
+        fh.write(f"/{folder}/\n")
 
 
 def integration_summary(layout: RepoLayout) -> list[str]:

@@ -2,6 +2,7 @@
 
     pilothouse mcp [--repo PATH]                 the host's tools: jobs, planning, problems, events
     pilothouse mcp --worker --job NAME           a worker's read-only view of its job
+                   [--context DIR]               ... read from the copy dispatch put in its sandbox
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ def register(sub: Any) -> None:
     p.add_argument("--worker", action="store_true", help="the read-only worker profile (needs --job)")
     p.add_argument("--job", metavar="NAME", help="with --worker: the job the worker works for")
     p.add_argument("--repo", metavar="PATH", help="the repository (default: the one containing the current dir)")
+    p.add_argument("--context", metavar="DIR", help="with --worker: the copy of the job's records a run's "
+                   "sandbox holds (dispatch writes it; the repository itself is hidden from workers)")
     p.set_defaults(func=_serve)
 
 
@@ -29,6 +32,10 @@ def _serve(args: Any) -> int:
         raise UserError("--worker needs --job NAME: a worker sees only the job it works for")
     if args.job and not args.worker:
         raise UserError("--job goes with --worker; the host's server serves every job")
+    if args.context and not args.worker:
+        raise UserError("--context goes with --worker: the host's server reads the repository itself")
+    if args.context and args.repo:
+        raise UserError("pass --context or --repo, not both: a worker's server reads one of them")
     from pilothouse.core.mcp.server import serve
 
-    return serve(args.repo, args.job if args.worker else None)
+    return serve(args.repo, args.job if args.worker else None, args.context)

@@ -44,6 +44,9 @@ class DispatchOptions:
     step_cap: int | None = None
     timeout: float | None = None
     idle_timeout: float | None = None
+    # the job the run works for: an MCP-speaking runner gets its request, decisions and screenshots
+    # (core/dispatch/jobcontext.py)
+    job: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 

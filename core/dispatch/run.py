@@ -119,6 +119,10 @@ def execute(prep: Prepared, on_event: EventHook | None = None,
                        extra=extra)
         # a runner with a sandbox of its own (Codex) cannot nest it inside bubblewrap: it asks this
         spec.extra["bwrap"] = not confine.confinement_off(spec) and confine.available()[0]
+        if opts.job and getattr(prep.runner, "speaks_mcp", False):
+            from pilothouse.core.dispatch.jobcontext import write_job_context
+
+            spec.extra["mcp_worker"] = write_job_context(prep.workdir, opts.job, sb.root)
         launch = confine.prepare(prep.runner.build(spec), spec)
     except BaseException as exc:
         _cleanup(sb, sim)

@@ -142,6 +142,8 @@ def dispatch_argv(layout: RepoLayout, launch: Launch) -> list[str]:
         argv += ["--session", launch.session_id]
     if launch.resume_of:
         argv += ["--resume-of", launch.resume_of]
+    if launch.job:
+        argv += ["--job", launch.job]
     return argv
 
 

@@ -266,10 +266,16 @@ def _run(command: str, cwd: Path, argv: list[str], env: dict[str, str], *, level
     check_tree = before is not None
     before_snap = before.result() if before is not None else {}
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as junit:
-        # pytest writes its JUnit report through an inherited descriptor: no path on the host or in
-        # the tree (a report file there would count as a change the gate made); reopening
-        # /proc/self/fd/N reaches the host file from inside the sandbox's mount namespace
-        env = {**env, "PYTEST_ADDOPTS": f"{env.get('PYTEST_ADDOPTS', '')} --junitxml=/dev/fd/{junit.fileno()}".strip()}
+        # The runner writes its JUnit report through an inherited descriptor: no path on the host or
+        # in the tree (a report file there would count as a change the gate made); reopening
+        # /proc/self/fd/N reaches the host file from inside the sandbox's mount namespace. pytest
+        # and jest-junit take it from their own variables (the project's own setting wins for
+        # jest-junit); any other reporter is pointed at $PILOTHOUSE_JUNIT_REPORT by the gate command
+        # (vitest: --reporter=junit --outputFile.junit=$PILOTHOUSE_JUNIT_REPORT).
+        report = f"/dev/fd/{junit.fileno()}"
+        env = {**env, "PYTEST_ADDOPTS": f"{env.get('PYTEST_ADDOPTS', '')} --junitxml={report}".strip(),
+               "JEST_JUNIT_OUTPUT_FILE": env.get("JEST_JUNIT_OUTPUT_FILE") or report,
+               "PILOTHOUSE_JUNIT_REPORT": report}
         proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, pass_fds=(junit.fileno(),),
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         expired = threading.Event()

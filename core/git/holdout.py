@@ -18,12 +18,15 @@ from pilothouse.core.git.worktrees import git
 from pilothouse.core.records.project import ProjectConfig
 
 
+def _main_checkout(cwd: Path) -> Path:
+    return Path(git(cwd, "rev-parse", "--path-format=absolute", "--git-common-dir")).parent
+
+
 def holdout_source(project: ProjectConfig, cwd: Path) -> Path | None:
     """The holdout folder in the main checkout of `cwd`'s repository (None: not configured)."""
     if not project.holdout:
         return None
-    main = Path(git(cwd, "rev-parse", "--path-format=absolute", "--git-common-dir")).parent
-    return main / project.holdout
+    return _main_checkout(cwd) / project.holdout
 
 
 def _counts_line(counts: dict | None) -> str:
@@ -44,7 +47,8 @@ def run_holdout(project: ProjectConfig, level: str, cwd: Path, res: Any, rerun: 
     fail = None
     if not source.is_dir() or source.is_symlink():
         fail = f"{field}: {source} is not a folder: create it in the main checkout or remove the setting"
-    elif git(cwd, "ls-files", "--", rel):
+    elif git(_main_checkout(cwd), "ls-files", "--", rel):
+        # the operator's checkout tracks it (a path the work's branch tracks is the work's own, below)
         fail = f"{field}: {rel} is tracked by git, so every worker can read it: untrack it (git rm -r --cached)"
     elif (cwd / rel).exists() or (cwd / rel).is_symlink():
         fail = f"the work has its own {rel}: the holdout tests cannot be added (remove it from the task's branch)"

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 from pilothouse.core.mcp.base import Host, PilotServer
+from pilothouse.core.mcp.untrusted import fence
 from pilothouse.providers.errors import UserError
 from pydantic import Field
 
@@ -25,6 +26,7 @@ def register(server: PilotServer, host: Host) -> None:
     def events_since(since: Annotated[int, Field(ge=0)] = 0, job: str | None = None, task: str | None = None,
                      limit: Annotated[int, Field(gt=0, le=MAX_EVENTS)] = 100) -> dict[str, Any]:
         from pilothouse.core.state.event_index import EventLookup
+
         layout = host.layout()
         with EventLookup(layout.events) as lookup:
             # a job's events come through the log's index; only an unfiltered look reads it all
@@ -35,7 +37,7 @@ def register(server: PilotServer, host: Host) -> None:
                 _known(layout, job, task, lookup)
         # from the same reading: an event appended meanwhile is in the next call, never skipped
         last = max((int(e.get("seq") or 0) for e in everything), default=since)
-        return {"events": picked[:limit], "more": len(picked) > limit,
+        return {"events": fence(picked[:limit]), "more": len(picked) > limit,
                 "last_seq": int(picked[limit - 1]["seq"]) if len(picked) > limit else last}
 
     @server.tool(description="Why a task launched, waits, stopped or failed to merge, or (given a job's name) "
@@ -44,7 +46,7 @@ def register(server: PilotServer, host: Host) -> None:
             job: str | None = None) -> dict[str, Any]:
         from pilothouse.core.commands.live import why_report
 
-        return why_report(host.layout(), name, job, listing="job_status lists the jobs and their tasks")
+        return fence(why_report(host.layout(), name, job, listing="job_status lists the jobs and their tasks"))
 
     @server.resource("pilothouse://jobs/{name}", name="job", mime_type="application/json",
                      description="A job's record: its request, revisions, acceptance, decisions, attachments.")
@@ -68,7 +70,7 @@ def register(server: PilotServer, host: Host) -> None:
             raise ResourceNotFoundError(str(exc)) from None
         from pilothouse.core.state.event_index import events_of
 
-        return "".join(json.dumps(e, separators=(",", ":"), default=str) + "\n"
+        return "".join(json.dumps(fence(e), separators=(",", ":"), default=str) + "\n"
                        for e in events_of(layout.events, name))
 
 

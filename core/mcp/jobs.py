@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context
 from pilothouse.core.mcp.base import Host, PilotServer, check_text
+from pilothouse.core.mcp.untrusted import clean, fence
 from pilothouse.providers.errors import UserError
 from pydantic import Field
 
@@ -62,13 +63,13 @@ def register(server: PilotServer, host: Host) -> None:
     def job_list() -> list[dict[str, Any]]:
         from pilothouse.core.commands.jobs import list_rows
 
-        return list_rows(host.layout())
+        return fence(list_rows(host.layout()))
 
     @server.tool(description="A job's state, its tasks, its open problems (code, replies) and the supervisor.")
     def job_status(name: Name) -> dict[str, Any]:
         from pilothouse.core.commands.jobs import status_rows
 
-        return status_rows(host.layout(), name)[0]
+        return fence(status_rows(host.layout(), name)[0])
 
     @server.tool(description="Wait (at most timeout_s seconds) until the job is accepted, failed, or waits for "
                  "the operator; outcome 'running' means call again. When waiting, answer each problem with "
@@ -79,7 +80,7 @@ def register(server: PilotServer, host: Host) -> None:
 
         layout = host.layout()
         load_job(layout, name)
-        return await wait(layout, name, timeout_s, ctx)
+        return fence(await wait(layout, name, timeout_s, ctx))
 
 
 def _paths(layout: Any, attachments: list[str] | None) -> list[Any]:
@@ -111,7 +112,8 @@ async def wait(layout: Any, name: str, timeout_s: float, ctx: Any) -> dict[str, 
             for ev in tailer.read_new():
                 if ev.get("job") == name and ev.get("type") not in ("supervisor.heartbeat", "run.usage"):
                     seen += 1
-                    await ctx.report_progress(seen, None, format_event(ev))
+                    # a progress message is one string: the event's worker text is cleaned, not fenced
+                    await ctx.report_progress(seen, None, clean(format_event(ev), 500))
             outcome, reason = job_outcome(layout, name)
             now = time.monotonic()
             if outcome is not None or now > deadline:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from pilothouse.core.mcp.base import Host, PilotServer, check_text
+from pilothouse.core.mcp.untrusted import fence
 from pydantic import Field
 
 
@@ -14,7 +15,7 @@ def register(server: PilotServer, host: Host) -> None:
     def problem_list(job: str | None = None, include_closed: bool = False) -> list[dict[str, Any]]:
         from pilothouse.core.stops import problems
 
-        return [p.as_dict() for p in problems.list_problems(host.layout(), not include_closed, job=job)]
+        return fence([p.as_dict() for p in problems.list_problems(host.layout(), not include_closed, job=job)])
 
     @server.tool(description="Answer a problem: reply is one of the replies it lists (retry, accept, skip, "
                  "dismiss, hint, plan); hint and plan need words.")
@@ -23,4 +24,4 @@ def register(server: PilotServer, host: Host) -> None:
         from pilothouse.core.stops import problems
 
         check_text(words, "words")
-        return problems.act(host.layout(), code, reply, words, who=host.who)
+        return fence(problems.act(host.layout(), code, reply, words, who=host.who))

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pilothouse.core.mcp.base import INSTRUCTIONS, Host, PilotServer
 
 
-def build(repo: str | None = None, worker_job: str | None = None) -> PilotServer:
-    """The host profile (every tool), or with `worker_job` the worker's read-only profile of that job."""
+def build(repo: str | None = None, worker_job: str | None = None, context: str | None = None) -> PilotServer:
+    """The host profile (every tool), or with `worker_job` the worker's read-only profile of that job
+    (`context`: the folder holding the copy of its records, see Host.context)."""
     from pilothouse import __version__
 
     if worker_job is not None:
@@ -14,7 +15,7 @@ def build(repo: str | None = None, worker_job: str | None = None) -> PilotServer
 
         server = PilotServer("pilothouse-worker", version=__version__, instructions=worker.INSTRUCTIONS,
                              log_level="WARNING")
-        worker.register(server, Host(repo), worker_job)
+        worker.register(server, Host(repo, context=context), worker_job)
         return server
     from pilothouse.core.mcp import events, jobs, planning, problems
 
@@ -34,9 +35,9 @@ def _who() -> str:
         return "operator@mcp"
 
 
-def serve(repo: str | None = None, worker_job: str | None = None) -> int:
+def serve(repo: str | None = None, worker_job: str | None = None, context: str | None = None) -> int:
     import anyio
 
-    server = build(repo, worker_job)
+    server = build(repo, worker_job, context)
     anyio.run(server.run_stdio_async)
     return 0

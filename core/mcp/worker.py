@@ -4,7 +4,6 @@ argument reaches anything that writes: the host tools do not exist in the worker
 
 from __future__ import annotations
 
-import os
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Image
@@ -45,24 +44,6 @@ def register(server: PilotServer, host: Host, job: str) -> None:
         if index >= len(j.attachments):
             raise UserError(f"job {job} has {len(j.attachments)} attachment(s): pass an index below that")
         a = j.attachments[index]
-        return Image(data=_read_attachment(layout, job, a.path), format=a.mime.split("/", 1)[1])
+        from pilothouse.core.records.jobs import read_attachment
 
-
-def _read_attachment(layout: Any, job: str, rel: str) -> bytes:
-    """The stored copy, only from the job's own attachment folder and never through a symlink: the
-    record is a file in the repository, so its path is checked rather than trusted."""
-    from pilothouse.core.records.jobs import MAX_ATTACHMENT_BYTES
-
-    folder = (layout.attachments / job).resolve()
-    path = layout.root / rel
-    if path.parent.resolve() != folder or os.path.islink(path):
-        raise UserError(f"attachment {rel}: not in {folder}: the job record was changed by hand")
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError as exc:
-        raise UserError(f"attachment {rel}: cannot read it ({exc.strerror})") from None
-    with os.fdopen(fd, "rb") as fh:
-        data = fh.read(MAX_ATTACHMENT_BYTES + 1)
-    if len(data) > MAX_ATTACHMENT_BYTES:
-        raise UserError(f"attachment {rel}: over the 8 MB limit")
-    return data
+        return Image(data=read_attachment(layout, job, a.path), format=a.mime.split("/", 1)[1])

@@ -9,6 +9,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import os
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -188,6 +189,24 @@ def _store_attachments(layout: RepoLayout, job: Job, files: Sequence[Path | str]
         tmp.replace(dest)
         job.attachments.append(Attachment(path=str(dest.relative_to(layout.root)), sha256=digest, mime=mime,
                                           name=src.name, size=size, revision=revision))
+
+
+def read_attachment(layout: RepoLayout, job: str, rel: str) -> bytes:
+    """A stored attachment's bytes, only from the job's own attachment folder and never through a
+    symlink: the record is a file in the repository, so its path is checked rather than trusted."""
+    folder = (layout.attachments / job).resolve()
+    path = layout.root / rel
+    if path.parent.resolve() != folder or os.path.islink(path):
+        raise UserError(f"attachment {rel}: not in {folder}: the job record was changed by hand")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as exc:
+        raise UserError(f"attachment {rel}: cannot read it ({exc.strerror})") from None
+    with os.fdopen(fd, "rb") as fh:
+        data = fh.read(MAX_ATTACHMENT_BYTES + 1)
+    if len(data) > MAX_ATTACHMENT_BYTES:
+        raise UserError(f"attachment {rel}: over the 8 MB limit")
+    return data
 
 
 # ---------------------------------------------------------------- API

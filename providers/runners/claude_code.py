@@ -15,7 +15,7 @@ import shlex
 from typing import TYPE_CHECKING, Any
 
 from pilothouse.providers.runners.base import LaunchSpec, RunSpec
-from pilothouse.providers.runners.cli_common import CliRunner, epoch_iso, window_in
+from pilothouse.providers.runners.cli_common import CliRunner, epoch_iso, job_server, window_in
 
 if TYPE_CHECKING:
     from pilothouse.providers.contract_events import RunnerEvent
@@ -80,6 +80,18 @@ class ClaudeCodeRunner(CliRunner):
         argv = [str(binary), "-p", "--output-format", "stream-json", "--verbose", "--model", spec.model,
                 "--permission-mode", perm, "--tools", ",".join(tools), "--allowedTools", ",".join(allowed),
                 "--max-turns", str(spec.step_cap), "--setting-sources", "user", "--strict-mcp-config"]
+        server = job_server(spec)
+        if server is not None:
+            # the job's read-only server, from the run's config dir (--strict-mcp-config: no other);
+            # -p cannot ask, so its tools are allowed
+            mcp_json = cfg_dir / "mcp.json"
+            atomic_write_json(mcp_json, {"mcpServers": {server["name"]: {
+                "type": "stdio", "command": server["command"], "args": server["args"], "env": {}}}}, mode=0o600)
+            argv[argv.index("--allowedTools") + 1] += f",mcp__{server['name']}"
+            argv += ["--mcp-config", str(mcp_json)]
+            # -p connects MCP servers in the background and may ask the model before the tools are
+            # there: wait for the server (at most MCP_TIMEOUT ms: a Python start-up on a loaded machine)
+            env.update({"MCP_CONNECTION_NONBLOCKING": "false", "MCP_TIMEOUT": "60000"})
         if spec.session_id:
             argv += ["--resume", spec.session_id]
         return self.launch(spec, argv, env)

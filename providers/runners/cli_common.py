@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 class CliRunner(NpmRunner):
     """An npm agent CLI whose stdout is JSON lines."""
 
+    # it starts MCP servers: dispatch hands it the job's read-only server (spec.extra["mcp_worker"])
+    speaks_mcp = True
+
     def launch(self, spec: RunSpec, argv: list[str], env: dict[str, str]) -> LaunchSpec:
         readonly = self.install_root()
         cred = spec.sandbox.credential
@@ -44,6 +47,14 @@ class CliRunner(NpmRunner):
     @abstractmethod
     def _events(self, d: dict[str, Any]) -> list[RunnerEvent]:
         """Normalised events from one decoded stdout object."""
+
+
+def job_server(spec: RunSpec) -> dict[str, Any] | None:
+    """The worker's read-only MCP server of its job ({name, command, args}; see
+    core/dispatch/jobcontext.py), or None: each runner writes it into the run's own config, never
+    the operator's, and only that server (the repository's MCP settings stay off)."""
+    server = spec.extra.get("mcp_worker")
+    return server if isinstance(server, dict) else None
 
 
 def window_in(pattern: re.Pattern[str], text: str) -> str:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pilothouse.providers.runners.base import LaunchSpec, RunSpec
-from pilothouse.providers.runners.cli_common import CliRunner, epoch_iso, window_in
+from pilothouse.providers.runners.cli_common import CliRunner, epoch_iso, job_server, window_in
 
 if TYPE_CHECKING:
     from pilothouse.providers.contract_events import RunnerEvent
@@ -74,6 +74,14 @@ def config_toml(spec: RunSpec, home: Path, sandbox: str) -> str:
         "request_max_retries = 1",
         "stream_max_retries = 1",
     ]
+    server = job_server(spec)
+    if server is not None:
+        # the job's read-only server; exec cannot ask, so its tools are approved
+        lines += ["", f"[mcp_servers.{server['name']}]", f"command = {toml_str(server['command'])}",
+                  f"args = [{', '.join(toml_str(a) for a in server['args'])}]",
+                  'default_tools_approval_mode = "approve"', "startup_timeout_sec = 60"]
+        # the first turn waits for the server's tool list (else a model may answer before it is there)
+        lines.insert(lines.index("[history]"), "mcp_optional_startup_grace_ms = 30000")
     cred = spec.sandbox.credential
     if cred is not None:
         lines += ["", f"[model_providers.{PROVIDER_ID}.auth]", 'command = "/bin/cat"',

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pilothouse.providers.runners.base import LaunchSpec, RunSpec
-from pilothouse.providers.runners.cli_common import CliRunner, window_in
+from pilothouse.providers.runners.cli_common import CliRunner, job_server, window_in
 
 if TYPE_CHECKING:
     from pilothouse.providers.contract_events import RunnerEvent
@@ -75,7 +75,12 @@ def config(spec: RunSpec, plugin_path: str) -> dict[str, Any]:
         model["cost"] = {"input": float(getattr(cost, "input", 0) or 0),
                          "output": float(getattr(cost, "output", 0) or 0)}
     full = f"{PROVIDER_ID}/{spec.model}"
-    return {
+    server = job_server(spec)
+    # timeout: how long opencode waits for the server's tool list (its default, 5 s, is less than a
+    # Python server's start-up on a loaded machine, and a late server is dropped for the whole run)
+    mcp = {} if server is None else {"mcp": {server["name"]: {
+        "type": "local", "command": [server["command"], *server["args"]], "enabled": True, "timeout": 60000}}}
+    return {**mcp,
         "autoupdate": False, "share": "disabled", "snapshot": False,
         "plugin": ["file://" + plugin_path],
         "model": full, "small_model": full, "enabled_providers": [PROVIDER_ID],

@@ -1,9 +1,9 @@
 """MCP tools for the sim: a scenario's `mcp: {tool, arguments}` calls a tool of an MCP server the
 client declared, so a real host CLI can be scripted to drive an MCP server.
 
-Clients name an MCP server's tools their own way: Claude Code `mcp__pilothouse__job_create`; Codex
-declares `job_create` inside a Responses namespace `mcp__pilothouse` and expects the call to name
-that namespace. The hook takes the declared tool named `tool`, else the one whose name ends in a
+Clients name an MCP server's tools their own way: Claude Code `mcp__pilothouse__job_create`; OpenCode
+`pilothouse_job_create`; Codex declares `job_create` inside a Responses namespace `mcp__pilothouse`
+and expects the call to name that namespace. The hook takes the declared tool named `tool`, else the one whose name ends in a
 separator and `tool`. A string argument written `{{result.PATH}}`
 becomes the value at PATH (dotted keys, list indexes) in the newest tool result the client sent
 back that has one — how a script answers a problem whose code only the server knew.
@@ -27,7 +27,7 @@ def find_mcp_tool(tools: list[ToolDecl], name: str) -> ToolDecl | None:
     exact = [t for t in callable_ if t.name == name]
     if exact:
         return exact[0]
-    suffixed = [t for t in callable_ if re.search(rf"(?:__|[.:/-]){re.escape(name)}$", t.name)]
+    suffixed = [t for t in callable_ if re.search(rf"[_.:/-]{re.escape(name)}$", t.name)]
     return suffixed[0] if suffixed else None
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -66,6 +69,23 @@ def test_live_pytest_gate_records_counts_from_its_junit_report_through_the_sandb
     assert {k: res.counts[k] for k in MIX} == MIX
 
 
+def test_live_unittest_gate_records_counts_from_its_summary(tmp_path: Path) -> None:
+    repo = tmp_path / "ut"
+    repo.mkdir()
+    (repo / "test_legacy.py").write_text(
+        "import unittest\n\n\nclass Legacy(unittest.TestCase):\n    def test_ok(self):\n        pass\n\n"
+        "    def test_bad(self):\n        self.assertEqual(1, 2)\n\n    @unittest.skip('later')\n"
+        "    def test_later(self):\n        pass\n")
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "initial")
+    cfg = ProjectConfig.model_validate({"gates": {"fast": f"{sys.executable} -m unittest", "full": "true"}})
+    res = run_gate(cfg, "fast", repo)
+    assert not res.passed and res.counts is not None and res.counts["source"] == "unittest", res.output_tail
+    assert {k: res.counts[k] for k in MIX} == {
+        "collected": 3, "passed": 1, "failed": 1, "skipped": 1, "xfailed": 0, "errors": 0}
+
+
 @pytest.mark.skipif(shutil.which("cargo") is None, reason="cargo is not installed")
 def test_live_cargo_gate_records_counts_from_its_summary(tmp_path: Path) -> None:
     repo = tmp_path / "crate"
@@ -102,6 +122,15 @@ def test_vitest_junit_report_counts_like_its_summary() -> None:
     assert counts(parse_junit((FIX / "vitest_junit.xml").read_bytes())) == JS
 
 
+# jest-junit (16.0.0) writes a test.todo as a test case with no outcome: it reads as passed (a todo
+# added in a change is still a skip to defence 1, which reads the diff)
+JEST_JUNIT = {**JS, "passed": 3, "skipped": 1}
+
+
+def test_jest_junit_report_counts_a_todo_as_passed_as_jest_junit_writes_it() -> None:
+    assert counts(parse_junit((FIX / "jest_junit.xml").read_bytes())) == JEST_JUNIT
+
+
 def test_unittest_summary_counts_its_own_failures_and_skips() -> None:
     c = parse_summary((FIX / "unittest_output.txt").read_text())  # `python -m unittest test_mix`: Legacy only
     assert counts(c) == {"collected": 3, "passed": 1, "failed": 1, "skipped": 1, "xfailed": 0, "errors": 0}
@@ -128,3 +157,68 @@ def test_live_go_gate_records_counts_from_go_test_json(tmp_path: Path) -> None:
     assert res.passed, res.output_tail
     assert res.counts is not None and res.counts["source"] == "go-json"
     assert (res.counts["passed"], res.counts["skipped"], res.counts["collected"]) == (1, 1, 2)
+
+
+# The JS runners the live gates below use, from the npm registry: installed once and kept (tests/.cache
+# is ignored by git), so only a first run on a machine downloads them
+JS_PACKAGES = ("jest@29.7.0", "jest-junit@16.0.0", "vitest@1.6.1")
+JS_CACHE = Path(__file__).resolve().parents[1] / ".cache" / ("gate-js-" + "-".join(p.replace("@", "") for p in JS_PACKAGES))
+SUM_TEST = ("test('adds', () => { expect(1 + 2).toBe(3); });\ntest('adds again', () => { expect(2 + 2).toBe(4); });\n"
+            "test('bad', () => { expect(2 + 2).toBe(5); });\ntest.skip('later', () => { expect(1).toBe(2); });\n"
+            "test.todo('someday');\n")
+
+
+@pytest.fixture(scope="module")
+def js_runners() -> Path:
+    """node_modules with jest, jest-junit and vitest (npm, pinned), shared by the test workers."""
+    if shutil.which("npm") is None:
+        pytest.fail("npm is not installed: scripts/test installs it (apt-get install npm)", pytrace=False)
+    JS_CACHE.parent.mkdir(parents=True, exist_ok=True)
+    with open(JS_CACHE.parent / ".gate-js.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another test worker may be installing the same packages
+        if not (JS_CACHE / "node_modules" / ".bin" / "vitest").exists():
+            fresh = JS_CACHE.with_name(JS_CACHE.name + ".new")
+            shutil.rmtree(fresh, ignore_errors=True)
+            fresh.mkdir()
+            (fresh / "package.json").write_text('{"private": true}\n')
+            out = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--ignore-scripts", "--loglevel=error",
+                                  *JS_PACKAGES], cwd=fresh, capture_output=True, text=True, timeout=600)
+            assert out.returncode == 0, out.stderr[-2000:]
+            shutil.rmtree(JS_CACHE, ignore_errors=True)
+            os.replace(fresh, JS_CACHE)
+    return JS_CACHE / "node_modules"
+
+
+def js_repo(tmp_path: Path, modules: Path, test_file: str, test_text: str) -> Path:
+    repo = tmp_path / "js"
+    repo.mkdir()
+    (repo / "package.json").write_text('{"name": "sum", "private": true}\n')
+    (repo / test_file).write_text(test_text)
+    (repo / ".gitignore").write_text("node_modules\n")
+    (repo / "node_modules").symlink_to(modules)  # read-only inside the gate's sandbox: the runners only read it
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "initial")
+    return repo
+
+
+def test_live_jest_gate_records_counts_from_jest_junits_report_through_the_sandbox(tmp_path: Path,
+                                                                                  js_runners: Path) -> None:
+    repo = js_repo(tmp_path, js_runners, "sum.test.js", SUM_TEST)
+    # the project's usual jest-junit setup: the gate points the report at its own descriptor
+    gate = "node_modules/.bin/jest --ci --reporters=default --reporters=jest-junit"
+    res = run_gate(ProjectConfig.model_validate({"gates": {"fast": gate, "full": "true"}}), "fast", repo, timeout=600)
+    assert not res.passed and res.changed_files == [], res.output_tail  # no junit.xml left in the tree
+    assert res.counts is not None and res.counts["source"] == "junit", res.output_tail
+    assert {k: res.counts[k] for k in JS} == JEST_JUNIT
+
+
+def test_live_vitest_gate_records_counts_from_its_junit_reporter_through_the_sandbox(tmp_path: Path,
+                                                                                    js_runners: Path) -> None:
+    repo = js_repo(tmp_path, js_runners, "sum.test.mjs", "import { test, expect } from 'vitest';\n" + SUM_TEST)
+    gate = ("node_modules/.bin/vitest run --reporter=default --reporter=junit "
+            "--outputFile.junit=$PILOTHOUSE_JUNIT_REPORT")
+    res = run_gate(ProjectConfig.model_validate({"gates": {"fast": gate, "full": "true"}}), "fast", repo, timeout=600)
+    assert not res.passed and res.changed_files == [], res.output_tail
+    assert res.counts is not None and res.counts["source"] == "junit", res.output_tail
+    assert {k: res.counts[k] for k in JS} == JS

@@ -59,12 +59,21 @@ def test_a_holdout_folder_planted_by_the_work_is_refused_not_merged_with(worktre
 
 def test_a_tracked_holdout_folder_is_refused_it_is_in_every_worktree(worktree: Path, git_repo: Path) -> None:
     (git_repo / ".git" / "info" / "exclude").write_text("")
-    (worktree / "holdout").mkdir()
-    (worktree / "holdout" / "test_hidden.py").write_text(HIDDEN)
-    git(worktree, "add", "-A")
+    git(git_repo, "add", "holdout")  # the operator's checkout tracks it
     res = run_gate(gate(), "full", worktree)
     assert not res.passed and res.reason == ("gates.holdout in .ai/project.yaml: holdout is tracked by git, so every "
                                              "worker can read it: untrack it (git rm -r --cached)")
+
+
+def test_a_link_the_work_committed_at_the_holdout_path_is_the_works_own_and_refused(worktree: Path,
+                                                                                     git_repo: Path) -> None:
+    (worktree / "holdout").symlink_to(git_repo / "holdout")  # what a builder can plant and commit
+    git(worktree, "add", "-A")
+    git(worktree, "commit", "-qm", "peek")
+    res = run_gate(gate(), "full", worktree)
+    assert not res.passed
+    assert res.reason == "the work has its own holdout: the holdout tests cannot be added (remove it from the task's branch)"
+    assert (git_repo / "holdout" / "test_hidden.py").read_text() == HIDDEN  # the copy never went through it
 
 
 def test_a_link_on_the_way_to_the_holdout_folder_is_refused_nothing_is_written_outside(git_repo: Path,

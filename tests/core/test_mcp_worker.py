@@ -109,3 +109,31 @@ def test_the_worker_profile_needs_its_job(repo: Path) -> None:
         "pilothouse: --worker needs --job NAME: a worker sees only the job it works for\n")
     out = mcp("--worker", "--job", "../etc")
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
+
+
+def test_dispatch_copies_the_job_into_the_run_and_the_worker_server_reads_only_that_copy(repo: Path,
+                                                                                         tmp_path: Path) -> None:
+    """What an agent CLI worker is given (core/dispatch/jobcontext.py): the record and screenshots,
+    copied into its sandbox, and a server that reads them there; no store, no events, no other job."""
+    from pilothouse.core.dispatch.jobcontext import write_job_context
+    from pilothouse.core.records import jobs
+    from pilothouse.core.records.layout import RepoLayout
+
+    jobs.create_job(RepoLayout(repo), "other", "Something else.")
+    sandbox = tmp_path / "run"
+    sandbox.mkdir()
+    server = write_job_context(repo, "count", sandbox)
+    assert server is not None and server["name"] == "pilothouse"
+    assert server["args"][-3:] == ["count", "--context", str(sandbox / "job")] and "-I" in server["args"]
+    copied = sorted(str(p.relative_to(sandbox / "job")) for p in (sandbox / "job").rglob("*") if p.is_file())
+    shot = json.loads((repo / ".ai/jobs/count.json").read_text())["attachments"][0]["path"]
+    assert copied == sorted([".ai/jobs/count.json", shot])
+    (repo / ".ai/jobs/count.json").unlink()  # the server reads the copy, not the repository
+
+    async def go() -> None:
+        async with connect(tmp_path, "--worker", "--job", "count", "--context", str(sandbox / "job")) as c:
+            assert data(await c.call_tool("job_request", {}))["request"] == "Count words, not dashes."
+            assert data(await c.call_tool("job_decisions", {})) == ["no regex"]
+            assert not (await c.call_tool("job_attachment", {"index": 0})).is_error
+    run(go)
+    assert write_job_context(repo, "missing", sandbox) is None  # tasks defined by hand: nothing to serve

@@ -31,8 +31,11 @@ def run_claude(home: Path, repo: Path, base_url: str, key: Path) -> list[str]:
     cfg.mkdir(exist_ok=True)
     (cfg / "settings.json").write_text(json.dumps({"env": {"ANTHROPIC_BASE_URL": base},
                                                    "apiKeyHelper": f"/bin/cat {key}"}))
-    # MCP_TOOL_TIMEOUT: job_wait may block for minutes; -p cannot ask, so the server's tools are allowed
-    env = {**os.environ, **QUIET, "MCP_TOOL_TIMEOUT": "700000"}
+    # MCP_TOOL_TIMEOUT: job_wait may block for minutes; -p cannot ask, so the server's tools are allowed;
+    # -p connects MCP servers in the background: on a loaded machine its first request would go out
+    # before the server's tools are listed, so it waits for them
+    env = {**os.environ, **QUIET, "MCP_TOOL_TIMEOUT": "700000", "MCP_CONNECTION_NONBLOCKING": "false",
+           "MCP_TIMEOUT": "60000"}
     out = subprocess.run([str(binary), "-p", PROMPT, "--output-format", "stream-json", "--verbose", "--model", "sim-1",
                           "--allowedTools", "mcp__pilothouse", "--max-turns", "12", "--setting-sources", "user"],
                          cwd=repo, env=env, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)

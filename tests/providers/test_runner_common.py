@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shlex
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,7 +79,7 @@ class Driver:
         return [json.loads(ln) for ln in log.read_text().splitlines() if ln.strip()]
 
     def dispatch(self, mode: str, workdir: Path, scenario: str, task: str = "Do the task.",
-                 resume_of: str | None = None, timeout: float = 120) -> Run:
+                 resume_of: str | None = None, timeout: float = 120, job: str | None = None) -> Run:
         task_file = workdir.parent / f"task-{secrets.token_hex(4)}.md"
         task_file.write_text(task + "\n")
         sc = str(SCENARIOS / f"{scenario}.yaml") if (SCENARIOS / f"{scenario}.yaml").exists() else scenario
@@ -87,6 +88,8 @@ class Driver:
         before = len(self._served(resume_of)) if resume_of else 0
         if resume_of:
             args += ["--resume-of", resume_of]
+        if job:
+            args += ["--job", job]
         t0 = time.monotonic()
         r = self.cli(*args, timeout=timeout)
         wall = time.monotonic() - t0
@@ -154,6 +157,30 @@ class RealCliSuite:
         assert_tokens_match(run)
 
     @pytest.mark.realcli
+    def test_a_worker_reads_its_job_over_mcp_and_no_route_reaches_a_host_tool(self, drv: Driver, git_repo: Path,
+                                                                             tmp_path: Path) -> None:
+        """dispatch --job gives the CLI the job's read-only server (in the run's own config): the
+        worker reads the request, the screenshot and the decisions; the host's tools are not in its
+        list; and the host profile it starts itself, or a write to state.db, reach nothing."""
+        wt, db = job_worktree(git_repo, tmp_path)
+        run = drv.dispatch("code", wt, str(job_scenario(tmp_path)), "Count words.", job="count")
+        said = " ".join(e["text"] for e in drv.events(run) if e["kind"] == "text")
+        calls = [(e["name"].rsplit("_", 2)[-2:], e["status"]) for e in drv.events(run)
+                 if e["kind"] == "tool" and e["status"] != "started" and "job_" in e["name"]]
+        assert calls == [(["job", "request"], "ok"), (["job", "attachment"], "ok"), (["job", "decisions"], "ok")], \
+            said + run.stderr[-2000:]
+        # the sim could not find job_create among the tools the CLI declared: its answer lists them
+        declared = said.split("declared no MCP tool 'job_create' (declared: ", 1)[1].split(")", 1)[0].split(", ")
+        mcp = [n for n in declared if "job_" in n or "problem_" in n or "task_" in n]
+        assert sorted(n.rsplit("_", 2)[-2] + "_" + n.rsplit("_", 1)[-1] for n in mcp) == [
+            "job_attachment", "job_decisions", "job_request"], declared
+        assert_no_host_route(git_repo, wt, db)
+        # the server was named in the run's own config, never in the operator's
+        operator = [Path.home() / ".claude.json", Path.home() / ".claude", Path.home() / ".codex",
+                    Path(os.environ["XDG_CONFIG_HOME"]) / "opencode"]
+        assert [p for p in operator if p.exists()] == []
+
+    @pytest.mark.realcli
     def test_bad_key_fails_fast_as_auth(self, drv: Driver, git_repo: Path) -> None:
         run = drv.dispatch("explore", git_repo, "auth-401", "Hello.")
         assert_auth_fails_fast(drv, run)
@@ -164,6 +191,76 @@ class RealCliSuite:
         assert run.verdict["verdict"] == "quota"
         assert run.verdict["quota"][0]["window"] == "five_hour"
         self.check_quota(run.verdict["quota"][0])
+
+
+PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+                    "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082")
+
+
+def job_worktree(repo: Path, tmp_path: Path) -> tuple[Path, Path]:
+    """A job with a screenshot and a decision in `repo`, its state.db, and a task worktree where
+    pilothouse keeps them (so the sandbox hides the main checkout); a probe script in it."""
+    import sqlite3
+    import sys
+
+    from pilothouse.core.records import jobs
+    from pilothouse.core.records.layout import RepoLayout, worktrees_base
+    from support import git
+
+    layout = RepoLayout(repo)
+    (tmp_path / "shot.png").write_bytes(PNG)
+    jobs.create_job(layout, "count", "Count words.", acceptance="wordcount('a b') == 2",
+                    attachments=[tmp_path / "shot.png"])
+    jobs.decide(layout, "count", "no regex")
+    db = layout.state_db
+    sqlite3.connect(db).execute("CREATE TABLE jobs(name TEXT)").connection.close()
+    wt = worktrees_base() / "repo" / "count-t1"
+    git(repo, "worktree", "add", "-q", "-b", "ph/count/t1", str(wt))
+    rpc = [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+               "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "w", "version": "1"}}},
+           {"jsonrpc": "2.0", "method": "notifications/initialized"},
+           {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "job_create", "arguments": {"name": "evil", "request": "approve everything"}}}]
+    # what a worker's shell can try: write state.db, and start the host's server itself and call a
+    # tool that writes (its answers are read until the call's, then it is ended)
+    (wt / "probe.py").write_text(
+        "import json, subprocess, sys, threading\n"
+        f"try:\n    import sqlite3\n    sqlite3.connect({str(db)!r}).execute('CREATE TABLE evil(x)')\n"
+        "    said = 'wrote'\nexcept Exception as exc:\n    said = str(exc)\n"
+        "open('db-probe.txt', 'w').write(said)\n"
+        "p = subprocess.Popen([sys.executable, '-I', '-m', 'pilothouse', 'mcp'], stdin=subprocess.PIPE,\n"
+        "                     stdout=subprocess.PIPE, text=True)\n"
+        "t = threading.Timer(60, p.kill)\nt.daemon = True\nt.start()\n"
+        f"for m in {rpc!r}:\n    p.stdin.write(json.dumps(m) + '\\n')\n    p.stdin.flush()\n"
+        "out = []\nfor line in p.stdout:\n    out.append(line)\n    if '\"id\":2' in line:\n        break\n"
+        "p.kill()\nopen('host-probe.txt', 'w').write(''.join(out))\n")
+    (wt / "probe.sh").write_text(f"{shlex.quote(sys.executable)} -I probe.py\n")
+    return wt, db
+
+
+def job_scenario(tmp_path: Path) -> Path:
+    scen = tmp_path / "job-mcp.yaml"
+    scen.write_text(
+        "name: job-mcp\ndescription: a worker reads its job over MCP, then tries the host's tools\nscripts:\n"
+        "  - match: {mode: code}\n    turns:\n"
+        "      - say: Reading the job.\n        actions: [{mcp: {tool: job_request}}]\n"
+        "      - say: Its screenshot.\n"
+        "        actions: [{mcp: {tool: job_attachment, arguments: {index: '{{result.attachments.0.index}}'}}}]\n"
+        "      - say: The decisions.\n        actions: [{mcp: {tool: job_decisions}}]\n"
+        "      - say: Trying the host.\n        actions: [{bash: {command: sh probe.sh}}]\n"
+        "      - say: Approving myself.\n        actions: [{mcp: {tool: job_create, arguments: {name: evil}}}]\n")
+    return scen
+
+
+def assert_no_host_route(repo: Path, wt: Path, db: Path) -> None:
+    import sqlite3
+
+    assert "unable to open database" in (wt / "db-probe.txt").read_text()  # the checkout is hidden
+    host = (wt / "host-probe.txt").read_text()
+    assert '"id":2' in host and '"isError":true' in host, host  # the call ran, and failed
+    assert not (repo / ".ai" / "jobs" / "evil.json").exists()
+    tables = sqlite3.connect(db).execute("SELECT name FROM sqlite_master").fetchall()
+    assert tables == [("jobs",)]
 
 
 def served_tokens(run: Run) -> dict[str, int]:

@@ -46,3 +46,13 @@ def test_demo_job_with_opencode_builders_and_a_claude_code_reviewer(tmp_path: Pa
     merges = _git(root, "log", "--first-parent", "--merges", "--format=%s", "pilothouse/integration").splitlines()
     assert len(merges) == 4, merges
     assert any(e["type"] == "job.accepted" for e in events)
+    # the supervisor names the job to each dispatch: the reviewer's CLI had the job's read-only
+    # server, in its own run's config, reading the copy of the record in its sandbox
+    from pilothouse.providers import paths
+
+    review = next(e["run"] for e in events if e["type"] == "run.started" and e["data"].get("provider") == "sim-claude")
+    sandbox = (paths.providers_dir() / "sim-claude" / "runs" / review).resolve()
+    assert json.loads((sandbox / "job" / ".ai" / "jobs" / "demo.json").read_text())["name"] == "demo"
+    server = json.loads((sandbox / "config" / "claude" / "mcp.json").read_text())["mcpServers"]["pilothouse"]
+    assert server["args"][-4:-1] == ["--job", "demo", "--context"]
+    assert Path(server["args"][-1]).resolve() == sandbox / "job"

@@ -84,3 +84,13 @@ def test_an_undeclared_mcp_tool_is_explained(sim: SimServer) -> None:
         "model": "sim-1", "max_tokens": 100, "tools": CLAUDE_TOOLS[:1], "stream": False,
         "messages": [{"role": "user", "content": PROMPT}]}).json()
     assert "declared no MCP tool 'job_create' (declared: Read)" in body["content"][-1]["text"]
+
+
+def test_opencodes_mcp_tool_is_called_by_its_server_prefixed_name(sim: SimServer) -> None:
+    tools = [{"type": "function", "function": {"name": n, "parameters": SCHEMA}}
+             for n in ("bash", "list_mcp_resources", "pilothouse_job_create", "pilothouse_job_start")]
+    body = HTTP.post(f"{sim.base_url}/v1/chat/completions", json={
+        "model": "sim-1", "messages": [{"role": "user", "content": PROMPT}], "tools": tools}).json()
+    [call] = body["choices"][0]["message"]["tool_calls"]
+    assert call["function"]["name"] == "pilothouse_job_create"
+    assert json.loads(call["function"]["arguments"])["name"] == "words"

@@ -39,6 +39,8 @@ def _run_options(p: argparse.ArgumentParser, task_required: bool = True, with_pr
     p.add_argument("--step-cap", type=positive_int, help="most model turns the worker may take")
     p.add_argument("--timeout", type=positive_seconds, help="overall timeout in seconds (default 1800)")
     p.add_argument("--idle-timeout", type=positive_seconds, help="end the run after N s without output (default 300)")
+    p.add_argument("--job", help="the job the run works for: an agent CLI worker can read its request, "
+                   "decisions and screenshots through a read-only MCP server")
 
 
 def register(sub: Any) -> None:
@@ -95,7 +97,7 @@ def _options(args: argparse.Namespace, **over: Any) -> Any:
                   task_text=getattr(args, "task", None), run_id=args.run_id,
                   session=getattr(args, "session", None), resume_of=getattr(args, "resume_of", None),
                   scenario=args.scenario, model=args.model, step_cap=args.step_cap, timeout=args.timeout,
-                  idle_timeout=args.idle_timeout)
+                  idle_timeout=args.idle_timeout, job=getattr(args, "job", None))
     fields.update(over)
     return DispatchOptions(**fields)
 
