@@ -110,7 +110,8 @@ def _describe_known(ev: dict[str, Any]) -> str:
         verdict = "passed" if d.get("passed") else "FAILED"
         where = f" in {d['where']}" if d.get("where") else ""
         took = f" ({d['duration_s']}s)" if d.get("duration_s") is not None else ""
-        return f"gate {d.get('level', '?')}{where} {verdict}{took}" + (
+        ran = f" [ran {_short(d['toolchain'], 120)}]" if d.get("toolchain") else ""
+        return f"gate {d.get('level', '?')}{where} {verdict}{took}{ran}" + (
             f": {_short(reason, 120)}" if reason and not d.get("passed") else "")
     if t == "merge.finished":
         if d.get("ok"):

@@ -78,6 +78,20 @@ class SandboxSettings(_Strict):
     # bound read-only into every sandbox: a project venv, a toolchain, a package cache. Relative
     # paths are the main checkout's, which the sandbox otherwise hides apart from its .git
     read: list[str] = Field(default_factory=list)
+    # the checkout's dependency folders (.venv, node_modules), read-only in every builder's and
+    # gate's sandbox at their place in the checkout and in the worktree; the code stays the worktree's
+    share: list[str] = Field(default_factory=list)
+
+    @field_validator("share")
+    @classmethod
+    def _shared(cls, v: list[str]) -> list[str]:
+        for p in v:
+            if not isinstance(p, str) or not p.strip().strip("/") or p.strip() == ".":
+                raise ValueError("sandbox.share: an entry is empty: name a folder of the repository, e.g. .venv")
+            if p.strip().startswith(("/", "~")) or ".." in Path(p).parts:
+                raise ValueError(f"sandbox.share: '{p}' must be a folder inside the repository (e.g. .venv or "
+                                 "node_modules); an outside path goes in sandbox.read")
+        return [p.strip().strip("/") for p in v]
 
     @field_validator("read")
     @classmethod
@@ -365,7 +379,8 @@ worker_nice: 10        # 0-19: CPU priority of workers below the supervisor's ga
 confinement: "on"
 network: default       # default | none
 sandbox:
-  read: []             # paths bound read-only into every sandbox, e.g. [.venv] (docs/sandbox.md)
+  read: []             # paths bound read-only into every sandbox, e.g. [/opt/toolchain] (docs/sandbox.md)
+  share: []            # the checkout's dependency folders every worktree uses read-only, e.g. [.venv, node_modules]
 availability_poll_seconds: 300
 """
 
