@@ -73,6 +73,9 @@ def _init(args: Any) -> int:
               f"full = {done['gates']['full']!r})")
         if done.get("why"):
             print(f"  found: {done['why']} (change them in .ai/project.yaml if your CI runs more)")
+        if done.get("share"):
+            print(f"  sandbox.share: {', '.join(done['share'])} (read-only in every worktree's sandbox, running the "
+                  "worktree's code: no install per worktree; install again here after changing the lockfile)")
     else:
         print(f"kept {done['project_yaml']} (it exists; --force rewrites it)")
     if done["gitignore_updated"]:

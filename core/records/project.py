@@ -349,7 +349,7 @@ def detect_gates(root: Path) -> dict[str, str] | None:
     return found.gates() if found is not None else None
 
 
-def render_project(gates: dict[str, str]) -> str:
+def render_project(gates: dict[str, str], share: list[str] | None = None) -> str:
     """The commented project.yaml `init` writes (values quoted so YAML keeps them strings)."""
     import json
 
@@ -380,7 +380,7 @@ confinement: "on"
 network: default       # default | none
 sandbox:
   read: []             # paths bound read-only into every sandbox, e.g. [/opt/toolchain] (docs/sandbox.md)
-  share: []            # the checkout's dependency folders every worktree uses read-only, e.g. [.venv, node_modules]
+  share: {q(share or [])}{" " * max(1, 13 - len(q(share or [])))}# the checkout's dependency folders every worktree uses read-only, e.g. [".venv", "node_modules"]
 availability_poll_seconds: 300
 """
 

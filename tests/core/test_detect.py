@@ -104,3 +104,26 @@ def test_files_that_are_links_or_fifos_are_not_read(tmp_path: Path) -> None:
     (repo / "Makefile").unlink()
     (repo / "Makefile").write_text("test:\n\t./run-tests\n")
     assert detect(repo).gates() == {"fast": "make test", "full": "make test"}  # type: ignore[union-attr]
+
+
+def test_init_shares_the_virtualenv_its_gate_names_so_the_gate_runs_confined(git_repo: Path, cli) -> None:
+    from pilothouse.core.git.gates import run_gate
+    from pilothouse.core.records.layout import find_repo
+    from pilothouse.core.records.project import load_project
+    from pilothouse.providers import paths
+
+    py = _venv(git_repo)
+    # this venv reaches pytest through pilothouse's own site-packages (a .pth: no install here)
+    site = next((git_repo / ".venv" / "lib").glob("python*/site-packages"))
+    (site / "outer.pth").write_text(next(p for p in sys.path if p.endswith("site-packages")) + "\n")
+    r = cli("init", cwd=git_repo)
+    assert r.returncode == 0, r.stderr
+    assert "sandbox.share: .venv" in r.stdout
+    project = load_project(find_repo(git_repo))
+    assert project.sandbox.share == [".venv"] and project.gates["fast"].startswith(str(py.absolute()))
+    wt = paths.data_dir() / "worktrees" / "t"
+    wt.parent.mkdir(parents=True)
+    subprocess.run(["git", "worktree", "add", "-q", "-b", "t", str(wt)], cwd=git_repo, check=True)
+    res = run_gate(project, "fast", wt)  # confined: the main checkout is hidden apart from what is shared
+    assert res.passed, (res.reason, res.output_tail)
+    assert res.toolchain is not None and "(venv of Python" in res.toolchain
