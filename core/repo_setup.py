@@ -122,7 +122,11 @@ def init_project(root: Path | str, gates: dict[str, str] | None = None, *,
         from pilothouse.core.records.detect import share_of
 
         done["share"] = share_of(layout.root, gates)
-        text = render_project(gates, done["share"])
+        from pilothouse.providers import keys
+
+        # no key: every role on the simulator, so the first job runs at once (and says what it is)
+        done["sim_roles"] = not keys.configured_providers()
+        text = render_project(gates, done["share"], sim_roles=done["sim_roles"])
         try:
             ProjectConfig.model_validate(parse_yaml(text, ".ai/project.yaml"))
         except ValidationError as exc:

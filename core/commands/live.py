@@ -80,7 +80,9 @@ def _describe_known(ev: dict[str, Any]) -> str:
         return text + (f": {_short(reason, 120)}" if reason else "")
     if t == "run.started":
         model = f"/{d['model']}" if d.get("model") else ""
-        return f"{d.get('role', 'run')} ({d.get('mode', '?')}) on {d.get('provider', '?')}{model}" + (
+        from pilothouse.providers.registry import labelled
+
+        return f"{d.get('role', 'run')} ({d.get('mode', '?')}) on {labelled(str(d.get('provider', '?')) + model)}" + (
             f", attempt {d['attempt']}" if d.get("attempt") else "")
     if t == "run.finished":
         text = f"{d.get('role', 'run')} {d.get('verdict', '?')}, {d.get('tokens', 0)} tokens"

@@ -349,8 +349,21 @@ def detect_gates(root: Path) -> dict[str, str] | None:
     return found.gates() if found is not None else None
 
 
-def render_project(gates: dict[str, str], share: list[str] | None = None) -> str:
-    """The commented project.yaml `init` writes (values quoted so YAML keeps them strings)."""
+SIM_POLICY = """model_policy:              # the simulator: scripted replies, not a real model (no key was configured)
+  roles: {coordinator: sim, reviewer: sim}   # name real providers here once you store a key (pilothouse key set glm)
+  assignments:
+    simulator: {provider: sim}               # script it for your repository: docs/scenarios.md, sim_scenario below
+sim_scenario: null"""
+
+
+_EMPTY_POLICY = """model_policy:
+  roles: {}            # coordinator / reviewer: "provider" or "provider/model"
+  assignments: {}      # name: {provider, model, fallbacks, complexity, modes}"""
+
+
+def render_project(gates: dict[str, str], share: list[str] | None = None, *, sim_roles: bool = False) -> str:
+    """The commented project.yaml `init` writes (values quoted so YAML keeps them strings).
+    `sim_roles`: every role on the simulator, so a job runs at once where no model key is configured."""
     import json
 
     q = json.dumps  # a JSON string is a valid double-quoted YAML scalar
@@ -365,9 +378,7 @@ gates:                 # commands that must pass; they must not change committed
   protected:           # read-only for builders (their writes fail in the sandbox): test settings, CI
 {protected}
 setup: []              # commands run once in each new worktree (e.g. "npm ci")
-model_policy:
-  roles: {{}}            # coordinator / reviewer: "provider" or "provider/model"
-  assignments: {{}}      # name: {{provider, model, fallbacks, complexity, modes}}
+{SIM_POLICY if sim_roles else _EMPTY_POLICY}
 budgets:
   job_tokens: null     # stop launching new work for a job past this many tokens
 hotspots: []           # paths one task at a time may write
