@@ -112,7 +112,9 @@ def _describe_known(ev: dict[str, Any]) -> str:
         verdict = "passed" if d.get("passed") else "FAILED"
         where = f" in {d['where']}" if d.get("where") else ""
         took = f" ({d['duration_s']}s)" if d.get("duration_s") is not None else ""
-        ran = f" [ran {_short(d['toolchain'], 120)}]" if d.get("toolchain") else ""
+        # its end is what tells interpreters apart (which venv, which Python): a long path loses its start
+        tool = str(d.get("toolchain") or "")
+        ran = f" [ran {tool if len(tool) <= 140 else '…' + tool[-139:]}]" if tool else ""
         return f"gate {d.get('level', '?')}{where} {verdict}{took}{ran}" + (
             f": {_short(reason, 120)}" if reason and not d.get("passed") else "")
     if t == "merge.finished":

@@ -79,11 +79,11 @@ def describe(command: str, cwd: Path | str, env: dict[str, str], settings: dict[
     where = _located(prog, Path(cwd), env, settings)
     if where is None:
         return f"{prog} (not found)"
-    target = Path(os.path.realpath(where))
-    text = str(where) if target == where else f"{where} -> {target}"
     venv = _venv_python(where) if where.parent.name == "bin" else None
     if venv:
+        # the interpreter of a venv is a link to its base Python, which pyvenv.cfg names already
         relative = "/" in prog and not os.path.isabs(prog)
         in_tree = Path(os.path.normpath(Path(cwd) / prog)) == where or Path(os.path.realpath(cwd)) / prog == where
-        text += f" ({venv}" + (", shared from the main checkout)" if relative and not in_tree else ")")
-    return text
+        return f"{where} ({venv}" + (", shared from the main checkout)" if relative and not in_tree else ")")
+    target = Path(os.path.realpath(where))
+    return str(where) if target == where else f"{where} -> {target}"

@@ -88,7 +88,7 @@ def test_a_shared_venv_runs_the_worktrees_code_through_the_checkouts_editable_in
         assert "main checkout" not in out
     # and the gate says which interpreter it ran
     res = run_command(f".venv/bin/python -c '{imports}'", wt, settings={"confinement": "on", "sandbox_share": [".venv"]})
-    assert res.toolchain is not None and res.toolchain.startswith(f"{main}/.venv/bin/python -> ")
+    assert res.toolchain is not None and res.toolchain.startswith(f"{main}/.venv/bin/python (venv of Python")
     assert f"(venv of Python {sys.version_info.major}.{sys.version_info.minor}" in res.toolchain
     assert res.toolchain.endswith(", shared from the main checkout)")
     # a console script's shebang names the checkout's interpreter: it runs, on the worktree's code
