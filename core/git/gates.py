@@ -352,9 +352,20 @@ def kill_orphan_gate(pgid: int, cwd: Path | str) -> bool:
 def run_setup(project: ProjectConfig, cwd: Path | str, timeout: float = DEFAULT_TIMEOUT_S, *,
               env: dict[str, str] | None = None) -> GateResult | None:
     """Run the project's `setup:` commands in a fresh worktree; the first failure, or None when all pass."""
-    for i, command in enumerate(project.setup):
-        res = run_command(command, cwd, level=f"setup[{i}]", timeout=timeout, env=env, check_tree=False,
-                          settings=settings_of(project))
+    for i, step in enumerate(project.setup):
+        command = step if isinstance(step, str) else step.run
+
+        def run(command: str = command, i: int = i) -> GateResult:
+            return run_command(command, cwd, level=f"setup[{i}]", timeout=timeout, env=env, check_tree=False,
+                               settings=settings_of(project))
+
+        if isinstance(step, str) or step.cache is None:
+            res = run()
+        else:
+            from pilothouse.core.git.setup_cache import run_cached
+
+            res = run_cached(step, Path(cwd), run, lambda passed, tail, took, command=command, i=i: GateResult(
+                f"setup[{i}]", command, passed, 0, tail, took))
         if not res.passed:
             return res
     return None
