@@ -56,13 +56,25 @@ def missing_program(command: str, cwd: Path, env: dict[str, str],
     return None if _located(prog, cwd, env, settings) is not None else prog
 
 
-def _venv_python(exe: Path) -> str | None:
-    """'Python X.Y.Z at HOME' from the pyvenv.cfg beside a venv's bin/, or None (not a venv)."""
+def _venv_python(exe: Path, cwd: Path) -> str | None:
+    """'Python X.Y.Z at HOME' from the pyvenv.cfg beside a venv's bin/, or None (not a venv).
+
+    A venv inside the worktree is the worker's: its pyvenv.cfg is read without following a link."""
+    from pilothouse.providers.fsutil import read_in_tree
+
     cfg = exe.parent.parent / "pyvenv.cfg"
+    tree = Path(os.path.realpath(cwd))
     try:
-        with open(cfg, "rb") as f:
-            text = f.read(8192).decode("utf-8", errors="replace")
-    except OSError:
+        if cfg.is_relative_to(tree) or cfg.is_relative_to(cwd):
+            base = tree if cfg.is_relative_to(tree) else cwd
+            entry = read_in_tree(base, str(cfg.relative_to(base)), 8192)
+            if entry.kind != "file":
+                return None
+            text = entry.data.decode("utf-8", errors="replace")
+        else:
+            with open(cfg, "rb") as f:
+                text = f.read(8192).decode("utf-8", errors="replace")
+    except (OSError, ValueError):
         return None
     fields: dict[str, str] = {m.group(1): m.group(2) for m in re.finditer(r"(?m)^\s*([\w-]+)\s*=\s*(.*?)\s*$", text)}
     version = fields.get("version") or fields.get("version_info")
@@ -79,7 +91,7 @@ def describe(command: str, cwd: Path | str, env: dict[str, str], settings: dict[
     where = _located(prog, Path(cwd), env, settings)
     if where is None:
         return f"{prog} (not found)"
-    venv = _venv_python(where) if where.parent.name == "bin" else None
+    venv = _venv_python(where, Path(cwd)) if where.parent.name == "bin" else None
     if venv:
         # the interpreter of a venv is a link to its base Python, which pyvenv.cfg names already
         relative = "/" in prog and not os.path.isabs(prog)
