@@ -97,8 +97,14 @@ def _job_to_main(repo: Path, tmp_path: Path, cli, scenario: Path, job: str) -> s
         assert w.returncode == 0, (w.stdout, w.stderr, live[-3000:], gates)
     finally:
         cli("supervisor", "stop", cwd=repo)
-    s = cli("ship", job, cwd=repo)
-    assert s.returncode == 0, (s.stdout, s.stderr)
+    try:
+        s = cli("ship", job, cwd=repo)
+        assert s.returncode == 0, (s.stdout, s.stderr)
+    finally:
+        from pilothouse.core.records.layout import find_repo
+        from pilothouse.core.supervisor import control as supervisor_ctl
+
+        supervisor_ctl.stop(find_repo(repo))  # one `ship` may have started again for other jobs
     return live
 
 
