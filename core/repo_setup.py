@@ -119,7 +119,14 @@ def init_project(root: Path | str, gates: dict[str, str] | None = None, *,
             if gates is None:
                 tty = sys.stdin.isatty() if stdin_is_tty is None else stdin_is_tty
                 gates = _ask_gates(tty)
-        text = render_project(gates)
+        from pilothouse.core.records.detect import share_of
+
+        done["share"] = share_of(layout.root, gates)
+        from pilothouse.providers import keys
+
+        # no key: every role on the simulator, so the first job runs at once (and says what it is)
+        done["sim_roles"] = not keys.configured_providers()
+        text = render_project(gates, done["share"], sim_roles=done["sim_roles"])
         try:
             ProjectConfig.model_validate(parse_yaml(text, ".ai/project.yaml"))
         except ValidationError as exc:

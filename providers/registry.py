@@ -179,3 +179,12 @@ def load_providers() -> dict[str, ProviderConfig]:
             cfg = _validate(data, str(path))
         out[key] = cfg
     return out
+
+
+def labelled(spec: str | None) -> str:
+    """`provider[/model]` as shown to the operator: a simulator says so (its replies are scripted,
+    not a model's). By name: the bundled `sim` and `sim-*` providers, without loading every file."""
+    if not spec:
+        return str(spec)
+    key = spec.partition("/")[0]
+    return f"{spec} (simulator)" if key == "sim" or key.startswith("sim-") else spec

@@ -15,6 +15,8 @@ if TYPE_CHECKING:
     pass
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# third-party projects' own sources and tests (tests/core/test_own_repo.py runs them as gates)
+collect_ignore_glob = ["core/fixtures/thirdparty/*"]
 # Variables a test may inherit from the runner's environment; everything else about the user is replaced.
 _ISOLATED = ("HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME",
              "XDG_RUNTIME_DIR", "PILOTHOUSE_HOME", "CODEX_HOME", "CLAUDE_CONFIG_DIR")

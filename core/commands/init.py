@@ -73,6 +73,13 @@ def _init(args: Any) -> int:
               f"full = {done['gates']['full']!r})")
         if done.get("why"):
             print(f"  found: {done['why']} (change them in .ai/project.yaml if your CI runs more)")
+        if done.get("sim_roles"):
+            print("  roles: sim (simulator) — no model key is configured, so every role runs on the simulator's "
+                  "scripted replies, not a real model; script it for this repository (docs/scenarios.md), or "
+                  "store a key (pilothouse key set glm) and name that provider in model_policy")
+        if done.get("share"):
+            print(f"  sandbox.share: {', '.join(done['share'])} (read-only in every worktree's sandbox, running the "
+                  "worktree's code: no install per worktree; install again here after changing the lockfile)")
     else:
         print(f"kept {done['project_yaml']} (it exists; --force rewrites it)")
     if done["gitignore_updated"]:

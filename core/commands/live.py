@@ -82,7 +82,9 @@ def _describe_known(ev: dict[str, Any]) -> str:
         return text + (f": {_short(reason, 120)}" if reason else "")
     if t == "run.started":
         model = f"/{d['model']}" if d.get("model") else ""
-        return f"{d.get('role', 'run')} ({d.get('mode', '?')}) on {d.get('provider', '?')}{model}" + (
+        from pilothouse.providers.registry import labelled
+
+        return f"{d.get('role', 'run')} ({d.get('mode', '?')}) on {labelled(str(d.get('provider', '?')) + model)}" + (
             f", attempt {d['attempt']}" if d.get("attempt") else "")
     if t == "run.finished":
         text = f"{d.get('role', 'run')} {d.get('verdict', '?')}, {tokens_text(d.get('tokens'), d.get('usage'))}"
@@ -113,7 +115,10 @@ def _describe_known(ev: dict[str, Any]) -> str:
         verdict = "passed" if d.get("passed") else "FAILED"
         where = f" in {d['where']}" if d.get("where") else ""
         took = f" ({d['duration_s']}s)" if d.get("duration_s") is not None else ""
-        return f"gate {d.get('level', '?')}{where} {verdict}{took}" + (
+        # its end is what tells interpreters apart (which venv, which Python): a long path loses its start
+        tool = str(d.get("toolchain") or "")
+        ran = f" [ran {tool if len(tool) <= 140 else '…' + tool[-139:]}]" if tool else ""
+        return f"gate {d.get('level', '?')}{where} {verdict}{took}{ran}" + (
             f": {_short(reason, 120)}" if reason and not d.get("passed") else "")
     if t == "merge.finished":
         if d.get("ok"):

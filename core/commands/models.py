@@ -59,9 +59,11 @@ def _models(args: Any) -> int:
     if args.json:
         emit_json(rep)
         return 0
+    from pilothouse.providers.registry import labelled
+
     roles = rep["roles"]
-    print(f"coordinator: {roles['coordinator'] or '(not pinned: default assignment)'}")
-    print(f"reviewer:    {roles['reviewer'] or '(not pinned: the coordinator)'}")
+    print(f"coordinator: {labelled(roles['coordinator']) if roles['coordinator'] else '(not pinned: default assignment)'}")
+    print(f"reviewer:    {labelled(roles['reviewer']) if roles['reviewer'] else '(not pinned: the coordinator)'}")
     for job, pin in rep["pinned_coordinators"].items():
         print(f"  job {job}: coordinator pinned to {pin} (never changes during the job)")
     print()
@@ -69,7 +71,7 @@ def _models(args: Any) -> int:
         rows = []
         for name, a in rep["assignments"].items():
             mark = "*" if name == rep["default_assignment"] else ""
-            rows.append([name + mark, a["provider"], a["model"] or "(provider default)",
+            rows.append([name + mark, labelled(a["provider"]), a["model"] or "(provider default)",
                          "/".join(a["complexity"]), "/".join(a["modes"]) or "any",
                          ", ".join(a["fallbacks"]) or "-"])
         print_table(["ASSIGNMENT", "PROVIDER", "MODEL", "COMPLEXITY", "MODES", "FALLBACKS (usage limits)"], rows)

@@ -85,7 +85,7 @@ def read_task(opts: DispatchOptions) -> str:
 
 
 def _project_settings(workdir: Path) -> dict[str, Any]:
-    """`confinement` / `network` / `sandbox.read` from the nearest .ai/project.yaml (for providers.confine)."""
+    """`confinement` / `network` / `sandbox.read` / `sandbox.share` from the nearest .ai/project.yaml (for providers.confine)."""
     # (helper F) from the main checkout, never a worktree's own copy: its worker can edit that one
     from pilothouse.providers.confine import trusted_project_root
 
@@ -105,7 +105,8 @@ def _project_settings(workdir: Path) -> dict[str, Any]:
             from pilothouse.core.records.project import SandboxSettings
 
             try:  # an invalid `sandbox:` widens nothing (the supervisor names the error)
-                out["sandbox_read"] = SandboxSettings.model_validate(data.get("sandbox") or {}).read
+                sandbox = SandboxSettings.model_validate(data.get("sandbox") or {})
+                out.update(sandbox_read=sandbox.read, sandbox_share=sandbox.share)
             except ValueError:
                 pass
             gates = data.get("gates")

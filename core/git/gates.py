@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import shlex
 import shutil
 import signal
 import subprocess
@@ -31,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pilothouse.core.git.toolchain import describe, missing_program
 from pilothouse.core.git.worktrees import git, is_scratch, some_paths
 from pilothouse.core.records.project import ProjectConfig
 from pilothouse.providers import confine, paths
@@ -42,9 +42,6 @@ DEFAULT_TIMEOUT_S = 1800.0
 # change that keeps the size goes unseen, a bounded cost for a check on a worker's tree
 SNAPSHOT_LIMIT = 16 << 20
 TAIL_BYTES = 4096
-_SHELL_WORDS = {"cd", "export", "set", "source", ".", "exec", "test", "[", "[[", "true", "false", "echo", "if",
-                "for", "while", "until", "case", "select", "function", "coproc", ":", "env", "command",
-                "builtin", "eval", "{", "(", "!", "time", "ulimit", "umask"}
 # not handed to a confined gate: the code it runs is the worker's, and the network is open
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
 _HOST_ONLY = ("SSH_AUTH_SOCK", "GPG_AGENT_INFO", "DBUS_SESSION_BUS_ADDRESS", "XDG_RUNTIME_DIR", "TMPDIR")
@@ -67,32 +64,11 @@ class GateResult:
     counts: dict[str, Any] | None = None
     # the gate run again with the holdout tests (core/git/holdout.py): {passed, counts}, no output
     holdout: dict[str, Any] | None = None
+    # the program the command ran and what it is (toolchain.describe): which python, which node
+    toolchain: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def _first_program(command: str) -> str | None:
-    """The program a gate command starts, or None when it is a shell construct we can't judge."""
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        return None
-    for w in words:
-        if "=" in w and not w.startswith(("=", "/", ".")) and w.split("=", 1)[0].isidentifier():
-            continue  # VAR=value prefix
-        return None if w in _SHELL_WORDS else w
-    return None
-
-
-def _missing_program(command: str, cwd: Path, env: dict[str, str]) -> str | None:
-    prog = _first_program(command)
-    if prog is None:
-        return None
-    if "/" in prog:
-        candidate = Path(prog) if os.path.isabs(prog) else cwd / prog
-        return None if candidate.exists() else prog
-    return None if shutil.which(prog, path=env.get("PATH")) else prog
 
 
 def _snapshot(cwd: Path) -> dict[str, str]:
@@ -187,7 +163,8 @@ def confined_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 def settings_of(project: ProjectConfig) -> dict[str, Any]:
     """The project's confinement settings, as prepare_command() takes them."""
-    return {"confinement": project.confinement, "network": project.network, "sandbox_read": project.sandbox.read}
+    return {"confinement": project.confinement, "network": project.network, "sandbox_read": project.sandbox.read,
+            "sandbox_share": project.sandbox.share}
 
 
 def _confinement_off(settings: dict[str, Any] | None) -> bool:
@@ -233,11 +210,12 @@ def run_command(command: str, cwd: Path | str, *, level: str = "command", timeou
     start = time.monotonic()
     setup = level.startswith("setup")
     field, label = ("setup", level) if setup else (f"gates.{level}", f"gate '{level}'")
-    missing = _missing_program(command, cwd, full_env)
+    missing = missing_program(command, cwd, full_env, settings)
     if missing:
         return GateResult(level, command, False, None, "", 0.0,
                           reason=f"{label}: command not found: {missing} — install it or fix "
                                  f"{field} in .ai/project.yaml", not_installed="/" not in missing)
+    toolchain = describe(command, cwd, full_env, settings)
     before = _snapshot_started(cwd) if check_tree else None
     try:
         argv, spawn_env, confined, scratch = _confine(["/bin/sh", "-c", command], env, cwd, settings, level)
@@ -253,6 +231,7 @@ def run_command(command: str, cwd: Path | str, *, level: str = "command", timeou
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
+    result.toolchain = toolchain
     if confined and result.exit_code == 127 and result.reason and "not found" in result.reason:
         # found on the host but not in the sandbox: most likely installed under the hidden $HOME
         result.reason += " (gates run confined: $HOME and pilothouse's data are not visible to them)"
@@ -379,9 +358,20 @@ def kill_orphan_gate(pgid: int, cwd: Path | str) -> bool:
 def run_setup(project: ProjectConfig, cwd: Path | str, timeout: float = DEFAULT_TIMEOUT_S, *,
               env: dict[str, str] | None = None) -> GateResult | None:
     """Run the project's `setup:` commands in a fresh worktree; the first failure, or None when all pass."""
-    for i, command in enumerate(project.setup):
-        res = run_command(command, cwd, level=f"setup[{i}]", timeout=timeout, env=env, check_tree=False,
-                          settings=settings_of(project))
+    for i, step in enumerate(project.setup):
+        command = step if isinstance(step, str) else step.run
+
+        def run(command: str = command, i: int = i) -> GateResult:
+            return run_command(command, cwd, level=f"setup[{i}]", timeout=timeout, env=env, check_tree=False,
+                               settings=settings_of(project))
+
+        if isinstance(step, str) or step.cache is None:
+            res = run()
+        else:
+            from pilothouse.core.git.setup_cache import run_cached
+
+            res = run_cached(step, Path(cwd), run, lambda passed, tail, took, command=command, i=i: GateResult(
+                f"setup[{i}]", command, passed, 0, tail, took))
         if not res.passed:
             return res
     return None

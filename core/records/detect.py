@@ -173,6 +173,21 @@ def _cargo_go(root: Path) -> Found | None:
     return None
 
 
+def share_of(root: Path, gates: dict[str, str]) -> list[str]:
+    """The dependency folders of the checkout the gates need in their worktrees (`sandbox.share`):
+    a virtualenv a gate names, `node_modules` beside a package.json. The sandbox hides the rest of
+    the checkout, so a gate naming `/repo/.venv/bin/python` finds nothing there without it."""
+    out: list[str] = []
+    commands = " ".join(gates.values())
+    for name in _VENVS:
+        if (root / name / "bin" / "python").is_file() and (
+                str((root / name).absolute()) + "/" in commands or re.search(rf"(^|\s){re.escape(name)}/", commands)):
+            out.append(name)
+    if (root / "package.json").is_file() and (root / "node_modules").is_dir() and not (root / "node_modules").is_symlink():
+        out.append("node_modules")
+    return out
+
+
 def detect(root: Path) -> Found | None:
     """The repository's own test command, or None when nothing says which."""
     for look in (_ci, _tox, _make, _pytest, _node, _cargo_go):

@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pilothouse.core.records.layout import RepoLayout
+from pilothouse.core.records.project_env import SandboxSettings, SetupStep, Strict
 from pilothouse.providers.errors import UserError
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 PROTECTED_BRANCHES = ("main", "master")
 DEFAULT_INTEGRATION_BRANCH = "pilothouse/integration"
@@ -20,11 +21,7 @@ Complexity = Literal["easy", "standard", "complex"]
 COMPLEXITIES: tuple[str, ...] = ("easy", "standard", "complex")
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class Workflow(_Strict):
+class Workflow(Strict):
     mode: Literal["feature", "separate-tasks"] = "feature"
     review: Literal["ai", "once", "off", "human"] = "once"
 
@@ -35,7 +32,7 @@ class Workflow(_Strict):
         return "off" if v is False else v
 
 
-class Roles(_Strict):
+class Roles(Strict):
     """Exact pins for the control roles, as `provider` or `provider/model`."""
 
     coordinator: str | None = None
@@ -46,7 +43,7 @@ def _all_complexities() -> list[Complexity]:
     return ["easy", "standard", "complex"]
 
 
-class Assignment(_Strict):
+class Assignment(Strict):
     provider: str
     model: str | None = None
     fallbacks: list[str] = Field(default_factory=list)
@@ -54,7 +51,7 @@ class Assignment(_Strict):
     modes: list[str] = Field(default_factory=list)
 
 
-class ModelPolicy(_Strict):
+class ModelPolicy(Strict):
     roles: Roles = Field(default_factory=Roles)
     assignments: dict[str, Assignment] = Field(default_factory=dict)
     default_assignment: str | None = None
@@ -72,27 +69,7 @@ class ModelPolicy(_Strict):
         return self
 
 
-class SandboxSettings(_Strict):
-    """What a worker's or gate's sandbox shows beyond its worktree (docs/sandbox.md)."""
-
-    # bound read-only into every sandbox: a project venv, a toolchain, a package cache. Relative
-    # paths are the main checkout's, which the sandbox otherwise hides apart from its .git
-    read: list[str] = Field(default_factory=list)
-
-    @field_validator("read")
-    @classmethod
-    def _paths(cls, v: list[str]) -> list[str]:
-        for p in v:
-            if not isinstance(p, str) or not p.strip():
-                raise ValueError("an entry is empty: name a directory or file, e.g. .venv")
-            parts = Path(p).parts
-            if ".." in parts or p.strip() in ("/", "~", ".", "./"):
-                raise ValueError(f"'{p}' would show far more than a tool needs: name the directory it "
-                                 "reads (e.g. .venv or /opt/toolchain), with no '..'")
-        return [p.strip() for p in v]
-
-
-class Budgets(_Strict):
+class Budgets(Strict):
     job_tokens: int | None = Field(default=None, ge=1)
 
 
@@ -108,14 +85,15 @@ DEFAULT_PROTECTED = ("**/conftest.py", "pytest.ini", "tox.ini", "setup.cfg", ".c
                      "vitest.config.*", ".github/workflows", ".gitlab-ci.yml")
 
 
-class ProjectConfig(_Strict):
+class ProjectConfig(Strict):
     workflow: Workflow = Field(default_factory=Workflow)
     gates: dict[str, str]
     # gates.protected: globs (from the checkout's root) mounted read-only in every builder's sandbox
     protected: list[str] = Field(default_factory=list)
     # gates.holdout: a folder of tests outside every worker's sandbox, added when the gate runs
     holdout: str | None = None
-    setup: list[str] = Field(default_factory=list)
+    # a command, or {run, cache: {key, paths}}: its result kept per lockfile content (core/git/setup_cache.py)
+    setup: list[str | SetupStep] = Field(default_factory=list)
     model_policy: ModelPolicy = Field(default_factory=ModelPolicy)
     budgets: Budgets = Field(default_factory=Budgets)
     hotspots: list[str] = Field(default_factory=list)
@@ -185,8 +163,9 @@ class ProjectConfig(_Strict):
 
     @field_validator("setup")
     @classmethod
-    def _setup(cls, v: list[str]) -> list[str]:
-        for i, cmd in enumerate(v):
+    def _setup(cls, v: list[str | SetupStep]) -> list[str | SetupStep]:
+        for i, step in enumerate(v):
+            cmd = step if isinstance(step, str) else step.run
             if "\0" in cmd:
                 raise ValueError(f"command {i + 1} has a NUL byte: a command cannot carry one; remove it")
         return v
@@ -337,8 +316,20 @@ def detect_gates(root: Path) -> dict[str, str] | None:
     return found.gates() if found is not None else None
 
 
-def render_project(gates: dict[str, str]) -> str:
-    """The commented project.yaml `init` writes (values quoted so YAML keeps them strings)."""
+SIM_POLICY = """model_policy:              # the simulator: scripted replies, not a real model (no key was configured)
+  roles: {coordinator: sim, reviewer: sim}   # name real providers here once you store a key (pilothouse key set glm)
+  assignments:
+    simulator: {provider: sim}               # script it for your repository: docs/scenarios.md (sim_scenario)"""
+
+
+_EMPTY_POLICY = """model_policy:
+  roles: {}            # coordinator / reviewer: "provider" or "provider/model"
+  assignments: {}      # name: {provider, model, fallbacks, complexity, modes}"""
+
+
+def render_project(gates: dict[str, str], share: list[str] | None = None, *, sim_roles: bool = False) -> str:
+    """The commented project.yaml `init` writes (values quoted so YAML keeps them strings).
+    `sim_roles`: every role on the simulator, so a job runs at once where no model key is configured."""
     import json
 
     q = json.dumps  # a JSON string is a valid double-quoted YAML scalar
@@ -352,10 +343,8 @@ gates:                 # commands that must pass; they must not change committed
   full: {q(gates["full"])}
   protected:           # read-only for builders (their writes fail in the sandbox): test settings, CI
 {protected}
-setup: []              # commands run once in each new worktree (e.g. "npm ci")
-model_policy:
-  roles: {{}}            # coordinator / reviewer: "provider" or "provider/model"
-  assignments: {{}}      # name: {{provider, model, fallbacks, complexity, modes}}
+setup: []              # commands run once in each new worktree (e.g. "npm ci"; {{run, cache: {{key, paths}}}} keeps its result per lockfile)
+{SIM_POLICY if sim_roles else _EMPTY_POLICY}
 budgets:
   job_tokens: null     # stop launching new work for a job past this many tokens
 hotspots: []           # paths one task at a time may write
@@ -368,7 +357,8 @@ worktree_pool: 4       # merged tasks' checkouts reused by the next tasks (0: a 
 confinement: "on"
 network: default       # default | none
 sandbox:
-  read: []             # paths bound read-only into every sandbox, e.g. [.venv] (docs/sandbox.md)
+  read: []             # paths bound read-only into every sandbox, e.g. [/opt/toolchain] (docs/sandbox.md)
+  share: {q(share or [])}{" " * max(1, 13 - len(q(share or [])))}# the checkout's dependency folders every worktree uses read-only, e.g. [".venv", "node_modules"]
 availability_poll_seconds: 300
 """
 

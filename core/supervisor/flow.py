@@ -323,7 +323,7 @@ def gate_done(sup: Supervisor, job: str, tid: str, level: str, res: Any, exc: Ba
     sup.events.append("gate.finished", job=job, task=tid, data={
         "level": level, "passed": bool(gate.get("passed")), "where": "worktree", "reason": gate.get("reason"),
         "output_tail": tail, "exit_code": gate.get("exit_code"), "duration_s": gate.get("duration_s"),
-        "counts": gate.get("counts"), "holdout": gate.get("holdout")})
+        "counts": gate.get("counts"), "holdout": gate.get("holdout"), "toolchain": gate.get("toolchain")})
     d = stops.after_gate(gate, counters(r), base_fails=base_fails)
     if d.action == stops.PROCEED and weak:
         from pilothouse.core.git.weakening import summary

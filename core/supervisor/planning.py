@@ -16,6 +16,7 @@ from pilothouse.core.dispatch import runs
 from pilothouse.core.stops.rules import classify_verdict
 from pilothouse.core.supervisor import launch as L
 from pilothouse.core.supervisor.context import job_scenario, policy_of
+from pilothouse.providers.registry import labelled
 
 if TYPE_CHECKING:
     import sqlite3
@@ -67,6 +68,11 @@ def step(sup: Supervisor, job: Any, row: sqlite3.Row) -> bool:
     if not isinstance(result, dict) or not isinstance(result.get("tasks"), list):
         errors = [f"no valid plan result block ({verdict.get('parse_error') or verdict.get('parse_state')}): "
                   "end your answer with <!--RESULT-->{\"tasks\": [...]}<!--/RESULT-->"]
+        if labelled(last["provider"]) != last["provider"]:
+            # init's roles where no key is configured: the operator's next step, not the model's
+            errors.append(f"{labelled(last['provider'])} has no scripted plan for this job: script it for this "
+                          "repository (docs/scenarios.md) and name the file with `job create --sim-scenario FILE` "
+                          "or sim_scenario in .ai/project.yaml, or name a real provider in model_policy")
     else:
         try:
             _accept_plan(sup, job, revision, result["tasks"], source="assigner", run_id=last["run_id"])

@@ -211,7 +211,8 @@ def _job_gate_done(sup: Supervisor, job: str, res: Any, exc: BaseException | Non
     reason = (res.reason if res is not None else None) or (describe(exc) if exc else None)
     tail = (res.output_tail if res is not None else "")[-1500:]
     sup.events.append("gate.finished", job=job, data={"level": "full", "where": "integration", "passed": passed,
-                                                      "reason": reason, "output_tail": tail})
+                                                      "reason": reason, "output_tail": tail,
+                                                      "toolchain": res.toolchain if res is not None else None})
     if not passed:
         failed = "could not run" if res is None else "failed"
         sup.store.set_job(job, "job.blocked", reason=f"the full gate {failed} on the integration branch: {reason}",

@@ -36,7 +36,7 @@ with one warning when bwrap cannot work here. Gates run worker-written code: pre
 binary changes) the functional probe in probe.py is run.
 
 Modules, lowest first: bwrap (is bubblewrap here and working), repoview (what of the repository a
-run sees), mounts (the mount plan), probe and probe_reads (the functional proof), policy (who must be confined; prepare/prepare_command). Import from here.
+run sees), shared (`sandbox.share`), mounts (the mount plan), probe and probe_reads (the functional proof), policy (who must be confined; prepare/prepare_command). Import from here.
 """
 
 from pilothouse.providers.confine.bwrap import (
@@ -61,9 +61,10 @@ from pilothouse.providers.confine.policy import (
     unconfined_reason,
     wrap,
 )
+from pilothouse.providers.confine.shared import host_path
 
 __all__ = [
     "GATE_SANDBOX", "INSTALL_FIX", "OPT_OUT", "WRITER_MODES", "available", "bwrap_path", "bwrap_version",
-    "confinement_off", "confinement_required", "namespace_fix", "prepare", "prepare_command",
+    "confinement_off", "confinement_required", "host_path", "namespace_fix", "prepare", "prepare_command",
     "project_setting_near", "signal_sandbox", "status", "trusted_project_root", "unconfined_reason", "wrap",
 ]

@@ -28,6 +28,7 @@ from pilothouse.providers.confine.repoview import (
 )
 from pilothouse.providers.confine.repoview import real as _real
 from pilothouse.providers.confine.repoview import within as _within
+from pilothouse.providers.confine.shared import share_args, shared_folders
 from pilothouse.providers.errors import UserError
 from pilothouse.providers.runners.base import LaunchSpec, RunSpec
 
@@ -219,6 +220,7 @@ def wrap(launch: LaunchSpec, spec: RunSpec, *, extra_ro: list[Path] | None = Non
     # hidden, and never shown again by binding a directory above it
     shut = hidden if main is None else [*hidden, main]
     extra_read = read_setting(spec, main)
+    shared = shared_folders(spec, main)  # sandbox.share: shared.py
     for p in extra_read:
         for h in shut:
             if _within(h, p):
@@ -312,6 +314,9 @@ def wrap(launch: LaunchSpec, spec: RunSpec, *, extra_ro: list[Path] | None = Non
             args += ["--bind", str(p), str(p)]
         else:
             args += ["--ro-bind", str(p), str(p)]
+    if main is not None and shared:
+        taken = {q.relative_to(main).parts[0] for q in ops if _within(q, main) and q != main}
+        args += share_args(shared, main, workdir, writer=spec.mode in WRITER_MODES, shut=shut, taken=taken)
     for p, kind in ops.items():
         if kind == 0:
             args += ["--remount-ro", str(p)]  # the hidden tree's stand-in is not a place to write either

@@ -36,9 +36,10 @@ def test_a_fresh_project_passes_and_review_off_is_the_word(repo: Path, cli) -> N
 
 
 @pytest.mark.parametrize(("old", "new", "words"), [
-    ("roles: {}", "roles: {coordinator: claude-cod}",
+    # init with no key configured: every role on the simulator
+    ("roles: {coordinator: sim, reviewer: sim}", "roles: {coordinator: claude-cod}",
      ("model_policy.roles.coordinator: unknown provider 'claude-cod'", "did you mean claude-code?")),
-    ("assignments: {}", "assignments: {fast: {provider: nosuch}}",
+    ("simulator: {provider: sim}", "fast: {provider: nosuch}",
      ("model_policy.assignments.fast.provider: unknown provider 'nosuch'",)),
     ("max_workers: 2", "max_workers: 2\nsim_scenario: /etc/passwd", ("sim_scenario: /etc/passwd is not where",)),
     ("max_workers: 2", "max_workers: 2\nsim_scenario: scenarios/gone.yaml",

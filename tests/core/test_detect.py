@@ -104,3 +104,64 @@ def test_files_that_are_links_or_fifos_are_not_read(tmp_path: Path) -> None:
     (repo / "Makefile").unlink()
     (repo / "Makefile").write_text("test:\n\t./run-tests\n")
     assert detect(repo).gates() == {"fast": "make test", "full": "make test"}  # type: ignore[union-attr]
+
+
+def test_init_shares_the_virtualenv_its_gate_names_so_the_gate_runs_confined(git_repo: Path, cli) -> None:
+    from pilothouse.core.git.gates import run_gate
+    from pilothouse.core.records.layout import find_repo
+    from pilothouse.core.records.project import load_project
+    from pilothouse.providers import paths
+
+    py = _venv(git_repo)
+    # this venv reaches pytest through pilothouse's own site-packages (a .pth: no install here)
+    site = next((git_repo / ".venv" / "lib").glob("python*/site-packages"))
+    (site / "outer.pth").write_text(next(p for p in sys.path if p.endswith("site-packages")) + "\n")
+    r = cli("init", cwd=git_repo)
+    assert r.returncode == 0, r.stderr
+    assert "sandbox.share: .venv" in r.stdout
+    project = load_project(find_repo(git_repo))
+    assert project.sandbox.share == [".venv"] and project.gates["fast"].startswith(str(py.absolute()))
+    wt = paths.data_dir() / "worktrees" / "t"
+    wt.parent.mkdir(parents=True)
+    subprocess.run(["git", "worktree", "add", "-q", "-b", "t", str(wt)], cwd=git_repo, check=True)
+    res = run_gate(project, "fast", wt)  # confined: the main checkout is hidden apart from what is shared
+    assert res.passed, (res.reason, res.output_tail)
+    assert res.toolchain is not None and "(venv of Python" in res.toolchain
+
+
+def test_init_without_a_key_puts_every_role_on_the_simulator_labelled_so_a_job_runs_at_once(
+        git_repo: Path, tmp_path: Path, cli) -> None:
+    import yaml
+    from pilothouse.core.records.layout import find_repo
+    from pilothouse.core.state import store
+    from pilothouse.core.supervisor import control as supervisor_ctl
+
+    r = cli("init", cwd=git_repo)
+    assert r.returncode == 0, r.stderr
+    assert "roles: sim (simulator)" in r.stdout and "docs/scenarios.md" in r.stdout
+    policy = yaml.safe_load((git_repo / ".ai" / "project.yaml").read_text())["model_policy"]
+    assert policy["roles"] == {"coordinator": "sim", "reviewer": "sim"}
+    assert "sim (simulator)" in cli("models", cwd=git_repo).stdout
+    subprocess.run(["git", "add", "-A"], cwd=git_repo, check=True)
+    subprocess.run(["git", "commit", "-qm", "init"], cwd=git_repo, check=True)
+    (tmp_path / "req.md").write_text("Add a notes file.\n")
+    assert cli("job", "create", "first", "--request-file", str(tmp_path / "req.md"), cwd=git_repo).returncode == 0
+    layout = find_repo(git_repo)
+    supervisor_ctl.start(layout)
+    try:
+        w = cli("job", "wait", "first", "--timeout", "120", cwd=git_repo, timeout=150)
+    finally:
+        supervisor_ctl.stop(layout)
+    assert w.returncode == 3, (w.stdout, w.stderr)  # it ran, and waits: the simulator has no script here
+    conn = store.connect(layout.state_db, readonly=True)
+    summary = conn.execute("SELECT summary FROM problems WHERE job = 'first'").fetchone()["summary"]
+    conn.close()
+    assert "sim (simulator) has no scripted plan" in summary and "--sim-scenario" in summary
+    assert "assigner (plan) on sim (simulator)" in cli("live", cwd=git_repo).stdout
+
+    # with a key stored, init leaves the roles to the operator
+    other = tmp_path / "other"
+    shutil.copytree(git_repo, other, ignore=shutil.ignore_patterns(".ai"))
+    assert cli("key", "set", "glm", "--from-stdin", "--backend", "file", input="sk-test-0000\n").returncode == 0
+    assert cli("init", "--force", cwd=other).returncode == 0
+    assert yaml.safe_load((other / ".ai" / "project.yaml").read_text())["model_policy"]["roles"] == {}

@@ -1,0 +1,166 @@
+"""docs/own-repo.md, followed on real third-party projects from the package registries: a fresh
+repository → `init` → a job with scripted simulator builders → the project's own tests as the gate,
+in a confined worktree sharing the checkout's dependency folders → `ship` onto its main branch.
+
+Each project's dependencies come from its registry in the test's setup (pip / npm, cached in
+PILOTHOUSE_TEST_CACHE, else /var/tmp/pilothouse-test-cache), as its operator would install them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+FIXTURES = Path(__file__).parent / "fixtures" / "thirdparty"
+CACHE = Path(os.environ.get("PILOTHOUSE_TEST_CACHE") or "/var/tmp/pilothouse-test-cache")
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def home_of_repos(isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Where the operator keeps checkouts, with their home and pilothouse's. Not under
+    /tmp/pytest-of-USER: the sandbox's private /tmp shows the folders leading to a checkout, a
+    worktree or a hidden home there read-only, and the project's own tests (pytest's tmp_path)
+    make theirs in it."""
+    base = Path(tempfile.mkdtemp(prefix="ph-own-repo-", dir="/var/tmp"))
+    home = base / "home"
+    shutil.copytree(isolated_home, home)
+    monkeypatch.setenv("HOME", str(home))
+    for var, sub in (("XDG_CONFIG_HOME", ".config"), ("XDG_DATA_HOME", ".local/share"),
+                     ("XDG_STATE_HOME", ".local/state"), ("XDG_CACHE_HOME", ".cache")):
+        monkeypatch.setenv(var, str(home / sub))
+    monkeypatch.setenv("PILOTHOUSE_HOME", str(base / "pilothouse"))
+    try:
+        yield base
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _fresh_repo(tmp_path: Path, name: str) -> Path:
+    repo = tmp_path / name.rsplit("-", 1)[0]
+    shutil.copytree(FIXTURES / name, repo)
+    for args in (("init", "-q", "-b", "main"), ("add", "-A"), ("commit", "-qm", f"{name}, as published")):
+        subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
+    return repo
+
+
+def _install(argv: list[str], cwd: Path, **env: str) -> None:
+    CACHE.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PIP_CACHE_DIR": str(CACHE / "pip"),
+                               "npm_config_cache": str(CACHE / "npm"), **env})
+    assert done.returncode == 0, (argv, done.stdout[-2000:], done.stderr[-2000:])
+
+
+def _scenario(path: Path, task: str, writes: list[str], turns: list[dict[str, object]]) -> Path:
+    plan = {"tasks": [{"id": task, "title": task, "kind": "SAFE_PARALLEL", "expected_paths": {"write": writes}}]}
+    done = {"status": "complete", "files_changed": writes, "validation": {"commands": [], "passed": True},
+            "risks": []}
+    path.write_text(yaml.safe_dump({"name": path.stem, "description": f"{task}, scripted", "scripts": [
+        {"match": {"mode": "plan"}, "turns": [{"say": f"<!--RESULT-->{json.dumps(plan)}<!--/RESULT-->"}]},
+        {"match": {"mode": "code", "contains": [f"task: {task}"]},
+         "turns": [*turns, {"say": f"Done.\n<!--RESULT-->{json.dumps(done)}<!--/RESULT-->"}]},
+        {"match": {"mode": "review"}, "turns": [{"say": '<!--RESULT-->{"overall":"PASS","findings":[]}<!--/RESULT-->'}]},
+    ]}))
+    return path
+
+
+def _events(repo: Path, kind: str) -> list[dict[str, object]]:
+    lines = (repo / ".ai" / "runtime" / "events.jsonl").read_text().splitlines()
+    return [e for e in map(json.loads, lines) if e["type"] == kind]
+
+
+def _job_to_main(repo: Path, tmp_path: Path, cli, scenario: Path, job: str) -> str:
+    """docs/own-repo.md steps 1 (commit), 2 and 5 with step 6's scripted simulator: the live log."""
+    subprocess.run(["git", "add", ".ai/project.yaml", ".gitignore"], cwd=repo, check=True)
+    subprocess.run(["git", "commit", "-qm", "pilothouse init"], cwd=repo, check=True)
+    (tmp_path / "request.md").write_text(f"{job}: see the task.\n")
+    r = cli("job", "create", job, "--request-file", str(tmp_path / "request.md"), "--sim-scenario", str(scenario),
+            cwd=repo)
+    assert r.returncode == 0, r.stderr
+    assert cli("job", "start", cwd=repo).returncode == 0
+    try:
+        w = cli("job", "wait", job, "--timeout", "400", cwd=repo, timeout=420)
+        live = cli("live", cwd=repo).stdout
+        gates = [e["data"].get("output_tail") for e in _events(repo, "gate.finished")]
+        assert w.returncode == 0, (w.stdout, w.stderr, live[-3000:], gates)
+    finally:
+        cli("supervisor", "stop", cwd=repo)
+    try:
+        s = cli("ship", job, cwd=repo)
+        assert s.returncode == 0, (s.stdout, s.stderr)
+    finally:
+        from pilothouse.core.records.layout import find_repo
+        from pilothouse.core.supervisor import control as supervisor_ctl
+
+        supervisor_ctl.stop(find_repo(repo))  # one `ship` may have started again for other jobs
+    return live
+
+
+def test_a_python_project_with_a_virtualenv_and_an_editable_install(tmp_path: Path, home_of_repos: Path,
+                                                                     cli) -> None:
+    repo = _fresh_repo(home_of_repos, "iniconfig-1.1.1")
+    # the operator's own environment: a venv with the project installed editable, and pytest
+    base_python = getattr(sys, "_base_executable", sys.executable)
+    _install([base_python, "-m", "venv", ".venv"], repo)
+    _install([".venv/bin/python", "-m", "pip", "install", "-q", "--disable-pip-version-check",
+              "pytest==7.4.4", "py==1.11.0", "-e", "."], repo, SETUPTOOLS_SCM_PRETEND_VERSION="1.1.1")
+    r = cli("init", cwd=repo)
+    assert r.returncode == 0, r.stderr
+    assert "tox.ini [testenv] runs pytest" in r.stdout and "sandbox.share: .venv" in r.stdout
+    old = "    def __init__(self, config, name):\n        self.config = config\n        self.name = name\n"
+    new = old + "\n    def __repr__(self):\n        return '<SectionWrapper %r>' % (self.name,)\n"
+    test = ("from iniconfig import IniConfig\n\n\ndef test_a_section_names_itself():\n"
+            "    assert repr(IniConfig('x', data='[db]\\nport = 1\\n')['db']) == \"<SectionWrapper 'db'>\"\n")
+    scenario = _scenario(tmp_path / "repr.yaml", "repr", ["src/iniconfig/__init__.py", "testing/test_repr.py"], [
+        {"say": "Adding a repr.", "actions": [{"edit": {"path": "src/iniconfig/__init__.py", "old": old, "new": new}},
+                                              {"write": {"path": "testing/test_repr.py", "content": test}}]}])
+    live = _job_to_main(repo, tmp_path, cli, scenario, "repr")
+    # the gate ran the checkout's venv on the task's code: the new test passes only against it
+    assert f"(venv of Python {platform.python_version()} at {Path(base_python).parent})]" in live
+    assert {f"{repo}/.venv/bin/python (venv of Python {platform.python_version()} at {Path(base_python).parent})"} == {
+        e["data"]["toolchain"] for e in _events(repo, "gate.finished")}
+    shipped = subprocess.run(["git", "show", "main:src/iniconfig/__init__.py"], cwd=repo, capture_output=True,
+                             text=True, check=True).stdout
+    assert "<SectionWrapper %r>" in shipped and (repo / "testing" / "test_repr.py").is_file()
+
+
+def test_an_npm_package_with_dependencies_and_its_node_modules_shared(tmp_path: Path, home_of_repos: Path,
+                                                                     cli) -> None:
+    repo = _fresh_repo(home_of_repos, "call-bind-1.0.2")
+    # the operator's install: the package's dependencies and dev tools (tape) from npm
+    _install(["npm", "install", "--no-package-lock", "--ignore-scripts", "--no-audit", "--no-fund"], repo)
+    # its `npm test` lints and audits online first (pretest, posttest): the gate runs its tests alone
+    r = cli("init", "--gate-fast", "node_modules/.bin/tape 'test/*'", "--gate-full",
+            "node_modules/.bin/tape 'test/*'", cwd=repo)
+    assert r.returncode == 0, r.stderr
+    assert "sandbox.share: node_modules" in r.stdout
+    old = "module.exports = function callBoundIntrinsic(name, allowMissing) {\n"
+    new = old + ("\tif (typeof name !== 'string') {\n"
+                 "\t\tthrow new TypeError('callBound: the intrinsic name must be a string');\n\t}\n")
+    test = ("'use strict';\n\nvar test = require('tape');\n\nvar callBound = require('../callBound');\n\n"
+            "test('callBound names', function (t) {\n"
+            "\tt['throws'](function () { callBound(42); }, /must be a string/, 'a number is refused');\n"
+            "\tt.end();\n});\n")
+    scenario = _scenario(tmp_path / "names.yaml", "names", ["callBound.js", "test/names.js"], [
+        {"say": "Checking the name.", "actions": [{"edit": {"path": "callBound.js", "old": old, "new": new}},
+                                                  {"write": {"path": "test/names.js", "content": test}}]}])
+    live = _job_to_main(repo, tmp_path, cli, scenario, "names")
+    # named by where it is: the checkout's folder, shared
+    assert {f"{repo}/node_modules/.bin/tape -> {repo}/node_modules/tape/bin/tape"} == {
+        e["data"]["toolchain"] for e in _events(repo, "gate.finished")}
+    assert "node_modules/tape/bin/tape]" in live
+    shipped = subprocess.run(["git", "show", "main:callBound.js"], cwd=repo, capture_output=True, text=True,
+                             check=True).stdout
+    assert "must be a string" in shipped and (repo / "test" / "names.js").is_file()
