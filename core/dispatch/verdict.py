@@ -178,6 +178,11 @@ def decide(state: RunState, out: ProcOutcome, mode: str, text: str | None, step_
     elif coding and not work.changed and not (out.timed_out or out.idle_timed_out or out.interrupted
                                               or step_capped):
         verdict = "empty"  # it ended by itself with no result and no work either: nothing was done
+    elif mode not in ("code", "resume") and parsed.state == "unstructured" and state.tool_events == 0 and not (
+            out.timed_out or out.idle_timed_out or out.interrupted or step_capped or state.output_capped):
+        # an explore, plan or review that read nothing and wrote no result block: no partial work was
+        # done (`partial` is kept for a run that worked and ran out), and the reason says why
+        verdict = "empty"
     else:
         verdict = "partial"
     if out.timed_out or out.idle_timed_out or out.interrupted or step_capped:

@@ -63,7 +63,9 @@ def fails_on_base(project: ProjectConfig, level: str, cwd: str, base: str | None
                   res: GateResult) -> str | None:
     """The base commit (short) when a failed gate fails the same way there: the repository's own
     tests fail before the task, which no builder round can fix. None otherwise."""
-    if res.passed or not base or res.not_installed or res.timed_out:
+    if res.passed or not base or res.not_installed or res.timed_out or not res.exit_code:
+        # exit 0: the command passed and a check after it failed (the holdout tests, or the work's
+        # own holdout folder): the base failing the holdout tests is what the task is for
         return None
     since = git(cwd, "merge-base", base, "HEAD")
     before = base_result(project, level, cwd, since)

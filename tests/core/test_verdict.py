@@ -371,7 +371,7 @@ def test_a_code_run_without_any_tool_call_says_the_server_likely_dropped_the_too
 
 def test_a_refusal_is_named(cli, git_repo, tmp_path):
     v = _sim_verdict(cli, git_repo, tmp_path, "explore", "      - say: \"I'm sorry, but I can't help with that.\"\n")
-    assert v["verdict"] == "partial"
+    assert v["verdict"] == "empty"  # it read nothing and reported nothing: no partial work
     assert v["reason"] == "refusal: the model declined the task (\"I'm sorry, but I can't help with that.\")"
 
 

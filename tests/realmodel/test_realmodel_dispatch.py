@@ -64,7 +64,7 @@ def _findings(v: dict[str, Any], turns: list, repo: Path) -> list[str]:
     if not any(ex.tool_calls for ex in turns) and not changed_files(repo) and v["verdict"] == "partial":
         out.append(f"no tool ran and nothing changed, yet the verdict is partial ({v['parse_state']})")
     done = [line for line in (paths.logs_dir() / "latest.log").read_text().splitlines()
-            if f"/{v['run_id']} " in line and " DONE " in line]
+            if f"/{v['run_id']} " in line and (" DONE " in line or " FAILED " in line)]
     assert len(done) == 1, done
     if re.search(r"(?<![\d~])0 tokens", done[0]):
         out.append(f"latest.log shows 0 tokens as if measured: {done[0]}")
