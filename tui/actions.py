@@ -114,7 +114,10 @@ class ActionsMixin:
                 if words:
                     send(words)
 
-            app.push_screen(WordsModal(f"{reply} · {problem.code} · {problem.task or problem.job}", prompt), got)
+            from pilothouse.tui.screens.problem import problem_context
+
+            app.push_screen(WordsModal(f"{reply} · {problem.code} · {problem.task or problem.job}", prompt,
+                                       context=problem_context(problem)), got)
             return
         if reply == "skip":
             try:

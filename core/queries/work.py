@@ -68,6 +68,7 @@ class TaskRow:
     reason: str | None
     started_at: str | None
     updated_at: str
+    base: str | None = None  # the commit its worktree started from (what its change is measured against)
 
     @property
     def worker(self) -> str:
@@ -190,13 +191,16 @@ class Queries(ProblemQueries):
     @staticmethod
     def _task(r: sqlite3.Row) -> TaskRow:
         deps = loads(r["depends_on"], [])
+        counters = loads(r["counters"], {})
+        base = counters.get("base") if isinstance(counters, dict) else None
         return TaskRow(job=r["job"], task=r["task"], state=r["state"], kind=r["kind"],
                        depends_on=tuple(str(d) for d in deps) if isinstance(deps, list) else (),
                        attempt=r["attempt"], review_round=r["review_round"], provider=r["provider"],
                        model=r["model"], run_id=r["run_id"], session_id=r["session_id"],
                        branch=r["branch"], worktree=r["worktree"], commit_sha=r["commit_sha"],
                        merged_sha=r["merged_sha"], activity=r["activity"], tokens=r["tokens"],
-                       reason=r["reason"], started_at=r["started_at"], updated_at=r["updated_at"])
+                       reason=r["reason"], started_at=r["started_at"], updated_at=r["updated_at"],
+                       base=base if isinstance(base, str) else None)
 
     def tasks(self, job: str) -> list[TaskRow]:
         return topo_order([self._task(r) for r in self._all(

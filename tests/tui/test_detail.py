@@ -79,3 +79,27 @@ async def test_run_detail_answers_its_task_problem(cockpit_repo, make_app, wait_
         await wait_for(pilot, lambda: replies(cockpit_repo))
         assert [(r["code"], r["reply"]) for r in replies(cockpit_repo)] == [("KTRWMB", "retry")]
         assert type(app.screen).__name__ == "RunDetail"  # answered without leaving it
+
+
+async def test_header_counts_tokens_and_time_while_the_run_goes(cockpit_repo, wait_for) -> None:
+    """`tokens 0 elapsed 0s` during a run: the store's count lags the stream, and the time never moved."""
+    from datetime import timedelta
+
+    from cockpit_support import NOW
+    from pilothouse.core.state.store import connect
+    from pilothouse.tui.app import CockpitApp
+
+    db = connect(cockpit_repo.state_db)
+    db.execute("UPDATE tasks SET tokens=0 WHERE task='calendar-api'")  # nothing recorded yet
+    db.close()
+    now = [NOW]
+    app = CockpitApp(cockpit_repo, clock=lambda: now[0], live=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("3", "j", "enter")  # calendar-api: running since 07:12
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "RunDetail")
+        head = lambda: str(app.screen.query_one("#detail-head").render())  # noqa: E731
+        await wait_for(pilot, lambda: "tokens 3.3k" in head())  # 1200+85 and 1800+240, from the stream
+        assert "elapsed 18m00s" in head()
+        now[0] = NOW + timedelta(minutes=2)
+        await wait_for(pilot, lambda: "elapsed 20m00s" in head(), timeout=5)
