@@ -38,6 +38,10 @@ class ActionsMixin:
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         app = self._app()
+        from pilothouse.tui.fix import FIX_ACTIONS
+
+        if action in FIX_ACTIONS:
+            return app.fix_allowed(action)
         if action not in _DASHBOARD_ONLY:
             return True
         if app.layout is None or app.screen is not app.screen_stack[0]:

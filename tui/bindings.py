@@ -13,3 +13,10 @@ JOB_BINDINGS = [
     Binding("x", "abort_run", "Abort worker", id="run.abort"),
     Binding("S", "supervisor", "Supervisor", id="supervisor.toggle"),
 ]
+# fixing in place (tui/fix.py): offered on a task, a problem or a run detail whose task has a worktree
+FIX_BINDINGS = [
+    Binding("exclamation_mark", "shell", "Shell", id="fix.shell"),
+    Binding("E", "edit_file", "Edit", show=False, id="fix.edit"),
+    Binding("D", "diff", "Diff", id="fix.diff"),
+    Binding("G", "gate_log", "Gate log", show=False, id="fix.gatelog"),
+]

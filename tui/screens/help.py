@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pilothouse.tui.bindings import JOB_BINDINGS, REPLY_BINDINGS
+from pilothouse.tui.bindings import FIX_BINDINGS, JOB_BINDINGS, REPLY_BINDINGS
 from pilothouse.tui.format import REPLY_KEYS
 from pilothouse.tui.screens.detail import RunDetail
 from rich.table import Table
@@ -39,6 +39,12 @@ JOB_HELP = {
     "run.abort": "abort the selected task's worker (graceful, then kill)",
     "supervisor.toggle": "start the supervisor, or stop it",
 }
+FIX_HELP = {
+    "fix.shell": "a shell in the task's worktree; on exit, the retry that takes your fix",
+    "fix.edit": "$EDITOR on a file the task changed (never through a link)",
+    "fix.diff": "the task's change against its base, file by file ([ ] to move)",
+    "fix.gatelog": "every run of the task's gate, with search (/ n N)",
+}
 DETAIL_HELP = {
     "back": "back to the dashboard",
     "detail.follow": "follow the worker's output again",
@@ -57,7 +63,7 @@ def _section(title: str, rows: list[tuple[str, str, str]]) -> Table:
     return table
 
 
-_KEY_NAMES = {"left_square_bracket": "[", "right_square_bracket": "]", "escape": "esc"}
+_KEY_NAMES = {"left_square_bracket": "[", "right_square_bracket": "]", "escape": "esc", "exclamation_mark": "!"}
 
 
 def _rows(bindings: list[Binding], text: dict[str, str]) -> list[tuple[str, str, str]]:
@@ -78,6 +84,7 @@ class HelpScreen(ModalScreen[None]):
             yield Static(_section("On a problem (Problems panel, or a stopped task)",
                                   _rows(REPLY_BINDINGS, {f"problem.{k}": v for k, v in REPLY_HELP.items()})))
             yield Static(_section("Jobs and workers", _rows(JOB_BINDINGS, JOB_HELP)))
+            yield Static(_section("Fix in place (a task, a problem, a run detail)", _rows(FIX_BINDINGS, FIX_HELP)))
             detail = [b for b in RunDetail.BINDINGS if b.id in DETAIL_HELP]
             yield Static(_section("Run detail (enter on a task)", [
                 *_rows(detail, DETAIL_HELP),

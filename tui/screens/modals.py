@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -67,6 +69,45 @@ class WordsModal(ModalScreen[str | None]):
             self.dismiss(words)
         else:
             self.notify("type the words first (esc cancels)", severity="warning")
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class PickModal(ModalScreen[str | None]):
+    """One of a few choices (a file to edit): enter takes the highlighted one, esc none."""
+
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel", id="pick.cancel"),
+        Binding("j", "move(1)", "Down", show=False, id="pick.down"),
+        Binding("k", "move(-1)", "Up", show=False, id="pick.up"),
+    ]
+
+    def __init__(self, title: str, prompt: str, choices: list[str]) -> None:
+        super().__init__()
+        self.title_text, self.prompt, self.choices = title, prompt, choices
+
+    def compose(self) -> ComposeResult:
+        from textual.widgets import OptionList
+
+        with Vertical(classes="dialog pick") as box:
+            box.border_title = self.title_text
+            yield Static(self.prompt, classes="body")
+            # Text, not the string: a worker's file name must not be read as markup
+            yield OptionList(*(Text(c) for c in self.choices), id="pick")
+            yield Label("[b]enter[/b] open   [b]esc[/b] cancel", classes="keys")
+
+    def on_mount(self) -> None:
+        self.query_one("#pick").focus()
+
+    def action_move(self, step: int) -> None:
+        from textual.widgets import OptionList
+
+        options = self.query_one("#pick", OptionList)
+        options.highlighted = max(0, min(options.option_count - 1, (options.highlighted or 0) + step))
+
+    def on_option_list_option_selected(self, event: Any) -> None:
+        self.dismiss(self.choices[event.option_index])
 
     def action_cancel(self) -> None:
         self.dismiss(None)
