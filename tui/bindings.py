@@ -11,6 +11,7 @@ JOB_BINDINGS = [
     Binding("n", "new_job", "New job", id="job.new"),
     Binding("e", "edit_job", "Correct job", show=False, id="job.edit"),
     Binding("x", "abort_run", "Abort worker", id="run.abort"),
+    Binding("P", "ship", "Ship", id="job.ship"),
     Binding("S", "supervisor", "Supervisor", id="supervisor.toggle"),
 ]
 # fixing in place (tui/fix.py): offered on a task, a problem or a run detail whose task has a worktree

@@ -38,6 +38,7 @@ JOB_HELP = {
     "job.edit": "correct the selected job (revision goes up, re-plan)",
     "run.abort": "abort the selected task's worker (graceful, then kill)",
     "supervisor.toggle": "start the supervisor, or stop it",
+    "job.ship": "ship the selected accepted job onto the base branch (asks first)",
 }
 FIX_HELP = {
     "fix.shell": "a shell in the task's worktree; on exit, the retry that takes your fix",
