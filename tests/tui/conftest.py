@@ -164,7 +164,7 @@ def ui_worktree(cockpit_repo: RepoLayout, tmp_path: Path) -> Path:
     root = cockpit_repo.root
     (root / "src").mkdir(exist_ok=True)
     (root / "src" / "ui.py").write_text("columns = 6\n")
-    git(root, "add", "-A")
+    git(root, "add", "src")  # the code only: the store and the event log are no part of the base
     git(root, "commit", "-qm", "base")
     base = git(root, "rev-parse", "HEAD")
     wt = tmp_path / "wt-ui"

@@ -25,7 +25,7 @@ def gate_lines(events: list[dict[str, Any]], evidence_tail: str | None = None) -
     for ev in events:
         data = ev.get("data") or {}
         ok = bool(data.get("passed"))
-        head = Text(f"── {fmt.clock(ev.get('ts'))} {data.get('level') or 'gate'} ", style="bold")
+        head = Text(f"── {fmt.clock(ev.get('ts'))} {data.get('level') or data.get('gate') or 'gate'} ", style="bold")
         head.append("passed" if ok else "failed", style="green" if ok else "bold red")
         if data.get("exit_code") is not None:
             head.append(f" (exit {data['exit_code']})", style="dim")

@@ -58,7 +58,7 @@ def item_line(item: dict[str, Any]) -> Text:
 
 def problem_context(p: Problem) -> Text:
     """What a hint or a plan answers: the reason, then the evidence (findings, the gate's output)."""
-    out = Text(p.summary + "\n", style="bold")
+    out = fmt.styled(p.summary + "\n", "bold")  # the reason alone: Text(style=) would embolden the rest
     if p.evidence:
         out.append_text(evidence_text(p.evidence))
     out.rstrip()
