@@ -35,7 +35,7 @@ class FixMixin:
 
     # --- what the keys act on -----------------------------------------------------------------
 
-    def fix_target(self) -> tuple[TaskRow, Problem | None] | None:
+    def fix_target(self, problem_too: bool = True) -> tuple[TaskRow, Problem | None] | None:
         """The task the screen in front is about, and its open problem: the dashboard's selected
         task (Tasks panel) or problem's task (Problems panel), a problem dialog's, a run detail's."""
         from pilothouse.tui.screens.detail import RunDetail
@@ -65,15 +65,17 @@ class FixMixin:
             return None
         if not name:
             return None
-        task = q.task(job, name)
+        # the Tasks panel's row is fresh (events update it): no query on every footer refresh
+        current = app.dashboard.current_task if screen is app.screen_stack[0] else None
+        task = current if current is not None and (current.job, current.task) == (job, name) else q.task(job, name)
         if task is None:
             return None
-        if problem is None:
+        if problem is None and problem_too:
             problem = next((p for p in q.problems() if p.job == job and p.task == name), None)
         return task, problem
 
     def fix_allowed(self, action: str) -> bool:
-        target = self.fix_target()
+        target = self.fix_target(problem_too=False)  # asked for every binding on every footer refresh
         if target is None:
             return False
         task, _ = target
