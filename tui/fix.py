@@ -221,6 +221,7 @@ class FixMixin:
                                    files, note))
 
     def action_gate_log(self) -> None:
+        from pilothouse.core.git.gates import gate_log
         from pilothouse.tui.live import scan_back
         from pilothouse.tui.screens.gatelog import GateLog, gate_lines
 
@@ -233,9 +234,13 @@ class FixMixin:
         events = scan_back(layout.events, lambda ev: ev.get("type") == "gate.finished" and ev.get("job") == task.job
                            and ev.get("task") == task.task)
         tail: Any = (problem.evidence.get("output_tail") or problem.evidence.get("gate_output")) if problem else None
+        full = None
+        if events:
+            data = events[-1].get("data") or {}
+            full = read_log(gate_log(layout.runtime, task.job, task.task, str(data.get("level") or "fast")))
         app.push_screen(GateLog(f"{task.job} / {task.task} · gate output ({len(events)} run"
-                                f"{'s' * (len(events) != 1)})", gate_lines(events, tail if isinstance(tail, str)
-                                                                             else None)))
+                                f"{'s' * (len(events) != 1)})",
+                                gate_lines(events, tail if isinstance(tail, str) else None, full)))
 
 
 def inside(root: Path, rel: str) -> Path:
@@ -253,6 +258,22 @@ def inside(root: Path, rel: str) -> Path:
     if not path.is_file():
         raise UserError(f"{rel} is not a regular file in the worktree (removed?)")
     return path
+
+
+def read_log(path: Path, limit: int = 2 << 20) -> str | None:
+    """A gate's kept output: a regular file opened through no link, its last `limit` bytes."""
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        info = os.fstat(fh.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        fh.seek(max(0, info.st_size - limit))
+        return fh.read().decode("utf-8", "replace")
 
 
 def task_files(task: TaskRow, base: str) -> list[str]:

@@ -69,6 +69,9 @@ async def test_shell_fix_retry_merges_a_job_whose_gate_failed(tmp_path, cli, mon
             await pilot.press("y")
             await wait_for(pilot, lambda: _job_state(layout) == "accepted", timeout=240)
             await wait_for(pilot, lambda: str(app.dashboard.jobs.get_cell("demo", "state")) == "accepted")
+        from pilothouse.core.git.gates import gate_log
+
+        assert "4 passed" in gate_log(layout.runtime, "demo", "add-slugify", "fast").read_text()  # kept whole
         merged = git(root, "show", "pilothouse/integration:textkit/slugify.py")
         assert "unicodedata" in merged  # the operator's fix is what merged
         answered = [json.loads(x) for x in layout.events.read_text().splitlines() if '"problem.answered"' in x]
@@ -174,3 +177,32 @@ async def test_gate_log_lists_every_run_searchable_and_printable(hostile_task, c
         await pilot.press("escape")
         await pilot.pause()
         assert type(app.screen).__name__ == "Dashboard"
+
+
+async def test_gate_log_shows_the_whole_kept_output_never_through_a_link(cockpit_repo, make_app, wait_for,
+                                                                         tmp_path) -> None:
+    from pilothouse.core.git.gates import gate_log
+    from textual.widgets import RichLog
+
+    kept = gate_log(cockpit_repo.runtime, "first-draft", "calendar-ui", "fast")
+    kept.parent.mkdir(parents=True)
+    kept.write_text("".join(f"collecting line-{n}\n" for n in range(1, 2001)) + "FAILED the whole story\n")
+    app = make_app(cockpit_repo)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("4", "G")  # KTRWMB: calendar-ui's failed gate
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "GateLog")
+        text = _drawn(app.screen.query_one("#gatelog-text", RichLog))
+        assert "collecting line-1\n" in text and "FAILED the whole story" in text and "its whole output" in text
+        await pilot.press("escape")
+    kept.unlink()
+    secret = tmp_path / "secret.txt"
+    secret.write_text("the operator's own secret\n")
+    kept.symlink_to(secret)  # a link where the log should be is not followed
+    app = make_app(cockpit_repo)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("4", "G")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "GateLog")
+        text = _drawn(app.screen.query_one("#gatelog-text", RichLog))
+        assert "secret" not in text and "FAILED tests/test_ui.py::test_month" in text  # the event's tail

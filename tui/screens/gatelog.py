@@ -15,14 +15,15 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input, RichLog, Static
 
 
-def gate_lines(events: list[dict[str, Any]], evidence_tail: str | None = None) -> list[Text]:
+def gate_lines(events: list[dict[str, Any]], evidence_tail: str | None = None, full: str | None = None) -> list[Text]:
     """One header per gate run (oldest first), then its output; a problem's own copy of the output
-    when no gate event is left in the log's readable end."""
+    when no gate event is left in the log's readable end. `full`: the last run's whole output, in
+    place of the tail its event kept."""
     from pilothouse.core.cli import printable
     from pilothouse.tui import format as fmt
 
     lines: list[Text] = []
-    for ev in events:
+    for n, ev in enumerate(events):
         data = ev.get("data") or {}
         ok = bool(data.get("passed"))
         head = Text(f"── {fmt.clock(ev.get('ts'))} {data.get('level') or data.get('gate') or 'gate'} ", style="bold")
@@ -34,7 +35,10 @@ def gate_lines(events: list[dict[str, Any]], evidence_tail: str | None = None) -
         lines.append(head)
         if data.get("command"):
             lines.append(Text(f"$ {printable(str(data['command']))}", style="dim"))
-        for line in str(data.get("output_tail") or "").splitlines():
+        last = n == len(events) - 1 and full is not None
+        if last:
+            lines.append(Text("(its whole output, kept by the supervisor)", style="dim italic"))
+        for line in str(full if last else data.get("output_tail") or "").splitlines():
             lines.append(Text(printable(line.replace("\t", "    "))))
     if not events and evidence_tail:
         lines.append(Text("── the problem's copy of the gate output", style="bold"))
