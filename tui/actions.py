@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from pilothouse.tui.app import CockpitApp
 
 # actions that need the dashboard to be the screen in front
-_DASHBOARD_ONLY = {"reply", "new_job", "edit_job", "abort_run", "supervisor", "ship"}
+_DASHBOARD_ONLY = {"reply", "new_job", "edit_job", "abort_run", "supervisor", "ship", "usage"}
 
 
 def who() -> str:
@@ -258,6 +258,13 @@ class ActionsMixin:
                                      f"{base} fast-forwards to it (one merge commit if {base} moved on). Your "
                                      "checkout changes only by that fast-forward, and not at all when its "
                                      "uncommitted changes touch the same files.", "Ship"), confirmed)
+
+    def action_usage(self) -> None:
+        from pilothouse.tui.screens.usage import UsageScreen
+
+        app = self._app()
+        if app.layout is not None:
+            app.push_screen(UsageScreen(app.dashboard.selected_job))
 
     # --- workers and the supervisor -------------------------------------------------------------
 

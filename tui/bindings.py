@@ -12,6 +12,7 @@ JOB_BINDINGS = [
     Binding("e", "edit_job", "Correct job", show=False, id="job.edit"),
     Binding("x", "abort_run", "Abort worker", id="run.abort"),
     Binding("P", "ship", "Ship", id="job.ship"),
+    Binding("dollar_sign", "usage", "Usage", show=False, id="job.usage"),
     Binding("S", "supervisor", "Supervisor", id="supervisor.toggle"),
 ]
 # fixing in place (tui/fix.py): offered on a task, a problem or a run detail whose task has a worktree

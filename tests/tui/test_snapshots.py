@@ -96,3 +96,17 @@ def test_diff(snap_compare, branch_of_store, make_app, size) -> None:
 def test_gate_log(snap_compare, cockpit_repo, make_app, size) -> None:
     # 4: the Problems panel (KTRWMB, calendar-ui's failed gate); G: its gate output; /: search "assert"
     assert snap_compare(make_app(cockpit_repo), press=["4", "G", "slash", *"assert", "enter"], terminal_size=size)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_usage(snap_compare, cockpit_repo, make_app, size) -> None:
+    # $: tokens and money per provider, job (its budget) and task of the selected job; a priced run beside the sim
+    from pilothouse.core.state.store import connect
+
+    cockpit_repo.project_yaml.write_text(cockpit_repo.project_yaml.read_text() + "budgets:\n  job_tokens: 100000\n")
+    db = connect(cockpit_repo.state_db)
+    db.execute("INSERT INTO runs (run_id, job, task, role, provider, model, mode, attempt, state, tokens, cost_usd, "
+               "started_at, finished_at) VALUES ('r-claude', 'first-draft', 'calendar-api', 'reviewer', 'claude', "
+               "'sonnet', 'review', 1, 'finished', 50000, 1.25, '2026-11-29T07:29:00.000Z', '2026-11-29T07:29:30.000Z')")
+    db.close()
+    assert snap_compare(make_app(cockpit_repo), press=["dollar_sign"], terminal_size=size)

@@ -39,6 +39,7 @@ JOB_HELP = {
     "run.abort": "abort the selected task's worker (graceful, then kill)",
     "supervisor.toggle": "start the supervisor, or stop it",
     "job.ship": "ship the selected accepted job onto the base branch (asks first)",
+    "job.usage": "tokens and money per provider, job and task; each job's budget",
 }
 FIX_HELP = {
     "fix.shell": "a shell in the task's worktree; on exit, the retry that takes your fix",
@@ -64,7 +65,8 @@ def _section(title: str, rows: list[tuple[str, str, str]]) -> Table:
     return table
 
 
-_KEY_NAMES = {"left_square_bracket": "[", "right_square_bracket": "]", "escape": "esc", "exclamation_mark": "!"}
+_KEY_NAMES = {"left_square_bracket": "[", "right_square_bracket": "]", "escape": "esc", "exclamation_mark": "!",
+              "dollar_sign": "$"}
 
 
 def _rows(bindings: list[Binding], text: dict[str, str]) -> list[tuple[str, str, str]]:
