@@ -49,7 +49,7 @@ async def test_stream_hides_the_result_block_and_the_stale_waiting_line(cockpit_
         log = app.screen.query_one("#stream", RichLog)
         await wait_for(pilot, lambda: log.lines)
         drawn = lambda: "\n".join(line.text for line in log.lines)  # noqa: E731
-        assert "waiting for" in drawn()
+        assert "left no activity log" in drawn()  # its run finished: nothing is waited for
         path = logs_dir() / "sim" / f"{RUN_UI}.jsonl"
         path.write_text("\n".join(json.dumps(line) for line in [
             {"ts": ts(16), "kind": "text", "text": "Six columns it is. "},
@@ -57,7 +57,7 @@ async def test_stream_hides_the_result_block_and_the_stale_waiting_line(cockpit_
                                                    '["src/ui.py"]}<!--/RESULT-->'},
             {"ts": ts(17), "kind": "tool", "name": "edit", "status": "ok", "brief": "src/ui.py"}]) + "\n")
         await wait_for(pilot, lambda: "Six columns" in drawn())
-        assert "waiting for" not in drawn()
+        assert "left no activity log" not in drawn()  # the log came after all: the note is stale
         assert "RESULT" not in drawn() and "files_changed" not in drawn()
         assert "result handed over" in drawn()
 
@@ -103,3 +103,17 @@ async def test_header_counts_tokens_and_time_while_the_run_goes(cockpit_repo, wa
         assert "elapsed 18m00s" in head()
         now[0] = NOW + timedelta(minutes=2)
         await wait_for(pilot, lambda: "elapsed 20m00s" in head(), timeout=5)
+
+
+async def test_a_finished_run_without_a_log_is_not_waited_for(cockpit_repo, make_app, wait_for) -> None:
+    from textual.widgets import RichLog
+
+    app = make_app(cockpit_repo)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("3", "enter")  # calendar-store: its builder finished; no stream was kept
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "RunDetail")
+        log = app.screen.query_one("#stream", RichLog)
+        await wait_for(pilot, lambda: log.lines)
+        drawn = "\n".join(line.text for line in log.lines)
+        assert "this run left no activity log at" in drawn and "waiting for" not in drawn

@@ -206,8 +206,7 @@ class RunDetail(Screen[None]):
         now = self.cockpit.clock()
         end = None if task.state in TASK_ACTIVE else task.updated_at
         q = self.cockpit.queries
-        pauses = (q.pauses().get((task.job, task.task), []) if q is not None else [])
-        self._pauses = pauses
+        pauses = q.pauses().get((task.job, task.task), []) if q is not None else []
         # the store's count lags a running worker's own reports: the stream's running total is newer
         streamed = sum(self.totals.get(k, 0) for k in ("input", "output"))
         t = fmt.styled(f"{task.job} / ", "dim") + Text(task.task, style="bold") + Text("  ")
@@ -296,7 +295,9 @@ class RunDetail(Screen[None]):
                 tailer.inode = path.stat().st_ino
                 tailer._partial = b"\x00"  # the first (cut) line is dropped as undecodable
         except FileNotFoundError:
-            log.write(Text(f"waiting for {fmt.tilde(path)}", style="dim"))
+            # a finished run's log will not come: saying "waiting" for it would never end
+            said = "waiting for" if run.state == "running" else "this run left no activity log at"
+            log.write(Text(f"{said} {fmt.tilde(path)}", style="dim"))
             self._waiting = True
         if self.cockpit.live:
             self.follower = Follower(path, tailer, lambda: self.post_message(RunLines(run_id))).start()
