@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from pilothouse.tui.app import CockpitApp
 
 # actions that need the dashboard to be the screen in front
-_DASHBOARD_ONLY = {"reply", "new_job", "edit_job", "abort_run", "supervisor", "ship", "usage"}
+_DASHBOARD_ONLY = {"reply", "new_job", "edit_job", "abort_run", "supervisor", "ship", "usage", "settings"}
 
 
 def who() -> str:
@@ -265,6 +265,12 @@ class ActionsMixin:
         app = self._app()
         if app.layout is not None:
             app.push_screen(UsageScreen(app.dashboard.selected_job))
+
+    def action_settings(self) -> None:
+        from pilothouse.tui.screens.settings import SettingsScreen
+
+        if self._app().layout is not None and not self.refuse_unset("settings"):
+            self._app().push_screen(SettingsScreen())
 
     # --- workers and the supervisor -------------------------------------------------------------
 

@@ -13,6 +13,7 @@ JOB_BINDINGS = [
     Binding("x", "abort_run", "Abort worker", id="run.abort"),
     Binding("P", "ship", "Ship", id="job.ship"),
     Binding("dollar_sign", "usage", "Usage", show=False, id="job.usage"),
+    Binding("C", "settings", "Settings", show=False, id="app.settings"),
     Binding("S", "supervisor", "Supervisor", id="supervisor.toggle"),
 ]
 # fixing in place (tui/fix.py): offered on a task, a problem or a run detail whose task has a worktree

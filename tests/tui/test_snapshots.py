@@ -110,3 +110,9 @@ def test_usage(snap_compare, cockpit_repo, make_app, size) -> None:
                "'sonnet', 'review', 1, 'finished', 50000, 1.25, '2026-11-29T07:29:00.000Z', '2026-11-29T07:29:30.000Z')")
     db.close()
     assert snap_compare(make_app(cockpit_repo), press=["dollar_sign"], terminal_size=size)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_settings(snap_compare, cockpit_repo, make_app, size) -> None:
+    # C: every choice of .ai/project.yaml (dim: a default the file leaves) and when a change applies
+    assert snap_compare(make_app(cockpit_repo), press=["C"], terminal_size=size)

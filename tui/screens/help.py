@@ -40,6 +40,7 @@ JOB_HELP = {
     "supervisor.toggle": "start the supervisor, or stop it",
     "job.ship": "ship the selected accepted job onto the base branch (asks first)",
     "job.usage": "tokens and money per provider, job and task; each job's budget",
+    "app.settings": "every setting of .ai/project.yaml; enter edits one (checked, comments kept)",
 }
 FIX_HELP = {
     "fix.shell": "a shell in the task's worktree; on exit, the retry that takes your fix",
