@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from pilothouse.tui.app import CockpitApp
 
 # actions that need the dashboard to be the screen in front
-_DASHBOARD_ONLY = {"reply", "new_job", "edit_job", "abort_run", "supervisor"}
+_DASHBOARD_ONLY = {"reply", "new_job", "edit_job", "abort_run", "supervisor", "ship", "usage", "settings"}
 
 
 def who() -> str:
@@ -38,6 +38,10 @@ class ActionsMixin:
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         app = self._app()
+        from pilothouse.tui.fix import FIX_ACTIONS
+
+        if action in FIX_ACTIONS:
+            return app.fix_allowed(action)
         if action not in _DASHBOARD_ONLY:
             return True
         if app.layout is None or app.screen is not app.screen_stack[0]:
@@ -50,6 +54,9 @@ class ActionsMixin:
             return bool(parameters) and parameters[0] in problem.replies
         if action == "edit_job":
             return dash.selected_job is not None
+        if action == "ship":
+            job = dash.jobs.jobs.get(dash.selected_job or "")
+            return job is not None and job.state == "accepted"
         if action == "abort_run":
             task = dash.current_task
             return task is not None and bool(task.run_id) and task.state == "running"
@@ -114,7 +121,10 @@ class ActionsMixin:
                 if words:
                     send(words)
 
-            app.push_screen(WordsModal(f"{reply} · {problem.code} · {problem.task or problem.job}", prompt), got)
+            from pilothouse.tui.screens.problem import problem_context
+
+            app.push_screen(WordsModal(f"{reply} · {problem.code} · {problem.task or problem.job}", prompt,
+                                       context=problem_context(problem)), got)
             return
         if reply == "skip":
             try:
@@ -220,6 +230,47 @@ class ActionsMixin:
             return f"job {name} corrected"
 
         app.push_screen(JobForm(name=name, request=request, save=save), self._form_done)
+
+    def action_ship(self) -> None:
+        """An accepted job onto the base branch, through core's ship (as `pilothouse ship JOB`)."""
+        from pilothouse.tui.screens.modals import ConfirmModal
+
+        app = self._app()
+        layout, name = app.layout, app.dashboard.selected_job
+        if layout is None or name is None:
+            return
+        try:
+            from pilothouse.core.git.integration import base_branch
+            from pilothouse.core.records.project import load_project
+
+            base = base_branch(layout, load_project(layout))
+        except (UserError, ImportError) as exc:
+            app.notify(str(exc), title=f"ship {name}", severity="error", timeout=8)
+            return
+
+        def confirmed(ok: bool | None) -> None:
+            if ok:
+                from pilothouse.core.commands.ship import ship_job
+
+                self.call_core(f"ship {name}", lambda: ship_job(layout, name), done=lambda done: done[1])
+
+        app.push_screen(ConfirmModal(f"ship · {name}", f"Put job {name}'s accepted work onto {base}?\n"
+                                     f"{base} fast-forwards to it (one merge commit if {base} moved on). Your "
+                                     "checkout changes only by that fast-forward, and not at all when its "
+                                     "uncommitted changes touch the same files.", "Ship"), confirmed)
+
+    def action_usage(self) -> None:
+        from pilothouse.tui.screens.usage import UsageScreen
+
+        app = self._app()
+        if app.layout is not None:
+            app.push_screen(UsageScreen(app.dashboard.selected_job))
+
+    def action_settings(self) -> None:
+        from pilothouse.tui.screens.settings import SettingsScreen
+
+        if self._app().layout is not None and not self.refuse_unset("settings"):
+            self._app().push_screen(SettingsScreen())
 
     # --- workers and the supervisor -------------------------------------------------------------
 

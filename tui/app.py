@@ -19,7 +19,8 @@ from pilothouse.core.state.events import EventTailer, parse_ts
 from pilothouse.providers.errors import UserError
 from pilothouse.tui import format as fmt
 from pilothouse.tui.actions import ActionsMixin
-from pilothouse.tui.bindings import JOB_BINDINGS, REPLY_BINDINGS
+from pilothouse.tui.bindings import FIX_BINDINGS, JOB_BINDINGS, REPLY_BINDINGS
+from pilothouse.tui.fix import FixMixin
 from pilothouse.tui.live import Follower
 from pilothouse.tui.screens.dashboard import Dashboard, status_text
 from textual.app import App, SystemCommand
@@ -35,7 +36,7 @@ class EventsArrived(Message):
     """New lines wait in the follower (the message carries none: it takes them all when handled)."""
 
 
-class CockpitApp(ActionsMixin, App[None]):
+class CockpitApp(ActionsMixin, FixMixin, App[None]):
     CSS_PATH = "cockpit.tcss"
     TITLE = "pilothouse"
     ENABLE_COMMAND_PALETTE = True
@@ -45,6 +46,7 @@ class CockpitApp(ActionsMixin, App[None]):
         Binding("ctrl+t", "toggle_theme", "Theme", show=False, id="app.theme"),
         *REPLY_BINDINGS,
         *JOB_BINDINGS,
+        *FIX_BINDINGS,
     ]
 
     def __init__(self, layout: RepoLayout | None, repos: Iterable[RepoLayout] = (),

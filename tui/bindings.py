@@ -11,5 +11,15 @@ JOB_BINDINGS = [
     Binding("n", "new_job", "New job", id="job.new"),
     Binding("e", "edit_job", "Correct job", show=False, id="job.edit"),
     Binding("x", "abort_run", "Abort worker", id="run.abort"),
+    Binding("P", "ship", "Ship", id="job.ship"),
+    Binding("dollar_sign", "usage", "Usage", show=False, id="job.usage"),
+    Binding("C", "settings", "Settings", show=False, id="app.settings"),
     Binding("S", "supervisor", "Supervisor", id="supervisor.toggle"),
+]
+# fixing in place (tui/fix.py): offered on a task, a problem or a run detail whose task has a worktree
+FIX_BINDINGS = [
+    Binding("exclamation_mark", "shell", "Shell", id="fix.shell"),
+    Binding("E", "edit_file", "Edit", show=False, id="fix.edit"),
+    Binding("D", "diff", "Diff", id="fix.diff"),
+    Binding("G", "gate_log", "Gate log", show=False, id="fix.gatelog"),
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -82,6 +83,44 @@ def elapsed(start: str | None, end: str | None, now: datetime) -> str:
         return ""
     t1 = parse_ts(end) or now
     return duration((t1 - t0).total_seconds())
+
+
+Spans = Iterable[tuple[str, str | None]]
+
+
+def _merged(spans: Spans, now: datetime, lo: datetime, hi: datetime) -> list[tuple[datetime, datetime]]:
+    """The spans (end None: still going) clipped to [lo, hi], sorted, overlaps joined."""
+    out: list[tuple[datetime, datetime]] = []
+    for start, end in spans:
+        a, b = parse_ts(start), parse_ts(end) or now
+        if a is None:
+            continue
+        a, b = max(a, lo), min(b, hi)
+        if b <= a:
+            continue
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    out.sort()
+    return out
+
+
+def worked(start: str | None, end: str | None, now: datetime, pauses: Spans = (), busy: Spans = ()) -> str:
+    """Elapsed from `start` to `end` (None: now) less the time spent waiting for the operator:
+    `pauses` (a problem's opened/closed times) except where `busy` (a worker ran meanwhile)."""
+    t0 = parse_ts(start)
+    if t0 is None:
+        return ""
+    t1 = parse_ts(end) or now
+    total = (t1 - t0).total_seconds()
+    working = _merged(busy, now, t0, t1)
+    for a, b in _merged(sorted(pauses), now, t0, t1):
+        total -= (b - a).total_seconds()
+        for c, d in working:  # the part of the wait a worker of the job was running
+            overlap = (min(b, d) - max(a, c)).total_seconds()
+            total += max(0.0, overlap)
+    return duration(total)
 
 
 def countdown(at: str | None, now: datetime) -> str:

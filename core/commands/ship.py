@@ -47,19 +47,19 @@ def accepted_head(layout: Any, job: str) -> str | None:
     return head
 
 
-def _ship(args: Any) -> int:
+def ship_job(layout: Any, name: str, branch: str | None = None, squash: bool = False) -> tuple[dict[str, Any], str]:
+    """Ship an accepted job (the command's work, for the cockpit too): (what git did, one line
+    saying it). Raises UserError, in one line, for anything the operator must change first."""
     from pilothouse.core.commands.jobs import job_states
     from pilothouse.core.git import ship
     from pilothouse.core.git.worktrees import GitError, git
     from pilothouse.core.records.jobs import load_job
-    from pilothouse.core.records.layout import find_repo
     from pilothouse.core.records.project import load_project
     from pilothouse.core.state.events import EventLog
     from pilothouse.providers.errors import UserError
 
-    layout = find_repo(args.repo)
     project = load_project(layout)
-    job = load_job(layout, args.name)
+    job = load_job(layout, name)
     states, tasks = job_states(layout)
     state = (states.get(job.name) or {}).get("state", "not started")
     head = accepted_head(layout, job.name) if state == "accepted" else None
@@ -70,18 +70,25 @@ def _ship(args: Any) -> int:
     merges = sorted(((t["merged_sha"], t["task"]) for t in tasks.get(job.name, [])
                      if t["state"] == "done" and t["merged_sha"] in order), key=lambda m: order[m[0]])
     try:
-        done = ship.ship(layout, project, job.name, head, merges, branch=args.branch, squash=args.squash)
+        done = ship.ship(layout, project, job.name, head, merges, branch=branch, squash=squash)
     except GitError as exc:  # git's own refusal (a lock, a full disk): its fatal/error line says why
         lines = exc.stderr.strip().splitlines() or [str(exc)]
         why = next((ln for ln in lines if ln.startswith(("fatal:", "error:"))), lines[-1])
         raise UserError(f"ship {job.name}: git {exc.argv[0] if exc.argv else ''} failed: {why}") from None
     if done["mode"] == "already":
-        print(f"job {job.name} is already on {done['target']} ({done['new'][:10]})")
-        return 0
+        return done, f"job {job.name} is already on {done['target']} ({done['new'][:10]})"
     EventLog(layout.events).append("job.shipped", job=job.name, data={
         **done, "reason": f"shipped onto {done['target']} ({done['mode']})"})
     how = {"fast-forward": "fast-forwarded to", "merge": "merge commit", "squash": "one commit per task, up to"}
-    print(f"shipped job {job.name} onto {done['target']}: {how[done['mode']]} {done['new'][:10]}")
-    if args.branch:
+    return done, f"shipped job {job.name} onto {done['target']}: {how[done['mode']]} {done['new'][:10]}"
+
+
+def _ship(args: Any) -> int:
+    from pilothouse.core.records.layout import find_repo
+
+    layout = find_repo(args.repo)
+    done, said = ship_job(layout, args.name, branch=args.branch, squash=args.squash)
+    print(said)
+    if args.branch and done["mode"] != "already":
         print(f"next: git push -u origin {args.branch}, then open a pull request into {done['base']}")
     return 0

@@ -42,6 +42,7 @@ DEFAULT_TIMEOUT_S = 1800.0
 # change that keeps the size goes unseen, a bounded cost for a check on a worker's tree
 SNAPSHOT_LIMIT = 16 << 20
 TAIL_BYTES = 4096
+LOG_BYTES = 1 << 20  # the full output kept for the operator (gate_log): its last MB, past that
 # not handed to a confined gate: the code it runs is the worker's, and the network is open
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
 _HOST_ONLY = ("SSH_AUTH_SOCK", "GPG_AGENT_INFO", "DBUS_SESSION_BUS_ADDRESS", "XDG_RUNTIME_DIR", "TMPDIR")
@@ -199,7 +200,7 @@ def _confine(argv: list[str], env: dict[str, str] | None, cwd: Path, settings: d
 def run_command(command: str, cwd: Path | str, *, level: str = "command", timeout: float = DEFAULT_TIMEOUT_S,
                 env: dict[str, str] | None = None, check_tree: bool = True,
                 on_start: Callable[[int], None] | None = None,
-                settings: dict[str, Any] | None = None) -> GateResult:
+                settings: dict[str, Any] | None = None, log_to: Path | None = None) -> GateResult:
     """Run one shell command as a gate would (also used for `setup:` commands, check_tree=False).
 
     Confined to `cwd` unless `settings` (the project's, see settings_of) say `confinement: off`.
@@ -227,7 +228,7 @@ def run_command(command: str, cwd: Path | str, *, level: str = "command", timeou
         return GateResult(level, command, False, None, "", 0.0, reason=f"{label}: cannot run confined: {exc}")
     try:
         result = _run(command, cwd, argv, spawn_env, level=level, label=label, field=field, timeout=timeout,
-                      before=before, on_start=on_start, start=start)
+                      before=before, on_start=on_start, start=start, log_to=log_to)
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
@@ -240,7 +241,7 @@ def run_command(command: str, cwd: Path | str, *, level: str = "command", timeou
 
 def _run(command: str, cwd: Path, argv: list[str], env: dict[str, str], *, level: str, label: str, field: str,
          timeout: float, before: Future[dict[str, str]] | None, on_start: Callable[[int], None] | None,
-         start: float) -> GateResult:
+         start: float, log_to: Path | None = None) -> GateResult:
     """`before`: the pending snapshot of the tree (None: the tree is not checked)."""
     check_tree = before is not None
     before_snap = before.result() if before is not None else {}
@@ -289,6 +290,8 @@ def _run(command: str, cwd: Path, argv: list[str], env: dict[str, str], *, level
         size = out.seek(0, os.SEEK_END)
         out.seek(max(0, size - TAIL_BYTES))
         tail = out.read().decode("utf-8", errors="replace")
+        if log_to is not None:
+            _keep_log(out, size, log_to)
         counts = None if timed_out else _counts(out, size, junit)
     duration = round(time.monotonic() - start, 3)
     code = proc.returncode
@@ -324,16 +327,36 @@ def _counts(out: Any, size: int, junit: Any) -> dict[str, Any] | None:
     return found.to_dict() if found is not None else None
 
 
+def gate_log(runtime: Path, job: str, task: str, level: str) -> Path:
+    """Where a task's last run of gate `level` keeps its whole output (the event has its tail)."""
+    def safe(name: str) -> str:
+        return re.sub(r"[^\w.-]", "_", name).lstrip(".") or "_"
+
+    return runtime / "gates" / safe(job) / f"{safe(task)}.{safe(level)}.log"
+
+
+def _keep_log(out: Any, size: int, log_to: Path) -> None:
+    from pilothouse.providers.fsutil import atomic_write_bytes
+
+    out.seek(max(0, size - LOG_BYTES))
+    try:
+        log_to.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(log_to, out.read(), durable=False)
+    except OSError:
+        pass  # the tail in the event still says what failed; a full disk must not fail the gate
+
+
 def run_gate(project: ProjectConfig, level: str, cwd: Path | str, timeout: float = DEFAULT_TIMEOUT_S, *,
-             env: dict[str, str] | None = None, on_start: Callable[[int], None] | None = None) -> GateResult:
-    """Run gate `level` of the project in `cwd`."""
+             env: dict[str, str] | None = None, on_start: Callable[[int], None] | None = None,
+             log_to: Path | None = None) -> GateResult:
+    """Run gate `level` of the project in `cwd`; `log_to`: where its whole output is kept."""
     command = project.gates.get(level)
     if command is None:
         known = ", ".join(sorted(project.gates))
         return GateResult(level, "", False, None, "", 0.0,
                           reason=f"gate '{level}' is not defined in .ai/project.yaml (defined: {known})")
     res = run_command(command, cwd, level=level, timeout=timeout, env=env, on_start=on_start,
-                      settings=settings_of(project))
+                      settings=settings_of(project), log_to=log_to)
     if res.passed and project.holdout:
         from pilothouse.core.git.holdout import run_holdout
 

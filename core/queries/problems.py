@@ -114,6 +114,28 @@ class ProblemQueries(StoreReader):
         rows = self._all("SELECT * FROM problems WHERE code = ?", (code,))
         return row_to_problem(rows[0]) if rows else None
 
+    def pauses(self) -> dict[tuple[str, str | None], list[tuple[str, str | None]]]:
+        """When each task (key (job, task)) and each job (key (job, None)) waited for the operator:
+        every problem's (opened_at, closed_at), closed_at None while it is still open. A job waits
+        on its own problems and its tasks' ones. An elapsed time that leaves these out neither keeps
+        counting while the work waits nor jumps by the wait once it goes on."""
+        spans: dict[tuple[str, str | None], list[tuple[str, str | None]]] = {}
+        for r in self._all("SELECT job, task, opened_at, closed_at FROM problems ORDER BY opened_at"):
+            span = (r["opened_at"], r["closed_at"])
+            spans.setdefault((r["job"], r["task"]), []).append(span)
+            if r["task"] is not None:
+                spans.setdefault((r["job"], None), []).append(span)
+        return spans
+
+    def busy(self) -> dict[str, list[tuple[str, str | None]]]:
+        """Each job's worker runs (started_at, finished_at): while one runs, a task's problem does
+        not make the job wait (its other tasks go on)."""
+        spans: dict[str, list[tuple[str, str | None]]] = {}
+        for r in self._all("SELECT job, started_at, finished_at FROM runs WHERE job IS NOT NULL"
+                           " ORDER BY started_at"):
+            spans.setdefault(r["job"], []).append((r["started_at"], r["finished_at"]))
+        return spans
+
     def replies(self, code: str | None = None, *, waiting: bool = False) -> list[ReplyRow]:
         """Answers, oldest first; `waiting`: only those the supervisor has not taken yet."""
         where = [w for w, on in (("code = ?", code), ("consumed_at IS NULL", waiting)) if on]

@@ -70,6 +70,7 @@ class TaskRow:
     started_at: str | None
     updated_at: str
     usage: str = "measured"  # as JobRow.usage, over the task's runs
+    base: str | None = None  # the commit its worktree started from (what its change is measured against)
 
     @property
     def worker(self) -> str:
@@ -212,6 +213,8 @@ class Queries(ProblemQueries):
     @staticmethod
     def _task(r: sqlite3.Row) -> TaskRow:
         deps = loads(r["depends_on"], [])
+        counters = loads(r["counters"], {})
+        base = counters.get("base") if isinstance(counters, dict) else None
         return TaskRow(job=r["job"], task=r["task"], state=r["state"], kind=r["kind"],
                        depends_on=tuple(str(d) for d in deps) if isinstance(deps, list) else (),
                        attempt=r["attempt"], review_round=r["review_round"], provider=r["provider"],
@@ -219,7 +222,7 @@ class Queries(ProblemQueries):
                        branch=r["branch"], worktree=r["worktree"], commit_sha=r["commit_sha"],
                        merged_sha=r["merged_sha"], activity=r["activity"], tokens=r["tokens"],
                        reason=r["reason"], started_at=r["started_at"], updated_at=r["updated_at"],
-                       usage=usage_label(r["usages"]))
+                       usage=usage_label(r["usages"]), base=base if isinstance(base, str) else None)
 
     _TASK_SQL = "SELECT t.*, " + usage_sql("r.job = t.job AND r.task = t.task") + " AS usages FROM tasks t"
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.state.events import EventLog
-from pilothouse.core.stops.problems import Problem, _db, open_problem
+from pilothouse.core.stops.problems import Problem, _db, close_problem, open_problem
 
 
 @dataclass
@@ -113,3 +113,15 @@ def enforce(layout: RepoLayout, job: str, cap: int | None = None, *, now: dateti
     if existing is None:
         log.append("budget.exceeded", job=job, data={**state.as_dict(), "code": problem.code})
     return problem
+
+
+def settle(layout: RepoLayout, job: str, outcome: str, *, conn: sqlite3.Connection | None = None,
+           log: EventLog | None = None) -> list[str]:
+    """The job ended (accepted): its budget problem held launches that no longer come, so it is
+    closed with `outcome` instead of waiting for a retry that has nothing left to start."""
+    with _db(layout, conn) as db:
+        codes = [r["code"] for r in db.execute(
+            "SELECT code FROM problems WHERE job = ? AND kind = 'budget' AND state != 'closed'", (job,))]
+        for code in codes:
+            close_problem(layout, code, outcome, conn=db, log=log)
+    return codes

@@ -281,7 +281,7 @@ def _research_done(sup: Supervisor, job: str, r: sqlite3.Row, run: sqlite3.Row) 
 
 
 def start_gate(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any) -> None:
-    from pilothouse.core.git.gates import run_gate
+    from pilothouse.core.git.gates import gate_log, run_gate
 
     key = ("gate", job, r["task"])
     if key in sup.inflight:
@@ -292,11 +292,12 @@ def start_gate(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any) -> None:
                                                                      "command": project.gates.get(level)})
     # the operator's accept of a weakened gate is the override: its gate runs again, unjudged
     base = None if counters(r).get("accepted_by_operator") else counters(r).get("base")
+    log = gate_log(sup.layout.runtime, job, r["task"], level)  # the cockpit's gate output view reads it
 
     def measure() -> tuple[Any, list[Any], Any, str | None]:
         from pilothouse.core.supervisor import weakened
 
-        res = run_gate(project, level, cwd)
+        res = run_gate(project, level, cwd, log_to=log)
         if not res.passed:
             try:
                 return res, [], None, weakened.fails_on_base(project, level, cwd, base, res)

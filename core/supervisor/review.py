@@ -290,6 +290,10 @@ def accept(sup: Supervisor, job: str) -> None:
                                   "tasks": [r["task"] for r in rows if r["state"] == "done"],
                                   "tokens": jr["tokens"] if jr is not None else None,
                                   "usage": job_usage(sup.layout, job, conn=sup.conn)})
+    from pilothouse.core.stops import budgets
+
+    budgets.settle(sup.layout, job, "the job was accepted: nothing is left to launch", conn=sup.conn,
+                   log=sup.events)
     try:
         # the branches stay (they hold the history); the checkouts are no longer needed
         remove_job_worktrees(sup.layout, job)

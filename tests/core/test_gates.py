@@ -163,3 +163,16 @@ def test_shell_keywords_are_not_taken_for_missing_programs(git_repo) -> None:
     for command in ('case "$HOME" in /*) true;; esac', "until true; do :; done", ": ok"):
         res = run_command(command, git_repo, level="fast", settings={"confinement": "off"})
         assert res.passed, (command, res.reason)
+
+
+def test_a_gate_keeps_its_whole_output_where_gate_log_says(git_repo: Path, tmp_path: Path) -> None:
+    """The event carries the tail; the operator's gate view reads the whole output from the file."""
+    from pilothouse.core.git.gates import TAIL_BYTES, gate_log
+
+    log = gate_log(tmp_path / "runtime", "job-1", "../../escape", "fast")
+    assert log.parent == tmp_path / "runtime" / "gates" / "job-1"  # a task id never leads out of gates/
+    cmd = "for i in $(seq 1 3000); do echo line-$i; done; exit 1"
+    res = run_command(cmd, git_repo, level="fast", log_to=log)
+    assert not res.passed and len(res.output_tail) <= TAIL_BYTES and "line-1\n" not in res.output_tail
+    kept = log.read_text()
+    assert kept.startswith("line-1\n") and kept.rstrip().endswith("line-3000")

@@ -22,3 +22,9 @@ RUN_API = "20261129T071200Z-a11ce001"
 RUN_UI = "20261129T071500Z-b0b00002"
 RUN_STORE = "20261129T070200Z-c0ffee03"
 RUN_REVIEW = "20261129T070800Z-d00d0004"
+
+
+def shown(app: object, binding_id: str) -> bool:
+    """Whether the footer offers the binding (check_action said yes)."""
+    return any(b.binding.id == binding_id and b.enabled
+               for b in app.screen.active_bindings.values())  # type: ignore[attr-defined]

@@ -157,6 +157,28 @@ def cockpit_repo(monkeypatch: pytest.MonkeyPatch, isolated_home: Path) -> RepoLa
 
 
 @pytest.fixture
+def ui_worktree(cockpit_repo: RepoLayout, tmp_path: Path) -> Path:
+    """calendar-ui gets a real worktree on its own branch, one commit ahead of its base (`columns = 7`)."""
+    from support import git
+
+    root = cockpit_repo.root
+    (root / "src").mkdir(exist_ok=True)
+    (root / "src" / "ui.py").write_text("columns = 6\n")
+    git(root, "add", "src")  # the code only: the store and the event log are no part of the base
+    git(root, "commit", "-qm", "base")
+    base = git(root, "rev-parse", "HEAD")
+    wt = tmp_path / "wt-ui"
+    git(root, "worktree", "add", "-q", "-b", "ph/first-draft/calendar-ui", str(wt), base)
+    (wt / "src" / "ui.py").write_text("columns = 7\n")
+    git(wt, "commit", "-qam", "seven columns")
+    db = connect(cockpit_repo.state_db)
+    db.execute("UPDATE tasks SET worktree=?, branch='ph/first-draft/calendar-ui', counters=? "
+               "WHERE task='calendar-ui'", (str(wt), json.dumps({"base": base})))
+    db.close()
+    return wt
+
+
+@pytest.fixture
 def make_app() -> Callable[..., Any]:
     from pilothouse.tui.app import CockpitApp
 

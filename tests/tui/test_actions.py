@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from cockpit_support import shown
+from pilothouse.core.records.layout import RepoLayout
 from test_cockpit import replies
 
 pytestmark = pytest.mark.anyio
@@ -67,3 +69,80 @@ async def test_abort_is_offered_in_the_footer_on_a_running_task(cockpit_repo, ma
         await pilot.press("j")  # calendar-ui: stopped, nothing to abort
         await pilot.pause(0.3)
         assert "x" not in {k.key_display or k.key for k in app.screen.query(FooterKey)}
+
+
+async def test_ship_an_accepted_job_asks_then_refuses_over_uncommitted_changes_then_ships(tmp_path, wait_for) -> None:
+    """P on an accepted job: a confirmation, core's one-line refusal while the operator's checkout has
+    uncommitted changes in a file the work changes, then the base branch fast-forwarded."""
+    from pilothouse.tui.app import CockpitApp
+    from pilothouse.tui.screens.modals import ConfirmModal
+    from support import git
+    from test_panels import OVER_BUDGET, accepted_sim_job
+
+    layout = accepted_sim_job(tmp_path, OVER_BUDGET.replace("usage: {input: 4000, output: 900}", ""))
+    root = layout.root
+    head, main = git(root, "rev-parse", "pilothouse/integration"), git(root, "rev-parse", "main")
+    assert head != main
+    (root / "one.txt").write_text("the operator's own draft\n")  # uncommitted, in the file the job adds
+    app = CockpitApp(layout, live=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.dashboard.selected_job == "demo")
+        await pilot.press("1", "P")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal))
+        assert "onto main" in str(app.screen.body)
+        await pilot.press("y")
+        await wait_for(pilot, lambda: app._notifications)
+        refusal = next(iter(app._notifications)).message
+        assert "uncommitted changes in one.txt" in refusal and "\n" not in refusal
+        assert git(root, "rev-parse", "main") == main
+        app.clear_notifications()
+        (root / "one.txt").unlink()
+        await pilot.press("P")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal))
+        await pilot.press("y")
+        await wait_for(pilot, lambda: app._notifications)
+        assert next(iter(app._notifications)).message.startswith("shipped job demo onto main")
+        assert git(root, "rev-parse", "main") == head
+        assert (root / "one.txt").read_text() == "one\n"  # the checkout fast-forwarded with it
+
+
+async def test_unset_repository_refuses_start_and_new_job(git_repo, make_app, wait_for) -> None:
+    layout = RepoLayout(git_repo)  # no .ai/project.yaml
+    app = make_app(layout)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert "pilothouse init" in app.status_line().plain
+        await pilot.press("S")
+        await wait_for(pilot, lambda: app._notifications)
+        message = next(iter(app._notifications)).message
+        assert "no .ai/project.yaml" in message and "pilothouse init" in message
+        assert "started" not in " ".join(n.message for n in app._notifications)
+        app.clear_notifications()
+        await pilot.press("n")
+        await wait_for(pilot, lambda: app._notifications)
+        assert "pilothouse init" in next(iter(app._notifications)).message
+        assert app.screen is app.dashboard  # no form to fill in for nothing
+        assert not layout.jobs_dir.exists() or not any(layout.jobs_dir.iterdir())
+
+
+async def test_reply_keys_follow_the_selected_task(cockpit_repo, make_app) -> None:
+    from pilothouse.tui.screens.modals import ConfirmModal
+
+    app = make_app(cockpit_repo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("3")  # Tasks; calendar-store (no problem) selected
+        await pilot.pause()
+        assert app.dashboard.current_task.task == "calendar-store"
+        assert app.dashboard.problems.current.task == "calendar-ui"  # the Problems row is another task's
+        assert not shown(app, "problem.retry") and not shown(app, "problem.skip")
+        await pilot.press("s")
+        await pilot.pause()
+        assert not isinstance(app.screen, ConfirmModal)
+        await pilot.press("r")
+        await pilot.pause(0.3)
+        assert not replies(cockpit_repo)
+        await pilot.press("j", "j")  # calendar-ui: its own problem KTRWMB
+        await pilot.pause()
+        assert app.dashboard.current_task.task == "calendar-ui"
+        assert shown(app, "problem.retry")

@@ -186,10 +186,14 @@ async def test_hint_takes_words(cockpit_repo, make_app, wait_for, wait_for_input
         await wait_for(pilot, lambda: type(app.screen).__name__ == "ProblemDialog")
         await pilot.press("h")
         await wait_for_input(pilot, "WordsModal")
-        await pilot.press(*"render 7 columns", "enter")
+        from test_events_panel import screen_text
+
+        shown = screen_text(app)  # what the hint answers: the reason and the gate's failing line
+        assert "month view renders 6 columns" in shown and "FAILED tests/test_ui.py::test_month" in shown
+        await pilot.press(*"render 7 columns", "enter", *"keep Sunday", "ctrl+s")  # enter: a new line
         await wait_for(pilot, lambda: replies(cockpit_repo))
         row = replies(cockpit_repo)[0]
-        assert (row["reply"], row["words"]) == ("hint", "render 7 columns")
+        assert (row["reply"], row["words"]) == ("hint", "render 7 columns\nkeep Sunday")
 
 
 async def test_dismiss_and_plan_on_a_problem_that_takes_them(cockpit_repo, make_app, wait_for,
@@ -204,7 +208,7 @@ async def test_dismiss_and_plan_on_a_problem_that_takes_them(cockpit_repo, make_
         await pilot.pause()
         await pilot.press("4", "j", "p")
         await wait_for_input(pilot, "WordsModal")
-        await pilot.press(*"split the db work out", "enter")
+        await pilot.press(*"split the db work out", "ctrl+s")
         await wait_for(pilot, lambda: replies(cockpit_repo))
         assert [(r["code"], r["reply"], r["words"]) for r in replies(cockpit_repo)] == [
             ("HXPQRT", "plan", "split the db work out")]

@@ -49,7 +49,7 @@ async def test_stream_hides_the_result_block_and_the_stale_waiting_line(cockpit_
         log = app.screen.query_one("#stream", RichLog)
         await wait_for(pilot, lambda: log.lines)
         drawn = lambda: "\n".join(line.text for line in log.lines)  # noqa: E731
-        assert "waiting for" in drawn()
+        assert "left no activity log" in drawn()  # its run finished: nothing is waited for
         path = logs_dir() / "sim" / f"{RUN_UI}.jsonl"
         path.write_text("\n".join(json.dumps(line) for line in [
             {"ts": ts(16), "kind": "text", "text": "Six columns it is. "},
@@ -57,7 +57,7 @@ async def test_stream_hides_the_result_block_and_the_stale_waiting_line(cockpit_
                                                    '["src/ui.py"]}<!--/RESULT-->'},
             {"ts": ts(17), "kind": "tool", "name": "edit", "status": "ok", "brief": "src/ui.py"}]) + "\n")
         await wait_for(pilot, lambda: "Six columns" in drawn())
-        assert "waiting for" not in drawn()
+        assert "left no activity log" not in drawn()  # the log came after all: the note is stale
         assert "RESULT" not in drawn() and "files_changed" not in drawn()
         assert "result handed over" in drawn()
 
@@ -101,3 +101,41 @@ async def test_a_run_that_did_not_complete_shows_its_reason_over_its_activity(co
         await wait_for(pilot, lambda: str(log.border_subtitle).startswith("empty: no tool calls although"))
         # the worker's words are shown as they are: markup in them is escaped, never interpreted
         assert str(log.border_subtitle).endswith("`tools` \\[red]x\\[/red]")
+
+
+async def test_header_counts_tokens_and_time_while_the_run_goes(cockpit_repo, wait_for) -> None:
+    """`tokens 0 elapsed 0s` during a run: the store's count lags the stream, and the time never moved."""
+    from datetime import timedelta
+
+    from cockpit_support import NOW
+    from pilothouse.core.state.store import connect
+    from pilothouse.tui.app import CockpitApp
+
+    db = connect(cockpit_repo.state_db)
+    db.execute("UPDATE tasks SET tokens=0 WHERE task='calendar-api'")  # nothing recorded yet
+    db.close()
+    now = [NOW]
+    app = CockpitApp(cockpit_repo, clock=lambda: now[0], live=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("3", "j", "enter")  # calendar-api: running since 07:12
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "RunDetail")
+        head = lambda: str(app.screen.query_one("#detail-head").render())  # noqa: E731
+        await wait_for(pilot, lambda: "tokens 3.3k" in head())  # 1200+85 and 1800+240, from the stream
+        assert "elapsed 18m00s" in head()
+        now[0] = NOW + timedelta(minutes=2)
+        await wait_for(pilot, lambda: "elapsed 20m00s" in head(), timeout=5)
+
+
+async def test_a_finished_run_without_a_log_is_not_waited_for(cockpit_repo, make_app, wait_for) -> None:
+    from textual.widgets import RichLog
+
+    app = make_app(cockpit_repo)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("3", "enter")  # calendar-store: its builder finished; no stream was kept
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "RunDetail")
+        log = app.screen.query_one("#stream", RichLog)
+        await wait_for(pilot, lambda: log.lines)
+        drawn = "\n".join(line.text for line in log.lines)
+        assert "this run left no activity log at" in drawn and "waiting for" not in drawn

@@ -30,3 +30,4 @@ async def test_help_scrolls_with_j_and_lists_keys_not_ids(cockpit_repo, make_app
         await pilot.pause()
         text = screen_text(app)
         assert "Run detail" in text and "previous run" in text and "answer the task's problem" in text
+        assert "Fix in place" in text and "a shell in the task's worktree" in text and "exclamation" not in text

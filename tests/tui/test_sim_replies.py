@@ -108,7 +108,7 @@ async def _answer(layout: RepoLayout, reply: str, wait_for: Any) -> None:
         if reply in WORDS:
             await wait_for(pilot, lambda: type(app.screen).__name__ == "WordsModal"
                            and app.focused is not None and app.focused.screen is app.screen)
-            await pilot.press(*WORDS[reply], "enter")
+            await pilot.press(*WORDS[reply], "ctrl+s")
         if reply == "skip" or (reply, problem["kind"]) == ("accept", "review_rejected"):  # these ask first
             await wait_for(pilot, lambda: type(app.screen).__name__ == "ConfirmModal")
             await pilot.press("y")

@@ -44,3 +44,75 @@ def test_run_detail_of_a_task_stopped_by_its_gate(snap_compare, cockpit_repo, ma
 def test_run_detail_with_review_findings(snap_compare, cockpit_repo, make_app) -> None:
     # 3: the Tasks panel; enter: calendar-store (done, reviewed with CHANGES)
     assert snap_compare(make_app(cockpit_repo), press=["3", "enter"], terminal_size=(120, 40))
+
+
+@pytest.fixture
+def branch_of_store(cockpit_repo, monkeypatch):
+    """calendar-store's merged branch, made with fixed dates so its commits (and the snapshots) are the same
+    every run: what its run detail's diff stat and the diff screen show."""
+    import json
+
+    from pilothouse.core.state.store import connect
+    from support import git
+
+    for var in ("GIT_AUTHOR_DATE", "GIT_COMMITTER_DATE"):
+        monkeypatch.setenv(var, "2026-11-29T07:00:00Z")
+    root = cockpit_repo.root
+    (root / "src").mkdir()
+    (root / "src" / "store.py").write_text('"""Calendar events, kept in a JSON file."""\n\nEVENTS = []\n')
+    git(root, "add", "src")
+    git(root, "commit", "-qm", "base")
+    base = git(root, "rev-parse", "HEAD")
+    git(root, "checkout", "-qb", "ph/first-draft/calendar-store")
+    (root / "src" / "store.py").write_text('"""Calendar events, kept in a JSON file."""\n\nimport json\n\n\n'
+                                           'def load(path):\n    return json.load(open(path))\n')
+    (root / "tests").mkdir()
+    (root / "tests" / "test_store.py").write_text("from src.store import load\n\n\ndef test_load(tmp_path):\n"
+                                                  "    (tmp_path / 'e.json').write_text('[]')\n"
+                                                  "    assert load(tmp_path / 'e.json') == []\n")
+    git(root, "add", "src", "tests")  # never .ai/: leaving the branch would take the store with it
+    git(root, "commit", "-qm", "calendar-store: the store")
+    git(root, "checkout", "-q", "-")
+    db = connect(cockpit_repo.state_db)
+    db.execute("UPDATE tasks SET branch='ph/first-draft/calendar-store', counters=? WHERE task='calendar-store'",
+               (json.dumps({"base": base}),))
+    db.close()
+    return cockpit_repo
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_run_detail_with_gate_review_and_diff(snap_compare, branch_of_store, make_app, size) -> None:
+    # 3: the Tasks panel; enter: calendar-store (gate passed, reviewed with CHANGES, a branch with two files)
+    assert snap_compare(make_app(branch_of_store), press=["3", "enter"], terminal_size=size)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_diff(snap_compare, branch_of_store, make_app, size) -> None:
+    # 3: the Tasks panel; D: calendar-store's change against its base, the first file shown
+    assert snap_compare(make_app(branch_of_store), press=["3", "D"], terminal_size=size)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_gate_log(snap_compare, cockpit_repo, make_app, size) -> None:
+    # 4: the Problems panel (KTRWMB, calendar-ui's failed gate); G: its gate output; /: search "assert"
+    assert snap_compare(make_app(cockpit_repo), press=["4", "G", "slash", *"assert", "enter"], terminal_size=size)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_usage(snap_compare, cockpit_repo, make_app, size) -> None:
+    # $: tokens and money per provider, job (its budget) and task of the selected job; a priced run beside the sim
+    from pilothouse.core.state.store import connect
+
+    cockpit_repo.project_yaml.write_text(cockpit_repo.project_yaml.read_text() + "budgets:\n  job_tokens: 100000\n")
+    db = connect(cockpit_repo.state_db)
+    db.execute("INSERT INTO runs (run_id, job, task, role, provider, model, mode, attempt, state, tokens, cost_usd, "
+               "started_at, finished_at) VALUES ('r-claude', 'first-draft', 'calendar-api', 'reviewer', 'claude', "
+               "'sonnet', 'review', 1, 'finished', 50000, 1.25, '2026-11-29T07:29:00.000Z', '2026-11-29T07:29:30.000Z')")
+    db.close()
+    assert snap_compare(make_app(cockpit_repo), press=["dollar_sign"], terminal_size=size)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_settings(snap_compare, cockpit_repo, make_app, size) -> None:
+    # C: every choice of .ai/project.yaml (dim: a default the file leaves) and when a change applies
+    assert snap_compare(make_app(cockpit_repo), press=["C"], terminal_size=size)

@@ -97,6 +97,7 @@ class Dashboard(Screen[None]):
         q, now = self.cockpit.queries, self.cockpit.clock()
         if q is None:
             return
+        self._read_pauses()
         jobs = q.jobs()
         self.jobs.show(jobs, now)
         job = self._default_job(jobs)
@@ -113,6 +114,11 @@ class Dashboard(Screen[None]):
         live = [j for j in jobs if not j.final]
         pick = live[-1] if live else jobs[-1] if jobs else None
         return pick.job if pick else None
+
+    def _read_pauses(self) -> None:
+        q = self.cockpit.queries
+        self.jobs.pauses = self.tasks.pauses = q.pauses() if q is not None else {}
+        self.jobs.busy = q.busy() if q is not None else {}
 
     def _show_tasks(self, job: str | None, now: datetime) -> None:
         q = self.cockpit.queries
@@ -140,6 +146,8 @@ class Dashboard(Screen[None]):
         q, now = self.cockpit.queries, self.cockpit.clock()
         if q is None:
             return
+        if changes.problems or any(e.get("type") in ("run.started", "run.finished") for e in events):
+            self._read_pauses()  # before the rows: an answered problem's wait leaves their times
         for name in sorted(changes.jobs):
             job = q.job(name)
             if job is not None:

@@ -108,7 +108,7 @@ def diff_stat(app: CockpitApp, task: TaskRow) -> str:
 
     layout = app.layout
     assert layout is not None
-    base = project.load_project(layout).integration_branch
+    base = task.base or project.load_project(layout).integration_branch  # where its worktree started
     if task.worktree and Path(task.worktree).exists():
         stat = worktrees.diff_stat(task.worktree, base)
         return str(stat.get("text") or "no changes yet")
@@ -164,6 +164,12 @@ class RunDetail(Screen[None]):
         self.query_one("#side").border_title = "gate · review · diff · logs"
         self.refresh_all()
         self.query_one("#stream").focus()
+        self.set_interval(1, self._tick)
+
+    def _tick(self) -> None:
+        task = getattr(self, "_task_row", None)
+        if task is not None and task.state in TASK_ACTIVE and self.is_current:
+            self._head(task)  # a running task's elapsed time goes on between events
 
     def on_unmount(self) -> None:
         self._stop_follow()
@@ -196,13 +202,19 @@ class RunDetail(Screen[None]):
             self._side(task, runs)
 
     def _head(self, task: TaskRow) -> None:
+        self._task_row = task
         now = self.cockpit.clock()
         end = None if task.state in TASK_ACTIVE else task.updated_at
+        q = self.cockpit.queries
+        pauses = q.pauses().get((task.job, task.task), []) if q is not None else []
+        # the store's count lags a running worker's own reports: the stream's running total is newer
+        streamed = sum(self.totals.get(k, 0) for k in ("input", "output"))
         t = fmt.styled(f"{task.job} / ", "dim") + Text(task.task, style="bold") + Text("  ")
         t += fmt.state_text(task.state)
         t += Text(f"  {task.kind}  attempt {task.attempt}  review round {task.review_round}", style="dim")
-        t += Text(f"\nworker {task.worker or '—'}  run {self.run_id or '—'}  tokens {fmt.tokens(task.tokens, task.usage)}"
-                  f"  elapsed {fmt.elapsed(task.started_at, end, now) or '—'}")
+        t += Text(f"\nworker {task.worker or '—'}  run {self.run_id or '—'}  "
+                  f"tokens {fmt.tokens(max(task.tokens, streamed), task.usage)}"
+                  f"  elapsed {fmt.worked(task.started_at, end, now, pauses) or '—'}")
         if task.activity:
             t += Text(f"  now: {task.activity}", style="cyan")
         if task.reason:
@@ -287,7 +299,9 @@ class RunDetail(Screen[None]):
                 tailer.inode = path.stat().st_ino
                 tailer._partial = b"\x00"  # the first (cut) line is dropped as undecodable
         except FileNotFoundError:
-            log.write(Text(f"waiting for {fmt.tilde(path)}", style="dim"))
+            # a finished run's log will not come: saying "waiting" for it would never end
+            said = "waiting for" if run.state == "running" else "this run left no activity log at"
+            log.write(Text(f"{said} {fmt.tilde(path)}", style="dim"))
             self._waiting = True
         if self.cockpit.live:
             self.follower = Follower(path, tailer, lambda: self.post_message(RunLines(run_id))).start()
@@ -323,6 +337,9 @@ class RunDetail(Screen[None]):
             label = fmt.usage_label(self.totals)
             log.border_subtitle = (f"{fmt.tokens(self.totals.get('input', 0), label)} in · "
                                    f"{fmt.tokens(self.totals.get('output', 0), label)} out")
+            task = getattr(self, "_task_row", None)
+            if task is not None:
+                self._head(task)
 
     def _flush(self, log: RichLog) -> None:
         # the result block is the contract's, for the supervisor: the side panel shows what it says

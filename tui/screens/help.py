@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pilothouse.tui.bindings import JOB_BINDINGS, REPLY_BINDINGS
+from pilothouse.tui.bindings import FIX_BINDINGS, JOB_BINDINGS, REPLY_BINDINGS
 from pilothouse.tui.format import REPLY_KEYS
 from pilothouse.tui.screens.detail import RunDetail
 from rich.table import Table
@@ -38,6 +38,15 @@ JOB_HELP = {
     "job.edit": "correct the selected job (revision goes up, re-plan)",
     "run.abort": "abort the selected task's worker (graceful, then kill)",
     "supervisor.toggle": "start the supervisor, or stop it",
+    "job.ship": "ship the selected accepted job onto the base branch (asks first)",
+    "job.usage": "tokens and money per provider, job and task; each job's budget",
+    "app.settings": "every setting of .ai/project.yaml; enter edits one (checked, comments kept)",
+}
+FIX_HELP = {
+    "fix.shell": "a shell in the task's worktree; on exit, the retry that takes your fix",
+    "fix.edit": "$EDITOR on a file the task changed (never through a link)",
+    "fix.diff": "the task's change against its base, file by file ([ ] to move)",
+    "fix.gatelog": "every run of the task's gate, with search (/ n N)",
 }
 DETAIL_HELP = {
     "back": "back to the dashboard",
@@ -57,7 +66,8 @@ def _section(title: str, rows: list[tuple[str, str, str]]) -> Table:
     return table
 
 
-_KEY_NAMES = {"left_square_bracket": "[", "right_square_bracket": "]", "escape": "esc"}
+_KEY_NAMES = {"left_square_bracket": "[", "right_square_bracket": "]", "escape": "esc", "exclamation_mark": "!",
+              "dollar_sign": "$"}
 
 
 def _rows(bindings: list[Binding], text: dict[str, str]) -> list[tuple[str, str, str]]:
@@ -78,6 +88,7 @@ class HelpScreen(ModalScreen[None]):
             yield Static(_section("On a problem (Problems panel, or a stopped task)",
                                   _rows(REPLY_BINDINGS, {f"problem.{k}": v for k, v in REPLY_HELP.items()})))
             yield Static(_section("Jobs and workers", _rows(JOB_BINDINGS, JOB_HELP)))
+            yield Static(_section("Fix in place (a task, a problem, a run detail)", _rows(FIX_BINDINGS, FIX_HELP)))
             detail = [b for b in RunDetail.BINDINGS if b.id in DETAIL_HELP]
             yield Static(_section("Run detail (enter on a task)", [
                 *_rows(detail, DETAIL_HELP),

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Input, Label, Static
+from textual.widgets import Footer, Label, Static, TextArea
 
 
 class ConfirmModal(ModalScreen[bool]):
@@ -31,30 +34,80 @@ class ConfirmModal(ModalScreen[bool]):
 
 
 class WordsModal(ModalScreen[str | None]):
-    BINDINGS = [Binding("escape", "cancel", "Cancel", id="words.cancel")]
+    """Words for a worker (hint, plan): what it is answering first (the problem's reason, findings,
+    gate output), then room for more than one line; ctrl+s sends, as in the job form."""
 
-    def __init__(self, title: str, prompt: str, value: str = "") -> None:
+    BINDINGS = [
+        Binding("ctrl+s", "send", "Send", id="words.send"),
+        Binding("escape", "cancel", "Cancel", id="words.cancel"),
+    ]
+
+    def __init__(self, title: str, prompt: str, value: str = "", context: Text | None = None) -> None:
         super().__init__()
         self.title_text, self.prompt, self.value = title, prompt, value
+        self.context = context
 
     def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog") as box:
+        with Vertical(classes="dialog words") as box:
             box.border_title = self.title_text
+            box.border_subtitle = "ctrl+s send · esc cancel"
+            if self.context is not None:
+                with VerticalScroll(id="words-context"):
+                    yield Static(self.context, classes="evidence")
             yield Static(self.prompt, classes="body")
-            yield Input(value=self.value, placeholder="your words", id="words")
-            yield Label("[b]enter[/b] send   [b]esc[/b] cancel", classes="keys")
+            yield TextArea(self.value, id="words", soft_wrap=True, show_line_numbers=False)
+        yield Footer()
 
     def on_mount(self) -> None:
-        box = self.query_one(Input)
-        box.cursor_blink = self.app.is_headless is False and box.cursor_blink
+        box = self.query_one(TextArea)
+        box.cursor_blink = not self.app.is_headless
         box.focus()
 
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        words = event.value.strip()
+    def action_send(self) -> None:
+        words = self.query_one(TextArea).text.strip()
         if words:
             self.dismiss(words)
         else:
             self.notify("type the words first (esc cancels)", severity="warning")
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class PickModal(ModalScreen[str | None]):
+    """One of a few choices (a file to edit): enter takes the highlighted one, esc none."""
+
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel", id="pick.cancel"),
+        Binding("j", "move(1)", "Down", show=False, id="pick.down"),
+        Binding("k", "move(-1)", "Up", show=False, id="pick.up"),
+    ]
+
+    def __init__(self, title: str, prompt: str, choices: list[str]) -> None:
+        super().__init__()
+        self.title_text, self.prompt, self.choices = title, prompt, choices
+
+    def compose(self) -> ComposeResult:
+        from textual.widgets import OptionList
+
+        with Vertical(classes="dialog pick") as box:
+            box.border_title = self.title_text
+            yield Static(self.prompt, classes="body")
+            # Text, not the string: a worker's file name must not be read as markup
+            yield OptionList(*(Text(c) for c in self.choices), id="pick")
+            yield Label("[b]enter[/b] open   [b]esc[/b] cancel", classes="keys")
+
+    def on_mount(self) -> None:
+        self.query_one("#pick").focus()
+
+    def action_move(self, step: int) -> None:
+        from textual.widgets import OptionList
+
+        options = self.query_one("#pick", OptionList)
+        options.highlighted = max(0, min(options.option_count - 1, (options.highlighted or 0) + step))
+
+    def on_option_list_option_selected(self, event: Any) -> None:
+        self.dismiss(self.choices[event.option_index])
 
     def action_cancel(self) -> None:
         self.dismiss(None)

@@ -27,12 +27,41 @@ def evidence_text(evidence: dict[str, Any]) -> Text:
             out.append(f"{key}:\n", style="bold")
             for line in value.rstrip().splitlines()[-12:]:
                 out.append(f"  {line}\n", style="dim")
+        elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            # findings, weakened tests: one line each, not a JSON list
+            out.append(f"{key}:\n", style="bold")
+            for item in value[:20]:
+                out.append_text(item_line(item))
         else:
             shown = fmt.tilde(value) if key.endswith(("log", "path")) and isinstance(value, str) else value
             if not isinstance(shown, str):
                 shown = json.dumps(shown, default=str)
             out.append(f"{key}: ", style="bold")
             out.append(f"{shown}\n")
+    return out
+
+
+def item_line(item: dict[str, Any]) -> Text:
+    """One finding ({severity, file_line, summary, suggested_fix}) or any other record, as a bullet."""
+    line = Text("  • ")
+    if "severity" in item or "summary" in item:
+        line.append(f"[{item.get('severity', '?')}] ", style="yellow")
+        if item.get("file_line"):
+            line.append(f"{item['file_line']} ", style="dim")
+        line.append(str(item.get("summary", "")))
+        if item.get("suggested_fix"):
+            line.append(f" (fix: {item['suggested_fix']})", style="dim")
+    else:
+        line.append(" · ".join(f"{k} {v}" for k, v in item.items() if v not in (None, "", [], {})))
+    return line.append("\n")
+
+
+def problem_context(p: Problem) -> Text:
+    """What a hint or a plan answers: the reason, then the evidence (findings, the gate's output)."""
+    out = fmt.styled(p.summary + "\n", "bold")  # the reason alone: Text(style=) would embolden the rest
+    if p.evidence:
+        out.append_text(evidence_text(p.evidence))
+    out.rstrip()
     return out
 
 

@@ -7,14 +7,18 @@ tick in place.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 
 from pilothouse.core.queries.problems import ProviderRow, ReplyRow
 from pilothouse.core.queries.work import TASK_ACTIVE, JobRow, TaskRow, depth
+from pilothouse.core.state.events import parse_ts
 from pilothouse.core.stops.problems import Problem
 from pilothouse.tui import format as fmt
 from pilothouse.tui.widgets.table import Cell, Col, KeyedTable
 from rich.text import Text
+
+Pauses = dict[tuple[str, str | None], list[tuple[str, str | None]]]
 
 
 class JobsTable(KeyedTable):
@@ -26,13 +30,18 @@ class JobsTable(KeyedTable):
     def __init__(self, **kwargs: object) -> None:
         super().__init__(id="jobs-table", **kwargs)  # type: ignore[arg-type]
         self.jobs: dict[str, JobRow] = {}
+        self.pauses: Pauses = {}  # the dashboard's (Queries.pauses): time spent waiting for the operator
+        self.busy: dict[str, list[tuple[str, str | None]]] = {}  # Queries.busy: each job's runs
 
-    @staticmethod
-    def cells(j: JobRow, now: datetime) -> dict[str, Cell]:
+    def elapsed(self, j: JobRow, now: datetime) -> str:
+        # a blocked job waits for the operator: its time stops where it blocked
+        end = j.updated_at if j.state == "blocked" else j.finished_at
+        return fmt.worked(j.created_at, end, now, self.pauses.get((j.job, None), ()), self.busy.get(j.job, ()))
+
+    def cells(self, j: JobRow, now: datetime) -> dict[str, Cell]:
         rev = str(j.revision) + ("*" if j.planned_revision < j.revision and not j.final else "")
         return {"job": j.job, "state": fmt.state_text(j.state), "rev": rev,
-                "tasks": f"{j.done}/{j.total}", "tokens": fmt.tokens(j.tokens, j.usage),
-                "elapsed": fmt.elapsed(j.created_at, j.finished_at, now)}
+                "tasks": f"{j.done}/{j.total}", "tokens": fmt.tokens(j.tokens, j.usage), "elapsed": self.elapsed(j, now)}
 
     def show(self, jobs: list[JobRow], now: datetime) -> None:
         self.jobs = {j.job: j for j in jobs}
@@ -44,14 +53,15 @@ class JobsTable(KeyedTable):
 
     def tick(self, now: datetime) -> None:
         for j in self.jobs.values():
-            if not j.final and j.job in self.rows:
-                self.set_cell(j.job, "elapsed", fmt.elapsed(j.created_at, j.finished_at, now))
+            if not j.final and j.state != "blocked" and j.job in self.rows:
+                self.set_cell(j.job, "elapsed", self.elapsed(j, now))
 
 
 class TasksTable(KeyedTable):
     COLUMNS = (
-        Col("task", "task", 12, flex=2), Col("kind", "kind", 15, wide_only=True), Col("state", "state", 9),
-        Col("worker", "worker", 13), Col("att", "att", 3, wide_only=True), Col("activity", "activity", 12, flex=3),
+        Col("task", "task", 12, flex=2, fit=True), Col("kind", "kind", 15, wide_only=True),
+        Col("state", "state", 9), Col("worker", "worker", 13, fit=True), Col("att", "att", 3, wide_only=True),
+        Col("activity", "activity", 12, flex=3),
         Col("tokens", "tokens", 6), Col("elapsed", "elapsed", 7), Col("deps", "deps", 10, flex=1, wide_only=True),
     )
 
@@ -60,11 +70,17 @@ class TasksTable(KeyedTable):
         self.job: str | None = None
         self.tasks: dict[str, TaskRow] = {}
         self._depth: dict[str, int] = {}
+        self.pauses: Pauses = {}
+
+    def elapsed(self, t: TaskRow, now: datetime) -> str:
+        if not t.started_at:
+            return ""
+        end = t.updated_at if t.state not in TASK_ACTIVE else None
+        return fmt.worked(t.started_at, end, now, self.pauses.get((t.job, t.task), ()))
 
     def cells(self, t: TaskRow, now: datetime) -> dict[str, Cell]:
         d = self._depth.get(t.task, 0)
         name = ("  " * (d - 1) + "└ " if d > 0 else "") + t.task
-        end = t.updated_at if t.state not in TASK_ACTIVE else None
         activity: Cell = t.activity or ""
         if t.state in ("stopped", "waiting", "blocked", "needs_replan") and t.reason:
             activity = Text(t.reason, style="yellow" if t.state == "waiting" else "red")
@@ -73,7 +89,7 @@ class TasksTable(KeyedTable):
         return {"task": name, "kind": t.kind, "state": fmt.state_text(t.state), "worker": t.worker,
                 "att": str(t.attempt) if t.attempt else "", "activity": activity,
                 "tokens": fmt.tokens(t.tokens, t.usage) if t.tokens or t.usage == "unknown" else "",
-                "elapsed": fmt.elapsed(t.started_at, end, now) if t.started_at else "",
+                "elapsed": self.elapsed(t, now),
                 "deps": ",".join(t.depends_on)}
 
     def show(self, job: str | None, tasks: list[TaskRow], now: datetime) -> None:
@@ -91,7 +107,7 @@ class TasksTable(KeyedTable):
     def tick(self, now: datetime) -> None:
         for t in self.tasks.values():
             if t.state in TASK_ACTIVE and t.started_at and t.task in self.rows:
-                self.set_cell(t.task, "elapsed", fmt.elapsed(t.started_at, None, now))
+                self.set_cell(t.task, "elapsed", self.elapsed(t, now))
 
 
 class ProvidersTable(KeyedTable):
@@ -120,28 +136,49 @@ class ProvidersTable(KeyedTable):
             ok = p.available(now)
             name = fmt.styled("● ", "green" if ok else "bold red") + fmt.provider_text(p.provider) + lacks
             for i, w in enumerate(p.windows):
-                pct = "  ?" if w.used_pct is None else f"{w.used_pct:3.0f}%"
-                rows.append((f"{p.provider}\t{w.window}", {
-                    "provider": name if i == 0 else "", "window": w.window,
-                    "used": fmt.bar(w.used_pct, 6, w.blocked) + Text(f" {pct}"),
-                    "reset": fmt.countdown(w.resets_at, now) if w.resets_at else Text("unknown", style="dim"),
-                    "check": fmt.countdown(p.next_check_at, now) if i == 0 and p.next_check_at else ""}))
+                rows.append((f"{p.provider}\t{w.window}", {"provider": name if i == 0 else "", "window": w.window,
+                                                           **self.window_cells(p, i, now)}))
         self.set_rows(rows)
 
+    @staticmethod
+    def window_cells(p: ProviderRow, i: int, now: datetime) -> dict[str, Cell]:
+        """What a window says at `now`: a reset time that has passed is not a countdown any more. A
+        window that reset is a new one (its old percentage no longer holds: `new`); a blocked one
+        whose reset passed waits for the check that proves the provider back (`check due`)."""
+        w = p.windows[i]
+        reset_at = parse_ts(w.resets_at)
+        passed = reset_at is not None and reset_at <= now
+        if passed and not w.blocked:
+            used: Cell = Text("new window", style="dim")
+            reset: Cell = Text("—", style="dim")
+        else:
+            pct = "  ?" if w.used_pct is None else f"{w.used_pct:3.0f}%"
+            used = fmt.bar(w.used_pct, 6, w.blocked) + Text(f" {pct}")
+            if passed:
+                reset = Text("passed", style="yellow")
+            else:
+                reset = fmt.countdown(w.resets_at, now) if w.resets_at else Text("unknown", style="dim")
+        check: Cell = ""
+        if i == 0 and p.next_check_at:
+            due = fmt.countdown(p.next_check_at, now)
+            check = Text("due", style="yellow") if due == "now" else due
+        return {"used": used, "reset": reset, "check": check}
+
     def tick(self, now: datetime) -> None:
-        """The live countdowns (only called while the panel is on screen)."""
+        """The live countdowns (only called while the panel is on screen); a reset that passes
+        changes what its window says, not only the number."""
         for p in self.providers:
             for i, w in enumerate(p.windows):
                 key = f"{p.provider}\t{w.window}"
                 if key not in self.rows:
                     continue
-                if w.resets_at:
-                    self.set_cell(key, "reset", fmt.countdown(w.resets_at, now))
-                if i == 0 and p.next_check_at:
-                    self.set_cell(key, "check", fmt.countdown(p.next_check_at, now))
+                for column, value in self.window_cells(p, i, now).items():
+                    self.set_cell(key, column, value)
 
 
-def replies_text(replies: list[str]) -> Text:
+def replies_text(replies: list[str], width: int = 0) -> Text:
+    """Each reply with its key marked; when they do not fit `width`, the keys alone (the dialog and
+    the footer name them in full) rather than a cut that loses the last one."""
     out = Text()
     for n, r in enumerate(replies):
         if n:
@@ -150,13 +187,29 @@ def replies_text(replies: list[str]) -> Text:
         if key:
             out.append(key, style="bold reverse")
         out.append(r if not key else r[1:] if r.startswith(key) else f" {r}")
+    if width and out.cell_len > width:
+        out = Text(" ").join(Text(fmt.REPLY_KEYS.get(r, r[:1]), style="bold reverse") for r in replies)
     return out
+
+
+_FAILING = re.compile(r"^(FAILED |FAIL:|ERROR:? |E +|.*Error: |error(\[\w+\])?: |.*panicked at |--- FAIL)")
+
+
+def headline(p: Problem) -> str:
+    """What happened, reason first, for one table cell: a gate's failing line when its output shows
+    one, else the summary without the `command` it quotes (a long command filled the cell)."""
+    tail = p.evidence.get("output_tail") or p.evidence.get("gate_output")
+    if isinstance(tail, str):
+        failing = [ln.strip() for ln in tail.splitlines() if _FAILING.match(ln.strip())]
+        if failing:
+            return failing[-1 if failing[-1].startswith("E ") else 0]
+    return " ".join(re.sub(r"`[^`]*`", "", p.summary).split())
 
 
 class ProblemsTable(KeyedTable):
     COLUMNS = (
-        Col("code", "code", 6), Col("job", "job", 10, flex=1), Col("task", "task", 12, flex=1),
-        Col("what", "what happened", 16, flex=3), Col("replies", "replies", 22),
+        Col("code", "code", 6), Col("job", "job", 10, flex=1, fit=True), Col("task", "task", 12, flex=1, fit=True),
+        Col("what", "what happened", 16, flex=3), Col("replies", "replies", 22, wide=28),
     )
 
     def __init__(self, **kwargs: object) -> None:
@@ -168,17 +221,23 @@ class ProblemsTable(KeyedTable):
              stopped: bool = False) -> None:
         self.problems = {p.code: p for p in problems}
         self.pending = dict(pending or {})
+        self.stopped = stopped
         self.set_rows([(p.code, self.cells(p, self.pending.get(p.code), stopped)) for p in problems])
 
-    @staticmethod
-    def cells(p: Problem, answer: ReplyRow | None, stopped: bool) -> dict[str, Cell]:
+    def relaid(self, rows: list[tuple[str, dict[str, Cell]]]) -> list[tuple[str, dict[str, Cell]]]:
+        # the replies cell is worded for its column's width
+        return [(code, self.cells(self.problems[code], self.pending.get(code), getattr(self, "stopped", False)))
+                if code in self.problems else (code, cells) for code, cells in rows]
+
+    def cells(self, p: Problem, answer: ReplyRow | None, stopped: bool) -> dict[str, Cell]:
         if answer is None:
-            return {"code": Text(p.code, style="bold"), "job": p.job, "task": p.task or "(job)", "what": p.summary,
-                    "replies": replies_text(p.replies)}
+            width = dict(self._layout).get("replies", 0)
+            return {"code": Text(p.code, style="bold"), "job": p.job, "task": p.task or "(job)",
+                    "what": headline(p), "replies": replies_text(p.replies, width)}
         # answered, not yet taken: the reply keys are gone; say who must act (S when it is stopped)
         waiting = "waiting for the supervisor" + (" (stopped)" if stopped else "")
         return {"code": Text(p.code, style="dim"), "job": p.job, "task": p.task or "(job)",
-                "what": fmt.styled(waiting, "yellow") + fmt.styled(f" · {p.summary}", "dim"),
+                "what": fmt.styled(waiting, "yellow") + fmt.styled(f" · {headline(p)}", "dim"),
                 "replies": fmt.styled(f"✓ {answer.reply}", "green")
                 + fmt.styled(" · S starts it" if stopped else " · waiting", "yellow")}
 

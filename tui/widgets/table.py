@@ -7,7 +7,7 @@ cell (`update_cell`); only a change in the set or order of rows rebuilds the tab
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rich.text import Text
@@ -25,6 +25,8 @@ class Col:
     width: int = 8        # fixed width, or the minimum of a flex column
     flex: int = 0         # share of the spare room (0: fixed)
     wide_only: bool = False  # dropped below WIDE columns
+    fit: bool = False  # a name: takes the spare room its longest cell needs before the flex share
+    wide: int = 0  # the fixed width from WIDE columns on, when it differs
 
 
 WIDE = 110
@@ -52,11 +54,23 @@ class KeyedTable(DataTable[Cell]):
         # appears, so a rebuild can never flip the scrollbar and trigger another rebuild
         width = (self.outer_size.width - self.styles.gutter.width) if self.outer_size.width else 80
         cols = [c for c in self.COLUMNS if width >= WIDE or not c.wide_only]
+        if width >= WIDE:
+            cols = [replace(c, width=c.wide) if c.wide else c for c in cols]
         pad = 2 * self.cell_padding
         used = sum(c.width + pad for c in cols) + 1  # 1: the vertical scrollbar's room
         spare = max(0, width - used)
+        extra = {c.key: 0 for c in cols}
+        for c in cols:
+            if c.fit:
+                longest = max((len(str(cells.get(c.key, ""))) for _, cells in self._rows), default=0)
+                extra[c.key] = min(spare, max(0, longest - c.width))
+                spare -= extra[c.key]
         shares = sum(c.flex for c in cols)
-        return tuple((c.key, c.width + (spare * c.flex // shares if c.flex else 0)) for c in cols)
+        return tuple((c.key, c.width + extra[c.key] + (spare * c.flex // shares if c.flex else 0)) for c in cols)
+
+    def _fits(self) -> bool:
+        """Whether every `fit` column is as wide as its longest cell (or can grow no more)."""
+        return self._compute_layout() == self._layout
 
     def on_resize(self) -> None:
         layout = self._compute_layout()
@@ -70,6 +84,7 @@ class KeyedTable(DataTable[Cell]):
         cursor_key = self.current_key
         if layout is not None:
             self._layout = layout
+            self._rows = self.relaid(self._rows)
             self.clear(columns=True)
             labels = {c.key: c.label for c in self.COLUMNS}
             for key, width in self._layout:
@@ -80,6 +95,10 @@ class KeyedTable(DataTable[Cell]):
             self.add_row(*self._cells(cells), key=key)
         if cursor_key is not None:
             self.select_key(cursor_key)
+
+    def relaid(self, rows: list[tuple[str, dict[str, Cell]]]) -> list[tuple[str, dict[str, Cell]]]:
+        """The rows again for new column widths (a table whose cells depend on them redraws them)."""
+        return rows
 
     def _cells(self, cells: dict[str, Cell]) -> list[Cell]:
         return [cells.get(k, "") for k, _ in self._layout]
@@ -112,6 +131,9 @@ class KeyedTable(DataTable[Cell]):
         old_keys = [k for k, _ in self._visible(self._rows)]
         self._rows = rows
         new = self._visible(rows)
+        if any(c.fit for c in self.COLUMNS) and self._layout and not self._fits():
+            self._rebuild(self._compute_layout())  # a longer name came: its column takes the room
+            return
         if [k for k, _ in new] != old_keys or not self._layout:
             self._rebuild(None if self._layout else self._compute_layout())
             return

@@ -1,0 +1,102 @@
+"""Settings (`C`): every choice of `.ai/project.yaml` — the file's own and the defaults it leaves —
+and when a change applies. Enter on one edits it; core checks the whole file before writing it,
+keeps its comments (core/records/settings.py), and a value that does not fit is refused in one
+line naming the field, the file untouched.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from pilothouse.providers.errors import UserError
+from pilothouse.tui.widgets.table import Cell, Col, KeyedTable
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+
+if TYPE_CHECKING:
+    from pilothouse.tui.app import CockpitApp
+
+
+class SettingsTable(KeyedTable):
+    COLUMNS = (Col("name", "setting", 24, fit=True), Col("value", "value", 20, flex=1),
+               Col("applies", "applies", 10, wide_only=True))
+
+
+def shown(value: Any) -> str:
+    if value is None:
+        return "—"
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+class SettingsScreen(Screen[None]):
+    BINDINGS = [Binding("escape,q", "app.pop_screen", "Back", id="settings.back")]
+
+    @property
+    def cockpit(self) -> CockpitApp:
+        return self.app  # type: ignore[return-value]
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="settings-head")
+        yield SettingsTable(id="settings-table", classes="panel")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#settings-table").border_title = ".ai/project.yaml · enter edits"
+        self.reload()
+        self.query_one("#settings-table").focus()
+
+    def reload(self) -> None:
+        from pilothouse.core.records import settings
+
+        layout = self.cockpit.layout
+        head = self.query_one("#settings-head", Static)
+        try:
+            rows = settings.rows(layout) if layout is not None else []
+        except UserError as exc:
+            head.update(Text(str(exc), style="bold red"))
+            return
+        self.values = {path: value for path, value, _ in rows}
+        table_rows: list[tuple[str, dict[str, Cell]]] = []
+        for path, value, written in rows:
+            table_rows.append((path, {"name": Text(path, style="" if written else "dim"),
+                                      "value": Text(shown(value), style="" if written else "dim"),
+                                      "applies": Text("at once", style="green") if path.startswith(settings.AT_ONCE)
+                                      else Text("next start", style="dim")}))
+        self.query_one(SettingsTable).set_rows(table_rows)
+        head.update(Text("settings", style="bold") + Text("   dim: a default the file leaves · budgets apply at "
+                                                          "once; the rest to what starts next", style="dim"))
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        from pilothouse.tui.screens.modals import WordsModal
+
+        path = event.row_key.value
+        if not path:
+            return
+        current = self.values.get(path)
+
+        def got(words: str | None) -> None:
+            if words is not None:
+                self.save(path, words)
+
+        self.app.push_screen(WordsModal(f"set · {path}", "The new value, as you would write it in the file "
+                                        "(5000, off, [a, b], a command):",
+                                        value="" if current is None else shown(current)), got)
+
+    def save(self, path: str, raw: str) -> None:
+        from pilothouse.core.records import settings
+
+        layout = self.cockpit.layout
+        if layout is None:
+            return
+        try:
+            applies = settings.set_value(layout, path, raw)
+        except UserError as exc:
+            self.notify(str(exc), title=f"set {path}", severity="error", timeout=10)
+            return
+        self.notify(f"{path} saved; it applies {applies}", title="settings", timeout=5)
+        self.reload()
+        self.query_one(SettingsTable).select_key(path)
