@@ -38,7 +38,7 @@ def main() -> int:
 
     dovecot, smtp, key = Dovecot(), SmtpSink(), DkimKey("example.org")
     layout = RepoLayout(home / "repo")
-    layout.ai.mkdir(parents=True)
+    layout.runtime.mkdir(parents=True)  # as in a repository where a supervisor has run
     conf = validate({"address": "pilot@pilothouse.test", "operator": "me@example.org", "username": dovecot.user,
                      "imap_host": "127.0.0.1", "imap_port": dovecot.port, "imap_tls": "none",
                      "smtp_host": "127.0.0.1", "smtp_port": smtp.port, "smtp_tls": "none"})

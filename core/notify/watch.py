@@ -209,6 +209,8 @@ class Watcher:
         idle = b"IDLE" in client.capabilities()
         while not stop.is_set():
             self.check_mail(client, conn)
+            if _arrived_meanwhile(client):
+                continue
             if not idle:
                 stop.wait(self.settings.poll_s)
                 continue
@@ -226,6 +228,17 @@ class Watcher:
         finally:
             stop.set()
             out.join(timeout=10)
+
+
+def _arrived_meanwhile(client: Any) -> bool:
+    """Whether the server announced new mail while we searched and fetched. It says so once, in
+    an untagged EXISTS among those commands' responses, which imapclient leaves in imaplib's
+    store; going into IDLE without looking again would miss that mail until the next round."""
+    pending = getattr(getattr(client, "_imap", None), "untagged_responses", None)
+    if not isinstance(pending, dict):
+        return False
+    announced = [pending.pop(name, None) for name in ("EXISTS", "RECENT")]  # both taken, every time
+    return any(announced)
 
 
 def _append_log(line: str) -> None:

@@ -164,3 +164,20 @@ def test_a_problem_opened_before_email_was_set_up_is_not_mailed(tmp_path: Path) 
                      "smtp_host": "127.0.0.1", "smtp_tls": "none", "enabled_at": "2999-01-01T00:00:00.000Z"})
     watcher = Watcher(conf, None, repos=lambda: [layout.root], log=lambda line: None)
     assert watcher.queue_new_problems(mailstate.connect()) == 0
+
+
+def test_mail_announced_during_a_search_is_looked_at_again_before_idling(dovecot: Dovecot) -> None:
+    from pilothouse.core.notify import transport
+    from pilothouse.core.notify.watch import _arrived_meanwhile
+
+    client = transport.imap_connect(settings_for(dovecot, free_port()), dovecot.password)
+    try:
+        _arrived_meanwhile(client)           # what the SELECT announced
+        assert client.search(["UNSEEN"]) == []
+        assert not _arrived_meanwhile(client)
+        dovecot.append(mail(OPERATOR, BOX, "status"))
+        client.search(["UNSEEN"])            # the server tells of the new mail in this answer, once
+        assert _arrived_meanwhile(client)
+        assert not _arrived_meanwhile(client)
+    finally:
+        client.logout()
