@@ -67,7 +67,7 @@ class EmailSettings(BaseModel):
     @model_validator(mode="after")
     def _coherent(self) -> EmailSettings:
         if self.address == self.operator:
-            raise ValueError("address and operator are the same: pilothouse needs a mailbox of its own, "
+            raise ValueError("operator: the same as address: pilothouse needs a mailbox of its own, "
                              "apart from yours (else it would read its own mail as your replies)")
         for what in ("imap", "smtp"):
             host, tls = getattr(self, f"{what}_host"), getattr(self, f"{what}_tls")
@@ -96,9 +96,9 @@ def validate(data: dict[str, Any], where: str = "email settings") -> EmailSettin
         return EmailSettings.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
-        field = ".".join(str(p) for p in err["loc"]) or "settings"
-        msg = str(err["msg"]).removeprefix("Value error, ")
-        raise UserError(f"{where}: {field}: {msg}") from None
+        field = ".".join(str(p) for p in err["loc"])
+        msg = str(err["msg"]).removeprefix("Value error, ")  # a check of two fields names its own
+        raise UserError(f"{where}: {field + ': ' if field else ''}{msg}") from None
 
 
 def load() -> EmailSettings | None:
