@@ -181,3 +181,67 @@ def test_mail_announced_during_a_search_is_looked_at_again_before_idling(dovecot
         assert not _arrived_meanwhile(client)
     finally:
         client.logout()
+
+
+def test_pause_and_resume_by_email_stop_and_start_the_supervisor(tmp_path: Path) -> None:
+    import json
+
+    from pilothouse.core.supervisor import control as supervisor_ctl
+
+    key = DkimKey("example.org")
+    layout = demo.prepare(tmp_path / "repo", str(demo._data() / "scenarios" / "slow.yaml"))
+    conf = validate({"address": BOX, "operator": OPERATOR, "imap_host": "127.0.0.1", "imap_tls": "none",
+                     "smtp_host": "127.0.0.1", "smtp_port": free_port(), "smtp_tls": "none"})
+    watcher = Watcher(conf, None, repos=lambda: [layout.root], dnsfunc=key.dns, log=lambda line: None)
+    conn = mailstate.connect()
+
+    def command(text: str) -> str:
+        watcher.handle(key.sign(mail(OPERATOR, BOX, text)), conn)
+        row = conn.execute("SELECT message FROM outbox WHERE code IS NULL ORDER BY id DESC").fetchone()
+        return message_from_bytes(bytes(row["message"]), policy=policy.default).get_content()  # type: ignore[attr-defined,no-any-return]
+
+    supervisor_ctl.start(layout)
+    try:
+        assert command("pause").startswith("paused (supervisor stopped; running workers finish) in: repo")
+        assert supervisor_ctl.status(layout) is None
+        assert "supervisor stopped" in command("status")
+        assert command("resume") == "resumed in: repo\n"
+        assert supervisor_ctl.status(layout) is not None
+        assert command("resume").startswith("nothing to resume")
+    finally:
+        supervisor_ctl.stop(layout)
+    events = [json.loads(x) for x in layout.events.read_text().splitlines()]
+    assert [(e["type"], e["data"]["source"]) for e in events if e["type"].startswith("supervisor.") and
+            e["data"].get("source")] == [("supervisor.paused", "email"), ("supervisor.resumed", "email")]
+
+
+def test_job_start_starts_the_email_watcher_once_email_is_set_up(tmp_path: Path, cli) -> None:
+    import os
+    import signal
+
+    from pilothouse.core.notify import settings as email_settings
+    from pilothouse.core.notify import watch
+    from pilothouse.core.supervisor import control as supervisor_ctl
+
+    layout = demo.prepare(tmp_path / "repo", str(demo._data() / "scenarios" / "slow.yaml"))
+    email_settings.save(validate({"address": BOX, "operator": OPERATOR, "imap_host": "127.0.0.1",
+                                  "imap_port": free_port(), "imap_tls": "none", "smtp_host": "127.0.0.1",
+                                  "smtp_port": free_port(), "smtp_tls": "none"}))
+    try:
+        done = cli("job", "start", "--repo", str(layout.root))
+        assert done.returncode == 0, done.stderr
+        assert "email watcher started" in done.stdout
+        deadline = time.monotonic() + 20
+        while not watch.running() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert watch.running()
+        assert "email watcher started" not in cli("job", "start", "--repo", str(layout.root)).stdout  # one per user
+    finally:
+        supervisor_ctl.stop(layout)
+        pid = int(watch.lock_file().read_text().split()[0]) if watch.lock_file().exists() else 0
+        if pid:
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 20
+    while watch.running() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not watch.running()  # SIGTERM ends it
