@@ -41,11 +41,12 @@ def _wait_port(port: int, timeout: float = 15.0) -> None:
 
 
 class Dovecot:
-    """One Dovecot instance of the test's own; `user`/`password` log in to its INBOX."""
+    """One Dovecot instance of the test's own; `user`/`password` log in to its INBOX. idle=False
+    leaves IDLE out of what it announces, as a server without it would."""
 
     user, password = "pilot", "dovecot-test-password"
 
-    def __init__(self) -> None:
+    def __init__(self, idle: bool = True) -> None:
         binary = shutil.which("dovecot") or "/usr/sbin/dovecot"
         if not os.path.exists(binary):
             pytest.fail("dovecot is not installed: scripts/test installs dovecot-imapd")
@@ -102,7 +103,7 @@ service imap-login {{
 service anvil {{
   chroot =
 }}
-""")
+""" + ("" if idle else "imap_capability = IMAP4rev1 SASL-IR LOGIN-REFERRALS ID ENABLE LITERAL+\n"))
         self.proc = subprocess.Popen([binary, "-F", "-c", str(self.dir / "dovecot.conf")],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:

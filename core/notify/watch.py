@@ -207,6 +207,8 @@ class Watcher:
 
     def _read_loop(self, client: Any, conn: sqlite3.Connection, stop: threading.Event) -> None:
         idle = b"IDLE" in client.capabilities()
+        self.log(f"reading {self.settings.imap_folder} of {self.settings.imap_host}: "
+                 + ("IDLE" if idle else f"the server has no IDLE, looking every {self.settings.poll_s}s"))
         while not stop.is_set():
             self.check_mail(client, conn)
             if _arrived_meanwhile(client):

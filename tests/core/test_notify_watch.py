@@ -245,3 +245,25 @@ def test_job_start_starts_the_email_watcher_once_email_is_set_up(tmp_path: Path,
     while watch.running() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not watch.running()  # SIGTERM ends it
+
+
+def test_a_server_without_idle_is_polled(tmp_path: Path, smtp: SmtpSink) -> None:
+    key = DkimKey("example.org")
+    dovecot = Dovecot(idle=False)
+    layout, problem = _one_problem(tmp_path)
+    lines: list[str] = []
+    conf = validate({**settings_for(dovecot, smtp.port).model_dump(), "poll_s": 5})
+    watcher = Watcher(conf, dovecot.password, repos=lambda: [layout.root], dnsfunc=key.dns, log=lines.append)
+    stop = threading.Event()
+    thread = threading.Thread(target=watcher.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        smtp.wait_for(lambda m: problem.code in str(m["Subject"]))
+        dovecot.append(key.sign(mail(OPERATOR, BOX, f"{problem.code} skip")))
+        smtp.wait_for(lambda m: str(m["Subject"]).startswith("Re:"), timeout=30)
+        assert problems.get_problem(layout, problem.code).pending is not None
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+        dovecot.stop()
+    assert any("the server has no IDLE, looking every 5s" in line for line in lines), lines
