@@ -186,11 +186,10 @@ class DkimKey:
         want = b"%s._domainkey.%s." % (self.selector, self.domain.encode())
         return self.record if name in (want, want.rstrip(b".")) else None
 
-    def sign(self, raw: bytes, domain: str | None = None) -> bytes:
+    def sign(self, raw: bytes, headers: tuple[bytes, ...] = (b"from", b"to", b"subject", b"message-id", b"date")) -> bytes:
         import dkim
 
-        sig = dkim.sign(raw, self.selector, (domain or self.domain).encode(), self.private,
-                        include_headers=[b"from", b"to", b"subject", b"message-id", b"date"])
+        sig = dkim.sign(raw, self.selector, self.domain.encode(), self.private, include_headers=list(headers))
         return sig + raw
 
 

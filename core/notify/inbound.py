@@ -75,7 +75,8 @@ def _aligned(signer: str, domain: str) -> bool:
 
 
 def dkim_proof(raw: bytes, domain: str, dnsfunc: DnsFunc | None = None) -> str | None:
-    """'dkim: d=DOMAIN' when a DKIM signature of the sender's domain (or a parent) verifies."""
+    """'dkim d=DOMAIN verified' when a DKIM signature of the sender's domain (or a parent domain) that
+    covers Message-ID verifies."""
     import dkim
 
     kwargs: dict[str, Any] = {"dnsfunc": dnsfunc} if dnsfunc is not None else {}
@@ -83,7 +84,11 @@ def dkim_proof(raw: bytes, domain: str, dnsfunc: DnsFunc | None = None) -> str |
         count = len(_headers(raw).get_all("DKIM-Signature") or [])
         for idx in range(min(count, 5)):
             d = dkim.DKIM(raw)
-            if d.verify(idx=idx, **kwargs) and d.domain and _aligned(d.domain.decode("ascii", "replace"), domain):
+            if not (d.verify(idx=idx, **kwargs) and d.domain and _aligned(d.domain.decode("ascii", "replace"), domain)):
+                continue
+            # a signature that leaves Message-ID out lets anyone resend the signed mail as a new one
+            prep = d.verify_headerprep(idx)
+            if prep and b"message-id" in [h.lower() for h in prep[1]]:
                 return f"dkim d={d.domain.decode('ascii', 'replace')} verified"
     except Exception:  # dkimpy raises many kinds on hostile signatures and DNS answers: a failure
         return None

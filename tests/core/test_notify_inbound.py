@@ -8,9 +8,12 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from mailservers import DkimKey, free_port, mail
 from pilothouse.core.notify import mailstate
 from pilothouse.core.notify.grammar import Command, Unreadable, parse
+from pilothouse.core.notify.inbound import read_mail
 from pilothouse.core.notify.settings import EmailSettings, validate
 from pilothouse.core.notify.watch import Watcher
 from pilothouse.core.records.layout import RepoLayout
@@ -122,6 +125,14 @@ def test_a_signature_that_does_not_verify_is_refused(box: Box) -> None:
     raw = box.signed(f"{box.problem.code} retry\n").replace(b"retry", b"skip")
     answer = box.handle(raw)
     assert answer is not None and "no DKIM signature of example.org verifies" in answer
+    assert box.obeyed() == []
+
+
+def test_a_signature_that_leaves_the_message_id_out_is_not_enough(box: Box) -> None:
+    # anyone holding such a mail could send it again under a new Message-ID
+    raw = box.key.sign(mail(OPERATOR, BOX, f"{box.problem.code} retry"), headers=(b"from", b"to", b"subject"))
+    answer = box.handle(raw)
+    assert answer is not None and answer.startswith("refused: not authenticated")
     assert box.obeyed() == []
 
 
@@ -241,3 +252,20 @@ def test_the_grammar_reads_the_first_own_line(text: str, command: Command) -> No
 def test_the_grammar_says_what_to_write_instead(text: str, why: str) -> None:
     with pytest.raises(Unreadable, match=why):
         parse(text)
+
+
+_HEADER_LINES = st.sampled_from([
+    f"From: {OPERATOR}", "From: =?utf-8?q?=FF?= <x@y>", "From: a@b, c@d", "From: <>", "Message-ID: <m@x>",
+    "Message-ID:", "Content-Type: multipart/mixed", 'Content-Type: multipart/alternative; boundary="b"',
+    "Content-Type: text/plain; charset=unknown-8bit", "Content-Transfer-Encoding: base64",
+    "Content-Transfer-Encoding: quoted-printable", f"Authentication-Results: {SERVER}; dkim=pass header.d=example.org",
+    f"Authentication-Results: {SERVER}; ((", "DKIM-Signature: v=1; a=rsa-sha256; d=example.org; s=test; b=;",
+    "DKIM-Signature: garbage", "Subject: =?utf-8?b?////?=", "--b", "--b--", "Content-Type: text/html"])
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(lines=st.lists(st.one_of(_HEADER_LINES, st.text(max_size=60)), max_size=20), tail=st.binary(max_size=200))
+def test_no_mail_makes_the_judge_raise_and_none_unauthenticated_is_obeyed(lines: list[str], tail: bytes) -> None:
+    raw = "\r\n".join(lines).encode("utf-8", "surrogateescape") + b"\r\n\r\nACDEFH retry\r\n" + tail
+    judged = read_mail(raw, email_settings(), dnsfunc=lambda name, timeout=5: None)
+    assert judged.command is None or judged.proof.endswith(f"by {SERVER}")
