@@ -288,9 +288,13 @@ def start_detached() -> bool:
         return False
     path = log_file()
     path.parent.mkdir(parents=True, exist_ok=True)
+    from pilothouse.providers.hostpython import host_env, python_argv
+
+    # isolated (-I, no PYTHONPATH) and away from any repository: the cwd of `job start` may hold a
+    # worker's merged files, which a plain `python -m` would import first
     with open(path, "ab") as out:
-        subprocess.Popen([sys.executable, "-m", "pilothouse.core.notify.watch"], stdin=subprocess.DEVNULL,
-                         stdout=out, stderr=out, start_new_session=True, close_fds=True)
+        subprocess.Popen(python_argv("-m", "pilothouse.core.notify.watch"), cwd=path.parent, env=host_env(),
+                         stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True, close_fds=True)
     return True
 
 
@@ -326,7 +330,8 @@ def main() -> int:
         return 2
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    watcher = Watcher(conf, password, log=lambda line: print(line, file=sys.stderr, flush=True))
+    watcher = Watcher(conf, password, log=lambda line: print(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {line}",
+                                                            file=sys.stderr, flush=True))
     watcher.log(f"watching {conf.imap_folder} of {conf.address} for {conf.operator}")
     try:
         watcher.run(stop)

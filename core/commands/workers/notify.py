@@ -133,7 +133,8 @@ def _status(args: argparse.Namespace) -> int:
     for k, v in conf.model_dump().items():
         print(f"  {k}: {v}")
     print(f"  password: {'stored (' + keys.backend() + ')' if keys.has_key(st.KEY) else 'none'}")
-    print(f"  watcher: {'running' if watch.running() else 'not running (pilothouse notify email watch --detach)'}")
+    print(f"  watcher: {'running' if watch.running() else 'not running (pilothouse notify email watch --detach)'}"
+          f"; log: {watch.log_file()}")
     if mailstate.db_path().exists():
         conn = mailstate.connect()
         counts = dict(conn.execute("SELECT state, count(*) FROM outbox GROUP BY state").fetchall())
