@@ -26,6 +26,7 @@ from pilothouse.core.notify.settings import EmailSettings
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.stops import problems
 from pilothouse.providers import paths
+from pilothouse.providers.errors import UserError
 
 IDLE_S = 60.0           # one IDLE round; servers drop an IDLE after 29 minutes
 WAKE_S = 5.0            # the outgoing thread looks at least this often (retries due, new repositories)
@@ -83,10 +84,15 @@ class Watcher:
         return n
 
     def _still_open(self, repo: str, code: str) -> bool:
+        layout = RepoLayout(Path(repo))
+        if not layout.state_db.exists():
+            return False  # the repository or its store went away: nothing to ask about any more
         try:
-            p = problems.get_problem(RepoLayout(Path(repo)), code)
-        except Exception:  # the repository or its store went away: nothing to ask about any more
-            return False
+            p = problems.get_problem(layout, code)
+        except sqlite3.Error:
+            return True   # cannot tell now (busy, damaged): a mail too many beats a stop unmentioned
+        except UserError:
+            return False  # no such problem any more (the store was rebuilt)
         return p.state == "open" and p.pending is None
 
     def flush(self, conn: sqlite3.Connection, now: float | None = None) -> None:
@@ -120,18 +126,20 @@ class Watcher:
                 try:
                     self.queue_new_problems(conn)
                     self.flush(conn)
-                except sqlite3.Error as exc:
-                    self.log(f"the outbox failed: {exc}")
-                now = self._event_dirs()
-                if not now:
+                    now = self._event_dirs()
+                    if not now:
+                        stop.wait(WAKE_S)
+                        continue
+                    if now != dirs:  # one long-lived watch, so nothing written between two looks is missed
+                        dirs = now
+                        changes = watchfiles.watch(*dirs, stop_event=stop, rust_timeout=int(WAKE_S * 1000),
+                                                   yield_on_timeout=True, debounce=50, step=20,
+                                                   watch_filter=lambda _c, p: p.endswith("events.jsonl"))
+                    next(changes, None)
+                except Exception as exc:  # a store, a disk or a watched folder that went away: keep going
+                    self.log(f"the outbox failed: {transport.describe(exc)}; again in {WAKE_S:g}s")
+                    dirs = []
                     stop.wait(WAKE_S)
-                    continue
-                if now != dirs:  # one long-lived watch, so nothing written between two looks is missed
-                    dirs = now
-                    changes = watchfiles.watch(*dirs, stop_event=stop, rust_timeout=int(WAKE_S * 1000),
-                                               yield_on_timeout=True, debounce=50, step=20,
-                                               watch_filter=lambda _c, p: p.endswith("events.jsonl"))
-                next(changes, None)
         finally:
             conn.close()
 
@@ -301,7 +309,6 @@ def start_detached() -> bool:
 def start_with_supervisor() -> None:
     """With email set up, the watcher (one per user) runs whenever a supervisor does (`job start`)."""
     from pilothouse.core.notify import settings as email_settings
-    from pilothouse.providers.errors import UserError
 
     try:
         if email_settings.load() is not None and start_detached():
@@ -315,7 +322,6 @@ def main() -> int:
     import signal
 
     from pilothouse.core.notify import settings as email_settings
-    from pilothouse.providers.errors import UserError
 
     try:
         conf = email_settings.load()

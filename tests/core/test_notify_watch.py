@@ -267,3 +267,18 @@ def test_a_server_without_idle_is_polled(tmp_path: Path, smtp: SmtpSink) -> None
         thread.join(timeout=30)
         dovecot.stop()
     assert any("the server has no IDLE, looking every 5s" in line for line in lines), lines
+
+
+def test_a_damaged_store_in_one_repository_does_not_stop_the_mail_of_another(tmp_path: Path) -> None:
+    damaged = RepoLayout(tmp_path / "damaged")
+    damaged.runtime.mkdir(parents=True)
+    damaged.state_db.write_bytes(b"not a database" * 100)
+    layout, problem = _one_problem(tmp_path)
+    lines: list[str] = []
+    conf = validate({"address": BOX, "operator": OPERATOR, "imap_host": "127.0.0.1", "imap_tls": "none",
+                     "smtp_host": "127.0.0.1", "smtp_tls": "none"})
+    watcher = Watcher(conf, None, repos=lambda: [damaged.root, layout.root], log=lines.append)
+    conn = mailstate.connect()
+    assert watcher.queue_new_problems(conn) == 1
+    assert [r["code"] for r in conn.execute("SELECT code FROM outbox")] == [problem.code]
+    assert any(line.startswith(f"{damaged.root}: cannot read its problems") for line in lines), lines
