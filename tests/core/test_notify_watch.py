@@ -282,3 +282,22 @@ def test_a_damaged_store_in_one_repository_does_not_stop_the_mail_of_another(tmp
     assert watcher.queue_new_problems(conn) == 1
     assert [r["code"] for r in conn.execute("SELECT code FROM outbox")] == [problem.code]
     assert any(line.startswith(f"{damaged.root}: cannot read its problems") for line in lines), lines
+
+
+def test_a_mail_too_large_to_read_is_refused_from_its_headers(tmp_path: Path, dovecot: Dovecot,
+                                                               smtp: SmtpSink) -> None:
+    key = DkimKey("example.org")
+    layout, problem = _one_problem(tmp_path)
+    watcher = Watcher(settings_for(dovecot, smtp.port), dovecot.password, repos=lambda: [layout.root],
+                      dnsfunc=key.dns, idle_s=5, log=lambda line: None)
+    stop = threading.Event()
+    thread = threading.Thread(target=watcher.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        dovecot.append(key.sign(mail(OPERATOR, BOX, f"{problem.code} retry\n" + "x" * 400_000)))
+        answer = smtp.wait_for(lambda m: str(m["Subject"]).startswith("Re:"))
+        assert answer.get_content().startswith("refused: larger than 256 KiB")  # type: ignore[attr-defined]
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+    assert problems.get_problem(layout, problem.code).pending is None
