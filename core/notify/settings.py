@@ -139,7 +139,8 @@ def password() -> str | None:
 
 def turn_off() -> bool:
     """Remove the settings and the password; False when email was not set up."""
-    found = keys.remove_key(KEY)
+    # only when one was stored: asking a keyring that is not there would fail `off` on a headless box
+    found = keys.has_key(KEY) and keys.remove_key(KEY)
     try:
         settings_file().unlink()
         found = True

@@ -288,6 +288,20 @@ def running() -> bool:
     return False
 
 
+def stop_running() -> bool:
+    """Ask the running watcher to leave (SIGTERM); False when none runs."""
+    import signal
+
+    if not running():
+        return False
+    try:
+        pid = int(lock_file().read_text().split()[0])
+        os.kill(pid, signal.SIGTERM)
+    except (OSError, ValueError, IndexError):
+        return False
+    return True
+
+
 def start_detached() -> bool:
     """Start the watcher in its own session (stdio to the email log) unless one runs; True if started."""
     import subprocess

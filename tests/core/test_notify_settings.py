@@ -54,6 +54,13 @@ def test_bad_settings_are_one_line_naming_the_field(cli, change: list[str], line
     assert not settings.settings_file().exists() and keys.get_key(settings.KEY) is None
 
 
+def test_no_keyring_names_the_file_backend_of_this_command(cli) -> None:
+    done = cli(*[a for a in SETUP if a not in ("--backend", "file")], input=PASSWORD + "\n",
+               env={"PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring"})
+    assert done.returncode == 2 and "`pilothouse notify email setup --backend file`" in done.stderr, done.stderr
+    assert not settings.settings_file().exists()
+
+
 def test_a_damaged_settings_file_is_one_line_with_the_fix(cli) -> None:
     path = settings.settings_file()
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -215,10 +215,7 @@ def test_pause_and_resume_by_email_stop_and_start_the_supervisor(tmp_path: Path)
             e["data"].get("source")] == [("supervisor.paused", "email"), ("supervisor.resumed", "email")]
 
 
-def test_job_start_starts_the_email_watcher_once_email_is_set_up(tmp_path: Path, cli) -> None:
-    import os
-    import signal
-
+def test_job_start_starts_the_email_watcher_and_off_stops_it(tmp_path: Path, cli) -> None:
     from pilothouse.core.notify import settings as email_settings
     from pilothouse.core.notify import watch
     from pilothouse.core.supervisor import control as supervisor_ctl
@@ -236,15 +233,15 @@ def test_job_start_starts_the_email_watcher_once_email_is_set_up(tmp_path: Path,
             time.sleep(0.1)
         assert watch.running()
         assert "email watcher started" not in cli("job", "start", "--repo", str(layout.root)).stdout  # one per user
+        off = cli("notify", "email", "off")
+        assert "the email watcher was asked to stop" in off.stdout, off.stdout + off.stderr
+        deadline = time.monotonic() + 20
+        while watch.running() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not watch.running()  # `off` ends it (SIGTERM)
     finally:
         supervisor_ctl.stop(layout)
-        pid = int(watch.lock_file().read_text().split()[0]) if watch.lock_file().exists() else 0
-        if pid:
-            os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + 20
-    while watch.running() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not watch.running()  # SIGTERM ends it
+        watch.stop_running()
 
 
 def test_a_server_without_idle_is_polled(tmp_path: Path, smtp: SmtpSink) -> None:

@@ -77,7 +77,14 @@ def _setup(args: argparse.Namespace) -> int:
         else:
             raise UserError("no terminal to prompt on: pipe the app password in with --password-from-stdin "
                             "(or pass --no-password)")
-        used = st.set_password(value, args.backend)
+        from pilothouse.providers import keys
+
+        try:
+            used = st.set_password(value, args.backend)
+        except keys.NoKeyringBackend:
+            raise UserError("no OS keyring is available on this machine: set up a keyring backend, or keep the "
+                            "app password in a 0600 file with `pilothouse notify email setup --backend file`"
+                            ) from None
         print(f"app password stored ({used})")
     path = st.save(conf)
     print(f"email settings saved in {path}; try them: pilothouse notify email test")
@@ -145,8 +152,12 @@ def _status(args: argparse.Namespace) -> int:
 
 def _off(args: argparse.Namespace) -> int:
     from pilothouse.core.notify import settings as st
+    from pilothouse.core.notify import watch
 
+    stopped = watch.stop_running()
     print("email is off; settings and password removed" if st.turn_off() else "email was not set up")
+    if stopped:
+        print("the email watcher was asked to stop")
     return 0
 
 
