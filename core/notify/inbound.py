@@ -38,7 +38,7 @@ class Incoming:
     message_id: str | None
     sender: str | None           # the From address, when there is exactly one
     subject: str
-    from_operator: bool
+    from_operator: bool          # the operator's address, by a person: it gets an answer
     command: Command | None = None
     refused: str | None = None   # why it is not obeyed
     proof: str = ""              # how the sender was authenticated
@@ -166,6 +166,12 @@ def read_mail(raw: bytes, settings: EmailSettings, dnsfunc: DnsFunc | None = Non
     except Exception as exc:  # a header the parser cannot take at all
         return _refuse(f"unreadable headers ({type(exc).__name__})")
     operator = sender == settings.operator
+    auto = (_single(head, "Auto-Submitted") or "no").split(";")[0].strip().lower()
+    precedence = (_single(head, "Precedence") or "").strip().lower()
+    if auto != "no" or precedence in ("bulk", "junk", "list", "auto_reply"):
+        # a vacation notice or a bounce: answering it could start a loop of automatic mails
+        return _refuse(f"an automatic mail (Auto-Submitted: {auto[:40]}, Precedence: {precedence[:20] or '-'}): "
+                       "not read and not answered", msg_id, sender, subject, False)
     if msg_id is not None and len(msg_id) > MAX_MESSAGE_ID:
         msg_id = None
     if max(size or 0, len(raw)) > MAX_MAIL:

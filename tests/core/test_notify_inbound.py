@@ -167,6 +167,15 @@ def test_an_authentication_result_the_server_did_not_give_is_refused(box: Box, h
     assert box.obeyed() == []
 
 
+@pytest.mark.parametrize("header", [{"Auto-Submitted": "auto-replied"}, {"Precedence": "bulk"}])
+def test_an_automatic_mail_from_the_operator_is_neither_obeyed_nor_answered(box: Box, header: dict[str, str]) -> None:
+    # a vacation notice answering pilothouse's mail: an answer to it could start a mail loop
+    raw = box.key.sign(mail(OPERATOR, BOX, f"{box.problem.code} retry", extra=header))
+    assert box.handle(raw) is None
+    assert box.obeyed() == []
+    assert any("an automatic mail" in line for line in box.lines)
+
+
 def test_an_unknown_or_closed_code_is_refused(box: Box) -> None:
     answer = box.handle(box.signed("ACDEFH retry"))
     assert answer is not None and answer.startswith("refused: no problem ACDEFH")
