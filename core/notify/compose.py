@@ -19,6 +19,7 @@ from pilothouse.core.stops.replies import NEEDS_WORDS, REPLY_HELP
 EVIDENCE_LINES = 8       # per evidence field
 EVIDENCE_TOTAL = 40
 LINE_CHARS = 200
+_MSG_ID = re.compile(r"^<[!-;=?-~]{1,240}>$")
 _CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
@@ -85,7 +86,7 @@ def answer_mail(settings: EmailSettings, to_message_id: str | None, subject: str
     """The answer to one mail read: what was done, or why it was refused."""
     subject = subject if subject.lower().startswith("re:") else f"Re: {subject or '[pilothouse]'}"
     msg = _base(settings, subject, clean(text) + "\n")
-    if to_message_id:
+    if to_message_id and _MSG_ID.match(to_message_id):  # the sender wrote it: only a plain <id@host>
         msg["In-Reply-To"] = to_message_id
         msg["References"] = to_message_id
     return msg

@@ -159,12 +159,16 @@ def read_mail(raw: bytes, settings: EmailSettings, dnsfunc: DnsFunc | None = Non
     """Judge one mail (never raises). `size` is the server's count when only the headers of a mail too
     large to read were fetched."""
     try:
-        head = _headers(raw)
-        msg_id = _single(head, "Message-ID")
-        sender = _sender(head)
-        subject = (_single(head, "Subject") or "")[:200]
-    except Exception as exc:  # a header the parser cannot take at all
+        return _judge(raw, settings, dnsfunc, size)
+    except Exception as exc:  # the email package on a header it cannot take: a refusal, never a crash
         return _refuse(f"unreadable headers ({type(exc).__name__})")
+
+
+def _judge(raw: bytes, settings: EmailSettings, dnsfunc: DnsFunc | None, size: int | None) -> Incoming:
+    head = _headers(raw)
+    msg_id = _single(head, "Message-ID")
+    sender = _sender(head)
+    subject = (_single(head, "Subject") or "")[:200]
     operator = sender == settings.operator
     auto = (_single(head, "Auto-Submitted") or "no").split(";")[0].strip().lower()
     precedence = (_single(head, "Precedence") or "").strip().lower()

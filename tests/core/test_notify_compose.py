@@ -33,3 +33,15 @@ def test_the_problem_mail_shows_the_evidence_redacted_and_the_replies_it_takes(t
     assert "(… 25 more lines)" in body and "  command: pytest -q" in body
     assert f"  {p.code} retry" in body and f"  {p.code} hint YOUR WORDS" in body and "skip" in body
     assert "accept" not in body.split("Reply to this mail")[1]   # gate_failed does not take accept
+
+
+def test_an_answer_refers_to_the_mail_it_answers_only_by_a_plain_message_id() -> None:
+    from pilothouse.core.notify.compose import answer_mail
+
+    conf = validate({"address": "pilot@pilothouse.test", "operator": "me@example.org", "imap_host": "h",
+                     "smtp_host": "h"})
+    plain = answer_mail(conf, "<abc.1@example.org>", "Re: [pilothouse] x", "done")
+    assert str(plain["In-Reply-To"]) == "<abc.1@example.org>" and str(plain["Subject"]) == "Re: [pilothouse] x"
+    hostile = answer_mail(conf, "<a@b>\r\nBcc: everyone@example.net", "x\r\nBcc: y@z", "refused")
+    assert hostile["In-Reply-To"] is None and hostile["Bcc"] is None
+    assert "\n" not in str(hostile["Subject"]) and hostile.as_bytes().count(b"Bcc") == 1  # only in the subject text
