@@ -82,6 +82,8 @@ default_internal_user = {internal}
 default_internal_group = {group}
 default_login_user = {login}
 mail_location = maildir:{mail}/%u
+# a mail delivered just as IDLE begins can miss the change notification; look again within a second
+mailbox_idle_check_interval = 1 secs
 passdb {{
   driver = passwd-file
   args = scheme=PLAIN username_format=%u {self.dir}/passwd

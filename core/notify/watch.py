@@ -28,7 +28,9 @@ from pilothouse.core.stops import problems
 from pilothouse.providers import paths
 from pilothouse.providers.errors import UserError
 
-IDLE_S = 60.0           # one IDLE round; servers drop an IDLE after 29 minutes
+# one IDLE round, then a search: a server can miss announcing a mail that lands just as IDLE begins
+# (Dovecot then finds it only at its own next check, 30 s later), so a round is kept short
+IDLE_S = 20.0
 WAKE_S = 5.0            # the outgoing thread looks at least this often (retries due, new repositories)
 ANSWER_HOLD_S = 60.0    # an answer being sent is not the outgoing thread's until then
 RECONNECT_MAX_S = 300.0
