@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -69,6 +70,7 @@ def main() -> int:
         thread.join(timeout=30)
         smtp.stop()
         dovecot.stop()
+        shutil.rmtree(home, ignore_errors=True)
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     for name, xs in (("problem → email sent", sent), ("reply delivered → reply applied", applied)):
         print(f"{name}: median {statistics.median(xs):.3f} s, max {max(xs):.3f} s over {len(xs)} rounds")
