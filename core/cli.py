@@ -19,11 +19,12 @@ if TYPE_CHECKING:
 # Order is the order of `pilothouse --help`. Each module defines register(subparsers).
 GROUPS = (
     "init", "jobs", "tasks", "supervise", "ship", "problems", "models", "live", "view", "serve", "demo", "mcp",
-    "dispatch", "providers", "keys", "status", "install", "sim", "confine", "maintain",
+    "dispatch", "providers", "keys", "notify", "status", "install", "sim", "confine", "maintain",
 )
 
-# the dispatch engine's commands live in core/commands/workers/, the job commands one level up
-WORKER_GROUPS = frozenset({"dispatch", "providers", "keys", "install", "sim", "confine", "maintain"})
+# the dispatch engine's and the per-user settings' commands live in core/commands/workers/, the job
+# commands one level up
+WORKER_GROUPS = frozenset({"dispatch", "providers", "keys", "notify", "install", "sim", "confine", "maintain"})
 
 
 def _package(group: str) -> str:

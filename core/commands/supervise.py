@@ -191,6 +191,9 @@ def _start(args: Any) -> int:
     pid = supervisor_ctl.start(layout, args.max_workers)
     word = "already running" if before else "started"
     print(f"supervisor {word} (pid {pid}); log: {layout.supervisor_log}")
+    from pilothouse.core.notify.watch import start_with_supervisor
+
+    start_with_supervisor()
     if not before:
         # the same count the supervisor announces (its supervisor.started event may come just after)
         from pilothouse.core.supervisor.health import skipped_lines
