@@ -80,7 +80,7 @@ def run_graph(chains: int, length: int, workers: int, *, jobs: int = 1, worker_n
     os.environ["PILOTHOUSE_HOME"] = str(tmp / "home")
     import yaml
     from pilothouse.core import demo
-    from pilothouse.core.commands.supervise import wait_for_job
+    from pilothouse.core.commands.job_end import wait_for_job
     from pilothouse.core.records.jobs import create_job
     from pilothouse.core.records.project import load_project
     from pilothouse.core.records.taskgraph import save_tasks, validate_tasks

@@ -90,21 +90,11 @@ class _OneCommand:
         return getattr(self._action, name)
 
 
-# What reaches the operator's terminal: worker text without escape sequences or control characters.
-_ESCAPES = None
-
-
 def printable(text: str) -> str:
-    """`text` without terminal escape sequences (CSI, OSC) or other control characters, newlines and
-    tabs kept. Worker-written text (event data, problem summaries, gate output) reaches the
-    operator's terminal; it must not move the cursor, retitle the window or recolour the screen."""
-    global _ESCAPES
-    if _ESCAPES is None:
-        import re
+    """providers.terminal.printable, imported when first needed (the CLI's start stays small)."""
+    from pilothouse.providers.terminal import printable as clean
 
-        _ESCAPES = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|.)?"
-                              r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-    return _ESCAPES.sub("", text)
+    return clean(text)
 
 
 class TerminalOut:

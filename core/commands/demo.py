@@ -56,7 +56,7 @@ def _demo(args: Any) -> int:
 
     supervisor_ctl.start(layout)
     if not args.follow and demo.tty() and _cockpit(layout):
-        from pilothouse.core.commands.supervise import job_outcome
+        from pilothouse.core.commands.job_end import job_outcome
 
         outcome, _ = job_outcome(layout, demo.JOB)
         return _finish(layout, outcome)
@@ -81,8 +81,8 @@ def _cockpit(layout: Any) -> bool:
 
 def _follow(layout: Any) -> int:
     from pilothouse.core import demo
+    from pilothouse.core.commands.job_end import EXIT_WAITING, wait_for_job
     from pilothouse.core.commands.live import format_event
-    from pilothouse.core.commands.supervise import EXIT_WAITING, wait_for_job
 
     def show(ev: dict[str, Any]) -> None:
         if ev.get("type") in ("supervisor.heartbeat",):
@@ -107,7 +107,7 @@ def _follow(layout: Any) -> int:
 
 def _finish(layout: Any, outcome: str | None) -> int:
     from pilothouse.core import demo
-    from pilothouse.core.commands.supervise import (
+    from pilothouse.core.commands.job_end import (
         EXIT_ACCEPTED,
         EXIT_FAILED,
         EXIT_WAITING,

@@ -1,5 +1,7 @@
-"""CLI: getting out of a bad job (added to the `job` group).
+"""CLI: how a job ends (added to the `job` group): waiting for it, and getting out of a bad one.
 
+    pilothouse job wait NAME [--timeout S]  0 accepted, 3 waiting for you, 1 failed,
+                                            2 usage error / no supervisor, 124 timed out
     pilothouse job cancel NAME              stop its runs, close its problems; its branches stay
     pilothouse job delete NAME [--yes]      also remove its worktrees, branches and record
 """
@@ -11,6 +13,9 @@ import sys
 TYPE_CHECKING = False  # typing costs ~2 ms on every command; annotations are strings here
 if TYPE_CHECKING:
     from typing import Any
+
+EXIT_ACCEPTED, EXIT_FAILED, EXIT_WAITING = 0, 1, 3
+EXIT_TIMEOUT = 124  # as timeout(1): a script can tell "still running" from "failed"
 
 
 def register_job_subcommands(job_sub: Any) -> None:
@@ -89,3 +94,107 @@ def _delete(args: Any) -> int:
         print(f"kept {', '.join(done['kept'])}: checked out in a checkout of yours (git worktree list); "
               "delete it there when done (git branch -D NAME)")
     return 0
+
+
+def job_outcome(layout: Any, name: str) -> tuple[str | None, str]:
+    """("accepted"|"failed"|"waiting"|None, reason) for a job, read from the store."""
+    import sqlite3
+
+    from pilothouse.core.state import store
+
+    if not layout.state_db.exists():
+        return None, ""
+    conn = store.connect(layout.state_db, readonly=True)
+    try:
+        row = conn.execute("SELECT state, reason FROM jobs_state WHERE job=?", (name,)).fetchone()
+        # an answer the supervisor has not applied yet means the job is about to move again
+        pending = conn.execute("SELECT count(*) FROM problems WHERE job=? AND (state='answered' OR code IN"
+                               " (SELECT code FROM replies WHERE consumed_at IS NULL))", (name,)).fetchone()[0]
+    except sqlite3.OperationalError as exc:
+        if "no such table" not in str(exc):
+            raise
+        return None, ""  # an empty store (being made, or its maker ran out of disk): nothing known yet
+    finally:
+        conn.close()
+    if row is None:
+        return None, ""
+    state = row["state"]
+    if state == "accepted":
+        return "accepted", row["reason"] or ""
+    if state in ("failed", "cancelled"):
+        return "failed", row["reason"] or ""
+    if state == "blocked" and not pending:
+        return "waiting", row["reason"] or ""
+    return None, row["reason"] or ""
+
+
+def print_waiting(layout: Any, name: str, out: Any = None) -> None:
+    """Each open problem of the job: its code and the replies that fit, one per line."""
+    from pilothouse.core.stops import problems
+
+    out = out or sys.stdout
+    found = problems.list_problems(layout, True, job=name)
+    for p in found:
+        out.write(f"{p.code} {' '.join(p.replies)}  # {p.task or name}: {p.summary[:160]}\n")
+    if not found:
+        out.write(f"# job {name} waits for the operator (no open problem recorded)\n")
+
+
+def wait_for_job(layout: Any, name: str, timeout: float | None = None, on_event: Any = None) -> int:
+    """Block until the job ends or needs the operator; woken by the event log, never polling it.
+
+    on_event(ev) is called with each new event (the demo prints them)."""
+    import time
+
+    from pilothouse.core.state.events import EventTailer
+    from pilothouse.core.supervisor import control as supervisor_ctl
+    from pilothouse.providers.errors import UserError
+
+    deadline = None if timeout is None else time.monotonic() + timeout
+    tailer = EventTailer(layout.events)
+    if on_event is None:
+        tailer = EventTailer(layout.events, start_at_end=True)
+    from watchfiles import watch
+
+    layout.runtime.mkdir(parents=True, exist_ok=True)
+    last_alive = time.monotonic()
+    outcome, reason = job_outcome(layout, name)
+    settled_at: float | None = None
+    closing = {"accepted": "job.accepted", "waiting": "job.blocked", "failed": "job.failed"}
+    for _changes in _watch(watch, layout):
+        seen = set()
+        for ev in tailer.read_new():
+            seen.add((ev.get("type"), ev.get("job")))
+            if on_event is not None:
+                on_event(ev)
+        outcome, reason = job_outcome(layout, name)
+        now = time.monotonic()
+        if outcome is not None:
+            # the store commits just before the closing event is appended: let a follower print it
+            if on_event is None or (closing[outcome], name) in seen or (settled_at and now - settled_at > 1.0):
+                break
+            settled_at = settled_at or now
+            continue
+        if now - last_alive > 2.0:
+            last_alive = now
+            if supervisor_ctl.status(layout) is None:
+                raise UserError(f"job {name} is not finished and no supervisor is running: "
+                                "`pilothouse job start` (then wait again)")
+        if deadline is not None and now > deadline:
+            print(f"job {name}: still running after {timeout:g}s (timed out, exit {EXIT_TIMEOUT})",
+                  file=sys.stderr)
+            return EXIT_TIMEOUT
+    if outcome == "accepted":
+        print(f"job {name} accepted: {reason}")
+        return EXIT_ACCEPTED
+    if outcome == "waiting":
+        print(f"job {name} waits for the operator: {reason}")
+        print_waiting(layout, name)
+        return EXIT_WAITING
+    print(f"job {name} failed: {reason}")
+    return EXIT_FAILED
+
+
+def _watch(watch: Any, layout: Any) -> Any:
+    yield set()  # look once before the first change
+    yield from watch(layout.runtime, debounce=20, step=10, rust_timeout=1000, yield_on_timeout=True)

@@ -44,7 +44,7 @@ def register(server: PilotServer, host: Host) -> None:
                  "the job's planning, final gate and stops: the chain of events and what it waits for now.")
     def why(name: Annotated[str, Field(description="a task id, or a job's name")],
             job: str | None = None) -> dict[str, Any]:
-        from pilothouse.core.commands.live import why_report
+        from pilothouse.core.queries.why import why_report
 
         return fence(why_report(host.layout(), name, job, listing="job_status lists the jobs and their tasks"))
 

@@ -93,8 +93,8 @@ def _paths(layout: Any, attachments: list[str] | None) -> list[Any]:
 async def wait(layout: Any, name: str, timeout_s: float, ctx: Any) -> dict[str, Any]:
     """Woken by the runtime directory's changes (never polling the store); at least once a second
     it checks the deadline and, every two, that a supervisor is still there to move the job."""
+    from pilothouse.core.commands.job_end import job_outcome
     from pilothouse.core.commands.live import format_event
-    from pilothouse.core.commands.supervise import job_outcome
     from pilothouse.core.state.events import EventTailer
     from pilothouse.core.stops import problems
     from pilothouse.core.supervisor import control as supervisor_ctl

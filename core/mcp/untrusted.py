@@ -20,7 +20,7 @@ MAX_CHARS = 2000
 def clean(text: str, limit: int = MAX_CHARS) -> str:
     """`text` without escape sequences or control characters (newlines and tabs kept), at most
     `limit` characters and a note of how many were cut."""
-    from pilothouse.core.cli import printable
+    from pilothouse.providers.terminal import printable
 
     text = printable(text)
     if len(text) > limit:

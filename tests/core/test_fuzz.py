@@ -224,7 +224,8 @@ event_lines = st.one_of(
 
 
 def _events(tmp: Path, lines: list[bytes]) -> None:
-    from pilothouse.core.commands.live import explain, explain_job, format_event
+    from pilothouse.core.commands.live import format_event
+    from pilothouse.core.queries.why import explain, explain_job
     from pilothouse.core.queries.work import affected
     from pilothouse.core.state.events import EventLog, EventTailer
     from pilothouse.tui.format import event_text

@@ -10,7 +10,8 @@ import threading
 from pathlib import Path
 
 import pytest
-from pilothouse.core.commands.live import explain, format_event
+from pilothouse.core.commands.live import format_event
+from pilothouse.core.queries.why import explain
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.state import store
 from pilothouse.core.state.events import EventLog, EventTailer

@@ -40,7 +40,7 @@ class FileDiff:
 
 
 def _clean(line: str) -> str:
-    from pilothouse.core.cli import printable
+    from pilothouse.providers.terminal import printable
 
     return printable(line.replace("\t", "    "))
 

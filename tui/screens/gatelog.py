@@ -19,7 +19,7 @@ def gate_lines(events: list[dict[str, Any]], evidence_tail: str | None = None, f
     """One header per gate run (oldest first), then its output; a problem's own copy of the output
     when no gate event is left in the log's readable end. `full`: the last run's whole output, in
     place of the tail its event kept."""
-    from pilothouse.core.cli import printable
+    from pilothouse.providers.terminal import printable
     from pilothouse.tui import format as fmt
 
     lines: list[Text] = []
