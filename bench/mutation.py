@@ -184,9 +184,13 @@ def _sample(db: Path, size: int | None) -> tuple[int, int]:
     with use_db(str(db), WorkDB.Mode.open) as work_db:
         results = dict(work_db.results)
         # a mutant in an annotation never runs; any other left out was left out by a sample
-        runnable = sorted(item.job_id for item in work_db.work_items
-                          if not (item.job_id in results and results[item.job_id].worker_outcome == WorkerOutcome.SKIPPED
-                                  and results[item.job_id].output != OUTSIDE_SAMPLE))
+        items = [item for item in work_db.work_items
+                 if not (item.job_id in results and results[item.job_id].worker_outcome == WorkerOutcome.SKIPPED
+                         and results[item.job_id].output != OUTSIDE_SAMPLE)]
+        # job ids are random per init: order by what the mutant is, so a seed picks the same ones anywhere
+        items.sort(key=lambda i: (str(i.mutations[0].module_path), tuple(i.mutations[0].start_pos),
+                                  i.mutations[0].operator_name, i.mutations[0].occurrence))
+        runnable = [item.job_id for item in items]
         random.Random(SAMPLE_SEED).shuffle(runnable)
         keep = set(runnable if size is None else runnable[:size])
         outside = [j for j in runnable if j not in keep]
