@@ -172,6 +172,8 @@ def test_a_check_is_due_at_the_exact_reset_time(layout: RepoLayout) -> None:
     assert not quota.claim_check(layout, "sim", T0 + H - timedelta(milliseconds=1))
     assert quota.claim_check(layout, "sim", T0 + H, poll_s=60)
     assert [w["next_check_at"] for w in quota.windows(layout, "sim")] == [utc_now_iso(T0 + H + M)] * 2
+    assert quota.claim_check(layout, "sim", T0 + H + M)  # by default, the next check five minutes on
+    assert [w["next_check_at"] for w in quota.windows(layout, "sim")] == [utc_now_iso(T0 + H + 6 * M)] * 2
 
 
 def test_blocked_means_full_or_a_429(layout: RepoLayout) -> None:
@@ -179,7 +181,9 @@ def test_blocked_means_full_or_a_429(layout: RepoLayout) -> None:
     quota.record_quota(layout, "b", "five_hour", 100.0, T0 + H, "run", T0)
     quota.record_quota(layout, "c", "five_hour", None, T0 + H, "http-429", T0)
     quota.record_quota(layout, "d", "five_hour", None, None, "run", T0)
-    assert [(w["provider"], w["blocked"]) for w in quota.windows(layout)] == [("a", 0), ("b", 1), ("c", 1), ("d", 0)]
+    later = utc_now_iso(T0 + H)
+    assert [(w["provider"], w["blocked"], w["next_check_at"]) for w in quota.windows(layout)] == [
+        ("a", 0, None), ("b", 1, later), ("c", 1, later), ("d", 0, None)]  # a usable window awaits no check
     reasons = [e["data"]["reason"] for e in changed(layout)]
     assert reasons == ["a five_hour at 99.9% — usable",
                        "b five_hour limit hit; a check may run after 2026-11-29T08:00:00.000Z",
