@@ -228,3 +228,12 @@ def test_a_retry_after_sets_the_reset_and_an_answer_lifts_only_blocked_windows(l
     before = len(changed(layout))
     quota.record_ok(layout, "sim", "probe", T0 + 6 * M)  # nothing blocked: nothing to tell
     assert len(changed(layout)) == before
+
+
+def test_a_usage_limit_verdict_read_from_its_line_stops_the_run(layout: RepoLayout) -> None:
+    """Verdicts reach record_verdict parsed from their JSON line (fresh strings, not this module's)."""
+    import json
+
+    line = '{"verdict": "quota", "error_class": null, "quota": []}'
+    assert quota.record_verdict(layout, "sim", json.loads(line), T0)
+    assert not quota.availability(layout, "sim", T0).available
