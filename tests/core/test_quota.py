@@ -27,6 +27,7 @@ def changed(lay: RepoLayout) -> list[dict]:
 def test_unknown_provider_is_available(layout: RepoLayout) -> None:
     av = quota.availability(layout, "sim", T0)
     assert av.available and av.next_check_at is None
+    assert quota.windows(layout) == [] and not layout.state_db.exists()  # asking creates no store
 
 
 def test_429_with_reset_waits_until_reset_then_allows_exactly_one_check(layout: RepoLayout) -> None:
