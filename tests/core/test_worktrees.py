@@ -280,6 +280,10 @@ def test_a_lock_another_git_holds_is_waited_for_then_reported_with_gits_words(la
     lock.unlink()
     wt.git(layout.root, "branch", "stuck")
     assert wt.branch_exists(layout.root, "stuck")
+    # any other failure is git's answer, not a wait: asked once
+    assert wt.git(layout.root, "rev-parse", "--verify", "-q", "no-such-ref", check=False,
+                  env={"GIT_TRACE": str(trace)}) == ""
+    assert trace.read_text().count("built-in: git rev-parse --verify -q no-such-ref") == 1
 
 
 def test_disk_full_names_the_megabytes_free(layout: RepoLayout, monkeypatch: pytest.MonkeyPatch) -> None:
