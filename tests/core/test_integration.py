@@ -300,3 +300,13 @@ def test_a_merge_git_refuses_without_conflicts_names_gits_reason(layout: RepoLay
     assert not res.ok and res.conflicts == []
     assert res.reason == f"merge failed: fatal: refusing to merge unrelated histories; rolled back to {before[:10]}"
     assert git(checkout, "rev-parse", "HEAD") == before and git(checkout, "status", "--porcelain") == ""
+
+
+def test_a_sync_before_anything_else_makes_every_folder_it_needs(layout: RepoLayout) -> None:
+    """A job's first step may be the sync, in a data directory with no worktrees folder yet."""
+    from pilothouse.core.records.layout import worktrees_base
+
+    assert not worktrees_base().exists()
+    res = integ.sync_integration(layout, project(full="true"))
+    assert res == {"state": "up-to-date", "head": git(layout.root, "rev-parse", "main")}
+    assert (wt.worktree_root(layout) / "integration.lock").is_file() and integ.integration_path(layout).is_dir()
