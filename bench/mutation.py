@@ -62,7 +62,8 @@ TARGETS: dict[str, Target] = {
                        "providers/confine/policy.py", "providers/confine/probe.py", "providers/confine/probe_reads.py"),
                       ("tests/providers/test_confine.py", "tests/providers/test_probe.py",
                        "tests/providers/test_confine_repoview.py",
-                       "tests/providers/test_gate_sandbox_plan.py", "tests/providers/test_confine_toolroots.py")),
+                       "tests/providers/test_gate_sandbox_plan.py", "tests/providers/test_confine_toolroots.py",
+                       "tests/providers/test_confine_net.py")),
 }
 
 EQUIVALENT_FILE = ROOT / "bench" / "mutation_equivalent.yaml"
