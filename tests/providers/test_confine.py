@@ -388,3 +388,17 @@ def test_a_passed_smoke_test_is_remembered_while_its_key_holds(tmp_path, monkeyp
     key = bwrap._smoke_key(str(fake), (st.st_mtime_ns, st.st_size))
     atomic_write_json(paths.cache_dir() / "bwrap-check.json", {"key": key, "version": "0.0.1", "disable_userns": False})
     assert confine.available() == (True, "")
+
+
+def test_a_write_beside_what_is_bound_under_tmp_is_refused_not_swallowed(layout):
+    """The main checkout lives under /tmp here: the folders that lead to it inside the sandbox's private
+    /tmp are read-only stand-ins, so a write there fails as it would on the host, never landing
+    unseen in the private /tmp."""
+    main = layout["main"]
+    assert main.is_relative_to("/tmp")
+    beside = main.parent / "beside.txt"
+    code = ("import sys\ntry:\n    open(sys.argv[1], 'w').write('x')\n    print('WROTE')\n"
+            "except PermissionError:\n    print('REFUSED')\n")
+    out = run_confined(spec_for(layout), code, str(beside))
+    assert out.stdout.strip() == "REFUSED", out.stdout + out.stderr
+    assert not beside.exists()
