@@ -310,3 +310,15 @@ def test_a_sync_before_anything_else_makes_every_folder_it_needs(layout: RepoLay
     res = integ.sync_integration(layout, project(full="true"))
     assert res == {"state": "up-to-date", "head": git(layout.root, "rev-parse", "main")}
     assert (wt.worktree_root(layout) / "integration.lock").is_file() and integ.integration_path(layout).is_dir()
+
+
+def test_a_conflict_in_many_files_names_the_first_five_and_lists_all(layout: RepoLayout) -> None:
+    cfg = project(full="true")
+    names = [f"f{i}.txt" for i in range(6)]
+    a = task_branch(layout, "a", {n: "a\n" for n in names})
+    b = task_branch(layout, "b", {n: "b\n" for n in names})
+    assert integ.merge_task(layout, cfg, a, "merge a").ok
+    before = git(integ.integration_path(layout), "rev-parse", "HEAD")
+    res = integ.merge_task(layout, cfg, b, "merge b")
+    assert res.conflicts == names
+    assert res.reason == f"merge conflict in f0.txt, f1.txt, f2.txt, f3.txt, f4.txt; rolled back to {before[:10]}"
