@@ -78,7 +78,15 @@ def equivalent() -> list[tuple[str, str, str]]:
     of the line itself makes the mutant show up again, to be judged again."""
     import yaml
 
-    rows = yaml.safe_load(EQUIVALENT_FILE.read_text()) or []
+    try:
+        rows = yaml.safe_load(EQUIVALENT_FILE.read_text()) or []
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise SystemExit(f"{EQUIVALENT_FILE.name}{where}: not valid YAML ({getattr(exc, 'problem', exc)}); "
+                         "quote a value that holds ': '") from None
+    if not isinstance(rows, list):
+        raise SystemExit(f"{EQUIVALENT_FILE.name}: must be a list of entries with file, line and why")
     for i, r in enumerate(rows):
         if not (isinstance(r, dict) and all(isinstance(r.get(k), str) and r[k] for k in ("file", "line", "why"))):
             raise SystemExit(f"{EQUIVALENT_FILE.name}: entry {i + 1} needs non-empty file, line and why strings")
