@@ -220,3 +220,35 @@ def test_a_budget_retry_needs_the_cap_above_what_the_job_used(layout: RepoLayout
         assert problems.get_problem(layout, p.code).pending is None
     else:
         assert problems.act(layout, p.code, "retry")["reply"] == "retry"
+
+
+def test_only_a_setup_failure_gets_a_fingerprint(layout: RepoLayout) -> None:
+    ev = {"command": "git worktree add", "output_tail": "fatal: disk full"}
+    p = problems.open_problem(layout, "j1", "a", "worktree_failed", "x", ev, now=T0)
+    assert problems.get_problem(layout, p.code).evidence == ev
+
+
+def test_a_budget_retry_without_a_recorded_use_is_not_refused(layout: RepoLayout) -> None:
+    layout.ai.mkdir(parents=True, exist_ok=True)
+    layout.project_yaml.write_text('gates: {fast: "true", full: "true"}\nbudgets: {job_tokens: 1}\n')
+    p = problems.open_problem(layout, "j1", "a", "budget", "over budget", now=T0)
+    assert problems.act(layout, p.code, "retry")["reply"] == "retry"
+
+
+def test_a_closed_setup_problem_no_longer_holds_the_job(layout: RepoLayout) -> None:
+    ev = {"command": "npm ci", "output_tail": "npm ERR! missing /x"}
+    a = problems.open_problem(layout, "j1", "a", "setup_failed", "x", ev, now=T0)
+    b = problems.open_problem(layout, "j1", "b", "setup_failed", "x", ev, now=T0)
+    assert holds.job_hold(layout, "j1") == sorted([a.code, b.code])
+    problems.act(layout, b.code, "skip")
+    problems.consume_replies(layout)
+    problems.close_problem(layout, b.code, "skipped")
+    assert holds.job_hold(layout, "j1") == []
+
+
+def test_a_retry_after_the_newest_failure_releases_every_sibling(layout: RepoLayout) -> None:
+    ev = {"command": "npm ci", "output_tail": "npm ERR! missing /x"}
+    codes = [problems.open_problem(layout, "j1", t, "setup_failed", "x", ev, now=T0).code for t in ("a", "b", "d")]
+    assert holds.job_hold(layout, "j1") == sorted(codes)
+    problems.act(layout, codes[2], "retry", now=T0 + timedelta(minutes=1))
+    assert holds.job_hold(layout, "j1") == []  # the others failed before the retry: they wait for its outcome
