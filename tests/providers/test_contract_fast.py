@@ -131,7 +131,7 @@ def test_verdict_line_equals_pydantic(over: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize("over", [{"verdict": "fine"}, {"steps": "2"}, {"surprise": 1}, {"schema_": 1},
-                                  {"timed_out": 0}])
+                                  {"timed_out": 0}, {"result": ["a"]}, {"result": {1: "x"}}])
 def test_verdict_not_plain_is_left_to_pydantic(over: dict[str, Any]) -> None:
     assert contract_fast.verdict_line(_verdict(**over)) is None
 
