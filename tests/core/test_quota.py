@@ -238,3 +238,19 @@ def test_a_usage_limit_verdict_read_from_its_line_stops_the_run(layout: RepoLayo
     line = '{"verdict": "quota", "error_class": null, "quota": []}'
     assert quota.record_verdict(layout, "sim", json.loads(line), T0)
     assert not quota.availability(layout, "sim", T0).available
+
+
+def test_the_second_backoff_reads_sixty_minutes(layout: RepoLayout) -> None:
+    quota.record_verdict(layout, "p", {"verdict": "quota"}, T0)
+    quota.check_failed(layout, "p", T0 + 30 * M)
+    assert changed(layout)[-1]["data"]["reason"] == (
+        "p unknown limit hit with no reset time given: next check in 60 min (backoff)")
+    assert quota.availability(layout, "p", T0 + 30 * M).reason == (
+        "p unknown limit reached with no reset time; next check 2026-11-29T08:30:00.000Z (in 60 min) (backoff 60 min)")
+
+
+def test_a_run_that_failed_otherwise_does_not_lift_a_block(layout: RepoLayout) -> None:
+    quota.record_quota(layout, "sim", "five_hour", 100, T0 + H, "http-429", T0)
+    for kind in ("error", "empty"):
+        assert not quota.record_verdict(layout, "sim", {"verdict": kind, "error_class": "transient"}, T0 + M)
+    assert not quota.availability(layout, "sim", T0 + M).available
