@@ -3,14 +3,18 @@
     python bench/mutation.py guard budgets      # some modules
     python bench/mutation.py --all              # every module below
     python bench/mutation.py --list             # the modules and the tests that judge them
-    python bench/mutation.py --report --all     # the last run's figures again (e.g. after EQUIVALENT grew)
+    python bench/mutation.py --report --all     # the last run's figures again (e.g. after the equivalents grew)
     python bench/mutation.py --survivors budgets  # after new tests: run only the last survivors again
+    python bench/mutation.py --sample 60 git    # 60 mutants, a fixed random choice; 90 later adds 30
 
 For each module: copy the tree (so a mutant never sits in the working tree, even if this is
 killed), check the module's tests pass unmutated, then let cosmic-ray apply one mutation at a
 time and run those tests (never the whole suite), under `nice -n 19` and one mutant at a time.
 Prints the kill rate per module and every surviving mutant with its diff; a survivor listed in
-EQUIVALENT (it changes no behaviour) is reported as such and left out of the rate. Goal: ≥ 90 %.
+bench/mutation_equivalent.yaml (it changes no behaviour) is reported as such and left out of the
+rate. Goal: ≥ 90 %. A module's session (.mutation/NAME/session.sqlite) is kept: run again, it
+resumes where it stopped, as long as the mutated files are unchanged. Where a module has too many
+mutants for the time there is, --sample runs a seeded random choice and the report says so.
 
 Why cosmic-ray: mutmut 3 copies `src/` (or the package dir) into `mutants/` and imports the
 package from there, which this flat layout (the repo root *is* `pilothouse` via package-dir)
@@ -48,167 +52,45 @@ TARGETS: dict[str, Target] = {
     "verdict": Target(("core/dispatch/verdict.py",), ("tests/core/test_verdict.py",)),
     "quota": Target(("core/stops/quota.py",), ("tests/core/test_quota.py",)),
     "contract": Target(("providers/contract.py", "providers/contract_fast.py", "providers/contract_events.py"),
-                       ("tests/providers/test_contract_fast.py", "tests/core/test_verdict.py")),
-    "problems": Target(("core/stops/problems.py",), ("tests/core/test_problems.py",)),
+                       ("tests/providers/test_contract.py", "tests/providers/test_contract_fast.py",
+                        "tests/core/test_verdict.py")),
+    "problems": Target(("core/stops/problems.py", "core/stops/replies.py"), ("tests/core/test_problems.py",)),
     "events": Target(("core/state/events.py",), ("tests/core/test_events.py",)),
     "git": Target(("core/git/integration.py", "core/git/worktrees.py"),
                   ("tests/core/test_integration.py", "tests/core/test_worktrees.py")),
-    "confine": Target(("providers/confine/bwrap.py", "providers/confine/mounts.py",
-                       "providers/confine/policy.py", "providers/confine/probe.py"),
+    "confine": Target(("providers/confine/bwrap.py", "providers/confine/repoview.py", "providers/confine/mounts.py",
+                       "providers/confine/policy.py", "providers/confine/probe.py", "providers/confine/probe_reads.py"),
                       ("tests/providers/test_confine.py", "tests/providers/test_probe.py",
-                       "tests/providers/test_gate_sandbox_plan.py", "tests/providers/test_confine_toolroots.py")),
+                       "tests/providers/test_confine_repoview.py",
+                       "tests/providers/test_gate_sandbox_plan.py", "tests/providers/test_confine_toolroots.py",
+                       "tests/providers/test_confine_net.py")),
 }
 
-# Survivors that change no behaviour: (file, the line as the mutant writes it, why). Matched on
-# the mutated line's text, so an edit elsewhere keeps them; an edit of the line itself makes the
-# mutant show up again, to be judged again.
-EQUIVALENT: list[tuple[str, str, str]] = [
-    ("providers/redact.py", "if boundary == 0:",
-     "a negative boundary emits nothing and keeps the buffer either way (cut = max(pos, boundary) = 0)"),
-    ("providers/redact.py", "if boundary <= -1:",
-     "at boundary 0 the loop breaks on the first match and cut is 0: nothing emitted, buffer kept"),
-    ("providers/redact.py", "continue",
-     "finditer yields matches in order: every match after one at or past the boundary is past it too"),
-    ("providers/redact.py", "self._hold = max(redactor.max_len - 1, 1)",
-     "a redactor with a secret has max_len >= MIN_SECRET_LEN, and one without never reads the hold"),
-    ("providers/redact.py", "self._hold = max(redactor.max_len - 1, -1)",
-     "a redactor with a secret has max_len >= MIN_SECRET_LEN, and one without never reads the hold"),
-    ("providers/redact.py", "if boundary < 0:",
-     "at boundary 0 the loop breaks on the first match and cut is 0: nothing emitted, buffer kept"),
-    ("providers/redact.py", "self._forms = sorted(forms, key=lambda f: (~len(f), f))",
-     "~n is -n - 1: the same order, longest first"),
-    ("providers/redact.py", "self.max_len = max((len(f) for f in self._forms), default= 1)",
-     "only read by StreamRedactor, for a redactor with secrets (no default then); without, the hold is unused"),
-    ("providers/redact.py", "self.max_len = max((len(f) for f in self._forms), default= -1)",
-     "only read by StreamRedactor, for a redactor with secrets (no default then); without, the hold is unused"),
-    ("core/dispatch/verdict.py", 'elif kind >= "usage":',
-     'event kinds are the closed set of contract_events: none left after text sorts above usage but usage'),
-    ("core/dispatch/verdict.py", 'elif kind >= "tool":',
-     'event kinds are the closed set of contract_events: none left after text and usage sorts above tool but tool'),
-    ("core/dispatch/verdict.py", 'elif kind >= "session":',
-     'event kinds are the closed set of contract_events: of those left, only session sorts at or above it'),
-    ("core/dispatch/verdict.py", 'if ev.status <= "denied":',
-     'tool statuses are the closed set started/ok/error/denied: only denied sorts at or below it'),
-    ("core/dispatch/verdict.py", 'elif parsed.state >= "parsed" and parsed.result is not None:',
-     'only the parsed state carries a result'),
-    ("core/dispatch/verdict.py", 'elif parsed.state == "parsed" or parsed.result is not None:',
-     'only the parsed state carries a result, and it always does'),
-    ("core/dispatch/verdict.py", 'elif parsed.state is "parsed" and parsed.result is not None:',
-     "the parse state is always one of the parser's own literals (the same object)"),
-    ("core/dispatch/verdict.py", 'step_capped = step_cap > 0 and state.steps >= step_cap and parsed.state is not "parsed"',
-     "the parse state is always one of the parser's own literals (the same object)"),
-    ("core/dispatch/verdict.py", 'if text is None or state.texts:',
-     'no runner carries its final text apart from its text events (Runner.final_text is None for all)'),
-    ("core/dispatch/verdict.py", 'inp = float(getattr(cost_cfg, "input", 1) or 0)',
-     'cost_cfg is a registry Cost, which always has the field'),
-    ("core/dispatch/verdict.py", 'inp = float(getattr(cost_cfg, "input", -1) or 0)',
-     'cost_cfg is a registry Cost, which always has the field'),
-    ("core/dispatch/verdict.py", 'outp = float(getattr(cost_cfg, "output", 1) or 0)',
-     'cost_cfg is a registry Cost, which always has the field'),
-    ("core/dispatch/verdict.py", 'outp = float(getattr(cost_cfg, "output", -1) or 0)',
-     'cost_cfg is a registry Cost, which always has the field'),
-    ("core/dispatch/verdict.py", 'elif ev.status <= "error":',
-     'tool statuses are a closed set: of started/ok/error left after denied, only error sorts at or below it'),
-    ("core/dispatch/verdict.py", 'elif kind <= "error":',
-     'event kinds are a closed set: of error/quota/reasoning left, only error sorts at or below it'),
-    ("core/dispatch/verdict.py", 'elif kind <= "quota":',
-     'event kinds are a closed set: of quota/reasoning left, only quota sorts at or below it'),
-    ("core/dispatch/verdict.py", 'elif parsed.state <= "parsed" and parsed.result is not None:',
-     'only the parsed state carries a result'),
-    ("core/state/events.py", '_TAIL_CHUNK = 64 | 1024',
-     'a smaller read-back chunk gives the same answer in more reads'),
-    ("core/state/events.py", 'candidates = lines if pos <= 0 else lines[1:]',
-     'pos is a file offset, never below 0'),
-    ("core/state/events.py", 'if fh.tell() != 0:',
-     'a file offset is never below 0'),
-    ("core/state/events.py", 'if pos != 0:',
-     'pos is a file offset, never below 0'),
-    ("core/state/events.py", 'if st.st_size is self.offset:',
-     'reading no new bytes changes nothing: the same empty answer, the same state'),
-    ("core/state/events.py", 'if st.st_size <= self.offset:',
-     'a size below the offset was handled just before (truncation): only == is left'),
-    ("core/state/events.py", 'for changes in watch(path.parent, debounce=0, step= 9, rust_timeout=500, yield_on_timeout=True,',
-     "watchfiles' poll step in ms: when a change is seen, not what is yielded"),
-    ("core/state/events.py", 'candidates = lines if pos == 0 else lines[ 2:]',
-     'the read-back goes on to offset 0, where every line is scanned: the same seq, found later'),
-    ("core/state/events.py", '/,',
-     "append's event type becomes positional-only: every caller passes it by position"),
-    ("core/state/events.py", 'if pos > 1:',
-     "at offset 1 the first line lacks its opening '{' and never decodes: dropped either way"),
-    ("core/state/events.py", 'if changes and not any(os.path.abspath(p) > target for _, p in changes):',
-     "a missed change of the log is read on the watcher's next timeout (yield_on_timeout): the same events, later"),
-    ("core/state/events.py", '_TAIL_CHUNK = 64 * 1025',
-     'a larger read-back chunk gives the same answer in fewer reads'),
-    ("core/state/events.py", 'if st.st_size < self.offset:',
-     'a size below the offset was handled just before (truncation): never true here, and reading nothing changes nothing'),
-    ("core/state/events.py", 'for changes in watch(path.parent, debounce=0, step= 11, rust_timeout=500, yield_on_timeout=True,',
-     "watchfiles' poll step in ms: when a change is seen, not what is yielded"),
-    ("core/state/events.py", 'for changes in watch(path.parent, debounce=0, step=10, rust_timeout= 499, yield_on_timeout=True,',
-     "the watcher's timeout in ms: when an idle wake comes, not what is yielded"),
-    ("core/state/events.py", 'if not changes and not any(os.path.abspath(p) == target for _, p in changes):',
-     'then every reported change is read (an unrelated one reads nothing) and a change of the log is read either way'),
-    ("core/state/events.py", '_TAIL_CHUNK = 64 ** 1024',
-     'one read of the whole file gives the same answer'),
-    ("core/state/events.py", 'if fh.read( 2) != b"\\n":',
-     'read at one byte before the end: at most one byte comes back either way'),
-    ("core/state/events.py", 'while pos != 0 and buf.count(b"\\n") <= n:',
-     'pos is a file offset, never below 0'),
-    ("core/state/events.py", 'for changes in watch(path.parent, debounce= 1, step=10, rust_timeout=500, yield_on_timeout=True,',
-     "watchfiles' debounce in ms: when a change is reported, not what is yielded"),
-    ("core/state/events.py", 'for changes in watch(path.parent, debounce=0, step=10, rust_timeout= 501, yield_on_timeout=True,',
-     "the watcher's timeout in ms: when an idle wake comes, not what is yielded"),
-    ("core/state/events.py", 'for changes in watch(path.parent, debounce=0, step=10, rust_timeout=500, yield_on_timeout=False,',
-     'idle wakes are only a fallback: every change of the log is reported and read'),
-    ("core/state/events.py", 'if changes and not any(os.path.abspath(p) >= target for _, p in changes):',
-     "the watcher still wakes on the log's own change or its timeout and reads it: the same events, at most a timeout later"),
-    ("core/state/events.py", 'if changes and not any(os.path.abspath(p) <= target for _, p in changes):',
-     "the watcher still wakes on the log's own change or its timeout and reads it: the same events, at most a timeout later"),
-    ("core/state/events.py", 'if changes and not any(os.path.abspath(p) is target for _, p in changes):',
-     "the watcher still wakes on the log's own change or its timeout and reads it: the same events, at most a timeout later"),
-    ("core/state/events.py", 'if changes and not any(os.path.abspath(p) != target for _, p in changes):',
-     "the watcher still wakes on the log's own change or its timeout and reads it: the same events, at most a timeout later"),
-    ("core/state/events.py", 'if changes and not any(os.path.abspath(p) < target for _, p in changes):',
-     "the watcher still wakes on the log's own change or its timeout and reads it: the same events, at most a timeout later"),
-    ("core/state/events.py", 'if changes and  any(os.path.abspath(p) == target for _, p in changes):',
-     "the watcher still wakes on the log's own change or its timeout and reads it: the same events, at most a timeout later"),
-    ("core/state/events.py", '_TAIL_CHUNK = 65 * 1024',
-     "the read-back chunk's size changes how many reads it takes, not what they find"),
-    ("core/state/events.py", '_TAIL_CHUNK = 63 * 1024',
-     "the read-back chunk's size changes how many reads it takes, not what they find"),
-    ("core/state/events.py", '_TAIL_CHUNK = 64 * 1023',
-     "the read-back chunk's size changes how many reads it takes, not what they find"),
-    ("core/state/events.py", '_TAIL_CHUNK = 64 + 1024',
-     "the read-back chunk's size changes how many reads it takes, not what they find"),
-    ("core/state/events.py", '_TAIL_CHUNK = 64 ^ 1024',
-     "the read-back chunk's size changes how many reads it takes, not what they find"),
-    ("core/state/events.py", '_TAIL_CHUNK = 64 << 1024',
-     "the read-back chunk's size changes how many reads it takes, not what they find"),
-    ("core/state/events.py", '_TAIL_CHUNK = 64 % 1024',
-     "the read-back chunk's size changes how many reads it takes, not what they find"),
-    ("core/state/events.py", 'fh.seek( 1, os.SEEK_END)',
-     'reading back from one past the end shifts the chunks by a byte; the answer does not depend on where they fall'),
-    ("core/state/events.py", 'while pos != 0:',
-     'pos is a file offset, never below 0'),
-    ("core/state/events.py", 'def _decode(raw: bytes, events_only: bool = False) -> dict[str, Any] | None:',
-     'every caller passes events_only'),
-    ("core/state/events.py", 'if changes and not any(os.path.abspath(p) is not target for _, p in changes):',
-     'then every reported change is read (an unrelated one reads nothing)'),
-    ("core/stops/budgets.py", 'return max(int(runs or 0), int(row["tokens"]) if row is not None else -1)',
-     "the runs' sum (coalesce(sum, 0) of token counts) is never below 0, so max() never picks the -1"),
-    ("core/stops/budgets.py",
-     "def job_tokens(layout: RepoLayout, job: str, /, conn: sqlite3.Connection | None = None) -> int:",
-     "conn may then also be passed by position; every caller names it"),
-    ("core/stops/budgets.py",
-     'runs = db.execute("SELECT coalesce(sum(tokens), 0) FROM runs WHERE job = ?", (job,)).fetchone()[ -1]',
-     "the row has one column: [-1] is [0]"),
-    ("core/stops/budgets.py", 'return max(int(runs or -1), int(row["tokens"]) if row is not None else 0)',
-     "runs is 0 only with no runs; max() with the job's total (>= 0) never picks the -1"),
-    ("core/stops/budgets.py", "def budget_state(layout: RepoLayout, job: str, cap: int | None = None, /,",
-     "layout, job and cap become positional-only: every caller passes them by position"),
-    ("core/stops/budgets.py",
-     "def enforce(layout: RepoLayout, job: str, cap: int | None = None, /, now: datetime | None = None,",
-     "layout, job and cap become positional-only: every caller passes them by position"),
-]
+EQUIVALENT_FILE = ROOT / "bench" / "mutation_equivalent.yaml"
+SAMPLE_SEED = 22  # fixed, so a sample is the same mutants on every machine, and grows by adding to them
+OUTSIDE_SAMPLE = "outside the sample"  # the output of a mutant a sampled run leaves out
+IN_ANNOTATION = "in an annotation"
+
+
+def equivalent() -> list[tuple[str, str, str]]:
+    """Survivors that change no behaviour: (file, the line as the mutant writes it, why), from
+    EQUIVALENT_FILE. Matched on the mutated line's text, so an edit elsewhere keeps them; an edit
+    of the line itself makes the mutant show up again, to be judged again."""
+    import yaml
+
+    try:
+        rows = yaml.safe_load(EQUIVALENT_FILE.read_text()) or []
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise SystemExit(f"{EQUIVALENT_FILE.name}{where}: not valid YAML ({getattr(exc, 'problem', exc)}); "
+                         "quote a value that holds ': '") from None
+    if not isinstance(rows, list):
+        raise SystemExit(f"{EQUIVALENT_FILE.name}: must be a list of entries with file, line and why")
+    for i, r in enumerate(rows):
+        if not (isinstance(r, dict) and all(isinstance(r.get(k), str) and r[k] for k in ("file", "line", "why"))):
+            raise SystemExit(f"{EQUIVALENT_FILE.name}: entry {i + 1} needs non-empty file, line and why strings")
+    return [(r["file"], r["line"], r["why"]) for r in rows]
 
 
 def _copy_tree(dest: Path) -> None:
@@ -286,9 +168,47 @@ def _skip_annotations(db: Path, tree: Path) -> int:
             if key not in spans:
                 spans[key] = _annotation_spans(tree / key)
             if any(a <= tuple(m.start_pos) and tuple(m.end_pos) <= b for a, b in spans[key]):
-                work_db.set_result(item.job_id, WorkResult(worker_outcome=WorkerOutcome.SKIPPED))
+                work_db.set_result(item.job_id, WorkResult(worker_outcome=WorkerOutcome.SKIPPED,
+                                                           output=IN_ANNOTATION))
                 skipped += 1
     return skipped
+
+
+def _drop_results(work_db: object, job_ids: list[str]) -> None:
+    from cosmic_ray.work_db import WorkResultStorage
+
+    # WorkDB has no call to drop one result; its session and table are what it uses itself
+    with work_db._session_maker.begin() as session:  # type: ignore[attr-defined]
+        session.query(WorkResultStorage).filter(WorkResultStorage.job_id.in_(job_ids)).delete()
+
+
+def _sample(db: Path, size: int | None) -> tuple[int, int]:
+    """Keep `size` mutants (outside annotations) in the run and mark the rest outside the sample;
+    None keeps them all. The order is a fixed shuffle of the job ids, so a larger size later keeps
+    every mutant already run and adds the next ones. Returns (in the sample, of all)."""
+    import random
+
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import WorkerOutcome, WorkResult
+
+    with use_db(str(db), WorkDB.Mode.open) as work_db:
+        results = dict(work_db.results)
+        # a mutant in an annotation never runs; any other left out was left out by a sample
+        items = [item for item in work_db.work_items
+                 if not (item.job_id in results and results[item.job_id].worker_outcome == WorkerOutcome.SKIPPED
+                         and results[item.job_id].output != OUTSIDE_SAMPLE)]
+        # job ids are random per init: order by what the mutant is, so a seed picks the same ones anywhere
+        items.sort(key=lambda i: (str(i.mutations[0].module_path), tuple(i.mutations[0].start_pos),
+                                  i.mutations[0].operator_name, i.mutations[0].occurrence))
+        runnable = [item.job_id for item in items]
+        random.Random(SAMPLE_SEED).shuffle(runnable)
+        keep = set(runnable if size is None else runnable[:size])
+        outside = [j for j in runnable if j not in keep]
+        back_in = [j for j in keep if j in results and results[j].output == OUTSIDE_SAMPLE]
+        _drop_results(work_db, back_in)
+        work_db.set_multiple_results([j for j in outside if j not in results],
+                                     WorkResult(worker_outcome=WorkerOutcome.SKIPPED, output=OUTSIDE_SAMPLE))
+    return len(keep), len(runnable)
 
 
 def _mutated_line(diff: str) -> str:
@@ -299,23 +219,34 @@ def _mutated_line(diff: str) -> str:
 def _forget_survivors(db: Path) -> int:
     """Drop the results of the mutants that survived (not the equivalent ones), so the next exec
     runs just those against the tests as they are now. The module itself must be unchanged."""
-    from cosmic_ray.work_db import WorkDB, WorkResultStorage, use_db
+    from cosmic_ray.work_db import WorkDB, use_db
     from cosmic_ray.work_item import WorkerOutcome
 
-    equivalent = {(f, line) for f, line, _ in EQUIVALENT}
+    known = {(f, line) for f, line, _ in equivalent()}
     with use_db(str(db), WorkDB.Mode.open) as work_db:
         again = [item.job_id for item, result in work_db.completed_work_items
                  if result.worker_outcome != WorkerOutcome.SKIPPED and not result.is_killed
-                 and (str(item.mutations[0].module_path), _mutated_line(result.diff or "")) not in equivalent]
-        # WorkDB has no call to drop one result; its session and table are what it uses itself
-        with work_db._session_maker.begin() as session:
-            session.query(WorkResultStorage).filter(WorkResultStorage.job_id.in_(again)).delete()
+                 and (str(item.mutations[0].module_path), _mutated_line(result.diff or "")) not in known]
+        _drop_results(work_db, again)
     return len(again)
 
 
-def mutate(name: str, target: Target, show_diffs: bool, survivors_only: bool = False) -> tuple[int, int, int]:
+def _fingerprint(target: Target) -> str:
+    """Of the mutated files: a session's mutants are positions in them, valid only while they are unchanged."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for m in target.modules:
+        h.update(m.encode() + b"\0" + (ROOT / m).read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def mutate(name: str, target: Target, show_diffs: bool, survivors_only: bool = False,
+           sample: int | None = None, fresh: bool = False) -> tuple[int, int, int]:
     """(killed, survived, equivalent) for one target; prints its figures and survivors.
-    `survivors_only`: run again only what survived the last run (after new tests)."""
+    A session of the same module text is resumed (only mutants without a result run) unless `fresh`;
+    `survivors_only`: run again only what survived the last run (after new tests); `sample`: run
+    that many mutants, a fixed random choice, instead of all."""
 
     tree = WORK / name / "tree"
     pkgroot = WORK / name / "pkgroot"
@@ -335,21 +266,34 @@ def mutate(name: str, target: Target, show_diffs: bool, survivors_only: bool = F
         print(f"{name}: the tests fail unmutated; fix them first:\n{base.stdout[-2000:]}{base.stderr[-1000:]}")
         return 0, 0, 0
     cfg, db = WORK / name / "cosmic-ray.toml", WORK / name / "session.sqlite"
+    stamp = WORK / name / "modules.sha256"
     cfg.write_text(_config(name, target, max(30.0, took * 5)))
     cr = str(Path(sys.executable).with_name("cosmic-ray"))
-    if survivors_only and db.exists():
+    same = db.exists() and stamp.exists() and stamp.read_text() == _fingerprint(target)
+    if survivors_only and not same:
+        print(f"{name}: no session of the module as it is now: run it in full first")
+        return 0, 0, 0
+    if survivors_only:
         print(f"{name}: running the {_forget_survivors(db)} survivors of the last run again")
-        steps: tuple[str, ...] = ("exec",)
+    elif same and not fresh:
+        print(f"{name}: resuming the last session (--fresh starts over)")
     else:
         db.unlink(missing_ok=True)
-        steps = ("init", "exec")
-    for step in steps:
-        out = _run([cr, step, str(cfg), str(db)], tree, env)
+        stamp.unlink(missing_ok=True)
+        out = _run([cr, "init", str(cfg), str(db)], tree, env)
         if out.returncode != 0:
-            print(f"{name}: cosmic-ray {step} failed:\n{out.stderr[-2000:]}")
+            print(f"{name}: cosmic-ray init failed:\n{out.stderr[-2000:]}")
             return 0, 0, 0
-        if step == "init":
-            _skip_annotations(db, tree)
+        _skip_annotations(db, tree)
+        stamp.write_text(_fingerprint(target))
+    if not survivors_only:
+        kept, of = _sample(db, sample)
+        if sample is not None:
+            print(f"{name}: a sample of {kept} of {of} mutants (seed {SAMPLE_SEED})")
+    out = _run([cr, "exec", str(cfg), str(db)], tree, env)
+    if out.returncode != 0:
+        print(f"{name}: cosmic-ray exec failed:\n{out.stderr[-2000:]}")
+        return 0, 0, 0
     return report(name, target, show_diffs)
 
 
@@ -362,13 +306,17 @@ def report(name: str, target: Target, show_diffs: bool) -> tuple[int, int, int]:
     if not db.exists():
         print(f"{name}: no session yet (run: python bench/mutation.py {name})")
         return 0, 0, 0
-    killed = survived = equivalent = in_annotations = 0
+    known = equivalent()
+    killed = survived = equivalent_n = in_annotations = outside = 0
     rows = []
     with use_db(str(db), WorkDB.Mode.open) as work_db:
         pending = work_db.num_work_items - work_db.num_results
         for item, result in work_db.completed_work_items:
             if result.worker_outcome == WorkerOutcome.SKIPPED:
-                in_annotations += 1
+                if result.output == OUTSIDE_SAMPLE:
+                    outside += 1
+                else:
+                    in_annotations += 1
                 continue
             if result.is_killed:
                 killed += 1
@@ -377,16 +325,18 @@ def report(name: str, target: Target, show_diffs: bool) -> tuple[int, int, int]:
             module = str(m.module_path)
             text = _line(tree, module, m.start_pos[0])
             mutated = _mutated_line(result.diff or "")
-            why = next((w for f, line, w in EQUIVALENT if f == module and line == mutated), None)
+            why = next((w for f, line, w in known if f == module and line == mutated), None)
             if why is not None:
-                equivalent += 1
+                equivalent_n += 1
             else:
                 survived += 1
             rows.append((module, m.start_pos[0], m.operator_name, text, why, result.diff))
     counted = killed + survived
     rate = 100.0 * killed / counted if counted else 0.0
-    print(f"{name:9} {rate:5.1f}% killed  ({killed} of {counted}; {equivalent} equivalent, "
-          f"{survived} survived; {in_annotations} in annotations not run"
+    sampled = (f"; a random sample of {counted + equivalent_n + pending} of "
+               f"{counted + equivalent_n + pending + outside} mutants, seed {SAMPLE_SEED}" if outside else "")
+    print(f"{name:9} {rate:5.1f}% killed  ({killed} of {counted}; {equivalent_n} equivalent, "
+          f"{survived} survived; {in_annotations} in annotations not run{sampled}"
           + (f"; {pending} NOT RUN YET" if pending else "") + f")  {', '.join(target.modules)}")
     for module, line, op, text, why, diff in sorted(rows, key=lambda r: (r[0], r[1], r[2])):
         tag = f"equivalent: {why}" if why else "SURVIVED"
@@ -394,7 +344,7 @@ def report(name: str, target: Target, show_diffs: bool) -> tuple[int, int, int]:
         if show_diffs and not why and diff:
             print("".join(f"        {d}\n" for d in diff.splitlines() if d.startswith(("+", "-"))
                           and not d.startswith(("+++", "---"))), end="")
-    return killed, survived, equivalent
+    return killed, survived, equivalent_n
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -407,6 +357,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="run only the last run's survivors again (after adding tests; the module unchanged)")
     ap.add_argument("--report", action="store_true",
                     help="print the figures of the last run of each module again, without running")
+    ap.add_argument("--sample", type=int, metavar="N",
+                    help=f"run N mutants per module, a fixed random choice (seed {SAMPLE_SEED}), not all; "
+                         "a larger N later adds to the same ones")
+    ap.add_argument("--fresh", action="store_true",
+                    help="start a module's session over (by default one of the same module text resumes)")
     args = ap.parse_args(argv)
     if args.list:
         for name, t in TARGETS.items():
@@ -417,12 +372,15 @@ def main(argv: list[str] | None = None) -> int:
     if unknown or not names:
         ap.error(f"name one or more of {', '.join(TARGETS)} (or --all)" +
                  (f"; unknown: {', '.join(unknown)}" if unknown else ""))
+    if args.sample is not None and args.sample < 1:
+        ap.error("--sample needs a count of 1 or more")
     total_k = total_s = 0
     for name in names:
         if args.report:
             k, s, _ = report(name, TARGETS[name], args.diffs)
         else:
-            k, s, _ = mutate(name, TARGETS[name], args.diffs, survivors_only=args.survivors)
+            k, s, _ = mutate(name, TARGETS[name], args.diffs, survivors_only=args.survivors,
+                             sample=args.sample, fresh=args.fresh)
         total_k, total_s = total_k + k, total_s + s
     if len(names) > 1 and total_k + total_s:
         print(f"{'all':9} {100.0 * total_k / (total_k + total_s):5.1f}% killed  ({total_k} of {total_k + total_s})")

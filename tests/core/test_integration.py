@@ -270,3 +270,55 @@ def test_a_detached_checkout_without_a_base_branch_starts_from_its_head_and_sync
     assert integ.sync_integration(layout, cfg)["state"] == "up-to-date"
     with pytest.raises(UserError, match="detached HEAD"):
         integ.base_branch(layout, cfg)  # what ship needs: it says so in one line
+
+
+def test_an_unreadable_pending_marker_is_dropped_and_the_merge_goes_on(layout: RepoLayout) -> None:
+    cfg = project(full="true")
+    branch = task_branch(layout, "t", {"f.txt": "x\n"})
+    marker = integ._pending_file(layout)
+    marker.write_text('{"previous_sha": "')  # cut short by a crash mid-write (atomic_write_json never does)
+    res = integ.merge_task(layout, cfg, branch, "m")
+    assert res.ok and not res.already_merged and not marker.exists()
+
+
+def test_a_merge_git_refuses_without_conflicts_names_gits_reason(layout: RepoLayout) -> None:
+    """A branch with no history in common: git refuses it; the reason is git's last line, rolled back."""
+    cfg = project(full="true")
+    checkout = integ.ensure_integration_checkout(layout, cfg)
+    before = git(checkout, "rev-parse", "HEAD")
+    import subprocess
+
+    def piped(text: str, *args: str) -> str:
+        return subprocess.run(["git", *args], cwd=layout.root, input=text, check=True, capture_output=True,
+                              text=True).stdout.strip()
+
+    blob = piped("elsewhere\n", "hash-object", "-w", "--stdin")
+    tree = piped(f"100644 blob {blob}\tother.txt\n", "mktree")
+    orphan = git(layout.root, "commit-tree", tree, "-m", "unrelated")
+    git(layout.root, "branch", "unrelated", orphan)
+    res = integ.merge_task(layout, cfg, "unrelated", "m")
+    assert not res.ok and res.conflicts == []
+    assert res.reason == f"merge failed: fatal: refusing to merge unrelated histories; rolled back to {before[:10]}"
+    assert git(checkout, "rev-parse", "HEAD") == before and git(checkout, "status", "--porcelain") == ""
+
+
+def test_a_sync_before_anything_else_makes_every_folder_it_needs(layout: RepoLayout) -> None:
+    """A job's first step may be the sync, in a data directory with no worktrees folder yet."""
+    from pilothouse.core.records.layout import worktrees_base
+
+    assert not worktrees_base().exists()
+    res = integ.sync_integration(layout, project(full="true"))
+    assert res == {"state": "up-to-date", "head": git(layout.root, "rev-parse", "main")}
+    assert (wt.worktree_root(layout) / "integration.lock").is_file() and integ.integration_path(layout).is_dir()
+
+
+def test_a_conflict_in_many_files_names_the_first_five_and_lists_all(layout: RepoLayout) -> None:
+    cfg = project(full="true")
+    names = [f"f{i}.txt" for i in range(6)]
+    a = task_branch(layout, "a", {n: "a\n" for n in names})
+    b = task_branch(layout, "b", {n: "b\n" for n in names})
+    assert integ.merge_task(layout, cfg, a, "merge a").ok
+    before = git(integ.integration_path(layout), "rev-parse", "HEAD")
+    res = integ.merge_task(layout, cfg, b, "merge b")
+    assert res.conflicts == names
+    assert res.reason == f"merge conflict in f0.txt, f1.txt, f2.txt, f3.txt, f4.txt; rolled back to {before[:10]}"

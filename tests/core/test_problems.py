@@ -182,3 +182,73 @@ def test_a_summary_a_worker_wrote_reaches_a_terminal_without_its_escape_sequence
     text = out.decode()
     assert "the builder is blocked: which API?" in text
     assert "\x1b" not in text and "\x07" not in text
+
+
+def test_only_a_skip_cancels_tasks(layout: RepoLayout) -> None:
+    p = problems.open_problem(layout, "j1", "a", "gate_failed", "x", now=T0)
+    data = problems.act(layout, p.code, "retry")
+    assert "cancels" not in data and "cancels" not in events(layout, "problem.answered")[-1]["data"]
+    assert problems.consume_replies(layout)[0].cancels == []
+
+
+def test_closing_is_once_and_an_unanswered_problem_can_go_away(layout: RepoLayout) -> None:
+    p = problems.open_problem(layout, "j1", "a", "gate_failed", "x", now=T0)
+    problems.close_problem(layout, p.code, "the gate passed on its own", now=T0 + timedelta(minutes=1))
+    closed = problems.get_problem(layout, p.code)
+    assert closed.state == "closed" and closed.closed_at == "2026-11-29T07:01:00.000Z"
+    problems.close_problem(layout, p.code, "again", now=T0 + timedelta(minutes=2))
+    assert problems.get_problem(layout, p.code).closed_at == "2026-11-29T07:01:00.000Z"
+    assert [e["data"]["outcome"] for e in events(layout, "problem.closed")] == ["the gate passed on its own"]
+    problems.close_problem(layout, "NOSUCH", "gone")  # an unknown code is nothing to close
+    assert len(events(layout, "problem.closed")) == 1
+
+
+def test_listing_a_repository_without_a_store_creates_none(tmp_path: Path) -> None:
+    lay = RepoLayout(tmp_path)
+    assert problems.list_problems(lay) == [] and not lay.state_db.exists()
+
+
+@pytest.mark.parametrize(("used", "cap", "refused"), [(999, 1000, False), (1000, 1000, True), (1500, 1000, True)])
+def test_a_budget_retry_needs_the_cap_above_what_the_job_used(layout: RepoLayout, used: int, cap: int,
+                                                               refused: bool) -> None:
+    layout.ai.mkdir(parents=True, exist_ok=True)
+    layout.project_yaml.write_text(f'gates: {{fast: "true", full: "true"}}\nbudgets: {{job_tokens: {cap}}}\n')
+    p = problems.open_problem(layout, "j1", "a", "budget", "over budget", {"used_tokens": used}, now=T0)
+    if refused:
+        with pytest.raises(UserError, match=f"has used {used} tokens and budgets.job_tokens is still {cap}: raise it"):
+            problems.act(layout, p.code, "retry")
+        assert problems.get_problem(layout, p.code).pending is None
+    else:
+        assert problems.act(layout, p.code, "retry")["reply"] == "retry"
+
+
+def test_only_a_setup_failure_gets_a_fingerprint(layout: RepoLayout) -> None:
+    ev = {"command": "git worktree add", "output_tail": "fatal: disk full"}
+    p = problems.open_problem(layout, "j1", "a", "worktree_failed", "x", ev, now=T0)
+    assert problems.get_problem(layout, p.code).evidence == ev
+
+
+def test_a_budget_retry_without_a_recorded_use_is_not_refused(layout: RepoLayout) -> None:
+    layout.ai.mkdir(parents=True, exist_ok=True)
+    layout.project_yaml.write_text('gates: {fast: "true", full: "true"}\nbudgets: {job_tokens: 1}\n')
+    p = problems.open_problem(layout, "j1", "a", "budget", "over budget", now=T0)
+    assert problems.act(layout, p.code, "retry")["reply"] == "retry"
+
+
+def test_a_closed_setup_problem_no_longer_holds_the_job(layout: RepoLayout) -> None:
+    ev = {"command": "npm ci", "output_tail": "npm ERR! missing /x"}
+    a = problems.open_problem(layout, "j1", "a", "setup_failed", "x", ev, now=T0)
+    b = problems.open_problem(layout, "j1", "b", "setup_failed", "x", ev, now=T0)
+    assert holds.job_hold(layout, "j1") == sorted([a.code, b.code])
+    problems.act(layout, b.code, "skip")
+    problems.consume_replies(layout)
+    problems.close_problem(layout, b.code, "skipped")
+    assert holds.job_hold(layout, "j1") == []
+
+
+def test_a_retry_after_the_newest_failure_releases_every_sibling(layout: RepoLayout) -> None:
+    ev = {"command": "npm ci", "output_tail": "npm ERR! missing /x"}
+    codes = [problems.open_problem(layout, "j1", t, "setup_failed", "x", ev, now=T0).code for t in ("a", "b", "d")]
+    assert holds.job_hold(layout, "j1") == sorted(codes)
+    problems.act(layout, codes[2], "retry", now=T0 + timedelta(minutes=1))
+    assert holds.job_hold(layout, "j1") == []  # the others failed before the retry: they wait for its outcome

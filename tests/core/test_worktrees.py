@@ -248,3 +248,77 @@ def test_a_repository_a_builder_nests_in_its_worktree_runs_nothing_on_the_host(t
         supervisor_ctl.stop(layout)
     assert w.returncode == 0, w.stdout + w.stderr  # committed, gated and merged
     assert not marker.exists()
+
+
+def test_the_repositorys_own_checkout_is_never_removed(layout: RepoLayout) -> None:
+    with pytest.raises(wt.WorktreeError, match=r"is the repository's own checkout, not a task worktree$"):
+        wt.remove_worktree(layout, layout.root, force=True)
+    assert (layout.root / "src" / "calc.py").is_file()
+
+
+@pytest.mark.parametrize(("path", "scratch"), [
+    ("src/__pycache__/calc.cpython-311.pyc", True), ("src/calc.pyc", True), ("calc.pyc", True),
+    ("src/calc.xpyc", False), ("src/pyc", False), (".coverage", True), ("src/.coverage", True),
+    ("src/coverage", False), ("web/node_modules", True), ("web/node_modules/a/b.js", True),
+    ("web/node_modules.txt", False), ("src/.DS_Store", True), ("src/calc.py", False),
+])
+def test_scratch_is_tool_caches_by_folder_suffix_or_exact_name(path: str, scratch: bool) -> None:
+    assert wt.is_scratch(path) is scratch
+
+
+def test_a_lock_another_git_holds_is_waited_for_then_reported_with_gits_words(layout: RepoLayout,
+                                                                               tmp_path: Path) -> None:
+    """A ref lock is usually another git's, gone in a moment: the command is tried four times, and
+    if the lock stays the error carries git's own message (what to remove)."""
+    lock = layout.root / ".git" / "refs" / "heads" / "stuck.lock"
+    lock.write_text("")
+    trace = tmp_path / "trace.txt"
+    with pytest.raises(wt.GitError) as err:
+        wt.git(layout.root, "branch", "stuck", env={"GIT_TRACE": str(trace)})
+    assert ".lock': File exists" in err.value.stderr and "stuck.lock" in str(err.value)
+    assert trace.read_text().count("built-in: git branch stuck") == 4
+    lock.unlink()
+    wt.git(layout.root, "branch", "stuck")
+    assert wt.branch_exists(layout.root, "stuck")
+    # any other failure is git's answer, not a wait: asked once
+    assert wt.git(layout.root, "rev-parse", "--verify", "-q", "no-such-ref", check=False,
+                  env={"GIT_TRACE": str(trace)}) == ""
+    assert trace.read_text().count("built-in: git rev-parse --verify -q no-such-ref") == 1
+
+
+def test_disk_full_names_the_megabytes_free(layout: RepoLayout, monkeypatch: pytest.MonkeyPatch) -> None:
+    import re
+    import shutil
+
+    monkeypatch.setenv("PILOTHOUSE_MIN_FREE_MB", str(10**12))
+    where = layout.root  # the same file system as the worktrees' folder (both under the test's tmp)
+    before = shutil.disk_usage(where).free // 2**20
+    with pytest.raises(wt.WorktreeError) as err:
+        wt.create_worktree(layout, "j1", "t1", "HEAD")
+    after = shutil.disk_usage(where).free // 2**20
+    job_dir = wt.worktree_root(layout) / "j1"
+    m = re.match(rf"disk full: (\d+) MB free under {re.escape(str(job_dir))}; free some space", str(err.value))
+    assert m, str(err.value)
+    # other processes write meanwhile: the figure lies between the readings either side (a few MB slack)
+    assert min(before, after) - 4 <= int(m.group(1)) <= max(before, after) + 4
+
+
+def test_a_branch_at_its_base_that_no_worktree_holds_is_attached(layout: RepoLayout) -> None:
+    """The end of a `worktree add -b` that lost a race after making the branch: attach, losing nothing."""
+    git(layout.root, "branch", "ph/j1/t1")
+    path = wt.worktree_root(layout) / "j1" / "t1"
+    path.parent.mkdir(parents=True)
+    assert wt._attach_fresh_branch(layout, "ph/j1/t1", path, "HEAD")
+    assert wt.checkout_state(path) == (git(layout.root, "rev-parse", "HEAD"), "ph/j1/t1", [])
+    # held by a worktree now: never attached twice
+    other = wt.worktree_root(layout) / "j1" / "t1-again"
+    assert not wt._attach_fresh_branch(layout, "ph/j1/t1", other, "HEAD") and not other.exists()
+
+
+def test_a_failed_attach_says_so(layout: RepoLayout) -> None:
+    git(layout.root, "branch", "ph/j1/t1")
+    path = wt.worktree_root(layout) / "j1" / "t1"
+    path.mkdir(parents=True)
+    (path / "in-the-way.txt").write_text("x")  # git refuses to check out into a folder with files
+    assert not wt._attach_fresh_branch(layout, "ph/j1/t1", path, "HEAD")
+    assert wt.checkout_of(layout, "ph/j1/t1") is None

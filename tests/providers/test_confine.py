@@ -338,3 +338,67 @@ def test_a_gate_is_refused_without_a_working_bwrap(layout, monkeypatch, scratch)
     off = confine.prepare_command(["true"], {"PATH": "/usr/bin:/bin"}, layout["own"], where,
                                   settings={"confinement": "off"})
     assert off.argv == ["true"]
+
+
+def test_a_worktrees_settings_are_read_from_its_main_checkout(layout):
+    """A linked worktree's .git file leads (gitdir, commondir) to the main checkout, whose settings a
+    worker cannot edit; the main checkout is its own root."""
+    main = layout["main"].resolve()
+    assert confine.trusted_project_root(layout["own"]) == main
+    assert confine.trusted_project_root(layout["own"] / "src") == main
+    assert confine.trusted_project_root(layout["main"] / "src") == main
+
+
+def _failing_bwrap(where: Path) -> Path:
+    """A bwrap that answers --version and --help but can build no sandbox."""
+    fake = where / "bwrap"
+    fake.write_text('#!/bin/sh\ncase "$1" in --version) echo "bubblewrap 0.0.1";; --help) echo usage;; '
+                    '*) echo "bwrap: setting up uid map: Permission denied" >&2; exit 1;; esac\n')
+    fake.chmod(0o755)
+    return fake
+
+
+def test_a_passed_probe_of_this_very_binary_is_trusted_and_no_other(tmp_path, monkeypatch):
+    from pilothouse.providers.fsutil import atomic_write_json
+
+    fake = _failing_bwrap(tmp_path)
+    monkeypatch.setenv("PILOTHOUSE_BWRAP", str(fake))
+    st = fake.stat()
+    ok, reason = confine.available()
+    assert not ok and reason.startswith("bwrap cannot create a sandbox here (bwrap: setting up uid map: "
+                                        "Permission denied); ")
+    # the probe passed with this binary (same path, mtime and size): its word stands
+    record = {"schema": 1, "ok": True, "bwrap": {"path": str(fake), "stat": [st.st_mtime_ns, st.st_size],
+                                                 "version": "0.0.1", "disable_userns": True}}
+    atomic_write_json(paths.config_dir() / "probe.json", record)
+    assert confine.available() == (True, "")
+    # a record of another build of it (a later mtime) is not this binary's
+    record["bwrap"]["stat"] = [st.st_mtime_ns + 1, st.st_size]
+    atomic_write_json(paths.config_dir() / "probe.json", record)
+    assert not confine.available()[0]
+
+
+def test_a_passed_smoke_test_is_remembered_while_its_key_holds(tmp_path, monkeypatch):
+    from pilothouse.providers.confine import bwrap
+    from pilothouse.providers.fsutil import atomic_write_json
+
+    fake = _failing_bwrap(tmp_path)
+    monkeypatch.setenv("PILOTHOUSE_BWRAP", str(fake))
+    st = fake.stat()
+    key = bwrap._smoke_key(str(fake), (st.st_mtime_ns, st.st_size))
+    atomic_write_json(paths.cache_dir() / "bwrap-check.json", {"key": key, "version": "0.0.1", "disable_userns": False})
+    assert confine.available() == (True, "")
+
+
+def test_a_write_beside_what_is_bound_under_tmp_is_refused_not_swallowed(layout):
+    """The main checkout lives under /tmp here: the folders that lead to it inside the sandbox's private
+    /tmp are read-only stand-ins, so a write there fails as it would on the host, never landing
+    unseen in the private /tmp."""
+    main = layout["main"]
+    assert main.is_relative_to("/tmp")
+    beside = main.parent / "beside.txt"
+    code = ("import sys\ntry:\n    open(sys.argv[1], 'w').write('x')\n    print('WROTE')\n"
+            "except PermissionError:\n    print('REFUSED')\n")
+    out = run_confined(spec_for(layout), code, str(beside))
+    assert out.stdout.strip() == "REFUSED", out.stdout + out.stderr
+    assert not beside.exists()

@@ -19,12 +19,13 @@ def test_shims_under_home_run_confined_and_private_dirs_stay_hidden(tmp_path: Pa
     (root / "shims" / "tool").write_text(f"#!/bin/sh\nexec {root}/libexec/faketool \"$@\"\n")
     for p in (root / "libexec" / "faketool", root / "shims" / "tool"):
         p.chmod(0o755)
-    (isolated_home / ".ssh").mkdir()
+    (isolated_home / ".ssh" / "bin").mkdir(parents=True)
     (isolated_home / ".ssh" / "id_ed25519").write_text("private")
 
     workdir = tmp_path / "wt"
     workdir.mkdir()
-    env = {"PATH": f"{root / 'shims'}{os.pathsep}/usr/bin{os.pathsep}/bin"}
+    # a PATH entry inside a private dot-directory does not bring that directory back
+    env = {"PATH": os.pathsep.join([str(root / "shims"), str(isolated_home / ".ssh" / "bin"), "/usr/bin", "/bin"])}
     script = f"tool; cat {isolated_home}/.ssh/id_ed25519 && echo LEAKED; touch {root}/written && echo WROTE; true"
     launch = confine.prepare_command(["/bin/sh", "-c", script], env, workdir, tmp_path / "scratch")
     assert "bwrap" in os.path.basename(launch.argv[0])

@@ -132,7 +132,7 @@ def test_verdict_line_equals_pydantic(over: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize("over", [{"verdict": "fine"}, {"steps": "2"}, {"surprise": 1}, {"schema_": 1},
-                                  {"timed_out": 0}])
+                                  {"timed_out": 0}, {"result": ["a"]}, {"result": {1: "x"}}])
 def test_verdict_not_plain_is_left_to_pydantic(over: dict[str, Any]) -> None:
     assert contract_fast.verdict_line(_verdict(**over)) is None
 
@@ -150,3 +150,26 @@ def test_a_result_nested_past_the_parsers_depth_is_malformed(mode: str) -> None:
     assert contract_fast.parse_result(text, mode) == want
     slow = contract.parse_result(text, mode)
     assert (slow.state, slow.result, slow.error) == want
+
+
+def test_a_verdict_of_only_its_required_fields_gets_the_models_defaults() -> None:
+    fields = {"run_id": "r1", "provider": "sim", "runner": "builtin", "mode": "code", "verdict": "empty"}
+    line = contract_fast.verdict_line(fields)
+    assert line is not None and line == contract.Verdict.model_validate(fields).line()
+    assert json.loads(line)["tokens"] == {"input": 0, "output": 0, "reasoning": 0, "cache_read": 0, "cache_write": 0}
+
+
+@pytest.mark.parametrize("field", ["steps", "duration_s"])
+@pytest.mark.parametrize(("value", "answered"), [
+    (2 ** 63 - 1, True), (-(2 ** 63) + 1, True),   # 64-bit: answered here, as pydantic answers
+    (2 ** 63, False), (-(2 ** 63), False),         # beyond: pydantic's to judge
+    (10 ** 400, False), (-(10 ** 400), False),     # no float holds it: pydantic refuses a float field
+])
+def test_ints_within_64_bits_are_answered_and_larger_ones_left_to_pydantic(field: str, value: int,
+                                                                          answered: bool) -> None:
+    fields = _verdict(**{field: value})
+    line = contract_fast.verdict_line(fields)
+    if answered:
+        assert line is not None and line == contract.Verdict.model_validate(fields).line()
+    else:
+        assert line is None

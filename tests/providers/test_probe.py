@@ -135,3 +135,38 @@ def test_the_read_checks_fail_when_a_sandbox_shows_the_main_checkout(tmp_path):
     finally:
         shutil.rmtree(visible, ignore_errors=True)
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_probe_after_the_cache_folder_was_cleaned_away_makes_it_again(tmp_path, monkeypatch):
+    """~/.cache removed between probes (a cleaner, the operator): the probe record still vouches for
+    bwrap, so nothing else recreates the folder the probe works in."""
+    import shutil
+
+    from pilothouse.providers import paths
+
+    monkeypatch.delenv("PILOTHOUSE_HOME")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "gone" / "cache"))
+    require_confinement()
+    assert probe.run_probe()["ok"]
+    shutil.rmtree(tmp_path / "gone")
+    assert probe.run_probe()["ok"] and paths.cache_dir().is_dir()
+
+
+def test_a_runner_binary_that_no_longer_starts_confined_refuses_writers(tmp_path):
+    import pytest
+    from pilothouse.providers.errors import UserError
+
+    require_confinement()
+    exe = tmp_path / "fake-cli"
+    exe.write_text("#!/bin/sh\necho fake-cli 1.0\n")
+    exe.chmod(0o755)
+    record = probe.ensure_probed(str(exe))
+    record["binaries"][str(exe)] = probe.binary_check(str(exe), tmp_path / "b1")
+    probe.atomic_write_json(probe.record_path(), record)
+    exe.write_text("#!/bin/sh\necho 'fake-cli: cannot start here' >&2\nexit 3\n")
+    with pytest.raises(UserError) as err:
+        probe.ensure_probed(str(exe))
+    assert str(err.value) == (f"refusing to launch a writer: {exe} does not start confined: fake-cli: cannot start "
+                              "here; see `pilothouse probe`")
+    saved = json.loads(probe.record_path().read_text())
+    assert saved["ok"] is False and saved["binaries"][str(exe)]["exit_code"] == 3
