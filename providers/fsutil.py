@@ -13,6 +13,22 @@ from pathlib import Path
 from typing import Any, Literal
 
 
+def lock_held(path: Path) -> bool:
+    """Whether another process holds an exclusive flock on `path` (a process's "I am running" lock);
+    False when the file does not exist. Only looks: a lock it could take is let go at once."""
+    import fcntl
+
+    if not path.exists():
+        return False
+    with open(path, "a+") as fh:
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+    return False
+
+
 def ensure_private_dir(path: Path) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     os.chmod(path, 0o700)

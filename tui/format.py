@@ -157,8 +157,9 @@ def tilde(path: str | Path | None) -> str:
 
 
 def _short(value: Any, width: int = 90) -> str:
-    text = " ".join(str(value).split())
-    return text if len(text) <= width else text[: width - 1] + "…"
+    from pilothouse.core.queries.describe import short
+
+    return short(value, width)
 
 
 def describe(ev: dict[str, Any]) -> str:

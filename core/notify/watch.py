@@ -278,16 +278,9 @@ def hold_lock() -> Any:
 
 
 def running() -> bool:
-    path = lock_file()
-    if not path.exists():
-        return False
-    with open(path, "a+") as fh:
-        try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-    return False
+    from pilothouse.providers.fsutil import lock_held
+
+    return lock_held(lock_file())
 
 
 def stop_running() -> bool:

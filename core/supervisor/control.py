@@ -9,7 +9,6 @@ running and are adopted by the next supervisor.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import select
 import signal
@@ -30,16 +29,9 @@ ABORT_GRACE_S = 5.0
 
 
 def _lock_held(layout: RepoLayout) -> bool:
-    path = layout.runtime / "supervisor.lock"
-    if not path.exists():
-        return False
-    with open(path, "a+") as fh:
-        try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-        return False
+    from pilothouse.providers.fsutil import lock_held
+
+    return lock_held(layout.runtime / "supervisor.lock")
 
 
 def _running_row(layout: RepoLayout) -> Any:
