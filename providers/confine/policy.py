@@ -19,7 +19,7 @@ from pilothouse.providers.confine.bwrap import (
     available,
 )
 from pilothouse.providers.errors import UserError
-from pilothouse.providers.runners.base import LaunchSpec, RunSpec
+from pilothouse.providers.runners.base import LaunchSpec, RunSpec, Sandbox
 
 
 def confinement_required(mode: str) -> bool:
@@ -164,8 +164,23 @@ def prepare_command(argv: list[str], env: dict[str, str], workdir: Path, scratch
     if in_tmp and confinement_off(spec):
         return LaunchSpec(argv=list(argv), env=dict(env), cwd=workdir)
     child_env = {**env, "HOME": str(sb.home), "XDG_CONFIG_HOME": str(sb.config), "XDG_DATA_HOME": str(sb.data),
-                 "XDG_STATE_HOME": str(sb.state), "XDG_CACHE_HOME": str(sb.cache)}
+                 "XDG_STATE_HOME": str(sb.state), "XDG_CACHE_HOME": str(sb.cache), **_go_dirs(env, sb)}
     return prepare(LaunchSpec(argv=list(argv), env=child_env, cwd=workdir), spec, sandbox_in_tmp=in_tmp)
+
+
+def _go_dirs(env: dict[str, str], sb: Sandbox) -> dict[str, str]:
+    """Go's per-user dirs for a gate, moved with its HOME: the build cache must be writable, and
+    GOPATH or GOMODCACHE in the operator's home (set explicitly, as `go env -w` users and CI images
+    do) would name the hidden, read-only stand-in, failing `go test` before it builds anything. A
+    GOPATH or GOMODCACHE elsewhere (a shared module cache in `sandbox.read`) is the operator's
+    choice and stays."""
+    home = env.get("HOME") or os.path.expanduser("~")
+    out = {"GOCACHE": str(sb.cache / "go-build")}
+    for var, mine in (("GOPATH", sb.home / "go"), ("GOMODCACHE", sb.home / "go" / "pkg" / "mod")):
+        value = env.get(var)
+        if value and any(Path(p).is_relative_to(home) for p in value.split(os.pathsep) if os.path.isabs(p)):
+            out[var] = str(mine)
+    return out
 
 
 def wrap(launch: LaunchSpec, spec: RunSpec, *, extra_ro: list[Path] | None = None,

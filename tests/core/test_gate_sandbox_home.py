@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
+import pytest
 from pilothouse.core.git.gates import run_command
 from pilothouse.providers import confine, paths
 
@@ -55,6 +56,22 @@ def test_gate_home_cannot_be_planted_from_the_host(git_repo: Path, tmp_path: Pat
         marker.unlink(missing_ok=True)
         for d in reversed(made):
             d.rmdir()
+
+
+def test_go_caches_in_the_operators_home_move_with_the_gate_home(git_repo: Path, isolated_home: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """GOCACHE and GOPATH set to the operator's home would name its hidden, read-only stand-in
+    (`go test`: "mkdir …/.cache: read-only file system"): the gate gets writable ones of its own. A
+    module cache outside the home (shared with `sandbox.read`) is the operator's choice and stays."""
+    monkeypatch.setenv("GOCACHE", str(isolated_home / ".cache" / "go-build"))
+    monkeypatch.setenv("GOPATH", str(isolated_home / "go"))
+    monkeypatch.setenv("GOMODCACHE", "/opt/shared-gomod")
+    res = run_command('for d in "$GOCACHE" "$GOPATH"; do case "$d" in "$HOME"/*|"$XDG_CACHE_HOME"/*) ;; '
+                      '*) echo "not the gate\'s: $d"; exit 7;; esac; mkdir -p "$d" && touch "$d/x" || exit 9; done; '
+                      'test "$GOMODCACHE" = /opt/shared-gomod || { echo "GOMODCACHE=$GOMODCACHE"; exit 8; }',
+                      git_repo, level="fast", settings=ON)
+    assert res.passed, res
+    assert not (isolated_home / "go").exists() and not (isolated_home / ".cache" / "go-build").exists()
 
 
 def test_unconfined_gate_keeps_the_host_home(git_repo: Path, isolated_home: Path) -> None:

@@ -3,7 +3,8 @@ repository → `init` → a job with scripted simulator builders → the project
 in a confined worktree sharing the checkout's dependency folders → `ship` onto its main branch.
 
 Each project's dependencies come from its registry in the test's setup (pip / npm, cached in
-PILOTHOUSE_TEST_CACHE, else /var/tmp/pilothouse-test-cache), as its operator would install them.
+PILOTHOUSE_TEST_CACHE, else /var/tmp/pilothouse-test-cache), as its operator would install them;
+the Go module has none and its gate runs with the module proxy off.
 """
 
 from __future__ import annotations
@@ -164,3 +165,45 @@ def test_an_npm_package_with_dependencies_and_its_node_modules_shared(tmp_path: 
     shipped = subprocess.run(["git", "show", "main:callBound.js"], cwd=repo, capture_output=True, text=True,
                              check=True).stdout
     assert "must be a string" in shipped and (repo / "test" / "names.js").is_file()
+
+
+def test_a_go_module_offline_with_its_own_go_test(tmp_path: Path, home_of_repos: Path, cli,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = _fresh_repo(home_of_repos, "go-difflib-1.0.0")
+    # the operator's Go: offline (no module proxy, nothing to download), its caches in their home
+    home = Path(os.environ["HOME"])
+    for var, value in (("GOPROXY", "off"), ("GOFLAGS", "-mod=mod"), ("GOCACHE", str(home / ".cache" / "go-build")),
+                       ("GOPATH", str(home / "go"))):
+        monkeypatch.setenv(var, value)
+    # published before modules: the operator names it by its import path
+    _install(["go", "mod", "init", "github.com/pmezard/go-difflib"], repo)
+    subprocess.run(["git", "add", "go.mod"], cwd=repo, check=True)
+    subprocess.run(["git", "commit", "-qm", "go.mod"], cwd=repo, check=True)
+    r = cli("init", cwd=repo)
+    assert r.returncode == 0, r.stderr
+    assert "go.mod" in r.stdout and "go test ./..." in r.stdout, r.stdout
+    gates = yaml.safe_load((repo / ".ai" / "project.yaml").read_text())["gates"]
+    assert (gates["fast"], gates["full"]) == ("go test ./...", "go test ./...")
+    old = "func SplitLines(s string) []string {\n"
+    new = ("// SameLines reports whether a and b hold the same lines.\n"
+           "func SameLines(a, b string) bool {\n"
+           "\treturn NewMatcher(SplitLines(a), SplitLines(b)).Ratio() == 1\n}\n\n" + old)
+    test = ('package difflib\n\nimport "testing"\n\n'
+            "func TestSameLines(t *testing.T) {\n"
+            '\tif !SameLines("a\\nb\\n", "a\\nb\\n") || SameLines("a\\nb\\n", "a\\nc\\n") {\n'
+            '\t\tt.Fatal("SameLines")\n\t}\n}\n')
+    scenario = _scenario(tmp_path / "same.yaml", "same", ["difflib/difflib.go", "difflib/same_test.go"], [
+        {"say": "Adding SameLines.", "actions": [{"edit": {"path": "difflib/difflib.go", "old": old, "new": new}},
+                                                 {"write": {"path": "difflib/same_test.go", "content": test}}]}])
+    live = _job_to_main(repo, tmp_path, cli, scenario, "same")
+    # the Go on PATH, named with what it links to; the new test compiles only against the task's code
+    go = shutil.which("go") or "go"
+    ran = go if os.path.realpath(go) == go else f"{go} -> {os.path.realpath(go)}"
+    finished = _events(repo, "gate.finished")
+    assert {ran} == {e["data"]["toolchain"] for e in finished} and f"[ran {ran}]" in live
+    # in the task's worktree and on the integration branch: the package's own tests and the new one
+    assert {"fast", "full"} <= {e["data"]["level"] for e in finished}
+    assert all("ok  \tgithub.com/pmezard/go-difflib/difflib" in str(e["data"]["output_tail"]) for e in finished)
+    shipped = subprocess.run(["git", "show", "main:difflib/difflib.go"], cwd=repo, capture_output=True, text=True,
+                             check=True).stdout
+    assert "func SameLines(a, b string) bool" in shipped and (repo / "difflib" / "same_test.go").is_file()
