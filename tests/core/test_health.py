@@ -44,6 +44,19 @@ def test_no_coordinator_is_a_problem_saying_what_to_set_and_fixing_it_lets_the_j
         status = cli("job", "status", "demo", "--repo", str(layout.root))
         assert "blocked" in status.stdout and "model_policy.roles.coordinator" in status.stdout
         layout.project_yaml.write_text(configured)  # the fix alone is enough
+        # the supervisor sees the file change and closes the problem; only then is the job moving
+        # again (a `job wait` started before that would rightly still find it waiting)
+        import threading
+
+        from pilothouse.core.state.events import follow
+
+        give_up = threading.Event()
+        timer = threading.Timer(60, give_up.set)
+        timer.start()
+        closed = any(ev["type"] == "problem.closed" and (ev.get("data") or {}).get("code") == p.code
+                     for ev in follow(layout.events, stop_event=give_up))
+        timer.cancel()
+        assert closed, "the fixed settings never closed the problem"
         w = cli("job", "wait", "demo", "--repo", str(layout.root), timeout=120)
         assert w.returncode == 0, w.stdout + w.stderr
     finally:
