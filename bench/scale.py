@@ -31,12 +31,24 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 BENCH = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCH))
 
-import cockpit  # noqa: E402  (bench/cockpit.py: the first-paint probe)
-import scheduler  # noqa: E402  (bench/scheduler.py: runs a graph on the simulator)
+
+def _bench_module(name: str) -> Any:
+    """A sibling script of bench/ as a module, by its path (whatever the current folder and sys.path)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+cockpit = _bench_module("cockpit")  # the first-paint probe
+scheduler = _bench_module("scheduler")  # runs a graph on the simulator
 
 ROWS: list[tuple[str, str, str]] = []
 

@@ -1,7 +1,7 @@
 """Email figures: problem opened → its mail received by the SMTP server, and a reply delivered to
 the IMAP mailbox → the reply applied (recorded for the supervisor), with the watcher on IMAP IDLE.
 
-    python bench/email.py [--rounds 5]
+    python bench/email_replies.py [--rounds 5]
 
 Goal (issue 16): reply delivered → applied ≤ 2 s with IDLE. Starts its own Dovecot (Debian's
 dovecot-imapd) and aiosmtpd on loopback, like the tests; that Dovecot also looks at its mailbox
