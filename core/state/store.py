@@ -73,6 +73,8 @@ CREATE TABLE IF NOT EXISTS runs (
   started_at TEXT NOT NULL,
   finished_at TEXT
 );
+-- a job's and a task's runs (usage labels, status): without it every task row scans every run
+CREATE INDEX IF NOT EXISTS runs_by_task ON runs (job, task);
 CREATE TABLE IF NOT EXISTS problems (
   code TEXT PRIMARY KEY,            -- six letters, no look-alikes
   job TEXT NOT NULL,
