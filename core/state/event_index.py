@@ -98,9 +98,10 @@ class EventIndex:
         try:
             fh = open(self.events, "rb")
         except FileNotFoundError:
-            self._begin()
-            self._reset()
-            self._db.execute("COMMIT")
+            if self._db.execute("SELECT 1 FROM meta WHERE key='offset'").fetchone() is not None:
+                self._begin()  # the log that was indexed is gone: so is what the index says of it
+                self._reset()
+                self._db.execute("COMMIT")
             return
         with fh:
             self._begin()
@@ -268,9 +269,10 @@ class EventLookup:
     kept (then the log is read once, here, and every question is answered from that reading)."""
 
     def __init__(self, events: Path) -> None:
+        self._events = Path(events)
         self._index: EventIndex | None = None
         self._all: list[dict[str, Any]] | None = None
-        self._tailer: EventTailer | None = None
+        self._tailer = EventTailer(self._events)
         try:
             self._index = EventIndex(events)
             self._index.catch_up()
@@ -278,7 +280,6 @@ class EventLookup:
             if self._index is not None:
                 self._index.close()
             self._index = None
-            self._tailer = EventTailer(events)
             self._all = self._tailer.read_new()
 
     def close(self) -> None:
@@ -292,7 +293,7 @@ class EventLookup:
         self.close()
 
     def skip_notice(self) -> str | None:
-        return self._index.skip_notice() if self._index is not None else self._tailer.skip_notice()  # type: ignore[union-attr]
+        return self._index.skip_notice() if self._index is not None else self._tailer.skip_notice()
 
     def jobs_of(self, task: str) -> list[str]:
         if self._index is not None:
@@ -310,13 +311,9 @@ class EventLookup:
                 return self._index.select(job, task, job_level=job_level)
             except IndexUnavailable:
                 pass
-        every = self._all if self._all is not None else EventTailer(self._events_path()).read_new()
+        every = self._all if self._all is not None else EventTailer(self._events).read_new()
         return [e for e in every if e.get("job") == job and (
             task is None or e.get("task") == task or (job_level and e.get("task") is None))]
-
-    def _events_path(self) -> Path:
-        assert self._index is not None
-        return self._index.events
 
 
 def events_of(events: Path, job: str, task: str | None = None, *, job_level: bool = False) -> list[dict[str, Any]]:
