@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import sqlite3
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,6 +68,28 @@ def find_dispatch_pid(run_id: str) -> int | None:
     return None
 
 
+def wait_gone(pid: int, start: str | None, timeout: float) -> bool:
+    """Whether process `pid` (started at `start`) is gone within `timeout` seconds (woken by its pidfd)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        deadline = time.monotonic() + timeout
+        while process_matches(pid, start):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            select.select([fd], [], [], min(left, 0.5))
+            try:
+                os.waitpid(pid, os.WNOHANG)  # reap it if it happens to be our child
+            except ChildProcessError:
+                pass
+        return True
+    finally:
+        os.close(fd)
+
+
 NOTIFY_ENV = "PILOTHOUSE_NOTIFY_FD"
 
 
@@ -86,6 +110,7 @@ class Launch:
     session_id: str | None = None
     resume_of: str | None = None
     scenario: str | None = None
+    executor: str = "local"  # where it runs (core/executor/): a restarted supervisor adopts it there
 
 
 def run_files(layout: RepoLayout, run_id: str) -> dict[str, Path]:
@@ -129,12 +154,16 @@ def read_spec(layout: RepoLayout, run_id: str) -> Launch | None:
     return Launch(**data)
 
 
-def dispatch_argv(layout: RepoLayout, launch: Launch) -> list[str]:
+def dispatch_argv(layout: RepoLayout | None, launch: Launch, task_file: Path | None = None) -> list[str]:
+    """The dispatch command; `task_file` where it is not the repository's (a cluster node's)."""
     from pilothouse.providers.hostpython import python_argv
 
+    if task_file is None:
+        assert layout is not None
+        task_file = run_files(layout, launch.run_id)["task"]
     # isolated: its cwd is the task worktree, whose files the worker wrote
     argv = [*python_argv("-m", "pilothouse", "dispatch"), "--provider", launch.provider, "--mode", launch.mode,
-            "--workdir", launch.workdir, "--task-file", str(run_files(layout, launch.run_id)["task"]),
+            "--workdir", launch.workdir, "--task-file", str(task_file),
             "--run-id", launch.run_id]
     if launch.model:
         argv += ["--model", launch.model]

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pilothouse.core.records.layout import RepoLayout
-from pilothouse.core.records.project_env import SandboxSettings, SetupStep, Strict
+from pilothouse.core.records.project_env import RaySettings, SandboxSettings, SetupStep, Strict
 from pilothouse.providers.errors import UserError
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
@@ -113,6 +113,9 @@ class ProjectConfig(Strict):
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     availability_poll_seconds: int = Field(default=300, ge=10)
     sim_scenario: str | None = None
+    # where dispatches run: this machine, or a Ray cluster (core/executor/, docs/executors.md)
+    executor: Literal["local", "ray"] = "local"
+    ray: RaySettings = Field(default_factory=RaySettings)
 
     @model_validator(mode="before")
     @classmethod
@@ -122,6 +125,12 @@ class ProjectConfig(Strict):
             gates = dict(data["gates"])
             data = {**data, **{k: gates.pop(k) for k in GATE_SETTINGS if k in gates}, "gates": gates}
         return data
+
+    @model_validator(mode="after")
+    def _ray_address(self) -> ProjectConfig:
+        if self.executor == "ray" and not self.ray.address:
+            raise ValueError("executor: ray needs ray.address, the cluster's head as host:port (say 127.0.0.1:6379)")
+        return self
 
     @field_validator("protected")
     @classmethod

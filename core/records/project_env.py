@@ -64,3 +64,51 @@ class SetupCache(Strict):
 class SetupStep(Strict):
     run: str
     cache: SetupCache | None = None
+
+
+RAY_ROLES = ("assigner", "builder", "reviewer")
+
+
+class RaySettings(Strict):
+    """`ray:` — where the Ray executor sends runs (docs/executors.md)."""
+
+    address: str | None = None  # host:port of the cluster's head (its GCS)
+    # a bare repository every node can reach (a path or a git URL); None: <repo>/.ai/hub.git
+    hub: str | None = None
+    roles: list[str] = Field(default_factory=lambda: ["builder"])
+    # Ray custom resources each cluster run asks for: where it may be placed
+    resources: dict[str, float] = Field(default_factory=dict)
+
+    @field_validator("address")
+    @classmethod
+    def _address(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        host, _, port = v.strip().removeprefix("ray://").rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"{v!r} is not host:port (say 127.0.0.1:6379, the head's --port)")
+        return v.strip()
+
+    @field_validator("hub")
+    @classmethod
+    def _hub(cls, v: str | None) -> str | None:
+        if v is not None and (not v.strip() or v.strip().startswith("-") or any(c in v for c in "\0\n")):
+            raise ValueError(f"{v!r} is not a path or git URL of a bare repository")
+        return v.strip() if v else v
+
+    @field_validator("roles")
+    @classmethod
+    def _roles(cls, v: list[str]) -> list[str]:
+        bad = [r for r in v if r not in RAY_ROLES]
+        if bad:
+            raise ValueError(f"{', '.join(map(repr, bad))} is no role; use some of {', '.join(RAY_ROLES)}")
+        return v
+
+    @field_validator("resources")
+    @classmethod
+    def _resources(cls, v: dict[str, float]) -> dict[str, float]:
+        for name, amount in v.items():
+            if not name.strip() or amount <= 0:
+                raise ValueError(f"{name!r}: {amount} must be a named, positive amount "
+                                 "(say pilothouse_worker: 1)")
+        return v

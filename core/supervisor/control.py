@@ -10,7 +10,6 @@ running and are adopted by the next supervisor.
 from __future__ import annotations
 
 import os
-import select
 import signal
 import sqlite3
 import subprocess
@@ -156,27 +155,6 @@ def _log_tail(layout: RepoLayout) -> str:
     return (" — last line: " + lines[-1][-300:]) if lines else ""
 
 
-def _wait_gone(pid: int, start: str | None, timeout: float) -> bool:
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return True
-    try:
-        deadline = time.monotonic() + timeout
-        while runs.process_matches(pid, start):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            select.select([fd], [], [], min(left, 0.5))
-            try:
-                os.waitpid(pid, os.WNOHANG)  # reap it if it happens to be our child
-            except ChildProcessError:
-                pass
-        return True
-    finally:
-        os.close(fd)
-
-
 def stop(layout: RepoLayout, timeout: float = STOP_TIMEOUT_S) -> bool:
     """Ask the supervisor to stop and wait for it; False when none was running."""
     row = _running_row(layout)
@@ -187,9 +165,9 @@ def stop(layout: RepoLayout, timeout: float = STOP_TIMEOUT_S) -> bool:
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
         return True
-    if not _wait_gone(pid, start_ticks, timeout):
+    if not runs.wait_gone(pid, start_ticks, timeout):
         os.kill(pid, signal.SIGKILL)
-        _wait_gone(pid, start_ticks, 5.0)
+        runs.wait_gone(pid, start_ticks, 5.0)
     return True
 
 
@@ -199,10 +177,12 @@ def aborted_key(run_id: str) -> str:
 
 
 def abort_run(layout: RepoLayout, run_id: str, grace: float = ABORT_GRACE_S) -> bool:
-    """Interrupt one dispatch (SIGINT to its process group), kill it after `grace` seconds.
-
-    The supervisor sees it exit and handles its verdict like any other; False if it wasn't running.
+    """Interrupt one dispatch (SIGINT to its process group), kill it after `grace` seconds, wherever
+    it runs (core/executor/). The supervisor sees it end and handles its verdict like any other;
+    False if it wasn't running.
     """
+    from pilothouse.core.executor.base import cancel_run
+
     conn = store.connect(layout.state_db, readonly=True)
     try:
         row = conn.execute("SELECT pid, pid_start, state FROM runs WHERE run_id=?", (run_id,)).fetchone()
@@ -210,8 +190,9 @@ def abort_run(layout: RepoLayout, run_id: str, grace: float = ABORT_GRACE_S) -> 
         conn.close()
     if row is None:
         raise UserError(f"no run {run_id} in this repository: `pilothouse live` shows run ids")
-    pid, start_ticks = row["pid"], row["pid_start"]
-    if row["state"] == "finished" or not runs.process_matches(pid, start_ticks):
+    launch = runs.read_spec(layout, run_id)
+    local = launch is None or launch.executor == "local"
+    if row["state"] == "finished" or (local and not runs.process_matches(row["pid"], row["pid_start"])):
         return False
     # recorded first: a dispatch interrupted before its own handler is in place ends without a
     # verdict that says so, and the supervisor must still stop the task rather than run it again
@@ -221,11 +202,5 @@ def abort_run(layout: RepoLayout, run_id: str, grace: float = ABORT_GRACE_S) -> 
             conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (aborted_key(run_id), "1"))
     finally:
         conn.close()
-    for sig, wait in ((signal.SIGINT, grace), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(pid, sig)  # dispatch runs in its own session: its pgid is its pid
-        except ProcessLookupError:
-            return True
-        if _wait_gone(pid, start_ticks, wait):
-            return True
+    cancel_run(layout, run_id, grace)
     return True

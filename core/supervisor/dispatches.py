@@ -10,9 +10,12 @@ from __future__ import annotations
 import logging
 import sqlite3
 import subprocess
+import threading
+from functools import cached_property
 from typing import Any
 
 from pilothouse.core.dispatch import runs
+from pilothouse.core.executor.base import Executors
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.state.events import EventLog
 from pilothouse.core.supervisor import context, flow
@@ -33,9 +36,14 @@ class SupervisorRuns:
     activity_sent: dict[str, tuple[float, str | None]]
     usage_sent: dict[str, tuple[float, int]]
     good_head: str | None
+    worktree_lock: threading.Lock
+
+    @cached_property
+    def executors(self) -> Executors:
+        return Executors()
 
     def live_runs(self) -> set[str]:
-        return set(self.children) | self.adopted
+        return set(self.children) | self.adopted | self.executors.live()
 
     def busy_count(self) -> int:
         marks = ",".join("?" * len(BUSY))
@@ -47,38 +55,28 @@ class SupervisorRuns:
         """Adopt dispatches a previous supervisor left running; collect those that finished."""
         for row in list(self.conn.execute("SELECT * FROM runs WHERE state='running'")):
             run_id = row["run_id"]
-            pid, start = row["pid"], row["pid_start"]
-            if not runs.process_matches(pid, start):
-                pid = runs.find_dispatch_pid(run_id)
-                if pid:
-                    start = runs.record_pid(self.conn, run_id, pid)
-            if pid and runs.process_matches(pid, start) and self.waker.watch_pid(run_id, pid):
-                self.adopted.add(run_id)
-                self.tails[run_id] = runs.RunTail(runs.provider_logs(row["provider"], run_id)["jsonl"])
-                self.log.info("adopted run %s (pid %s)", run_id, pid)
+            launch = runs.read_spec(self.layout, run_id)
+            executor = self.executors.of(launch, self.layout)
+            if executor.adopt(self, row, launch):
                 continue
-            verdict = runs.read_verdict(self.layout, run_id, row["provider"])
-            if verdict is None and row["pid"] is None:
-                launch = runs.read_spec(self.layout, run_id)
-                if launch is not None:
-                    # recorded but never spawned: spawning it now is its first and only start
-                    from pilothouse.core.supervisor.launch import spawn
+            verdict = executor.collect(self, run_id, row["provider"])
+            if verdict is None and row["pid"] is None and launch is not None and launch.executor == "local":
+                # recorded but never spawned: spawning it now is its first and only start (a cluster
+                # run's executor knows that itself: its adopt started it)
+                from pilothouse.core.supervisor.launch import spawn
 
-                    spawn(self, launch)
-                    continue
+                spawn(self, launch)
+                continue
             self.finish(row, verdict or self._lost(row, "the dispatch ended without a verdict"))
         self.good_head = context.integration_good_head(self)
 
     def collect(self, run_id: str) -> None:
-        self.waker.unwatch_pid(run_id)
-        proc = self.children.pop(run_id, None)
-        if proc is not None:
-            proc.wait()
-        self.adopted.discard(run_id)
+        executor = self.executors.of(runs.read_spec(self.layout, run_id), self.layout)
+        executor.forget(self, run_id)
         row = self.store.run(run_id)
         if row is None or row["state"] == "finished":
             return
-        verdict = runs.read_verdict(self.layout, run_id, row["provider"])
+        verdict = executor.collect(self, run_id, row["provider"])
         self.finish(row, verdict or self._lost(row, "the dispatch exited without a verdict"))
 
     def _lost(self, row: sqlite3.Row, why: str) -> dict[str, Any]:

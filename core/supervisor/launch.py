@@ -8,7 +8,6 @@ cockpit key on. Prompts are short and factual: the worker reads the code itself.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -136,6 +135,9 @@ def combined_review_text(job: str, base: str, stat: str, tasks: list[str]) -> st
 def start(sup: Supervisor, launch: Launch, *, task_state: str | None = None, reason: str = "",
           fields: dict[str, Any] | None = None, event_extra: dict[str, Any] | None = None) -> None:
     """Record the launch (with the task's state change, one transaction), then spawn it."""
+    from pilothouse.core.executor.base import executor_name, settings
+
+    launch.executor = executor_name(settings(sup), launch.role)
     runs.write_spec(sup.layout, launch)
     sql = runs.record_sql(launch)
     if launch.task and task_state:
@@ -148,27 +150,9 @@ def start(sup: Supervisor, launch: Launch, *, task_state: str | None = None, rea
 
 
 def spawn(sup: Supervisor, launch: Launch, event_extra: dict[str, Any] | None = None) -> None:
-    """Spawn a recorded launch and watch it; used for new launches and for recorded-but-unspawned ones."""
-    notify_r, notify_w = os.pipe()
-    try:
-        proc = runs.spawn(sup.layout, launch, nice=_worker_nice(sup), notify_fd=notify_w)
-    except BaseException:
-        os.close(notify_r)
-        raise
-    finally:
-        os.close(notify_w)  # the dispatch holds the only write end: EOF once it is gone
-    start = runs.record_pid(sup.conn, launch.run_id, proc.pid)
-    sup.children[launch.run_id] = proc
-    sup.waker.watch_pid(launch.run_id, proc.pid)
-    sup.waker.watch_verdict(launch.run_id, notify_r)
-    sup.tails[launch.run_id] = runs.RunTail(runs.provider_logs(launch.provider, launch.run_id)["jsonl"])
-    sup.events.append("run.started", job=launch.job, task=launch.task, run=launch.run_id,
-                      data={"role": launch.role, "mode": launch.mode, "provider": launch.provider,
-                            "model": launch.model, "pid": proc.pid, "pid_start": start,
-                            "attempt": launch.attempt, "resume_of": launch.resume_of,
-                            "log": str(runs.provider_logs(launch.provider, launch.run_id)["jsonl"]),
-                            **(event_extra or {})})
-    sup.log.info("launched %s %s run %s (pid %s)", launch.role, launch.task or launch.job, launch.run_id, proc.pid)
+    """Spawn a recorded launch where its spec says and watch it; used for new launches and for
+    recorded-but-unspawned ones."""
+    sup.executors.of(launch, sup.layout).launch(sup, launch, event_extra)
 
 
 def verdict_of(row: Any) -> dict[str, Any]:
@@ -177,13 +161,3 @@ def verdict_of(row: Any) -> dict[str, Any]:
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
-
-
-def _worker_nice(sup: Supervisor) -> int:
-    """The project's worker_nice; the run is already recorded, so a project.yaml broken just now
-    (an editor's half-written save) must not stop it from being spawned: the last good value."""
-    try:
-        return int(sup.project.worker_nice)
-    except Exception:  # noqa: BLE001 - any failure to read the settings
-        last = getattr(sup, "_project", None)
-        return int(getattr(last, "worker_nice", 0) or 0)

@@ -62,6 +62,10 @@ class Waker:
             self.selector.unregister(fd)
             os.close(fd)
 
+    def ended(self, run_id: str) -> None:
+        """From an executor's thread: the run `run_id` is over (as its pidfd would say of a process)."""
+        self.post("exit", run_id)
+
     def watch_verdict(self, run_id: str, fd: int) -> None:
         """Wake when the dispatch writes to its end of the pipe `fd`: its verdict is on disk (sooner
         than the file watcher, which batches changes, and than its exit, which comes after cleanup)."""
@@ -87,9 +91,13 @@ class Waker:
             pass
         while True:
             try:
-                items.append(self.inbox.get_nowait())
+                item = self.inbox.get_nowait()
             except queue.Empty:
                 break
+            if item[0] == "exit":
+                exited.append(item[1])
+            else:
+                items.append(item)
         return exited, items
 
     def _verdict_written(self, run_id: str, fd: int, items: list[tuple[str, Any]]) -> None:

@@ -68,6 +68,32 @@ def test_bad_settings_name_field_and_line(tmp_path: Path, text: str, expected: s
     assert "\n" not in msg
 
 
+def test_the_ray_executor_is_read_with_its_defaults(tmp_path: Path) -> None:
+    layout = _write(tmp_path, "gates: {fast: a, full: b}\nexecutor: ray\nray:\n  address: 127.0.0.1:6379\n")
+    cfg = load_project(layout)
+    assert cfg.executor == "ray" and cfg.ray.address == "127.0.0.1:6379"
+    assert cfg.ray.roles == ["builder"] and cfg.ray.hub is None and cfg.ray.resources == {}
+    assert load_project(_write(tmp_path, "gates: {fast: a, full: b}\n")).executor == "local"
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("executor: ray\n", "executor: ray needs ray.address"),
+    ("executor: kube\n", "executor: Input should be 'local' or 'ray'"),
+    ("executor: ray\nray: {address: nowhere}\n", "ray.address: 'nowhere' is not host:port"),
+    ("executor: ray\nray: {address: 'h:1', roles: [gardener]}\n", "ray.roles: 'gardener' is no role"),
+    ("executor: ray\nray: {address: 'h:1', resources: {pilothouse_worker: 0}}\n",
+     "ray.resources: 'pilothouse_worker': 0.0 must be a named, positive amount"),
+    ("executor: ray\nray: {address: 'h:1', hub: '--upload-pack=x'}\n", "ray.hub: '--upload-pack=x' is not a path"),
+    ("ray: {adress: 'h:1'}\n", "ray.adress: unknown key"),
+])
+def test_bad_ray_settings_name_the_field(tmp_path: Path, text: str, expected: str) -> None:
+    layout = _write(tmp_path, "gates: {fast: a, full: b}\n" + text)
+    with pytest.raises(UserError) as err:
+        load_project(layout)
+    msg = str(err.value)
+    assert msg.startswith(".ai/project.yaml") and expected in msg and "\n" not in msg, msg
+
+
 def test_line_number_of_the_bad_field(tmp_path: Path) -> None:
     layout = _write(tmp_path, "gates:\n  fast: a\n  full: b\nmax_workers: 0\n")
     with pytest.raises(UserError, match=r"^\.ai/project\.yaml:4: max_workers"):
