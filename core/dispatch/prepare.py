@@ -141,6 +141,22 @@ class Prepared:
     session: str | None = None
 
 
+KEY_FD_ENV = "PILOTHOUSE_KEY_FD"
+
+
+def passed_key() -> str | None:
+    """The key a cluster run's actor hands its dispatch on a pipe (core/executor/node.py): the node
+    keeps no keys, and argv and the environment are readable in /proc by every process of the user."""
+    raw = os.environ.pop(KEY_FD_ENV, None)
+    if raw is None or not raw.isdigit():
+        return None
+    try:
+        with os.fdopen(int(raw), "rb") as fh:
+            return fh.read(1 << 16).decode("utf-8", "replace").strip() or None
+    except OSError:
+        return None
+
+
 def prepare(opts: DispatchOptions) -> Prepared:
     from pilothouse.providers import guard, keys, provider_index
     from pilothouse.providers.runners import get_runner
@@ -159,7 +175,7 @@ def prepare(opts: DispatchOptions) -> Prepared:
         raise UserError(f"workdir {workdir} is not a directory; pass a directory with --workdir")
     workdir = workdir.resolve()
     task = read_task(opts)
-    key = keys.get_key(prov.key)
+    key = passed_key() or keys.get_key(prov.key)
     if prov.needs_key and not key:
         raise UserError(f"no API key for provider '{prov.key}'; set it with `pilothouse key set {prov.key}`")
     if prov.is_sim and not key:

@@ -176,6 +176,15 @@ def dispatch_argv(layout: RepoLayout | None, launch: Launch, task_file: Path | N
     return argv
 
 
+def scenario_path(layout: RepoLayout, scenario: str) -> str:
+    """The sim scenario a dispatch is told (read only by the sim provider; others ignore it). A
+    relative path is the repository's, not one in the worktree the dispatch starts in (its worker
+    wrote that)."""
+    if ("/" in scenario or scenario.endswith((".yaml", ".yml"))) and not os.path.isabs(scenario):
+        return str(layout.root / scenario)
+    return scenario
+
+
 def spawn(layout: RepoLayout, launch: Launch, *, nice: int = 0,
           notify_fd: int | None = None) -> subprocess.Popen[bytes]:
     """Start the dispatch in its own session, stdout/stderr to files under .ai/runtime/runs/, at CPU
@@ -187,12 +196,7 @@ def spawn(layout: RepoLayout, launch: Launch, *, nice: int = 0,
     files = run_files(layout, launch.run_id)
     env = host_env()
     if launch.scenario:
-        # read only by the sim provider; other providers ignore it. A relative path is the
-        # repository's, not one in the worktree the dispatch starts in (its worker wrote that)
-        scenario = launch.scenario
-        if ("/" in scenario or scenario.endswith((".yaml", ".yml"))) and not os.path.isabs(scenario):
-            scenario = str(layout.root / scenario)
-        env["PILOTHOUSE_SIM_SCENARIO"] = scenario
+        env["PILOTHOUSE_SIM_SCENARIO"] = scenario_path(layout, launch.scenario)
     if notify_fd is not None:
         env[NOTIFY_ENV] = str(notify_fd)
     with open(files["out"], "ab") as out, open(files["err"], "ab") as err:

@@ -311,13 +311,18 @@ def remove_job_worktrees(layout: RepoLayout, job: str) -> list[str]:
 _NOT_WORK = (":(exclude,top).ai/project.yaml", ":(exclude,top).ai/runtime")
 
 
+def stage_work(path: Path | str) -> None:
+    """Stage what a worker changed: everything but tool caches and pilothouse's own files."""
+    git(path, "add", "-A", "--", ".", *_scratch_pathspecs(), *_NOT_WORK)
+
+
 def commit_all(path: Path | str, message: str, what: str = "the builder's work") -> str | None:
     """Commit everything in the worktree except tool caches and pilothouse's own files; the new
     sha, or None if nothing changed. Work that carries a credential is unstaged again and raises
     SecretInDiff (core/git/leaks.py): `what` names whose work it is in that message."""
     from pilothouse.core.git.leaks import SecretInDiff, check_staged
 
-    git(path, "add", "-A", "--", ".", *_scratch_pathspecs(), *_NOT_WORK)
+    stage_work(path)
     try:
         check_staged(path, what)
     except SecretInDiff:

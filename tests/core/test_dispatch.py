@@ -358,3 +358,34 @@ def test_usage_the_server_reports_is_measured_and_equals_what_it_served(cli, git
     assert v["tokens"]["input"] == sum(s["usage"]["input"] for s in served)
     assert v["tokens"]["output"] == sum(s["usage"]["output"] for s in served)
     assert "(estimated)" not in (paths.logs_dir() / "latest.log").read_text()
+
+
+def test_a_key_handed_over_on_a_pipe_is_the_runs_key_and_in_no_argv_or_environment(git_repo, tmp_path):
+    """A cluster run's dispatch gets its key from its actor on a pipe (core/executor/node.py)."""
+    import os
+
+    from pilothouse.core.dispatch.prepare import KEY_FD_ENV
+
+    # a provider that refuses to run without a key, on the simulator
+    user_providers = paths.config_dir() / "providers"
+    user_providers.mkdir(parents=True, exist_ok=True)
+    record = (paths.package_data() / "providers" / "sim.yaml").read_text()
+    (user_providers / "sim-keyed.yaml").write_text(record.replace("key: sim\n", "key: sim-keyed\n")
+                                                   .replace("needs_key: false", "needs_key: true"))
+    argv = [sys.executable, "-m", "pilothouse", "dispatch", "--provider", "sim-keyed", "--mode", "explore",
+            "--workdir", str(git_repo), "--task-file", task(tmp_path)]
+    refused = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert refused.returncode != 0 and "no API key for provider 'sim-keyed'" in refused.stderr
+    secret = "sk-piped-" + "4d" * 16
+    r, w = os.pipe()
+    os.write(w, secret.encode())
+    os.close(w)
+    try:
+        ran = subprocess.run(argv, capture_output=True, text=True, timeout=120, pass_fds=(r,),
+                             env={**os.environ, KEY_FD_ENV: str(r)})
+    finally:
+        os.close(r)
+    v = verdict_of(ran)
+    assert (v["verdict"], v["parse_state"]) == ("completed", "parsed")
+    logs = paths.logs_dir() / "sim-keyed"
+    assert not any(secret in p.read_text(errors="replace") for p in logs.rglob("*") if p.is_file())

@@ -1,0 +1,211 @@
+"""Dispatches on a Ray cluster (`executor: ray` in .ai/project.yaml; docs/executors.md).
+
+A run is a detached, named actor (node.py) in a namespace of its own per repository, so a
+supervisor started again finds the runs still going (`ray.get_actor`) and collects those that
+ended while none watched: an actor keeps its outcome until it is collected, then is killed. One
+thread per run drives it: push the base to the hub, place the actor, seal the run's key to the
+actor's public key, start it, then block in `ray.get` until the run is over; it lands the outcome
+(landing.py) and wakes the supervisor's Waker. Nothing polls.
+
+Per run, `.ai/runtime/runs/<run>.cluster.json` records the base pushed and, once placed, the
+node; it tells a restarted supervisor that the run was started (an actor gone then is a run lost,
+never a run to start again).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+from typing import TYPE_CHECKING, Any
+
+from pilothouse.core.dispatch import runs
+from pilothouse.core.dispatch.runs import Launch
+from pilothouse.core.executor import hub
+from pilothouse.core.records.layout import RepoLayout
+
+if TYPE_CHECKING:
+    import sqlite3
+
+    from pilothouse.core.executor.base import Host
+
+_CONNECT = threading.Lock()
+
+
+def namespace_of(layout: RepoLayout) -> str:
+    return "pilothouse-" + hashlib.sha256(str(layout.root.resolve()).encode()).hexdigest()[:16]
+
+
+def actor_name(run_id: str) -> str:
+    return f"run-{run_id}"
+
+
+def record_path(layout: RepoLayout, run_id: str) -> Any:
+    return runs.run_files(layout, run_id)["spec"].with_name(f"{run_id}.cluster.json")
+
+
+def read_record(layout: RepoLayout, run_id: str) -> dict[str, Any] | None:
+    try:
+        data = json.loads(record_path(layout, run_id).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _write_record(layout: RepoLayout, run_id: str, data: dict[str, Any]) -> None:
+    from pilothouse.providers.fsutil import atomic_write_json
+
+    atomic_write_json(record_path(layout, run_id), data, mode=0o600)
+
+
+def connect(address: str, namespace: str) -> Any:
+    """This process joins the cluster as a driver (once); returns the ray module."""
+    try:
+        import ray
+    except ImportError:
+        from pilothouse.providers.errors import UserError
+
+        raise UserError("executor: ray in .ai/project.yaml needs Ray here: pip install 'pilothouse[ray]'") from None
+    with _CONNECT:
+        if not ray.is_initialized():
+            # the workers' output stays on their nodes: it is theirs, and no log of ours should carry it
+            ray.init(address=address, namespace=namespace, log_to_driver=False, logging_level=logging.ERROR)
+    return ray
+
+
+class RayExecutor:
+    name = "ray"
+
+    def __init__(self, layout: RepoLayout) -> None:
+        self.layout = layout
+        self.namespace = namespace_of(layout)
+        self._watching: set[str] = set()
+
+    def live(self) -> set[str]:
+        return set(self._watching)
+
+    def launch(self, sup: Host, launch: Launch, event_extra: dict[str, Any] | None = None) -> None:
+        from pilothouse.core.executor.local import started
+
+        self._watching.add(launch.run_id)
+        started(sup, launch, {"actor": actor_name(launch.run_id), "namespace": self.namespace, **(event_extra or {})})
+        sup.log.info("launched %s %s run %s on the cluster", launch.role, launch.task or launch.job, launch.run_id)
+        self._drive(sup, launch)
+
+    def adopt(self, sup: Host, row: sqlite3.Row, launch: Launch | None) -> bool:
+        if launch is None or runs.read_verdict(self.layout, row["run_id"], row["provider"]) is not None:
+            return False  # landed before the last supervisor went: recover() finishes it
+        self._watching.add(launch.run_id)
+        sup.tails[launch.run_id] = runs.RunTail(runs.provider_logs(launch.provider, launch.run_id)["jsonl"])
+        sup.log.info("adopted run %s on the cluster", launch.run_id)
+        self._drive(sup, launch)
+        return True
+
+    def collect(self, sup: Host, run_id: str, provider: str) -> dict[str, Any] | None:
+        return runs.read_verdict(sup.layout, run_id, provider)
+
+    def forget(self, sup: Host, run_id: str) -> None:
+        self._watching.discard(run_id)
+
+    def cancel(self, layout: RepoLayout, run_id: str, grace: float) -> bool:
+        from pilothouse.core.records.project import load_project
+
+        ray = connect(str(load_project(layout).ray.address), self.namespace)
+        try:
+            actor = ray.get_actor(actor_name(run_id), namespace=self.namespace)
+        except ValueError:
+            return False  # gone already
+        try:
+            ray.get(actor.cancel.remote(grace), timeout=grace + 30)
+        finally:
+            ray.kill(actor)
+        return True
+
+    # --- one run ---------------------------------------------------------------------------------
+    def _drive(self, sup: Host, launch: Launch) -> None:
+        threading.Thread(target=self._follow, args=(sup, launch), name=f"ray-{launch.run_id}", daemon=True).start()
+
+    def _follow(self, sup: Host, launch: Launch) -> None:
+        from pilothouse.providers.errors import describe
+
+        try:
+            self._run(sup, launch)
+        except Exception as exc:  # noqa: BLE001 - the run ends without a verdict, and says why
+            sup.log.warning("cluster run %s: %s", launch.run_id, describe(exc))
+            with open(runs.run_files(self.layout, launch.run_id)["err"], "a") as err:
+                err.write(f"pilothouse: the cluster run failed: {describe(exc)}\n")
+        finally:
+            self._watching.discard(launch.run_id)
+            sup.waker.ended(launch.run_id)
+
+    def _run(self, sup: Host, launch: Launch) -> None:
+        from pilothouse.core.executor.base import settings
+        from pilothouse.core.executor.local import worker_nice
+        from pilothouse.core.executor.node import RunActor
+        from pilothouse.core.executor.seal import seal
+        from pilothouse.core.git.worktrees import head
+        from pilothouse.providers import keys
+
+        project = settings(sup)
+        ray = connect(str(project.ray.address), self.namespace)
+        record = read_record(self.layout, launch.run_id)
+        name = actor_name(launch.run_id)
+        if record is None:  # a new run (or one recorded by a supervisor that died before this step)
+            url = hub.hub_url(self.layout, project)
+            hub.ensure_hub(self.layout, url)
+            record = {"hub": url, "base": head(launch.workdir)}
+            hub.push_base(self.layout, url, record["base"], launch.run_id)
+            _write_record(self.layout, launch.run_id, record)
+            actor = ray.remote(RunActor).options(
+                name=name, namespace=self.namespace, lifetime="detached", get_if_exists=True, num_cpus=0,
+                max_concurrency=4, max_restarts=0, resources=dict(project.ray.resources),
+            ).remote(self.namespace, launch.run_id)
+        else:
+            try:
+                actor = ray.get_actor(name, namespace=self.namespace)
+            except ValueError:
+                raise RuntimeError("its actor is gone from the cluster (its node stopped, or it was killed)") from None
+        hello = ray.get(actor.hello.remote())
+        if "node_id" not in record:
+            record.update(node_id=str(hello["node_id"]), hostname=str(hello["hostname"]), root=str(hello["root"]))
+            _write_record(self.layout, launch.run_id, record)
+            sup.events.append("run.placed", job=launch.job, task=launch.task, run=launch.run_id,
+                              data={"node_id": record["node_id"], "hostname": record["hostname"],
+                                    "workdir": record["root"]})
+        if not hello["started"]:
+            secret = json.dumps({"key": keys.get_key(launch.provider)}).encode()
+            sealed = seal(bytes(hello["public_key"]), secret, launch.run_id)
+            spec = {**launch.__dict__, "scenario": launch.scenario and runs.scenario_path(self.layout, launch.scenario)}
+            ray.get(actor.start.remote(spec, record["hub"], record["base"], sealed, worker_nice(sup)))
+        outcome = ray.get(actor.outcome.remote())
+        try:
+            self._land(sup, launch, record, outcome if isinstance(outcome, dict) else {})
+        finally:
+            ray.kill(actor)  # its outcome is landed (or never will be): nothing on the node is needed now
+
+    def _land(self, sup: Host, launch: Launch, record: dict[str, Any], outcome: dict[str, Any]) -> None:
+        """The run's work into its worktree, then its log and verdict (the verdict last: it is what
+        tells the supervisor the run is done)."""
+        from pilothouse.core.executor import landing
+        from pilothouse.core.git.worktrees import changed_files
+        from pilothouse.providers.redact import configured_redactor
+
+        redact = configured_redactor().redact
+        changed: list[str] | None = None
+        if launch.mode in ("code", "resume"):
+            sha = hub.fetch_result(self.layout, record["hub"], launch.run_id) if outcome.get("pushed") else None
+            if sha is not None:
+                with sup.worktree_lock:
+                    hub.apply_result(launch.workdir, record["base"], sha)
+            changed = changed_files(launch.workdir, record["base"], uncommitted=True)
+        landing.write_log(launch, str(outcome.get("log") or ""), redact)
+        if outcome.get("error") or outcome.get("stderr"):
+            with open(runs.run_files(self.layout, launch.run_id)["err"], "a") as err:
+                err.write(redact(str(outcome.get("stderr") or ""))[-4000:])
+                if outcome.get("error"):
+                    err.write(f"\npilothouse: {redact(str(outcome['error']))[:2000]}\n")
+        verdict = landing.vet_verdict(outcome.get("verdict"), launch, changed, redact)
+        if verdict is not None:
+            landing.write_verdict(launch, verdict)
+        hub.drop_refs(self.layout, record["hub"], launch.run_id)

@@ -1,0 +1,170 @@
+"""What runs on a cluster node: one detached actor per run (core/executor/cluster.py starts it).
+
+The actor makes an X25519 keypair in memory and hands out the public half; the run's secrets
+reach it sealed to that key (seal.py) and leave it only on a pipe to the dispatch, which reads its
+key from there (core/dispatch/prepare.py: passed_key). The run gets its own checkout of its base
+from the hub, under the node's pilothouse data dir, and runs the same `pilothouse dispatch` a
+local launch runs, with the same confinement; then its work is committed and pushed back to the
+hub. The actor outlives the supervisor that started it and keeps the run's outcome until a
+supervisor collects it (then it is killed).
+
+This module imports no Ray: Ray imports it on the node, by name, from the installed package.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
+from pilothouse.core.dispatch import runs
+
+LOG_LIMIT = 1 << 20  # the tail of the run's event log sent back with its outcome
+_GIT_ID = ("-c", "user.name=pilothouse", "-c", "user.email=pilothouse@localhost", "-c", "core.hooksPath=/dev/null")
+
+
+def node_root(namespace: str, run_id: str) -> Path:
+    from pilothouse.providers.paths import data_dir
+
+    return data_dir() / "nodes" / namespace / run_id
+
+
+class RunActor:
+    def __init__(self, namespace: str, run_id: str) -> None:
+        from pilothouse.core.executor.seal import keypair
+
+        self.run_id = run_id
+        self.root = node_root(namespace, run_id)
+        self._private, self._public = keypair()
+        self._lock = threading.Lock()
+        self._started = False
+        self._done = threading.Event()
+        self._outcome: dict[str, Any] = {}
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def hello(self) -> dict[str, Any]:
+        """Where the run is (for the supervisor's record) and the key to seal its secrets to."""
+        import ray
+
+        return {"public_key": self._public, "node_id": ray.get_runtime_context().get_node_id(),
+                "hostname": socket.gethostname(), "root": str(self.root), "started": self._started}
+
+    def start(self, spec: dict[str, Any], hub: str, base: str, sealed: bytes, nice: int) -> bool:
+        """Start the run once; False when it was already started (a supervisor adopting it)."""
+        with self._lock:
+            if self._started:
+                return False
+            self._started = True
+        threading.Thread(target=self._run, args=(spec, hub, base, sealed, nice), daemon=True).start()
+        return True
+
+    def outcome(self) -> dict[str, Any]:
+        """Blocks until the run is over: its verdict, whether its work was pushed, its log's tail."""
+        self._done.wait()
+        return self._outcome
+
+    def cancel(self, grace: float) -> bool:
+        """Interrupt the dispatch (its whole process group), kill it after `grace` seconds."""
+        proc = self._proc
+        if proc is None or proc.poll() is not None:
+            return False
+        for sig, wait in ((signal.SIGINT, grace), (signal.SIGKILL, 5.0)):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                proc.wait(timeout=wait)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        return True
+
+    # --- the run ---------------------------------------------------------------------------------
+    def _run(self, spec: dict[str, Any], hub: str, base: str, sealed: bytes, nice: int) -> None:
+        from pilothouse.providers.errors import describe
+
+        try:
+            self._outcome = self._dispatch(spec, hub, base, sealed, nice)
+        except Exception as exc:  # noqa: BLE001 - the supervisor hears why instead of a silent end
+            self._outcome = {"error": f"the run failed on its node: {describe(exc)}"}
+        finally:
+            self._done.set()
+
+    def _dispatch(self, spec: dict[str, Any], hub: str, base: str, sealed: bytes, nice: int) -> dict[str, Any]:
+        from pilothouse.core.dispatch.prepare import KEY_FD_ENV
+        from pilothouse.core.dispatch.priority import lower
+        from pilothouse.core.executor.hub import base_ref, result_ref
+        from pilothouse.core.executor.seal import open_sealed
+        from pilothouse.core.git.worktrees import git
+        from pilothouse.providers.hostpython import host_env
+
+        secrets = json.loads(open_sealed(self._private, sealed, self.run_id))
+        self._private = None  # one run, one opening
+        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        checkout = self.root / "checkout"
+        if not (checkout / ".git").exists():
+            git(self.root, "init", "-q", str(checkout))
+        git(checkout, "fetch", "-q", "--no-tags", "--depth=1", hub, base_ref(self.run_id))
+        git(checkout, "checkout", "-q", "--force", "--detach", "FETCH_HEAD")
+        if git(checkout, "rev-parse", "HEAD").strip() != base:
+            raise RuntimeError(f"the hub's base for this run is not {base[:12]}")
+        launch = runs.Launch(**{**spec, "workdir": str(checkout)})
+        task_file = self.root / "task.md"
+        task_file.write_text(launch.task_text)
+        env = host_env()
+        if launch.scenario:
+            env["PILOTHOUSE_SIM_SCENARIO"] = launch.scenario
+        key = str(secrets.get("key") or "")
+        del secrets
+        pass_fds: tuple[int, ...] = ()
+        if key:
+            r, w = os.pipe()
+            os.write(w, key.encode())  # far below a pipe's buffer: the write never blocks
+            os.close(w)
+            env[KEY_FD_ENV] = str(r)
+            pass_fds = (r,)
+        key = ""
+        try:
+            with open(self.root / "out", "ab") as out, open(self.root / "err", "ab") as err:
+                self._proc = subprocess.Popen(runs.dispatch_argv(None, launch, task_file), stdin=subprocess.DEVNULL,
+                                              stdout=out, stderr=err, cwd=checkout, env=env, start_new_session=True,
+                                              close_fds=True, pass_fds=pass_fds)
+        finally:
+            for fd in pass_fds:
+                os.close(fd)
+        lower(self._proc.pid, nice)
+        self._proc.wait()
+        lines = (self.root / "out").read_text(errors="replace").splitlines()
+        verdict = runs.last_verdict(lines)
+        logs = runs.provider_logs(launch.provider, self.run_id)
+        if verdict is None:
+            try:
+                verdict = json.loads(logs["verdict"].read_text())
+            except (OSError, ValueError):
+                verdict = None
+        pushed = False
+        if launch.mode in ("code", "resume"):
+            from pilothouse.core.git.worktrees import git_ok, stage_work
+
+            stage_work(checkout)
+            if not git_ok(checkout, "diff", "--cached", "--quiet"):
+                git(checkout, *_GIT_ID, "commit", "-q", "--no-verify", "-m", f"run {self.run_id}")
+            git(checkout, *_GIT_ID, "push", "-q", "--force", hub, f"HEAD:{result_ref(self.run_id)}")
+            pushed = True
+        return {"verdict": verdict, "pushed": pushed, "log": _tail(logs["jsonl"], LOG_LIMIT),
+                "stderr": _tail(self.root / "err", 4000)}
+
+
+def _tail(path: Path, limit: int) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(max(0, os.fstat(fh.fileno()).st_size - limit))
+            return fh.read().decode("utf-8", "replace")
+    except OSError:
+        return ""

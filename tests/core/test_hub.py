@@ -1,0 +1,91 @@
+"""The hub between the supervisor and a cluster's nodes (core/executor/hub.py), with real git: what a
+node pushes back reaches the task's worktree as a local worker's uncommitted work, links as links."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from pilothouse.core.executor import hub
+from pilothouse.core.git.worktrees import GitError
+from pilothouse.core.records.layout import RepoLayout
+
+
+def _git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def _setup(git_repo: Path, tmp_path: Path) -> tuple[RepoLayout, str, Path, str]:
+    layout = RepoLayout(git_repo)
+    url = str(git_repo / ".ai" / "hub.git")
+    hub.ensure_hub(layout, url)
+    base = _git(git_repo, "rev-parse", "HEAD")
+    worktree = tmp_path / "wt"
+    _git(git_repo, "worktree", "add", "-q", "--detach", str(worktree), base)
+    hub.push_base(layout, url, base, "r-1")
+    return layout, url, worktree, base
+
+
+def _node(tmp_path: Path, url: str, run_id: str = "r-1") -> Path:
+    """A node's checkout of the run's base, as node.py makes it."""
+    checkout = tmp_path / "node"
+    _git(tmp_path, "init", "-q", str(checkout))
+    _git(checkout, "fetch", "-q", "--depth=1", url, hub.base_ref(run_id))
+    _git(checkout, "checkout", "-q", "--detach", "FETCH_HEAD")
+    return checkout
+
+
+def _push(checkout: Path, url: str, run_id: str = "r-1") -> None:
+    _git(checkout, "add", "-A")
+    _git(checkout, "commit", "-qm", "work")
+    _git(checkout, "push", "-q", "--force", url, f"HEAD:{hub.result_ref(run_id)}")
+
+
+def test_the_hub_is_made_once_and_kept_out_of_the_operators_status(git_repo: Path, tmp_path: Path) -> None:
+    _setup(git_repo, tmp_path)
+    assert (git_repo / ".ai" / "hub.git" / "HEAD").is_file()
+    assert _git(git_repo, "status", "--porcelain") == ""
+
+
+def test_a_nodes_work_lands_unstaged_and_a_link_out_of_the_checkout_stays_a_link(git_repo: Path,
+                                                                                 tmp_path: Path) -> None:
+    layout, url, worktree, base = _setup(git_repo, tmp_path)
+    outside = tmp_path / "operator-secret.txt"
+    outside.write_text("the operator's\n")
+    checkout = _node(tmp_path, url)
+    (checkout / "src" / "new.py").write_text("x = 1\n")
+    os.symlink(outside, checkout / "escape")
+    (checkout / "README.md").unlink()
+    _push(checkout, url)
+    sha = hub.fetch_result(layout, url, "r-1")
+    assert sha is not None
+    hub.apply_result(str(worktree), base, sha)
+    assert _git(worktree, "rev-parse", "HEAD") == base
+    assert _git(worktree, "diff", "--cached", "--name-only") == ""  # nothing staged: as a local worker leaves it
+    assert (worktree / "escape").is_symlink() and os.readlink(worktree / "escape") == str(outside)
+    assert (worktree / "src" / "new.py").read_text() == "x = 1\n" and not (worktree / "README.md").exists()
+    assert outside.read_text() == "the operator's\n"
+    hub.drop_refs(layout, url, "r-1")
+    assert _git(git_repo, "for-each-ref", "refs/pilothouse") == ""
+    assert _git(Path(url), "for-each-ref") == ""
+
+
+def test_a_commit_that_does_not_sit_on_the_base_is_refused(git_repo: Path, tmp_path: Path) -> None:
+    layout, url, worktree, base = _setup(git_repo, tmp_path)
+    checkout = _node(tmp_path, url)
+    (checkout / "a.txt").write_text("a\n")
+    _git(checkout, "add", "-A")
+    _git(checkout, "commit", "-qm", "one")
+    (checkout / "b.txt").write_text("b\n")
+    _push(checkout, url)  # two commits on top of the base
+    sha = hub.fetch_result(layout, url, "r-1")
+    with pytest.raises(GitError, match="does not sit on its base"):
+        hub.apply_result(str(worktree), base, str(sha))
+    assert _git(worktree, "status", "--porcelain") == ""
+
+
+def test_a_run_that_pushed_nothing_has_no_result(git_repo: Path, tmp_path: Path) -> None:
+    layout, url, _, _ = _setup(git_repo, tmp_path)
+    assert hub.fetch_result(layout, url, "r-1") is None
