@@ -12,28 +12,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pilothouse.core.dispatch import runs
 from pilothouse.core.dispatch.runs import Launch
+from pilothouse.core.executor.host import Host
 
 if TYPE_CHECKING:
     from pilothouse.core.records.layout import RepoLayout
 
 LOCAL, RAY = "local", "ray"
-
-
-class Host(Protocol):
-    """What an executor uses of the supervisor (core/supervisor/loop.py)."""
-
-    layout: RepoLayout
-    conn: sqlite3.Connection
-    waker: Any
-    events: Any
-    log: Any
-    children: dict[str, Any]
-    adopted: set[str]
-    tails: dict[str, runs.RunTail]
-    worktree_lock: Any
-
-    @property
-    def project(self) -> Any: ...
 
 
 class Executor(Protocol):
@@ -56,16 +40,6 @@ class Executor(Protocol):
 
     def cancel(self, layout: RepoLayout, run_id: str, grace: float) -> bool:
         """Interrupt the run, kill it after `grace` seconds; False when it was not running."""
-
-
-def settings(sup: Any) -> Any:
-    """The project's settings for a launch being started: the run is already recorded, so a
-    project.yaml broken just now (an editor's half-written save) must not stop it from being
-    spawned: the last good settings then (None if there never were any)."""
-    try:
-        return sup.project
-    except Exception:  # noqa: BLE001 - any failure to read the settings
-        return getattr(sup, "_project", None)
 
 
 def executor_name(project: Any, role: str) -> str:

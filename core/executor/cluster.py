@@ -28,7 +28,7 @@ from pilothouse.core.records.layout import RepoLayout
 if TYPE_CHECKING:
     import sqlite3
 
-    from pilothouse.core.executor.base import Host
+    from pilothouse.core.executor.host import Host
 
 _CONNECT = threading.Lock()
 
@@ -140,7 +140,7 @@ class RayExecutor:
             sup.waker.ended(launch.run_id)
 
     def _run(self, sup: Host, launch: Launch) -> None:
-        from pilothouse.core.executor.base import settings
+        from pilothouse.core.executor.host import settings
         from pilothouse.core.executor.local import worker_nice
         from pilothouse.core.executor.node import RunActor
         from pilothouse.core.executor.seal import seal

@@ -12,7 +12,7 @@ from pilothouse.core.dispatch import runs
 from pilothouse.core.dispatch.runs import Launch
 
 if TYPE_CHECKING:
-    from pilothouse.core.executor.base import Host
+    from pilothouse.core.executor.host import Host
     from pilothouse.core.records.layout import RepoLayout
 
 
@@ -94,6 +94,6 @@ def started(sup: Host, launch: Launch, data: dict[str, Any]) -> None:
 
 
 def worker_nice(sup: Host) -> int:
-    from pilothouse.core.executor.base import settings
+    from pilothouse.core.executor.host import settings
 
     return int(getattr(settings(sup), "worker_nice", 0) or 0)

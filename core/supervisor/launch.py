@@ -135,7 +135,8 @@ def combined_review_text(job: str, base: str, stat: str, tasks: list[str]) -> st
 def start(sup: Supervisor, launch: Launch, *, task_state: str | None = None, reason: str = "",
           fields: dict[str, Any] | None = None, event_extra: dict[str, Any] | None = None) -> None:
     """Record the launch (with the task's state change, one transaction), then spawn it."""
-    from pilothouse.core.executor.base import executor_name, settings
+    from pilothouse.core.executor.base import executor_name
+    from pilothouse.core.executor.host import settings
 
     launch.executor = executor_name(settings(sup), launch.role)
     runs.write_spec(sup.layout, launch)
