@@ -50,6 +50,14 @@ class Cluster:
                              env=_node_env(self.node_home.parent / "driver"), check=True).stdout
         return dict(json.loads(out.strip().splitlines()[-1]))
 
+    def actor_alive(self, name: str, namespace: str) -> bool:
+        code = ("import sys, ray; ray.init(address=sys.argv[1], logging_level='ERROR', log_to_driver=False)\n"
+                "try:\n    ray.get_actor(sys.argv[2], namespace=sys.argv[3])\nexcept ValueError:\n    print('gone')\n"
+                "else:\n    print('alive')")
+        out = subprocess.run([sys.executable, "-c", code, self.address, name, namespace], capture_output=True,
+                             text=True, timeout=60, env=_node_env(self.node_home.parent / "driver"), check=True)
+        return out.stdout.strip().splitlines()[-1] == "alive"
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -174,12 +182,14 @@ class Events:
         raise AssertionError(f"event not seen in {timeout}s; last: {[e['type'] for e in self.seen[-8:]]}")
 
 
-def _ray_project(layout: RepoLayout, cluster: Cluster, **extra: Any) -> None:
+def _ray_project(layout: RepoLayout, cluster: Cluster | None, **extra: Any) -> None:
+    """Review off and a gate the notes pass; the builders on the cluster's worker node (None: here)."""
     data = yaml.safe_load(layout.project_yaml.read_text())
     data["workflow"]["review"] = "off"
     data["gates"] = {"fast": "test -s notes/first.txt", "full": "test -s notes/first.txt"}
-    data["executor"] = "ray"
-    data["ray"] = {"address": cluster.address, "resources": {"pilothouse_worker": 1}}
+    if cluster is not None:
+        data["executor"] = "ray"
+        data["ray"] = {"address": cluster.address, "resources": {"pilothouse_worker": 1}}
     data.update(extra)
     layout.project_yaml.write_text(yaml.safe_dump(data))
     _git(layout.root, "commit", "-qam", "run the builders on the cluster")
@@ -281,3 +291,111 @@ def test_a_job_on_the_cluster_survives_a_killed_supervisor_and_merges_each_task_
     assert holders == []
     for root in (*cluster.temps, layout.ai, cluster.node_home / "pilothouse" / "state"):
         assert _files_holding(root, SECRET.encode()) == [], root
+
+
+HOSTILE = """name: hostile-builder
+description: "a builder that links out of its checkout and claims a file it never wrote"
+scripts:
+  - match:
+      mode: plan
+    turns:
+      - say: |
+          One step.
+          <!--RESULT-->{"tasks": [
+          {"id": "first", "title": "Write the first note", "description": "Create notes/first.txt.", "kind": "CONTRACT_CHANGE", "expected_paths": {"read": [], "write": ["notes/first.txt"]}, "depends_on": [], "acceptance": ["notes/first.txt exists"], "complexity": "easy"}
+          ]}<!--/RESULT-->
+  - match:
+      mode: code
+    turns:
+      - say: "Writing the note, and a link to something of the operator's."
+        actions:
+          - bash: {command: "mkdir -p notes && printf 'first\\n' > notes/first.txt && ln -s OUTSIDE notes/escape"}
+      - say: |
+          Done.
+          <!--RESULT-->{"status":"complete","files_changed":["notes/first.txt","notes/claimed.txt"],"validation":{"commands":[],"passed":true},"risks":[]}<!--/RESULT-->
+"""
+
+
+def _run_job(layout: RepoLayout) -> dict[str, Any]:
+    """Run the job to its end; what it left: the builder's verdict, the task, the merged notes."""
+    ev = Events(layout)
+    supervisor_ctl.start(layout)
+    try:
+        ev.wait(lambda e: e["type"] == "job.accepted", timeout=120)
+    finally:
+        supervisor_ctl.stop(layout)
+    conn = store.connect(layout.state_db, readonly=True)
+    run = conn.execute("SELECT verdict FROM runs WHERE role='builder'").fetchone()
+    task = conn.execute("SELECT state FROM tasks WHERE task='first'").fetchone()
+    conn.close()
+    verdict = json.loads(run["verdict"])
+    return {"verdict": (verdict["verdict"], verdict["reason"]), "task": task["state"],
+            "notes": _git(layout.root, "ls-tree", "-r", "pilothouse/integration", "--", "notes")}
+
+
+def test_a_hostile_builder_on_the_cluster_is_treated_exactly_as_one_here(cluster: Cluster, tmp_path: Path) -> None:
+    outside = tmp_path / "operator-secret.txt"
+    outside.write_text("the operator's\n")
+    scenario = tmp_path / "hostile-builder.yaml"
+    scenario.write_text(HOSTILE.replace("OUTSIDE", str(outside)))
+    ended = {}
+    for where, on in (("here", None), ("cluster", cluster)):
+        layout = demo.prepare(tmp_path / where, str(scenario))
+        _ray_project(layout, on)
+        ended[where] = _run_job(layout)
+        if on is not None:
+            assert _git(layout.root, "for-each-ref", "refs/pilothouse") == ""  # the run's refs are dropped
+    assert ended["cluster"] == ended["here"]
+    assert ended["here"]["verdict"] == (
+        "partial", "files_changed names notes/claimed.txt, which the run did not change "
+                   "(it changed notes/escape, notes/first.txt)")
+    link = [line for line in ended["here"]["notes"].splitlines() if line.endswith("notes/escape")]
+    assert link and link[0].startswith("120000 blob")  # merged as the link it is, never as what it points at
+    assert outside.read_text() == "the operator's\n"
+
+
+SLOW = """name: slow-builder
+description: "a builder that takes its time"
+scripts:
+  - match:
+      mode: plan
+    turns:
+      - say: |
+          One step.
+          <!--RESULT-->{"tasks": [
+          {"id": "first", "title": "Write the first note", "description": "Create notes/first.txt.", "kind": "CONTRACT_CHANGE", "expected_paths": {"read": [], "write": ["notes/first.txt"]}, "depends_on": [], "acceptance": ["notes/first.txt exists"], "complexity": "easy"}
+          ]}<!--/RESULT-->
+  - match:
+      mode: code
+    turns:
+      - say: "Thinking for a long while."
+        delay_s: 120
+      - say: "Done."
+"""
+
+
+def test_aborting_a_cluster_run_kills_its_dispatch_on_the_node_and_its_actor(cluster: Cluster,
+                                                                               tmp_path: Path) -> None:
+    from pilothouse.core.dispatch import runs
+    from pilothouse.core.executor.cluster import actor_name, namespace_of
+
+    scenario = tmp_path / "slow-builder.yaml"
+    scenario.write_text(SLOW)
+    layout = demo.prepare(tmp_path / "repo", str(scenario))
+    _ray_project(layout, cluster)
+    ev = Events(layout)
+    supervisor_ctl.start(layout)
+    try:
+        placed = ev.wait(lambda e: e["type"] == "run.placed" and e["task"] == "first")
+        run_id = placed["run"]
+        deadline = time.monotonic() + 30
+        while runs.find_dispatch_pid(run_id) is None:  # the node's dispatch, by its --run-id
+            assert time.monotonic() < deadline, "the dispatch never started on the node"
+            time.sleep(0.1)
+        assert supervisor_ctl.abort_run(layout, run_id, grace=2.0)
+        finished = ev.wait(lambda e: e["type"] == "run.finished" and e["run"] == run_id, timeout=60)
+    finally:
+        supervisor_ctl.stop(layout)
+    assert runs.find_dispatch_pid(run_id) is None
+    assert not cluster.actor_alive(actor_name(run_id), namespace_of(layout))
+    assert finished["data"]["verdict"] == "error"
