@@ -108,12 +108,17 @@ class RunActor:
         self._private = None  # one run, one opening
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
         checkout = self.root / "checkout"
-        if not (checkout / ".git").exists():
-            git(self.root, "init", "-q", str(checkout))
-        git(checkout, "fetch", "-q", "--no-tags", "--depth=1", hub, base_ref(self.run_id))
-        git(checkout, "checkout", "-q", "--force", "--detach", "FETCH_HEAD")
-        if git(checkout, "rev-parse", "HEAD").strip() != base:
+        # the node keeps one object store per repository, so a run fetches only what is new since the
+        # last; the run's checkout is a worktree of it, with the history a reviewer diffs against
+        cache = self.root.parent / "cache.git"
+        if not (cache / "HEAD").exists():
+            git(self.root.parent, "init", "-q", "--bare", str(cache))
+        ref = base_ref(self.run_id)
+        git(cache, "fetch", "-q", "--no-tags", hub, f"+{ref}:{ref}")
+        if git(cache, "rev-parse", "--verify", "-q", f"{ref}^{{commit}}") != base:
             raise RuntimeError(f"the hub's base for this run is not {base[:12]}")
+        if not (checkout / ".git").exists():
+            git(cache, "worktree", "add", "-q", "--detach", str(checkout), base)
         launch = runs.Launch(**{**spec, "workdir": str(checkout)})
         task_file = self.root / "task.md"
         task_file.write_text(launch.task_text)
@@ -157,6 +162,10 @@ class RunActor:
                 git(checkout, *_GIT_ID, "commit", "-q", "--no-verify", "-m", f"run {self.run_id}")
             git(checkout, *_GIT_ID, "push", "-q", "--force", hub, f"HEAD:{result_ref(self.run_id)}")
             pushed = True
+        # the work is in the hub (or there was none to keep): the checkout goes, the run's sandbox stays
+        # on the node for a resumed run (core/dispatch/prepare.py finds it by run id)
+        git(cache, "worktree", "remove", "--force", str(checkout), check=False)
+        git(cache, "update-ref", "-d", ref, check=False)
         return {"verdict": verdict, "pushed": pushed, "log": _tail(logs["jsonl"], LOG_LIMIT),
                 "stderr": _tail(self.root / "err", 4000)}
 

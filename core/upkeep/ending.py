@@ -41,8 +41,9 @@ def cancel_job(layout: RepoLayout, name: str) -> dict[str, Any]:
         row = st.ensure_job(job.name, job.revision)
         stopped = []
         for run in _running_runs(conn, job.name):
-            if run["pid"] is not None:
-                control.abort_run(layout, run["run_id"])
+            launch = runs.read_spec(layout, run["run_id"])
+            if run["pid"] is not None or (launch is not None and launch.executor != "local"):
+                control.abort_run(layout, run["run_id"])  # a cluster run has no pid here: its actor is asked
             verdict = runs.read_verdict(layout, run["run_id"], run["provider"]) or \
                 runs.synth_verdict(layout, run, f"the job was {CANCELLED}")
             runs.finish_run(conn, events, run, verdict)

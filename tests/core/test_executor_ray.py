@@ -9,13 +9,10 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,104 +22,12 @@ from pilothouse.core import demo
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.state import store
 from pilothouse.core.supervisor import control as supervisor_ctl
+from ray_cluster import RAY, Cluster, free_port, node_env, ports, status, stop, wait_for
 
 ray = pytest.importorskip("ray", reason="the Ray executor's tests need Ray: pip install 'pilothouse[ray]'")
 
 pytestmark = pytest.mark.slow
-RAY = str(Path(sys.executable).with_name("ray"))
 SECRET = "sk-sim-" + "7f3a9c" * 6  # the sim provider's key for the job: it must cross only sealed
-
-
-@dataclass
-class Cluster:
-    address: str
-    head: subprocess.Popen[bytes]
-    worker: subprocess.Popen[bytes]
-    temps: tuple[Path, Path]
-    node_home: Path  # the worker node's HOME / PILOTHOUSE_HOME: where its runs keep their files
-
-    def node_ids(self) -> dict[str, bool]:
-        """node id -> whether it is the worker node (holds the pilothouse_worker resource)."""
-        code = ("import json, sys, ray; ray.init(address=sys.argv[1], logging_level='ERROR', log_to_driver=False);"
-                "print(json.dumps({n['NodeID']: 'pilothouse_worker' in n['Resources'] for n in ray.nodes()"
-                " if n['Alive']}))")
-        out = subprocess.run([sys.executable, "-c", code, self.address], capture_output=True, text=True, timeout=60,
-                             env=_node_env(self.node_home.parent / "driver"), check=True).stdout
-        return dict(json.loads(out.strip().splitlines()[-1]))
-
-    def actor_alive(self, name: str, namespace: str) -> bool:
-        code = ("import sys, ray; ray.init(address=sys.argv[1], logging_level='ERROR', log_to_driver=False)\n"
-                "try:\n    ray.get_actor(sys.argv[2], namespace=sys.argv[3])\nexcept ValueError:\n    print('gone')\n"
-                "else:\n    print('alive')")
-        out = subprocess.run([sys.executable, "-c", code, self.address, name, namespace], capture_output=True,
-                             text=True, timeout=60, env=_node_env(self.node_home.parent / "driver"), check=True)
-        return out.stdout.strip().splitlines()[-1] == "alive"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _ports() -> list[str]:
-    # every port a node opens is picked here: other clusters (other people's tests) run beside ours
-    out: list[str] = []
-    for flag in ("--node-manager-port", "--object-manager-port", "--dashboard-agent-listen-port",
-                 "--dashboard-agent-grpc-port", "--runtime-env-agent-port", "--metrics-export-port"):
-        out += [flag, str(_free_port())]
-    return out
-
-
-def _node_env(home: Path) -> dict[str, str]:
-    home.mkdir(parents=True, exist_ok=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("XDG_", "PILOTHOUSE_HOME"))}
-    env.update(HOME=str(home), PILOTHOUSE_HOME=str(home / "pilothouse"), RAY_USAGE_STATS_ENABLED="0")
-    return env
-
-
-def _session(sid: int) -> list[int]:
-    """The processes of session `sid` (`ray start` leads one; every node process stays in it)."""
-    found = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            raw = Path(entry.path, "stat").read_text()
-        except OSError:
-            continue
-        if int(raw[raw.rfind(")") + 2:].split()[3]) == sid:
-            found.append(int(entry.name))
-    return found
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    """Stop one node by its session, never `ray stop` (that stops every cluster on the machine)."""
-    for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-        for pid in _session(proc.pid):
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + wait
-        while _session(proc.pid) and time.monotonic() < deadline:
-            proc.poll()
-            time.sleep(0.1)
-    proc.wait(timeout=5)
-
-
-def _wait_for(what: str, check: Any, timeout: float = 90) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"{what} not up in {timeout}s")
-
-
-def _status(address: str, env: dict[str, str]) -> str:
-    return subprocess.run([RAY, "status", "--address", address], capture_output=True, text=True, env=env,
-                          timeout=60).stdout
 
 
 @pytest.fixture(scope="module")
@@ -130,32 +35,32 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     base = tmp_path_factory.mktemp("ray")
     # short: Ray's unix sockets live under the temp dir, and their paths must fit in 107 bytes
     temps = (Path(tempfile.mkdtemp(prefix="rh", dir="/tmp")), Path(tempfile.mkdtemp(prefix="rw", dir="/tmp")))
-    port = _free_port()
+    port = free_port()
     address = f"127.0.0.1:{port}"
     common = ["--node-ip-address", "127.0.0.1", "--num-cpus", "1", "--object-store-memory", str(100 << 20),
               "--block", "--disable-usage-stats"]
-    head_env = _node_env(base / "head")
+    head_env = node_env(base / "head")
     procs: list[subprocess.Popen[bytes]] = []
     try:
         head = subprocess.Popen([RAY, "start", "--head", "--port", str(port), "--include-dashboard", "false",
-                                 "--dashboard-port", str(_free_port()), "--temp-dir", str(temps[0]),
-                                 "--object-spilling-directory", str(temps[0] / "spill"), *common, *_ports()],
+                                 "--dashboard-port", str(free_port()), "--temp-dir", str(temps[0]),
+                                 "--object-spilling-directory", str(temps[0] / "spill"), *common, *ports()],
                                 env=head_env, cwd=base, stdout=open(base / "head.out", "wb"),
                                 stderr=subprocess.STDOUT, start_new_session=True)
         procs.append(head)
-        _wait_for("the head", lambda: "Node status" in _status(address, head_env))
+        wait_for("the head", lambda: "Node status" in status(address, head_env))
         node_home = base / "worker"
         worker = subprocess.Popen([RAY, "start", "--address", address, "--resources", '{"pilothouse_worker": 1}',
                                    "--temp-dir", str(temps[1]), "--object-spilling-directory",
-                                   str(temps[1] / "spill"), *common, *_ports()],
-                                  env=_node_env(node_home), cwd=node_home, stdout=open(base / "worker.out", "wb"),
+                                   str(temps[1] / "spill"), *common, *ports()],
+                                  env=node_env(node_home), cwd=node_home, stdout=open(base / "worker.out", "wb"),
                                   stderr=subprocess.STDOUT, start_new_session=True)
         procs.append(worker)
-        _wait_for("the worker node", lambda: "pilothouse_worker" in _status(address, head_env))
+        wait_for("the worker node", lambda: "pilothouse_worker" in status(address, head_env))
         yield Cluster(address, head, worker, temps, node_home)
     finally:
         for proc in reversed(procs):
-            _stop(proc)
+            stop(proc)
         for temp in temps:
             shutil.rmtree(temp, ignore_errors=True)
 
@@ -374,10 +279,12 @@ scripts:
 """
 
 
-def test_aborting_a_cluster_run_kills_its_dispatch_on_the_node_and_its_actor(cluster: Cluster,
-                                                                               tmp_path: Path) -> None:
+@pytest.mark.parametrize("how", ["abort", "job cancel"])
+def test_aborting_a_cluster_run_kills_its_dispatch_on_the_node_and_its_actor(cluster: Cluster, tmp_path: Path,
+                                                                               how: str) -> None:
     from pilothouse.core.dispatch import runs
     from pilothouse.core.executor.cluster import actor_name, namespace_of
+    from pilothouse.core.upkeep import ending
 
     scenario = tmp_path / "slow-builder.yaml"
     scenario.write_text(SLOW)
@@ -392,7 +299,11 @@ def test_aborting_a_cluster_run_kills_its_dispatch_on_the_node_and_its_actor(clu
         while runs.find_dispatch_pid(run_id) is None:  # the node's dispatch, by its --run-id
             assert time.monotonic() < deadline, "the dispatch never started on the node"
             time.sleep(0.1)
-        assert supervisor_ctl.abort_run(layout, run_id, grace=2.0)
+        if how == "abort":
+            assert supervisor_ctl.abort_run(layout, run_id, grace=2.0)
+        else:
+            supervisor_ctl.stop(layout)  # as `job cancel` does: the supervisor is paused meanwhile
+            assert ending.cancel_job(layout, demo.JOB)["runs"] == [run_id]
         finished = ev.wait(lambda e: e["type"] == "run.finished" and e["run"] == run_id, timeout=60)
     finally:
         supervisor_ctl.stop(layout)

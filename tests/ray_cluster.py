@@ -1,0 +1,110 @@
+"""A Ray cluster on loopback for the executor's tests (`from ray_cluster import …`): each node a
+`ray start --block` process of its own, with its own temp dir, home and ports, stopped by its
+session (never `ray stop`, which stops every cluster on the machine)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+RAY = str(Path(sys.executable).with_name("ray"))
+
+
+@dataclass
+class Cluster:
+    address: str
+    head: subprocess.Popen[bytes]
+    worker: subprocess.Popen[bytes]
+    temps: tuple[Path, Path]
+    node_home: Path  # the worker node's HOME / PILOTHOUSE_HOME: where its runs keep their files
+
+    def node_ids(self) -> dict[str, bool]:
+        """node id -> whether it is the worker node (holds the pilothouse_worker resource)."""
+        code = ("import json, sys, ray; ray.init(address=sys.argv[1], logging_level='ERROR', log_to_driver=False);"
+                "print(json.dumps({n['NodeID']: 'pilothouse_worker' in n['Resources'] for n in ray.nodes()"
+                " if n['Alive']}))")
+        out = subprocess.run([sys.executable, "-c", code, self.address], capture_output=True, text=True, timeout=60,
+                             env=node_env(self.node_home.parent / "driver"), check=True).stdout
+        return dict(json.loads(out.strip().splitlines()[-1]))
+
+    def actor_alive(self, name: str, namespace: str) -> bool:
+        code = ("import sys, ray; ray.init(address=sys.argv[1], logging_level='ERROR', log_to_driver=False)\n"
+                "try:\n    ray.get_actor(sys.argv[2], namespace=sys.argv[3])\nexcept ValueError:\n    print('gone')\n"
+                "else:\n    print('alive')")
+        out = subprocess.run([sys.executable, "-c", code, self.address, name, namespace], capture_output=True,
+                             text=True, timeout=60, env=node_env(self.node_home.parent / "driver"), check=True)
+        return out.stdout.strip().splitlines()[-1] == "alive"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def ports() -> list[str]:
+    # every port a node opens is picked here: other clusters (other people's tests) run beside ours
+    out: list[str] = []
+    for flag in ("--node-manager-port", "--object-manager-port", "--dashboard-agent-listen-port",
+                 "--dashboard-agent-grpc-port", "--runtime-env-agent-port", "--metrics-export-port"):
+        out += [flag, str(free_port())]
+    return out
+
+
+def node_env(home: Path) -> dict[str, str]:
+    home.mkdir(parents=True, exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("XDG_", "PILOTHOUSE_HOME"))}
+    env.update(HOME=str(home), PILOTHOUSE_HOME=str(home / "pilothouse"), RAY_USAGE_STATS_ENABLED="0")
+    return env
+
+
+def _session(sid: int) -> list[int]:
+    """The processes of session `sid` (`ray start` leads one; every node process stays in it)."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            raw = Path(entry.path, "stat").read_text()
+        except OSError:
+            continue
+        if int(raw[raw.rfind(")") + 2:].split()[3]) == sid:
+            found.append(int(entry.name))
+    return found
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """Stop one node by its session, never `ray stop` (that stops every cluster on the machine)."""
+    for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+        for pid in _session(proc.pid):
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + wait
+        while _session(proc.pid) and time.monotonic() < deadline:
+            proc.poll()
+            time.sleep(0.1)
+    proc.wait(timeout=5)
+
+
+def wait_for(what: str, check: Any, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"{what} not up in {timeout}s")
+
+
+def status(address: str, env: dict[str, str]) -> str:
+    return subprocess.run([RAY, "status", "--address", address], capture_output=True, text=True, env=env,
+                          timeout=60).stdout
