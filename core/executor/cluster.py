@@ -157,15 +157,16 @@ class RayExecutor:
             record = {"hub": url, "base": head(launch.workdir)}
             hub.push_base(self.layout, url, record["base"], launch.run_id)
             _write_record(self.layout, launch.run_id, record)
-            actor = ray.remote(RunActor).options(
-                name=name, namespace=self.namespace, lifetime="detached", get_if_exists=True, num_cpus=0,
-                max_concurrency=4, max_restarts=0, resources=dict(project.ray.resources),
-            ).remote(self.namespace, launch.run_id)
-        else:
+        if "node_id" in record:  # placed, so maybe started: only that actor may carry on
             try:
                 actor = ray.get_actor(name, namespace=self.namespace)
             except ValueError:
                 raise RuntimeError("its actor is gone from the cluster (its node stopped, or it was killed)") from None
+        else:  # never placed, so never started: making it (again, by name) is its one start
+            actor = ray.remote(RunActor).options(
+                name=name, namespace=self.namespace, lifetime="detached", get_if_exists=True, num_cpus=0,
+                max_concurrency=4, max_restarts=0, resources=dict(project.ray.resources),
+            ).remote(self.namespace, launch.run_id)
         hello = ray.get(actor.hello.remote())
         if "node_id" not in record:
             record.update(node_id=str(hello["node_id"]), hostname=str(hello["hostname"]), root=str(hello["root"]))

@@ -140,31 +140,59 @@ def _files_holding(root: Path, secret: bytes) -> list[str]:
     return hits
 
 
+def _slow_second(tmp_path: Path) -> Path:
+    """demo-recovery, its second builder slow enough to be adopted while it runs."""
+    from pilothouse.providers.paths import package_data
+
+    data = yaml.safe_load((package_data() / "scenarios" / "demo-recovery.yaml").read_text())
+    second = next(s for s in data["scripts"] if "task: second" in s["match"].get("contains", []))
+    second["turns"][0]["delay_s"] = 15
+    path = tmp_path / "demo-recovery-slow.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def _wait_for_file(path: Path, why: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, why
+        time.sleep(0.1)
+
+
+def _sigkill(pid: int) -> None:
+    from pilothouse.core.dispatch import runs
+
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while runs.process_matches(pid, None) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def test_a_job_on_the_cluster_survives_a_killed_supervisor_and_merges_each_task_once(
         cluster: Cluster, tmp_path: Path) -> None:
     from pilothouse.providers import keys
 
     keys.set_key("sim", SECRET, use_backend="file")
-    layout = demo.prepare(tmp_path / "repo", "demo-recovery")
+    layout = demo.prepare(tmp_path / "repo", str(_slow_second(tmp_path)))
     _ray_project(layout, cluster)
     ev = Events(layout)
     pid = supervisor_ctl.start(layout)
     holders: list[str] = []
+    node_logs = cluster.node_home / "pilothouse" / "state" / "logs" / "sim"
+    adopted = {}
     try:
-        # the supervisor dies while the first builder runs on the worker node
-        placed = ev.wait(lambda e: e["type"] == "run.placed" and e["task"] == "first")
-        deadline = time.monotonic() + 30
-        while not (cluster.node_home / "pilothouse" / "state" / "logs" / "sim" / f"{placed['run']}.jsonl").exists():
-            assert time.monotonic() < deadline, "the first builder never started on the worker node"
-            time.sleep(0.1)
-        holders += _holders_of(SECRET.encode())
-        os.kill(pid, signal.SIGKILL)
-        deadline = time.monotonic() + 10
-        while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        pid = supervisor_ctl.start(layout)
-        ev.wait(lambda e: e["type"] == "run.placed" and e["task"] == "second")
-        holders += _holders_of(SECRET.encode())
+        for task, wait_for_end in (("first", True), ("second", False)):
+            # the supervisor dies while the task's builder runs on the worker node
+            placed = ev.wait(lambda e, t=task: e["type"] == "run.placed" and e["task"] == t)
+            _wait_for_file(node_logs / f"{placed['run']}.jsonl", f"the {task} builder never started on the node")
+            holders += _holders_of(SECRET.encode())
+            _sigkill(pid)
+            if wait_for_end:  # its run ends while no supervisor watches: the next one collects it
+                _wait_for_file(node_logs / f"{placed['run']}.verdict.json", f"the {task} builder never ended")
+            else:  # still going when the next one starts: it is adopted while it runs
+                assert not (node_logs / f"{placed['run']}.verdict.json").exists()
+            adopted[task] = placed["run"]
+            pid = supervisor_ctl.start(layout)
         ev.wait(lambda e: e["type"] == "job.accepted", timeout=120)
     finally:
         supervisor_ctl.stop(layout)
@@ -176,8 +204,9 @@ def test_a_job_on_the_cluster_survives_a_killed_supervisor_and_merges_each_task_
     conn.close()
     assert tasks == {"first": "done", "second": "done"}
     assert sorted(r["task"] for r in builder_runs) == ["first", "second"] and all(r["n"] == 1 for r in builder_runs)
-    # the killed supervisor's run was adopted on the cluster, not run again
-    assert f"adopted run {placed['run']} on the cluster" in layout.supervisor_log.read_text()
+    # the killed supervisors' runs were adopted on the cluster, not run again
+    for run_id in adopted.values():
+        assert f"adopted run {run_id} on the cluster" in layout.supervisor_log.read_text()
     # each builder ran on the worker node, in its own checkout under that node's data dir
     workers = [n for n, is_worker in cluster.node_ids().items() if is_worker]
     placements = [e for e in ev.seen if e["type"] == "run.placed"]
