@@ -29,7 +29,9 @@ def result_ref(run_id: str) -> str:
 
 
 def hub_url(layout: RepoLayout, project: Any) -> str:
-    return str(project.ray.hub or (layout.ai / "hub.git"))
+    """The hub as every node is told it: a relative path is the repository's (a node has no cwd of ours)."""
+    url = str(project.ray.hub or (layout.ai / "hub.git"))
+    return str((layout.root / url).resolve()) if is_path(url) and not os.path.isabs(url) else url
 
 
 def is_path(url: str) -> bool:

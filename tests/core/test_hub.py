@@ -89,3 +89,19 @@ def test_a_commit_that_does_not_sit_on_the_base_is_refused(git_repo: Path, tmp_p
 def test_a_run_that_pushed_nothing_has_no_result(git_repo: Path, tmp_path: Path) -> None:
     layout, url, _, _ = _setup(git_repo, tmp_path)
     assert hub.fetch_result(layout, url, "r-1") is None
+
+
+def test_a_relative_hub_is_the_repositorys_and_a_url_is_left_alone(git_repo: Path) -> None:
+    from pilothouse.core.records.project import ProjectConfig
+
+    layout = RepoLayout(git_repo)
+
+    def url(hub_setting: str | None) -> str:
+        project = ProjectConfig.model_validate({"gates": {"fast": "true", "full": "true"}, "ray": {"hub": hub_setting}})
+        return hub.hub_url(layout, project)
+
+    assert url(None) == str(git_repo / ".ai" / "hub.git")
+    assert url("hubs/shared.git") == str((git_repo / "hubs" / "shared.git").resolve())
+    assert url("/srv/pilothouse/hub.git") == "/srv/pilothouse/hub.git"
+    assert url("git@host:team/hub.git") == "git@host:team/hub.git"
+    assert url("ssh://host/srv/hub.git") == "ssh://host/srv/hub.git"
