@@ -143,9 +143,7 @@ class RayExecutor:
         from pilothouse.core.executor.host import settings
         from pilothouse.core.executor.local import worker_nice
         from pilothouse.core.executor.node import RunActor
-        from pilothouse.core.executor.seal import seal
         from pilothouse.core.git.worktrees import head
-        from pilothouse.providers import keys
 
         project = settings(sup)
         ray = connect(str(project.ray.address), self.namespace)
@@ -175,15 +173,22 @@ class RayExecutor:
                               data={"node_id": record["node_id"], "hostname": record["hostname"],
                                     "workdir": record["root"]})
         if not hello["started"]:
-            secret = json.dumps({"key": keys.get_key(launch.provider)}).encode()
-            sealed = seal(bytes(hello["public_key"]), secret, launch.run_id)
-            spec = {**launch.__dict__, "scenario": launch.scenario and runs.scenario_path(self.layout, launch.scenario)}
-            ray.get(actor.start.remote(spec, record["hub"], record["base"], sealed, worker_nice(sup)))
+            ray.get(actor.start.remote(*self.start_args(launch, record, bytes(hello["public_key"]), worker_nice(sup))))
         outcome = ray.get(actor.outcome.remote())
         try:
             self._land(sup, launch, record, outcome if isinstance(outcome, dict) else {})
         finally:
             ray.kill(actor)  # its outcome is landed (or never will be): nothing on the node is needed now
+
+    def start_args(self, launch: Launch, record: dict[str, Any], public_key: bytes, nice: int) -> tuple[Any, ...]:
+        """What the actor's start is called with, all of which Ray serializes and may keep: the key
+        only sealed to the actor's `public_key`."""
+        from pilothouse.core.executor.seal import seal
+        from pilothouse.providers import keys
+
+        sealed = seal(public_key, json.dumps({"key": keys.get_key(launch.provider)}).encode(), launch.run_id)
+        spec = {**launch.__dict__, "scenario": launch.scenario and runs.scenario_path(self.layout, launch.scenario)}
+        return spec, record["hub"], record["base"], sealed, nice
 
     def _land(self, sup: Host, launch: Launch, record: dict[str, Any], outcome: dict[str, Any]) -> None:
         """The run's work into its worktree, then its log and verdict (the verdict last: it is what

@@ -339,3 +339,22 @@ def test_aborting_a_cluster_run_kills_its_dispatch_on_the_node_and_its_actor(clu
     assert runs.find_dispatch_pid(run_id) is None
     assert not cluster.actor_alive(actor_name(run_id), namespace_of(layout))
     assert finished["data"]["verdict"] == "error"
+
+
+def test_what_ray_serializes_for_a_runs_start_holds_its_key_only_sealed_to_its_actor(tmp_path: Path) -> None:
+    from pilothouse.core.dispatch import runs
+    from pilothouse.core.executor.cluster import RayExecutor
+    from pilothouse.core.executor.node import RunActor
+    from pilothouse.core.executor.seal import open_sealed
+    from pilothouse.providers import keys
+
+    keys.set_key("sim", SECRET, use_backend="file")
+    layout = RepoLayout(tmp_path)
+    launch = runs.Launch(run_id="r-1", job="j", task="t", role="builder", provider="sim", mode="code",
+                         workdir=str(tmp_path), task_text="task: t\n", scenario="code-basic")
+    actor = RunActor("ns", "r-1")  # the class Ray runs on the node, here in this process
+    args = RayExecutor(layout).start_args(launch, {"hub": "/hub.git", "base": "0" * 40}, actor._public, 10)
+    assert SECRET.encode() not in ray.cloudpickle.dumps(args)
+    assert json.loads(open_sealed(actor._private, args[3], "r-1")) == {"key": SECRET}
+    with pytest.raises(ValueError):
+        open_sealed(RunActor("ns", "r-2")._private, args[3], "r-1")  # another run's actor cannot
