@@ -1,7 +1,8 @@
 """The Ray executor, end to end: a two-node Ray cluster on loopback (a head and one worker node,
 separate processes with separate temp and home dirs), a sim job whose builders are placed on the
-worker node, the supervisor SIGKILLed while a builder runs there and started again, and the job
-accepted with every task merged exactly once; the run's key crosses only sealed."""
+worker node, the supervisor SIGKILLed (and later stopped) while a builder runs there and started
+again, and the job accepted with every task merged exactly once; the run's key crosses only sealed;
+a hostile builder there ends as one here; aborting kills the run on its node."""
 
 from __future__ import annotations
 
@@ -182,11 +183,14 @@ def test_a_job_on_the_cluster_survives_a_killed_supervisor_and_merges_each_task_
     adopted = {}
     try:
         for task, wait_for_end in (("first", True), ("second", False)):
-            # the supervisor dies while the task's builder runs on the worker node
+            # the supervisor dies (then stops, as `job stop` does) while the task's builder runs on the node
             placed = ev.wait(lambda e, t=task: e["type"] == "run.placed" and e["task"] == t)
             _wait_for_file(node_logs / f"{placed['run']}.jsonl", f"the {task} builder never started on the node")
             holders += _holders_of(SECRET.encode())
-            _sigkill(pid)
+            if wait_for_end:
+                _sigkill(pid)
+            else:
+                assert supervisor_ctl.stop(layout)
             if wait_for_end:  # its run ends while no supervisor watches: the next one collects it
                 _wait_for_file(node_logs / f"{placed['run']}.verdict.json", f"the {task} builder never ended")
             else:  # still going when the next one starts: it is adopted while it runs
@@ -204,7 +208,7 @@ def test_a_job_on_the_cluster_survives_a_killed_supervisor_and_merges_each_task_
     conn.close()
     assert tasks == {"first": "done", "second": "done"}
     assert sorted(r["task"] for r in builder_runs) == ["first", "second"] and all(r["n"] == 1 for r in builder_runs)
-    # the killed supervisors' runs were adopted on the cluster, not run again
+    # the killed and the stopped supervisor's runs were adopted on the cluster, not run again
     for run_id in adopted.values():
         assert f"adopted run {run_id} on the cluster" in layout.supervisor_log.read_text()
     # each builder ran on the worker node, in its own checkout under that node's data dir
