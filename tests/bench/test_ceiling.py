@@ -60,6 +60,13 @@ def test_the_table_gives_each_kind_its_medians_and_leaves_failed_runs_out_of_the
     assert rows == ["| codex | 4 | 24.0 s | 7.5 | 21.0 s | 2.8 s | 9.0 s | 1 | 3.5 on 2 |"]
 
 
+def test_a_kind_measured_at_one_n_only_gets_no_ceiling() -> None:
+    """One batch cannot show where throughput stops rising (the budget ran out on a busy machine)."""
+    text = ceiling.table([_batch("opencode", 1, 5.0, [(5.0, 7.0, 600.0, 3.0, "completed")])], {}, cores=2)
+    summary = [ln for ln in text.splitlines() if ln.startswith("| opencode |")][0]
+    assert "not judged (only N=1 ran)" in summary and "N≥1" not in summary
+
+
 def test_a_kind_with_no_completed_run_says_so_instead_of_a_ceiling() -> None:
     text = ceiling.table([_batch("opencode", 1, 5.0, [(5.0, 1.0, 100.0, None, "error")])], {}, cores=2)
     summary = [ln for ln in text.splitlines() if ln.startswith("| opencode |")][0]
