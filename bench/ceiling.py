@@ -11,7 +11,7 @@ starts a builder: the real CLI, confined by bubblewrap, talking to the simulator
 start at once, each in its own git repository; N doubles until throughput (runs a minute) stops
 rising by RISE, or the kind's share of the time budget is spent. Printed for each kind:
 
-- first run: the warm-up run, in a home no run has used yet (what a new machine pays once);
+- first run: the kind's first run in the bench's new home (what a new machine pays once for it);
 - start-up: from spawning the dispatch to the model's first answer (the CLI's boot, the sandbox);
 - wall and CPU per run (CPU of the whole process tree: dispatch, bubblewrap, the CLI, its tools,
   and the in-process simulator, which a real provider would not cost);
