@@ -65,7 +65,19 @@ class CockpitApp(ActionsMixin, FixMixin, App[None]):
         self.setup_error: str | None = None  # why .ai/project.yaml does not load (None: set up)
         self._ticks = 0
         self.on_batch: Callable[[list[dict[str, Any]]], None] | None = None  # bench/test hook
-        self.theme = "textual-dark"
+        from pilothouse.tui import config
+
+        conf = config.load(self.available_themes, binding_scopes)  # the operator's theme and keys
+        self.config_problems = conf.problems
+        self.keymap = conf.keymap  # the help screen shows these keys
+        self._keymap = self._normalize_keymap(conf.keymap)  # set_keymap would refresh bindings not yet there
+        self._palette = False
+        self._saved_theme = conf.theme or "textual-dark"
+        self.theme = self._saved_theme
+        self.watch_theme(self.theme)
+
+    def scopes(self) -> list[tuple[str, tuple[type, ...]]]:
+        return binding_scopes()
 
     def get_default_screen(self) -> Screen[Any]:
         return Dashboard()
@@ -78,6 +90,25 @@ class CockpitApp(ActionsMixin, FixMixin, App[None]):
 
     def on_mount(self) -> None:
         self.set_interval(1, self._tick)
+        for line in self.config_problems:
+            self.notify(line, title="cockpit.yaml", severity="warning", timeout=15)
+
+    def watch_theme(self, theme: str) -> None:
+        """The state colours follow the theme (tui/palette.py); a theme the operator picks is kept."""
+        from pilothouse.tui import palette
+
+        self._palette = palette.apply(self.console, self.get_css_variables(), self._palette)
+        if theme != self._saved_theme and self.is_running:
+            self._saved_theme = theme
+            self.run_worker(lambda: self._save_theme(theme), thread=True, group="theme")
+
+    def _save_theme(self, theme: str) -> None:
+        from pilothouse.tui import config
+
+        try:
+            config.save_theme(theme)
+        except (UserError, OSError) as exc:
+            self.call_from_thread(self.notify, f"theme not saved: {exc}", title="cockpit.yaml", severity="warning")
 
     def dashboard_ready(self) -> None:
         """Called by the dashboard once its panels exist."""
@@ -244,6 +275,30 @@ class CockpitApp(ActionsMixin, FixMixin, App[None]):
                                 self.action_supervisor)
             yield SystemCommand("Follow events", "Jump to the newest event and follow",
                                 self.dashboard.action_follow)
+
+
+def binding_scopes() -> list[tuple[str, tuple[type, ...]]]:
+    """The bindings active together (tui/keymap.py): the focused widget's, its screen's and, on the
+    dashboard, the app's. A screen's own keys shadow the app's on purpose (q goes back, not quits)."""
+    from pilothouse.tui.screens.detail import RunDetail
+    from pilothouse.tui.screens.diff import DiffScreen
+    from pilothouse.tui.screens.gatelog import GateLog
+    from pilothouse.tui.screens.help import HelpScreen
+    from pilothouse.tui.screens.jobform import JobForm
+    from pilothouse.tui.screens.modals import ConfirmModal, PickModal, WordsModal
+    from pilothouse.tui.screens.picker import RepoPicker
+    from pilothouse.tui.screens.problem import ProblemDialog
+    from pilothouse.tui.screens.settings import SettingsScreen
+    from pilothouse.tui.screens.usage import UsageScreen
+    from pilothouse.tui.widgets.events import EventStream
+    from pilothouse.tui.widgets.table import KeyedTable
+
+    return [("dashboard", (CockpitApp, Dashboard, KeyedTable)), ("dashboard", (CockpitApp, Dashboard, EventStream)),
+            ("run detail", (RunDetail, KeyedTable)),
+            ("problem dialog", (ProblemDialog,)), ("help", (HelpScreen,)), ("settings", (SettingsScreen, KeyedTable)),
+            ("usage", (UsageScreen, KeyedTable)), ("diff", (DiffScreen,)), ("gate log", (GateLog,)),
+            ("new job", (JobForm,)), ("confirm", (ConfirmModal,)), ("words", (WordsModal,)), ("pick", (PickModal,)),
+            ("repository picker", (RepoPicker,))]
 
 
 def run_cockpit(layout: RepoLayout | None, repos: Iterable[RepoLayout] = ()) -> int:
