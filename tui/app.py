@@ -282,6 +282,7 @@ def binding_scopes() -> list[tuple[str, tuple[type, ...]]]:
     dashboard, the app's. A screen's own keys shadow the app's on purpose (q goes back, not quits)."""
     from pilothouse.tui.screens.detail import RunDetail
     from pilothouse.tui.screens.diff import DiffScreen
+    from pilothouse.tui.screens.email import PasswordModal
     from pilothouse.tui.screens.gatelog import GateLog
     from pilothouse.tui.screens.help import HelpScreen
     from pilothouse.tui.screens.jobform import JobForm
@@ -298,7 +299,7 @@ def binding_scopes() -> list[tuple[str, tuple[type, ...]]]:
             ("problem dialog", (ProblemDialog,)), ("help", (HelpScreen,)), ("settings", (SettingsScreen, KeyedTable)),
             ("usage", (UsageScreen, KeyedTable)), ("diff", (DiffScreen,)), ("gate log", (GateLog,)),
             ("new job", (JobForm,)), ("confirm", (ConfirmModal,)), ("words", (WordsModal,)), ("pick", (PickModal,)),
-            ("repository picker", (RepoPicker,))]
+            ("repository picker", (RepoPicker,)), ("password", (PasswordModal,))]
 
 
 def run_cockpit(layout: RepoLayout | None, repos: Iterable[RepoLayout] = ()) -> int:
