@@ -35,7 +35,7 @@ async def test_email_is_set_up_field_by_field_checked_by_core_and_the_password_n
         await wait_for(pilot, lambda: type(app.screen).__name__ == "SettingsScreen")
         table = app.screen.query_one("#settings-table")
         assert str(table.get_cell("email:password", "value")) == "not set"
-        assert "off · to turn it on, set address, operator, imap_host, smtp_host" in str(table.get_cell("email:", "value"))
+        assert "off · set address, operator, imap_host, smtp_host, then the password" in str(table.get_cell("email:", "value"))
 
         said = await _set(pilot, app, wait_for, wait_for_input, "email:address", "pilot@pilothouse.test")
         assert said.startswith("email.address kept; still to set: operator, imap_host, smtp_host")

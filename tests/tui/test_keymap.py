@@ -72,6 +72,20 @@ async def test_bad_entries_are_one_line_each_and_keep_their_defaults(cockpit_rep
         await wait_for(pilot, lambda: not app.is_running)
 
 
+async def test_the_problem_dialog_lists_the_operators_reply_keys(cockpit_repo, make_app, wait_for) -> None:
+    _write("keys:\n  dialog.retry: R\n  dialog.close: x\n")
+    app = make_app(cockpit_repo)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("4", "enter")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "ProblemDialog")
+        await pilot.pause()
+        shown = str(app.screen.query_one("#dialog-keys").render())
+        assert " R  retry" in shown and " a  accept" in shown and " x  close" in shown and " r  retry" not in shown
+        await pilot.press("x")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "Dashboard")
+
+
 def test_two_keys_swapped_are_no_clash_and_a_taken_key_is() -> None:
     from pilothouse.tui.app import binding_scopes
     from pilothouse.tui.keymap import Entry, check

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from pilothouse.tui.widgets.table import Cell
 
 PREFIX = "email:"
-APPLIES = "watcher start"  # the watcher reads them when it starts (`job start`, `notify email watch`)
+APPLIES = "watcher"  # the watcher reads them when it starts (`job start`, `notify email watch`)
 HIDDEN = ("enabled_at",)  # set once, when email is turned on: problems before it are not mailed
 
 
@@ -76,10 +76,10 @@ class EmailSection:
         if self.error:
             state = Text(self.error, style="bold red")
         elif conf is not None:
-            state = Text(f"on · {st.settings_file()} · enter turns it off", style="green")
+            state = Text("on · enter turns it off", style="green")
         else:
             todo = ", ".join(st.missing(self.draft))
-            state = Text(f"off · to turn it on, set {todo} (then the password)", style="yellow")
+            state = Text(f"off · set {todo}, then the password", style="yellow")
         out: list[tuple[str, dict[str, Cell]]] = [
             (PREFIX, {"name": Text("email", style="bold"), "value": state, "applies": Text(APPLIES, style="dim")})]
         for name, field in st.EmailSettings.model_fields.items():

@@ -27,7 +27,7 @@ NAVIGATION = [
     (("back",), "", "back, close, clear the filter"),
     (("filter",), "", "filter the focused panel"),
     (("events.follow", "events.end"), "", "follow the event log again"),
-    ((), "ctrl+p", "command palette (Change theme: every theme)"),
+    ((), "^p", "command palette (Change theme: every theme)"),
     (("app.theme",), "", "light / dark theme"),
     (("app.help",), "", "this help"),
     (("app.quit",), "", "quit"),
@@ -66,7 +66,7 @@ DETAIL_HELP = {
 def _section(title: str, rows: list[tuple[str, str]]) -> Table:
     table = Table(title=Text(title, style="bold"), title_justify="left", show_header=False, box=None,
                   padding=(0, 1), expand=True)
-    table.add_column("key", style="bold", width=12, no_wrap=True)
+    table.add_column("key", style="bold", width=10, no_wrap=True)
     table.add_column("what", ratio=1)
     for key, what in rows:
         table.add_row(key, what)

@@ -71,7 +71,8 @@ class SettingsScreen(Screen[None]):
                                       else Text("next start", style="dim")}))
         self.query_one(SettingsTable).set_rows(table_rows + self.email.rows())
         head.update(Text("settings", style="bold") + Text("   dim: a default the file leaves · budgets apply at "
-                                                          "once; the rest to what starts next", style="dim"))
+                                                          "once; the rest to what starts next; email when its "
+                                                          "watcher starts", style="dim"))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         from pilothouse.tui.screens.modals import WordsModal
