@@ -28,6 +28,7 @@ from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.message import Message
 from textual.screen import Screen
+from textual.timer import Timer
 
 TAIL_EVENTS = 500
 
@@ -72,6 +73,7 @@ class CockpitApp(ActionsMixin, FixMixin, App[None]):
         self.keymap = conf.keymap  # the help screen shows these keys
         self._keymap = self._normalize_keymap(conf.keymap)  # set_keymap would refresh bindings not yet there
         self._palette = False
+        self._theme_timer: Timer | None = None
         self._saved_theme = conf.theme or "textual-dark"
         self.theme = self._saved_theme
         self.watch_theme(self.theme)
@@ -98,7 +100,15 @@ class CockpitApp(ActionsMixin, FixMixin, App[None]):
         from pilothouse.tui import palette
 
         self._palette = palette.apply(self.console, self.get_css_variables(), self._palette)
-        if theme != self._saved_theme and self.is_running:
+        if self.is_running:
+            # the palette's theme picker sets each theme it passes over: keep the one it stops on
+            if self._theme_timer is not None:
+                self._theme_timer.stop()
+            self._theme_timer = self.set_timer(0.5, self._keep_theme)
+
+    def _keep_theme(self) -> None:
+        theme = self.theme
+        if theme != self._saved_theme:
             self._saved_theme = theme
             self.run_worker(lambda: self._save_theme(theme), thread=True, group="theme")
 

@@ -72,8 +72,13 @@ def load(themes: Iterable[str], scopes: Callable[[], Scopes]) -> CockpitConfig:
             conf.problems.append(f"{where}:{lines.get(('theme',), 1)}: theme: '{theme}' is not a theme: "
                                  f"one of {', '.join(known)}")
     conf.keymap, more = _keys(data.get("keys"), lines, where, scopes)
-    conf.problems += more
+    conf.problems = sorted(conf.problems + more, key=lambda line: _line_of(line, where))
     return conf
+
+
+def _line_of(problem: str, where: str) -> int:
+    number = problem.removeprefix(f"{where}:").split(":", 1)[0]
+    return int(number) if number.isdigit() else 0
 
 
 def _keys(raw: Any, lines: dict[tuple[str, ...], int], where: str,
