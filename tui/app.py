@@ -81,6 +81,12 @@ class CockpitApp(ActionsMixin, FixMixin, App[None]):
     def scopes(self) -> list[tuple[str, tuple[type, ...]]]:
         return binding_scopes()
 
+    def key_for(self, binding_id: str, default: str) -> str:
+        """The key the operator presses for a binding now: their cockpit.yaml's, else `default`."""
+        from pilothouse.tui.keymap import keys_of
+
+        return keys_of(Binding(default, "", id=binding_id), self.keymap).split()[0]
+
     def get_default_screen(self) -> Screen[Any]:
         return Dashboard()
 
@@ -250,15 +256,17 @@ class CockpitApp(ActionsMixin, FixMixin, App[None]):
         row = self.supervisor_row
         table = self.dashboard.problems
         problems = len(set(table.problems) - set(table.pending)) if self.queries else 0
+        start = self.key_for("supervisor.toggle", "S")
         if self.setup_error and not self.supervisor_alive():
             assert self.layout is not None
             if self.layout.project_yaml.exists():
-                return status_text(repo, "bad .ai/project.yaml: n or S says why", "bold red", problems)
+                return status_text(repo, f"bad .ai/project.yaml: {self.key_for('job.new', 'n')} or {start} says why",
+                                   "bold red", problems)
             return status_text(repo, "not set up: run `pilothouse init`", "bold yellow", problems)
         if row is None:
-            return status_text(repo, "never started · S starts", "dim", problems)
+            return status_text(repo, f"never started · {start} starts", "dim", problems)
         if not self.supervisor_alive():
-            return status_text(repo, "stopped · S starts", "yellow", problems)
+            return status_text(repo, f"stopped · {start} starts", "yellow", problems)
         beat = parse_ts(row.heartbeat_at)
         age = fmt.duration((self.clock() - beat).total_seconds()) if beat else "?"
         return status_text(repo, f"running pid {row.pid} · beat {age} ago", "green", problems)

@@ -22,12 +22,14 @@ def _write(text: str):
 
 
 async def test_a_remapped_key_acts_and_the_footer_and_help_show_it(cockpit_repo, make_app, wait_for) -> None:
-    _write("keys:\n  problem.retry: R\n  app.help: f1\n")
+    _write("keys:\n  problem.retry: R\n  app.help: f1\n  supervisor.toggle: ctrl+s\n")
     app = make_app(cockpit_repo)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         await pilot.press("4")
         await pilot.pause()
+        status = next(line for line in screen_text(app).splitlines() if " pilothouse " in line).rstrip()
+        assert "stopped · ^s starts" in status and status.endswith("│ f1 help")
         footer = screen_text(app).rstrip().splitlines()[-1]
         assert " R Retry" in footer and " r Retry" not in footer and "problem.retry" not in footer
         await pilot.press("r")  # the default key no longer answers
