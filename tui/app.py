@@ -28,6 +28,7 @@ from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.message import Message
 from textual.screen import Screen
+from textual.timer import Timer
 
 TAIL_EVENTS = 500
 
@@ -65,7 +66,26 @@ class CockpitApp(ActionsMixin, FixMixin, App[None]):
         self.setup_error: str | None = None  # why .ai/project.yaml does not load (None: set up)
         self._ticks = 0
         self.on_batch: Callable[[list[dict[str, Any]]], None] | None = None  # bench/test hook
-        self.theme = "textual-dark"
+        from pilothouse.tui import config
+
+        conf = config.load(self.available_themes, binding_scopes)  # the operator's theme and keys
+        self.config_problems = conf.problems
+        self.keymap = conf.keymap  # the help screen shows these keys
+        self._keymap = self._normalize_keymap(conf.keymap)  # set_keymap would refresh bindings not yet there
+        self._palette = False
+        self._theme_timer: Timer | None = None
+        self._saved_theme = conf.theme or "textual-dark"
+        self.theme = self._saved_theme
+        self.watch_theme(self.theme)
+
+    def scopes(self) -> list[tuple[str, tuple[type, ...]]]:
+        return binding_scopes()
+
+    def key_for(self, binding_id: str, default: str) -> str:
+        """The key the operator presses for a binding now: their cockpit.yaml's, else `default`."""
+        from pilothouse.tui.keymap import keys_of
+
+        return keys_of(Binding(default, "", id=binding_id), self.keymap).split()[0]
 
     def get_default_screen(self) -> Screen[Any]:
         return Dashboard()
@@ -78,6 +98,33 @@ class CockpitApp(ActionsMixin, FixMixin, App[None]):
 
     def on_mount(self) -> None:
         self.set_interval(1, self._tick)
+        for line in self.config_problems:
+            self.notify(line, title="cockpit.yaml", severity="warning", timeout=15)
+
+    def watch_theme(self, theme: str) -> None:
+        """The state colours follow the theme (tui/palette.py); a theme the operator picks is kept."""
+        from pilothouse.tui import palette
+
+        self._palette = palette.apply(self.console, self.get_css_variables(), self._palette)
+        if self.is_running:
+            # the palette's theme picker sets each theme it passes over: keep the one it stops on
+            if self._theme_timer is not None:
+                self._theme_timer.stop()
+            self._theme_timer = self.set_timer(0.5, self._keep_theme)
+
+    def _keep_theme(self) -> None:
+        theme = self.theme
+        if theme != self._saved_theme:
+            self._saved_theme = theme
+            self.run_worker(lambda: self._save_theme(theme), thread=True, group="theme")
+
+    def _save_theme(self, theme: str) -> None:
+        from pilothouse.tui import config
+
+        try:
+            config.save_theme(theme)
+        except (UserError, OSError) as exc:
+            self.call_from_thread(self.notify, f"theme not saved: {exc}", title="cockpit.yaml", severity="warning")
 
     def dashboard_ready(self) -> None:
         """Called by the dashboard once its panels exist."""
@@ -209,15 +256,17 @@ class CockpitApp(ActionsMixin, FixMixin, App[None]):
         row = self.supervisor_row
         table = self.dashboard.problems
         problems = len(set(table.problems) - set(table.pending)) if self.queries else 0
+        start = self.key_for("supervisor.toggle", "S")
         if self.setup_error and not self.supervisor_alive():
             assert self.layout is not None
             if self.layout.project_yaml.exists():
-                return status_text(repo, "bad .ai/project.yaml: n or S says why", "bold red", problems)
+                return status_text(repo, f"bad .ai/project.yaml: {self.key_for('job.new', 'n')} or {start} says why",
+                                   "bold red", problems)
             return status_text(repo, "not set up: run `pilothouse init`", "bold yellow", problems)
         if row is None:
-            return status_text(repo, "never started · S starts", "dim", problems)
+            return status_text(repo, f"never started · {start} starts", "dim", problems)
         if not self.supervisor_alive():
-            return status_text(repo, "stopped · S starts", "yellow", problems)
+            return status_text(repo, f"stopped · {start} starts", "yellow", problems)
         beat = parse_ts(row.heartbeat_at)
         age = fmt.duration((self.clock() - beat).total_seconds()) if beat else "?"
         return status_text(repo, f"running pid {row.pid} · beat {age} ago", "green", problems)
@@ -244,6 +293,31 @@ class CockpitApp(ActionsMixin, FixMixin, App[None]):
                                 self.action_supervisor)
             yield SystemCommand("Follow events", "Jump to the newest event and follow",
                                 self.dashboard.action_follow)
+
+
+def binding_scopes() -> list[tuple[str, tuple[type, ...]]]:
+    """The bindings active together (tui/keymap.py): the focused widget's, its screen's and, on the
+    dashboard, the app's. A screen's own keys shadow the app's on purpose (q goes back, not quits)."""
+    from pilothouse.tui.screens.detail import RunDetail
+    from pilothouse.tui.screens.diff import DiffScreen
+    from pilothouse.tui.screens.email import PasswordModal
+    from pilothouse.tui.screens.gatelog import GateLog
+    from pilothouse.tui.screens.help import HelpScreen
+    from pilothouse.tui.screens.jobform import JobForm
+    from pilothouse.tui.screens.modals import ConfirmModal, PickModal, WordsModal
+    from pilothouse.tui.screens.picker import RepoPicker
+    from pilothouse.tui.screens.problem import ProblemDialog
+    from pilothouse.tui.screens.settings import SettingsScreen
+    from pilothouse.tui.screens.usage import UsageScreen
+    from pilothouse.tui.widgets.events import EventStream
+    from pilothouse.tui.widgets.table import KeyedTable
+
+    return [("dashboard", (CockpitApp, Dashboard, KeyedTable)), ("dashboard", (CockpitApp, Dashboard, EventStream)),
+            ("run detail", (RunDetail, KeyedTable)),
+            ("problem dialog", (ProblemDialog,)), ("help", (HelpScreen,)), ("settings", (SettingsScreen, KeyedTable)),
+            ("usage", (UsageScreen, KeyedTable)), ("diff", (DiffScreen,)), ("gate log", (GateLog,)),
+            ("new job", (JobForm,)), ("confirm", (ConfirmModal,)), ("words", (WordsModal,)), ("pick", (PickModal,)),
+            ("repository picker", (RepoPicker,)), ("password", (PasswordModal,))]
 
 
 def run_cockpit(layout: RepoLayout | None, repos: Iterable[RepoLayout] = ()) -> int:

@@ -19,6 +19,9 @@ def register(sub: Any) -> None:
                        description="Open the terminal cockpit on a repository. Works over SSH in 80x24; "
                        "`pilothouse serve` serves it to a browser.")
     p.add_argument("repo", nargs="?", metavar="REPO", help="repository path or registered name")
+    p.add_argument("--keys", action="store_true",
+                   help="print every binding id with its key (after your keymap in cockpit.yaml) and exit")
+    p.add_argument("--json", action="store_true", help="with --keys: as JSON")
     p.set_defaults(func=_view)
 
 
@@ -70,7 +73,35 @@ def resolve(repo: str | None) -> tuple[Any, list[Any]]:
                         "or run `pilothouse init` in a repository") from None
 
 
+def _keys(as_json: bool) -> int:
+    import json
+    import sys
+
+    from pilothouse.tui.app import binding_scopes
+    from pilothouse.tui.config import keys_report
+
+    report = keys_report(binding_scopes)
+    if as_json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(f"# {report['file']}" + (f" · theme {report['theme']}" if report["theme"] else ""))
+        print(f"{'binding id':<20} {'keys':<14} {'default':<14} {'where':<28} action")
+        for row in report["keys"]:
+            keys, default = " ".join(row["keys"]), " ".join(row["default"])
+            print(f"{row['id']:<20} {keys:<14} {default if default != keys else '':<14} "
+                  f"{', '.join(row['scopes']):<28} {row['action']}")
+    for line in report["problems"]:
+        print(f"pilothouse: {line}", file=sys.stderr)
+    return 1 if report["problems"] else 0
+
+
 def _view(args: Any) -> int:
+    if args.keys:
+        return _keys(args.json)
+    if args.json:
+        from pilothouse.providers.errors import UserError
+
+        raise UserError("view: --json goes with --keys (the cockpit itself has no JSON)")
     layout, choices = resolve(args.repo)
     from pilothouse.tui.app import run_cockpit
 

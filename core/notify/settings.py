@@ -3,7 +3,8 @@
 trusted. Kept in `config_dir()/email.json` (0600, written atomically); the mailbox's app password
 is in the key store under KEY, like a provider key, so every redactor hides it.
 
-The cockpit's settings screen uses `load`, `validate` and `save` (and `set_password`) as the CLI does.
+The cockpit's settings screen uses `load`, `validate_draft` and `save` (and `set_password`, `turn_off`)
+as the CLI uses `validate`.
 """
 
 from __future__ import annotations
@@ -95,10 +96,31 @@ def validate(data: dict[str, Any], where: str = "email settings") -> EmailSettin
     try:
         return EmailSettings.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        field = ".".join(str(p) for p in err["loc"])
-        msg = str(err["msg"]).removeprefix("Value error, ")  # a check of two fields names its own
-        raise UserError(f"{where}: {field + ': ' if field else ''}{msg}") from None
+        raise _error(exc.errors()[0], where) from None
+
+
+def validate_draft(data: dict[str, Any], where: str = "email settings") -> EmailSettings | None:
+    """Settings filled in one field at a time (the cockpit's settings screen): the settings once
+    complete, None while the only fault is a required field not given yet (`missing` names them),
+    else one UserError naming the field that is wrong."""
+    try:
+        return EmailSettings.model_validate(data)
+    except ValidationError as exc:
+        wrong = [e for e in exc.errors() if e["type"] != "missing"]
+        if wrong:
+            raise _error(wrong[0], where) from None
+        return None
+
+
+def missing(data: dict[str, Any]) -> list[str]:
+    """The required fields `data` does not give yet."""
+    return [name for name, f in EmailSettings.model_fields.items() if f.is_required() and not data.get(name)]
+
+
+def _error(err: Any, where: str) -> UserError:
+    field = ".".join(str(p) for p in err["loc"])
+    msg = str(err["msg"]).removeprefix("Value error, ")  # a check of two fields names its own
+    return UserError(f"{where}: {field + ': ' if field else ''}{msg}")
 
 
 def load() -> EmailSettings | None:
@@ -135,6 +157,11 @@ def set_password(password: str, backend: str | None = None) -> str:
 
 def password() -> str | None:
     return keys.get_key(KEY)
+
+
+def has_password() -> bool:
+    """Whether an app password is stored (the cockpit says set / not set, never the password)."""
+    return keys.has_key(KEY)
 
 
 def turn_off() -> bool:

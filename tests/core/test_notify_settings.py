@@ -94,3 +94,18 @@ def test_notify_email_test_sends_a_mail_and_logs_in(cli, tmp_path: Path) -> None
     finally:
         smtp.stop()
         dovecot.stop()
+
+
+def test_a_draft_waits_for_its_required_fields_but_names_a_wrong_one_at_once() -> None:
+    from pilothouse.providers.errors import UserError
+
+    draft = {"address": "pilot@pilothouse.test", "smtp_port": "587"}
+    assert settings.validate_draft(draft) is None
+    assert settings.missing(draft) == ["operator", "imap_host", "smtp_host"]
+    with pytest.raises(UserError, match=r"^email settings: smtp_port: Input should be a valid integer"):
+        settings.validate_draft({**draft, "smtp_port": "five"})
+    with pytest.raises(UserError, match=r"^email settings: operator: 'me' is not a plain address"):
+        settings.validate_draft({**draft, "operator": "me"})
+    done = settings.validate_draft({**draft, "operator": "me@example.org", "imap_host": "imap.example.net",
+                                    "smtp_host": "smtp.example.net"})
+    assert done is not None and done.smtp_port == 587 and settings.missing(done.model_dump()) == []

@@ -116,3 +116,26 @@ def test_usage(snap_compare, cockpit_repo, make_app, size) -> None:
 def test_settings(snap_compare, cockpit_repo, make_app, size) -> None:
     # C: every choice of .ai/project.yaml (dim: a default the file leaves) and when a change applies
     assert snap_compare(make_app(cockpit_repo), press=["C"], terminal_size=size)
+
+
+def _cockpit_file(text: str) -> None:
+    from pilothouse.tui.config import config_file
+
+    config_file().parent.mkdir(parents=True, exist_ok=True)
+    config_file().write_text(text)
+
+
+@pytest.mark.parametrize("theme", ["textual-light", "nord"])
+@pytest.mark.parametrize("size", SIZES)
+def test_dashboard_under_a_theme_with_the_cursor_on_a_stopped_task(snap_compare, cockpit_repo, make_app, theme,
+                                                                   size) -> None:
+    # the theme from the operator's cockpit.yaml; 3 j j: the cursor on calendar-ui (stopped: red on every theme)
+    _cockpit_file(f"theme: {theme}\n")
+    assert snap_compare(make_app(cockpit_repo), press=["3", "j", "j"], terminal_size=size)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_help_shows_the_operators_keys(snap_compare, cockpit_repo, make_app, size) -> None:
+    # cockpit.yaml remaps the help to f1 and retry to R: f1 opens the help, which lists them
+    _cockpit_file("keys:\n  app.help: f1\n  problem.retry: R\n")
+    assert snap_compare(make_app(cockpit_repo), press=["f1"], terminal_size=size)

@@ -18,9 +18,9 @@ def _cell_style(table, row_text: str, cell_text: str):
     raise AssertionError(f"{row_text!r} / {cell_text!r} not drawn")
 
 
-@pytest.mark.parametrize("task,state,colour", [("calendar-ui", "stopped", "red"),
-                                               ("calendar-sync", "waiting", "yellow")])
-async def test_cursor_row_keeps_state_colours(cockpit_repo, make_app, wait_for, task, state, colour) -> None:
+@pytest.mark.parametrize("task,state,word", [("calendar-ui", "stopped", "bold red"),
+                                             ("calendar-sync", "waiting", "yellow")])
+async def test_cursor_row_keeps_state_colours(cockpit_repo, make_app, wait_for, task, state, word) -> None:
     app = make_app(cockpit_repo)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
@@ -31,7 +31,8 @@ async def test_cursor_row_keeps_state_colours(cockpit_repo, make_app, wait_for, 
         assert table.current_key == task and app.focused is table
         style = _cell_style(table, task, state)
         assert style.bgcolor is not None  # the cursor is drawn on this row
-        assert style.color is not None and style.color.name == colour
+        # the theme's colour for the state (tui/palette.py), not the cursor's foreground
+        assert style.color is not None and style.color == app.console.get_style(word).color
 
 
 @pytest.mark.parametrize("size", [(80, 24), (120, 40), (200, 50)])

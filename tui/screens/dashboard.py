@@ -45,7 +45,7 @@ class Dashboard(Screen[None]):
         with Horizontal(id="status-bar"):
             yield Static(id="status")
             # a widget of its own: the status line is cut on a narrow terminal, the way to help is not
-            yield Static(Text(" │ ? help ", style="dim"), id="status-help")
+            yield Static(Text(f" │ {self.cockpit.key_for('app.help', '?')} help ", style="dim"), id="status-help")
         with Horizontal(id="top"):
             yield JobsTable(classes="panel")
             yield ProvidersTable(classes="panel")

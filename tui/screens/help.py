@@ -1,9 +1,12 @@
-"""`?` — every key, grouped; built from the same Binding objects the app uses (ids included)."""
+"""`?` — every key, grouped; built from the same Binding objects the app uses, each shown with the key
+the operator presses now (the keymap of tui/config.py applied), never its id."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from pilothouse.tui import keymap
 from pilothouse.tui.bindings import FIX_BINDINGS, JOB_BINDINGS, REPLY_BINDINGS
-from pilothouse.tui.format import REPLY_KEYS
 from pilothouse.tui.screens.detail import RunDetail
 from rich.table import Table
 from rich.text import Text
@@ -13,17 +16,21 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+if TYPE_CHECKING:
+    from pilothouse.tui.app import CockpitApp
+
+# (binding ids, keys of Textual's own, what): the ids' keys are looked up, so a remapped key shows
 NAVIGATION = [
-    ("j k ↑ ↓", "move in the focused panel", "nav.down/up"),
-    ("tab  1–5", "next panel / jump to a panel", "panel.N"),
-    ("enter", "details: run of a task, answer a problem", "select"),
-    ("esc", "back, close, clear the filter", "back"),
-    ("/", "filter the focused panel", "filter"),
-    ("f  End", "follow the event log again", "events.follow"),
-    ("ctrl+p", "command palette", "app.palette"),
-    ("ctrl+t", "light / dark theme", "app.theme"),
-    ("?", "this help", "app.help"),
-    ("q", "quit", "app.quit"),
+    (("nav.down", "nav.up"), "↑ ↓", "move in the focused panel"),
+    (tuple(f"panel.{n}" for n in range(1, 6)), "tab", "next panel / jump to a panel"),
+    ((), "enter", "details: run of a task, answer a problem"),
+    (("back",), "", "back, close, clear the filter"),
+    (("filter",), "", "filter the focused panel"),
+    (("events.follow", "events.end"), "", "follow the event log again"),
+    ((), "^p", "command palette (Change theme: every theme)"),
+    (("app.theme",), "", "light / dark theme"),
+    (("app.help",), "", "this help"),
+    (("app.quit",), "", "quit"),
 ]
 REPLY_HELP = {
     "retry": "run the stopped step again (fix the cause first)",
@@ -56,22 +63,28 @@ DETAIL_HELP = {
 }
 
 
-def _section(title: str, rows: list[tuple[str, str, str]]) -> Table:
+def _section(title: str, rows: list[tuple[str, str]]) -> Table:
     table = Table(title=Text(title, style="bold"), title_justify="left", show_header=False, box=None,
                   padding=(0, 1), expand=True)
     table.add_column("key", style="bold", width=10, no_wrap=True)
     table.add_column("what", ratio=1)
-    for key, what, _ in rows:  # the binding id stays in the rows, for the keymap; the operator needs the key
+    for key, what in rows:
         table.add_row(key, what)
     return table
 
 
-_KEY_NAMES = {"left_square_bracket": "[", "right_square_bracket": "]", "escape": "esc", "exclamation_mark": "!",
-              "dollar_sign": "$"}
+def _rows(bindings: list[Binding], text: dict[str, str], keys: dict[str, str]) -> list[tuple[str, str]]:
+    return [(keys.get(b.id or "", keymap.display(b.key)), text.get(b.id or "", b.description)) for b in bindings]
 
 
-def _rows(bindings: list[Binding], text: dict[str, str]) -> list[tuple[str, str, str]]:
-    return [(_KEY_NAMES.get(b.key, b.key), text.get(b.id or "", b.description), b.id or "") for b in bindings]
+def _navigation(keys: dict[str, str]) -> list[tuple[str, str]]:
+    rows = []
+    for ids, own, what in NAVIGATION:
+        shown = [keys[i] for i in ids if i in keys]
+        if shown == [str(n) for n in range(1, 6)]:
+            shown = ["1–5"]
+        rows.append((" ".join(x for x in ((own, *shown) if own == "tab" else (*shown, own)) if x), what))
+    return rows
 
 
 class HelpScreen(ModalScreen[None]):
@@ -81,18 +94,26 @@ class HelpScreen(ModalScreen[None]):
         Binding("k,up", "scroll(-1)", "Up", show=False, id="help.up"),
     ]
 
+    @property
+    def cockpit(self) -> CockpitApp:
+        return self.app  # type: ignore[return-value]
+
     def compose(self) -> ComposeResult:
+        app = self.cockpit
+        keys = {row["id"]: row["shown"] for row in keymap.listing(app.keymap, app.scopes())}
         with VerticalScroll(classes="dialog help") as box:
             box.border_title = "keys"
-            yield Static(_section("Navigation", NAVIGATION))
+            yield Static(_section("Navigation", _navigation(keys)))
             yield Static(_section("On a problem (Problems panel, or a stopped task)",
-                                  _rows(REPLY_BINDINGS, {f"problem.{k}": v for k, v in REPLY_HELP.items()})))
-            yield Static(_section("Jobs and workers", _rows(JOB_BINDINGS, JOB_HELP)))
-            yield Static(_section("Fix in place (a task, a problem, a run detail)", _rows(FIX_BINDINGS, FIX_HELP)))
+                                  _rows(REPLY_BINDINGS, {f"problem.{k}": v for k, v in REPLY_HELP.items()}, keys)))
+            yield Static(_section("Jobs and workers", _rows(JOB_BINDINGS, JOB_HELP, keys)))
+            yield Static(_section("Fix in place (a task, a problem, a run detail)",
+                                  _rows(FIX_BINDINGS, FIX_HELP, keys)))
             detail = [b for b in RunDetail.BINDINGS if b.id in DETAIL_HELP]
+            replies = [keys[f"detail.{r}"] for r in REPLY_HELP]
             yield Static(_section("Run detail (enter on a task)", [
-                *_rows(detail, DETAIL_HELP),
-                (" ".join(REPLY_KEYS.values()), "answer the task's problem, as on the dashboard", "detail.reply")]))
+                *_rows(detail, DETAIL_HELP, keys),
+                (" ".join(replies), "answer the task's problem, as on the dashboard")]))
             yield Static(Text("Every action goes through pilothouse's core and shows up when its event "
                               "arrives. esc closes.", style="dim"))
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from pilothouse.core.stops.problems import Problem
 from pilothouse.core.stops.replies import REPLY_HELP
 from pilothouse.tui import format as fmt
+from pilothouse.tui import keymap
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -98,17 +99,22 @@ class ProblemDialog(ModalScreen[None]):
         yield Footer()  # over the dashboard's: the keys shown are this dialog's
 
     def _keys(self) -> Text:
+        operators = getattr(self.app, "keymap", {})  # the keys of the operator's cockpit.yaml
+
+        def key_of(binding_id: str, default: str) -> str:
+            return keymap.keys_of(Binding(default, "", id=binding_id), operators)
+
         keys = Text()
         if self.answered is not None:
             keys.append(self.answered_note, style="bold yellow")
             keys.append("  ")
         else:
             for reply in self.problem.replies:
-                key = fmt.REPLY_KEYS.get(reply, "?")
+                key = key_of(f"dialog.{reply}", fmt.REPLY_KEYS.get(reply, "?"))
                 keys.append(f" {key} ", style="bold reverse")
                 keys.append(f" {reply:<8}", style="bold")
                 keys.append(f"{REPLY_HELP.get(reply, '')}\n", style="default")
-        keys.append(" esc ", style="bold reverse")
+        keys.append(f" {key_of('dialog.close', 'escape').split()[0]} ", style="bold reverse")
         keys.append(" close")
         return keys
 

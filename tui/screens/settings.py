@@ -1,7 +1,7 @@
 """Settings (`C`): every choice of `.ai/project.yaml` — the file's own and the defaults it leaves —
 and when a change applies. Enter on one edits it; core checks the whole file before writing it,
 keeps its comments (core/records/settings.py), and a value that does not fit is refused in one
-line naming the field, the file untouched.
+line naming the field, the file untouched. Below them, the user's email settings (screens/email.py).
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from pilothouse.providers.errors import UserError
+from pilothouse.tui.screens.email import PREFIX, EmailSection, PasswordModal
 from pilothouse.tui.widgets.table import Cell, Col, KeyedTable
 from rich.text import Text
 from textual.app import ComposeResult
@@ -45,7 +46,8 @@ class SettingsScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one("#settings-table").border_title = ".ai/project.yaml · enter edits"
+        self.email = EmailSection()
+        self.query_one("#settings-table").border_title = ".ai/project.yaml and email · enter edits"
         self.reload()
         self.query_one("#settings-table").focus()
 
@@ -58,6 +60,7 @@ class SettingsScreen(Screen[None]):
             rows = settings.rows(layout) if layout is not None else []
         except UserError as exc:
             head.update(Text(str(exc), style="bold red"))
+            self.query_one(SettingsTable).set_rows(self.email.rows())
             return
         self.values = {path: value for path, value, _ in rows}
         table_rows: list[tuple[str, dict[str, Cell]]] = []
@@ -66,15 +69,19 @@ class SettingsScreen(Screen[None]):
                                       "value": Text(shown(value), style="" if written else "dim"),
                                       "applies": Text("at once", style="green") if path.startswith(settings.AT_ONCE)
                                       else Text("next start", style="dim")}))
-        self.query_one(SettingsTable).set_rows(table_rows)
+        self.query_one(SettingsTable).set_rows(table_rows + self.email.rows())
         head.update(Text("settings", style="bold") + Text("   dim: a default the file leaves · budgets apply at "
-                                                          "once; the rest to what starts next", style="dim"))
+                                                          "once; the rest to what starts next; email when its "
+                                                          "watcher starts", style="dim"))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         from pilothouse.tui.screens.modals import WordsModal
 
         path = event.row_key.value
         if not path:
+            return
+        if path.startswith(PREFIX):
+            self.edit_email(path.removeprefix(PREFIX))
             return
         current = self.values.get(path)
 
@@ -100,3 +107,66 @@ class SettingsScreen(Screen[None]):
         self.notify(f"{path} saved; it applies {applies}", title="settings", timeout=5)
         self.reload()
         self.query_one(SettingsTable).select_key(path)
+
+    # --- email (the user's, not the repository's) ------------------------------------------------
+
+    def edit_email(self, name: str) -> None:
+        from pilothouse.tui.screens.modals import ConfirmModal, WordsModal
+
+        def done(what: str | None, key: str) -> None:
+            if what:
+                self.notify(what, title="email", timeout=8)
+            self.reload()
+            self.query_one(SettingsTable).select_key(key)
+
+        def refused(exc: UserError, key: str) -> None:
+            self.notify(str(exc), title="email", severity="error", timeout=10)
+            self.query_one(SettingsTable).select_key(key)
+
+        if name == "":
+            def off(yes: bool | None) -> None:
+                if yes:
+                    done(self.email.turn_off(), PREFIX)
+
+            if self.email.current("address") and not self.email.draft:
+                self.app.push_screen(ConfirmModal("email · turn off", "Forget the email settings and the app "
+                                                  "password? Problems are no longer mailed.", "Turn off"), off)
+            else:
+                self.notify("set the email fields below (enter on each), then the password", title="email")
+            return
+        if name == "password":
+            self.app.push_screen(PasswordModal(), lambda pw: self._store_password(pw, done, refused))
+            return
+
+        def got(words: str | None) -> None:
+            if words is None:
+                return
+            try:
+                done(self.email.set_field(name, words), PREFIX + name)
+            except UserError as exc:
+                refused(exc, PREFIX + name)
+
+        self.app.push_screen(WordsModal(f"set · email.{name}", "The new value:", value=self.email.current(name)), got)
+
+    def _store_password(self, password: str | None, done: Any, refused: Any) -> None:
+        from pilothouse.providers.keys import NoKeyringBackend
+        from pilothouse.tui.screens.modals import ConfirmModal
+
+        if password is None:
+            return
+        key = PREFIX + "password"
+        try:
+            done(self.email.set_password(password), key)
+        except NoKeyringBackend:
+            def to_file(yes: bool | None) -> None:
+                if yes:
+                    try:
+                        done(self.email.set_password(password, "file"), key)
+                    except UserError as exc:
+                        refused(exc, key)
+
+            self.app.push_screen(ConfirmModal("email · no keyring", "This machine has no OS keyring. Keep the app "
+                                              "password in a private file (0600, in pilothouse's secrets "
+                                              "directory)?", "Keep it in a file"), to_file)
+        except UserError as exc:
+            refused(exc, key)
