@@ -137,6 +137,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("pilothouse: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # an OSError: before the disk errors below
+        # a closed pipe (`| head`) is not an error; silence the flush at exit too
+        import os
+
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except Exception as exc:
         from pilothouse.providers.errors import disk_error_line
 
@@ -145,13 +152,6 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"pilothouse: {line}", file=sys.stderr)
         return 1
-    except BrokenPipeError:
-        # a closed pipe (`| head`) is not an error; silence the flush at exit too
-        import os
-
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 0
     return int(rc or 0)
 
 

@@ -302,3 +302,21 @@ def test_a_hostile_project_yaml_is_one_line_for_every_command(repo: Path, cli, k
         if r.returncode == 2:
             assert len(r.stderr.strip().splitlines()) == 1, (argv, r.stderr)
     assert not (repo / ".ai/runtime/supervisor.log").exists()
+
+
+def test_output_into_a_closed_pipe_is_not_an_error(tmp_path: Path) -> None:
+    """`pilothouse … | head`: the reader went away; exit 0 with nothing on stderr, no traceback
+    (a closed pipe is an OSError, and the disk-error handling must not take it)."""
+    import os
+    import subprocess
+    import sys
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        r = subprocess.run([sys.executable, "-m", "pilothouse", "view", "--keys", "--json"], stdout=write_end,
+                           stderr=subprocess.PIPE, text=True, cwd=tmp_path, timeout=60)
+    finally:
+        os.close(write_end)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == ""
