@@ -10,15 +10,26 @@ import pytest
 SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((120, 40), id="120x40")]
 
 
+def detail_of(wait_for, *keys: str):
+    """Keys that open a run detail, then a wait for its gate, review and diff stat (read in a worker)."""
+
+    async def run_before(pilot) -> None:
+        await pilot.pause()
+        await pilot.press(*keys)
+        await wait_for(pilot, lambda: getattr(pilot.app.screen, "side_loaded", False))
+
+    return run_before
+
+
 @pytest.mark.parametrize("size", SIZES)
 def test_dashboard(snap_compare, cockpit_repo, make_app, size) -> None:
     assert snap_compare(make_app(cockpit_repo), terminal_size=size)
 
 
 @pytest.mark.parametrize("size", SIZES)
-def test_run_detail(snap_compare, cockpit_repo, make_app, size) -> None:
+def test_run_detail(snap_compare, cockpit_repo, make_app, wait_for, size) -> None:
     # 3: the Tasks panel; j: calendar-api (running); enter: its run
-    assert snap_compare(make_app(cockpit_repo), press=["3", "j", "enter"], terminal_size=size)
+    assert snap_compare(make_app(cockpit_repo), run_before=detail_of(wait_for, "3", "j", "enter"), terminal_size=size)
 
 
 @pytest.mark.parametrize("size", SIZES)
@@ -36,14 +47,15 @@ def test_help(snap_compare, cockpit_repo, make_app, size) -> None:
     assert snap_compare(make_app(cockpit_repo), press=["question_mark"], terminal_size=size)
 
 
-def test_run_detail_of_a_task_stopped_by_its_gate(snap_compare, cockpit_repo, make_app) -> None:
+def test_run_detail_of_a_task_stopped_by_its_gate(snap_compare, cockpit_repo, make_app, wait_for) -> None:
     # 3: the Tasks panel; j j: calendar-ui (stopped: the fast gate failed twice); enter: its run
-    assert snap_compare(make_app(cockpit_repo), press=["3", "j", "j", "enter"], terminal_size=(120, 40))
+    assert snap_compare(make_app(cockpit_repo), run_before=detail_of(wait_for, "3", "j", "j", "enter"),
+                        terminal_size=(120, 40))
 
 
-def test_run_detail_with_review_findings(snap_compare, cockpit_repo, make_app) -> None:
+def test_run_detail_with_review_findings(snap_compare, cockpit_repo, make_app, wait_for) -> None:
     # 3: the Tasks panel; enter: calendar-store (done, reviewed with CHANGES)
-    assert snap_compare(make_app(cockpit_repo), press=["3", "enter"], terminal_size=(120, 40))
+    assert snap_compare(make_app(cockpit_repo), run_before=detail_of(wait_for, "3", "enter"), terminal_size=(120, 40))
 
 
 @pytest.fixture
@@ -81,9 +93,9 @@ def branch_of_store(cockpit_repo, monkeypatch):
 
 
 @pytest.mark.parametrize("size", SIZES)
-def test_run_detail_with_gate_review_and_diff(snap_compare, branch_of_store, make_app, size) -> None:
+def test_run_detail_with_gate_review_and_diff(snap_compare, branch_of_store, make_app, wait_for, size) -> None:
     # 3: the Tasks panel; enter: calendar-store (gate passed, reviewed with CHANGES, a branch with two files)
-    assert snap_compare(make_app(branch_of_store), press=["3", "enter"], terminal_size=size)
+    assert snap_compare(make_app(branch_of_store), run_before=detail_of(wait_for, "3", "enter"), terminal_size=size)
 
 
 @pytest.mark.parametrize("size", SIZES)
