@@ -15,6 +15,7 @@ from pilothouse.core.queries.work import TASK_ACTIVE, RunRow, TaskRow, run_log_p
 from pilothouse.tui import format as fmt
 from pilothouse.tui.live import Follower, LineTailer
 from pilothouse.tui.screens import run_sections as sections
+from pilothouse.tui.widgets.footer import SteadyFooter
 from pilothouse.tui.widgets.table import Cell, Col, KeyedTable
 from rich.text import Text
 from textual.app import ComposeResult
@@ -22,7 +23,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, RichLog, Static
+from textual.widgets import DataTable, RichLog, Static
 
 if TYPE_CHECKING:
     from pilothouse.core.stops.problems import Problem
@@ -88,7 +89,7 @@ class RunDetail(Screen[None]):
                 yield Static(id="review")
                 yield Static(id="diff")
                 yield Static(id="logs")
-        yield Footer()
+        yield SteadyFooter()
 
     def on_mount(self) -> None:
         self.query_one("#runs").border_title = f"runs of {self.task_id}"
