@@ -38,21 +38,13 @@ class FixMixin:
     def fix_target(self, problem_too: bool = True) -> tuple[TaskRow, Problem | None] | None:
         """The task the screen in front is about, and its open problem: the dashboard's selected
         task (Tasks panel) or problem's task (Problems panel), a problem dialog's, a run detail's."""
-        from pilothouse.tui.screens.detail import RunDetail
-        from pilothouse.tui.screens.problem import ProblemDialog
-
         app = self._app()
         q = app.queries
         if q is None or app.layout is None:
             return None
         screen = app.screen
         problem: Problem | None = None
-        if isinstance(screen, ProblemDialog):
-            problem = screen.problem
-            job, name = problem.job, problem.task
-        elif isinstance(screen, RunDetail):
-            job, name = screen.job, screen.task_id
-        elif screen is app.screen_stack[0]:
+        if screen is app.screen_stack[0]:
             dash = app.dashboard
             if dash.focused is dash.problems and dash.problems.current is not None:
                 problem = dash.problems.current
@@ -62,7 +54,18 @@ class FixMixin:
             else:
                 return None
         else:
-            return None
+            # imported only when another screen is in front (they are loaded by then): asked on the
+            # dashboard's first frame, the imports were part of the first paint
+            from pilothouse.tui.screens.detail import RunDetail
+            from pilothouse.tui.screens.problem import ProblemDialog
+
+            if isinstance(screen, ProblemDialog):
+                problem = screen.problem
+                job, name = problem.job, problem.task
+            elif isinstance(screen, RunDetail):
+                job, name = screen.job, screen.task_id
+            else:
+                return None
         if not name:
             return None
         # the Tasks panel's row is fresh (events update it): no query on every footer refresh
