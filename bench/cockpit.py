@@ -105,7 +105,7 @@ FIRST_PAINT = textwrap.dedent("""
     app.run(headless=True, size=(120, 40), auto_pilot=pilot)
     paint = marks["painted"] - t1
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"{t_import:.3f} {marks['cpu'] - c1:.3f} {paint:.3f} {rss:.0f}")
+    print(f"{t_import:.3f} {marks['cpu'] - c1:.3f} {paint:.3f} {rss:.0f} {marks['cpu']:.3f}")
 """)
 
 
@@ -115,13 +115,17 @@ def first_paint(repo: Path, tries: int = 3) -> None:
     for _ in range(tries):
         out = subprocess.run([sys.executable, "-c", FIRST_PAINT, str(repo)], capture_output=True, text=True,
                              cwd=ROOT, check=True).stdout.split()
-        results.append(tuple(float(x) for x in out[-4:]))
+        results.append(tuple(float(x) for x in out[-5:]))
     best = min(results, key=lambda r: r[2])
     figure("first paint (in-process, median)", statistics.median(r[2] for r in results) * 1000)
     print(f"first paint (app start → first frame, store + last 500 events): best {best[2] * 1000:.0f} ms, "
           f"median {statistics.median(r[2] for r in results) * 1000:.0f} ms wall over {tries} runs; "
           f"{best[1] * 1000:.0f} ms of CPU (goal ≤ 500 ms)")
     print(f"  python imports before it (textual + pilothouse): {best[0] * 1000:.0f} ms")
+    cpu = statistics.median(r[4] for r in results) * 1000
+    figure("first paint: CPU from process start (median)", cpu)
+    print(f"  CPU from the process's start to the first frame (interpreter, imports, app): median {cpu:.0f} ms "
+          "(the figure the machine's load inflates least)")
     print(f"  peak RSS: {max(r[3] for r in results):.0f} MB (goal ≤ 200 MB)")
 
 
