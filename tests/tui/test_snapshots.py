@@ -128,3 +128,81 @@ def test_usage(snap_compare, cockpit_repo, make_app, size) -> None:
 def test_settings(snap_compare, cockpit_repo, make_app, size) -> None:
     # C: every choice of .ai/project.yaml (dim: a default the file leaves) and when a change applies
     assert snap_compare(make_app(cockpit_repo), press=["C"], terminal_size=size)
+
+
+def typed_into(wait_for_input, screen: str, *keys: str, then: tuple[str, ...] = ()):
+    """Keys that open a dialog, its input waited for (typed too early they would land on the dashboard),
+    then the keys typed into it."""
+
+    async def run_before(pilot) -> None:
+        await pilot.pause()
+        await pilot.press(*keys)
+        await wait_for_input(pilot, screen)
+        await pilot.press(*then)
+
+    return run_before
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_new_job_form(snap_compare, cockpit_repo, make_app, wait_for_input, size) -> None:
+    # n: the form, a name and the start of a request typed; ctrl+s and esc in its footer
+    keys = typed_into(wait_for_input, "JobForm", "n", then=(*"add-export", "tab", *"Export the month as iCal."))
+    assert snap_compare(make_app(cockpit_repo), run_before=keys, terminal_size=size)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_correct_job_form(snap_compare, cockpit_repo, make_app, wait_for_input, monkeypatch, size) -> None:
+    # e: first-draft's request to correct, as its record says it
+    from cockpit_support import ts
+    from pilothouse.core.records import jobs
+    from pilothouse.core.state import events
+
+    for module in (jobs, events):  # the record and its event at the fixture's time, not now
+        monkeypatch.setattr(module, "utc_now_iso", lambda: ts(29.8))
+    jobs.create_job(cockpit_repo, "first-draft", "A calendar: a JSON store, an HTTP API and a month view.")
+    assert snap_compare(make_app(cockpit_repo), run_before=typed_into(wait_for_input, "JobForm", "e"),
+                        terminal_size=size)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_discard_typed_job(snap_compare, cockpit_repo, make_app, wait_for_input, size) -> None:
+    # esc on a form with words in it asks first
+    keys = typed_into(wait_for_input, "JobForm", "n", then=(*"add-export", "escape"))
+    assert snap_compare(make_app(cockpit_repo), run_before=keys, terminal_size=size)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_skip_confirm(snap_compare, cockpit_repo, make_app, size) -> None:
+    # 4: Problems (KTRWMB on calendar-ui); s: skip lists the tasks it cancels (calendar-docs needs calendar-ui)
+    assert snap_compare(make_app(cockpit_repo), press=["4", "s"], terminal_size=size)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_abort_confirm(snap_compare, cockpit_repo, make_app, size) -> None:
+    # 3: Tasks; j: calendar-api (running); x: abort its worker?
+    assert snap_compare(make_app(cockpit_repo), press=["3", "j", "x"], terminal_size=size)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_ship_confirm(snap_compare, cockpit_repo, make_app, size) -> None:
+    # 1: Jobs; k: hello-world (accepted); P: ship it onto main?
+    assert snap_compare(make_app(cockpit_repo), press=["1", "k", "P"], terminal_size=size)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_edit_file_picker(snap_compare, ui_worktree, cockpit_repo, make_app, size) -> None:
+    # 3: Tasks; j j: calendar-ui (its worktree changed src/ui.py); E: which file to edit
+    assert snap_compare(make_app(cockpit_repo), press=["3", "j", "j", "E"], terminal_size=size)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_repo_picker(snap_compare, cockpit_repo, make_app, size) -> None:
+    # `pilothouse view` with several registered repositories and none given
+    from pilothouse.core.records.layout import RepoLayout
+    from support import git
+
+    notes = cockpit_repo.root.parent / "notes"
+    notes.mkdir()
+    git(notes, "init", "-q")
+    app = make_app(None, repos=[cockpit_repo, RepoLayout(notes)])
+    assert snap_compare(app, terminal_size=size)
