@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from textual.app import ComposeResult
 from textual.screen import Screen
 from textual.widgets import Footer
 
@@ -27,10 +28,14 @@ class SteadyFooter(Footer):
                      for _node, b, enabled, tooltip in screen.active_bindings.values() if b.show)
         return keys, self.show_command_palette, app.ENABLE_COMMAND_PALETTE
 
+    def compose(self) -> ComposeResult:
+        # what was last drawn, noted as it is drawn: a rebuild asked for but never run (its screen
+        # left the front first) must not count as done
+        self._shown = self.shown(self.screen) if self._bindings_ready else None
+        yield from super().compose()
+
     def bindings_changed(self, screen: Screen[Any]) -> None:
-        if screen.app.app_focus and self.is_attached and screen is self.screen:
-            shown = self.shown(screen)
-            if self._bindings_ready and shown == self._shown:
-                return  # the same keys: a rebuild would only cost a frame
-            self._shown = shown
+        if (self._shown is not None and screen.app.app_focus and self.is_attached and screen is self.screen
+                and self.shown(screen) == self._shown):
+            return  # the same keys: a rebuild would only cost a frame
         super().bindings_changed(screen)
