@@ -91,14 +91,21 @@ FIRST_PAINT = textwrap.dedent("""
     from pilothouse.core.records.layout import RepoLayout
     from pilothouse.tui.app import CockpitApp
     t_import = time.perf_counter() - t0
+    from textual.app import App
     app = CockpitApp(RepoLayout(Path(sys.argv[1])), live=False)
     marks = {}
+    display = App._display
+
+    def first_frame(self, screen, renderable):
+        # the first frame handed to the terminal: what the operator sees first
+        if renderable is not None and "painted" not in marks:
+            marks["painted"], marks["cpu"] = time.perf_counter(), time.process_time()
+        return display(self, screen, renderable)
+
+    App._display = first_frame
 
     async def pilot(p):
-        # auto_pilot starts once the first screen is mounted; the pause lets that frame be drawn
         await p.pause()
-        marks["painted"] = time.perf_counter()
-        marks["cpu"] = time.process_time()
         app.exit()
 
     t1, c1 = time.perf_counter(), time.process_time()
@@ -118,7 +125,7 @@ def first_paint(repo: Path, tries: int = 3) -> None:
         results.append(tuple(float(x) for x in out[-5:]))
     best = min(results, key=lambda r: r[2])
     figure("first paint (in-process, median)", statistics.median(r[2] for r in results) * 1000)
-    print(f"first paint (app start → first frame, store + last 500 events): best {best[2] * 1000:.0f} ms, "
+    print(f"first paint (app start → first frame handed to the terminal, store + last 500 events): best {best[2] * 1000:.0f} ms, "
           f"median {statistics.median(r[2] for r in results) * 1000:.0f} ms wall over {tries} runs; "
           f"{best[1] * 1000:.0f} ms of CPU (goal ≤ 500 ms)")
     print(f"  python imports before it (textual + pilothouse): {best[0] * 1000:.0f} ms")
