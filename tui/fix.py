@@ -224,9 +224,10 @@ class FixMixin:
                                    files, note))
 
     def action_gate_log(self) -> None:
+        """Every gate run of the task, read through the event index in a worker (however far back in
+        the log), then shown; a problem's own copy of the output when the log has none."""
         from pilothouse.core.git.gates import gate_log
-        from pilothouse.tui.live import scan_back
-        from pilothouse.tui.screens.gatelog import GateLog, gate_lines
+        from pilothouse.tui.screens.run_sections import task_events
 
         app = self._app()
         target = self.fix_target()
@@ -234,16 +235,31 @@ class FixMixin:
         if target is None or layout is None:
             return
         task, problem = target
-        events = scan_back(layout.events, lambda ev: ev.get("type") == "gate.finished" and ev.get("job") == task.job
-                           and ev.get("task") == task.task)
         tail: Any = (problem.evidence.get("output_tail") or problem.evidence.get("gate_output")) if problem else None
-        full = None
-        if events:
-            data = events[-1].get("data") or {}
-            full = read_log(gate_log(layout.runtime, task.job, task.task, str(data.get("level") or "fast")))
-        app.push_screen(GateLog(f"{task.job} / {task.task} · gate output ({len(events)} run"
-                                f"{'s' * (len(events) != 1)})",
-                                gate_lines(events, tail if isinstance(tail, str) else None, full)))
+        origin = app.screen
+
+        def work() -> None:
+            try:
+                events = task_events(layout, task.job, task.task, frozenset({"gate.finished"}))
+                full = None
+                if events:
+                    data = events[-1].get("data") or {}
+                    full = read_log(gate_log(layout.runtime, task.job, task.task, str(data.get("level") or "fast")))
+            except Exception as exc:  # noqa: BLE001 - a damaged index or log: say so, keep the cockpit up
+                app.call_from_thread(app.notify, f"no gate log: {exc}", title="gate log", severity="error")
+                return
+            app.call_from_thread(show, events, full)
+
+        def show(events: list[dict[str, Any]], full: str | None) -> None:
+            from pilothouse.tui.screens.gatelog import GateLog, gate_lines
+
+            if app.screen is not origin:
+                return  # the operator moved on while it was read
+            app.push_screen(GateLog(f"{task.job} / {task.task} · gate output ({len(events)} run"
+                                    f"{'s' * (len(events) != 1)})",
+                                    gate_lines(events, tail if isinstance(tail, str) else None, full)))
+
+        app.run_worker(work, thread=True, group="gatelog", exclusive=True, exit_on_error=False)
 
 
 def inside(root: Path, rel: str) -> Path:

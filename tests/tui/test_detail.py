@@ -144,16 +144,9 @@ async def test_a_finished_run_without_a_log_is_not_waited_for(cockpit_repo, make
 async def test_gate_and_review_are_found_however_much_the_log_grew_since(cockpit_repo, make_app, wait_for) -> None:
     """The task's gate lies 10 MB back in events.jsonl (another task's busy worker since): the run detail
     reads it through the event index, not from the log's tail."""
-    from pilothouse.core.state.event_index import EventLookup
+    from cockpit_support import bury
 
-    with EventLookup(cockpit_repo.events) as lookup:
-        last = max(e["seq"] for e in lookup.select("first-draft"))
-    with open(cockpit_repo.events, "a") as fh:
-        for n in range(70_000):
-            fh.write(json.dumps({"seq": last + 1 + n, "ts": ts(29.9), "type": "run.activity", "job": "first-draft",
-                                 "task": "calendar-api", "run": RUN_API, "data": {"tool": f"edit src/api.py {n}" * 3}},
-                                separators=(",", ":")) + "\n")
-    assert cockpit_repo.events.stat().st_size > 10 << 20
+    bury(cockpit_repo)
     app = make_app(cockpit_repo)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()

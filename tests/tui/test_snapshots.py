@@ -105,9 +105,15 @@ def test_diff(snap_compare, branch_of_store, make_app, size) -> None:
 
 
 @pytest.mark.parametrize("size", SIZES)
-def test_gate_log(snap_compare, cockpit_repo, make_app, size) -> None:
+def test_gate_log(snap_compare, cockpit_repo, make_app, wait_for, size) -> None:
     # 4: the Problems panel (KTRWMB, calendar-ui's failed gate); G: its gate output; /: search "assert"
-    assert snap_compare(make_app(cockpit_repo), press=["4", "G", "slash", *"assert", "enter"], terminal_size=size)
+    async def run_before(pilot) -> None:
+        await pilot.pause()
+        await pilot.press("4", "G")
+        await wait_for(pilot, lambda: type(pilot.app.screen).__name__ == "GateLog")  # read in a worker
+        await pilot.press("slash", *"assert", "enter")
+
+    assert snap_compare(make_app(cockpit_repo), run_before=run_before, terminal_size=size)
 
 
 @pytest.mark.parametrize("size", SIZES)
