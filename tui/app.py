@@ -147,7 +147,8 @@ class CockpitApp(ActionsMixin, FixMixin, App[None]):
         self.queries = Queries(layout)
         tailer = EventTailer(layout.events)
         events = tailer.tail(self.tail)
-        self.refresh_setup()
+        # parsing .ai/project.yaml imports the record models (pydantic): after the first frame is painted
+        self.call_after_refresh(self._setup_after_paint, layout)
         self.refresh_supervisor()
         self.dashboard.load(events)
         self._say_skips(tailer)
@@ -247,6 +248,11 @@ class CockpitApp(ActionsMixin, FixMixin, App[None]):
             self.setup_error = str(exc)
         else:
             self.setup_error = None
+
+    def _setup_after_paint(self, layout: RepoLayout) -> None:
+        if layout is self.layout and self.is_running:
+            self.refresh_setup()
+            self.dashboard.update_status()
 
     def supervisor_alive(self) -> bool:
         return self.supervisor_info is not None

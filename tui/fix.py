@@ -38,21 +38,13 @@ class FixMixin:
     def fix_target(self, problem_too: bool = True) -> tuple[TaskRow, Problem | None] | None:
         """The task the screen in front is about, and its open problem: the dashboard's selected
         task (Tasks panel) or problem's task (Problems panel), a problem dialog's, a run detail's."""
-        from pilothouse.tui.screens.detail import RunDetail
-        from pilothouse.tui.screens.problem import ProblemDialog
-
         app = self._app()
         q = app.queries
         if q is None or app.layout is None:
             return None
         screen = app.screen
         problem: Problem | None = None
-        if isinstance(screen, ProblemDialog):
-            problem = screen.problem
-            job, name = problem.job, problem.task
-        elif isinstance(screen, RunDetail):
-            job, name = screen.job, screen.task_id
-        elif screen is app.screen_stack[0]:
+        if screen is app.screen_stack[0]:
             dash = app.dashboard
             if dash.focused is dash.problems and dash.problems.current is not None:
                 problem = dash.problems.current
@@ -62,7 +54,18 @@ class FixMixin:
             else:
                 return None
         else:
-            return None
+            # imported only when another screen is in front (they are loaded by then): asked on the
+            # dashboard's first frame, the imports were part of the first paint
+            from pilothouse.tui.screens.detail import RunDetail
+            from pilothouse.tui.screens.problem import ProblemDialog
+
+            if isinstance(screen, ProblemDialog):
+                problem = screen.problem
+                job, name = problem.job, problem.task
+            elif isinstance(screen, RunDetail):
+                job, name = screen.job, screen.task_id
+            else:
+                return None
         if not name:
             return None
         # the Tasks panel's row is fresh (events update it): no query on every footer refresh
@@ -221,9 +224,10 @@ class FixMixin:
                                    files, note))
 
     def action_gate_log(self) -> None:
+        """Every gate run of the task, read through the event index in a worker (however far back in
+        the log), then shown; a problem's own copy of the output when the log has none."""
         from pilothouse.core.git.gates import gate_log
-        from pilothouse.tui.live import scan_back
-        from pilothouse.tui.screens.gatelog import GateLog, gate_lines
+        from pilothouse.tui.screens.run_sections import task_events
 
         app = self._app()
         target = self.fix_target()
@@ -231,16 +235,31 @@ class FixMixin:
         if target is None or layout is None:
             return
         task, problem = target
-        events = scan_back(layout.events, lambda ev: ev.get("type") == "gate.finished" and ev.get("job") == task.job
-                           and ev.get("task") == task.task)
         tail: Any = (problem.evidence.get("output_tail") or problem.evidence.get("gate_output")) if problem else None
-        full = None
-        if events:
-            data = events[-1].get("data") or {}
-            full = read_log(gate_log(layout.runtime, task.job, task.task, str(data.get("level") or "fast")))
-        app.push_screen(GateLog(f"{task.job} / {task.task} · gate output ({len(events)} run"
-                                f"{'s' * (len(events) != 1)})",
-                                gate_lines(events, tail if isinstance(tail, str) else None, full)))
+        origin = app.screen
+
+        def work() -> None:
+            try:
+                events = task_events(layout, task.job, task.task, frozenset({"gate.finished"}))
+                full = None
+                if events:
+                    data = events[-1].get("data") or {}
+                    full = read_log(gate_log(layout.runtime, task.job, task.task, str(data.get("level") or "fast")))
+            except Exception as exc:  # noqa: BLE001 - a damaged index or log: say so, keep the cockpit up
+                app.call_from_thread(app.notify, f"no gate log: {exc}", title="gate log", severity="error")
+                return
+            app.call_from_thread(show, events, full)
+
+        def show(events: list[dict[str, Any]], full: str | None) -> None:
+            from pilothouse.tui.screens.gatelog import GateLog, gate_lines
+
+            if app.screen is not origin:
+                return  # the operator moved on while it was read
+            app.push_screen(GateLog(f"{task.job} / {task.task} · gate output ({len(events)} run"
+                                    f"{'s' * (len(events) != 1)})",
+                                    gate_lines(events, tail if isinstance(tail, str) else None, full)))
+
+        app.run_worker(work, thread=True, group="gatelog", exclusive=True, exit_on_error=False)
 
 
 def inside(root: Path, rel: str) -> Path:

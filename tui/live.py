@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pilothouse.core.state.events import EventTailer, LineTailer, decode_event
+from pilothouse.core.state.events import EventTailer, LineTailer
 
 
 class Follower:
@@ -90,31 +90,3 @@ class Follower:
             while not self.stop_event.wait(0.5):
                 self._pump()
 
-
-def scan_back(path: Path, want: Callable[[dict[str, Any]], bool], limit_bytes: int = 8 << 20,
-              max_hits: int = 50) -> list[dict[str, Any]]:
-    """Events matching `want` among the last `limit_bytes` of a JSON-lines file, oldest first.
-
-    For a detail view that needs a task's last gate output: bounded, never the whole log."""
-    hits: list[dict[str, Any]] = []
-    try:
-        with open(path, "rb") as fh:
-            end = fh.seek(0, os.SEEK_END)
-            start = max(0, end - limit_bytes)
-            fh.seek(start)
-            data = fh.read()
-    except FileNotFoundError:
-        return []
-    lines = data.split(b"\n")
-    if start > 0:
-        lines = lines[1:]
-    for raw in reversed(lines):
-        if not raw.strip():
-            continue
-        ev, _why = decode_event(raw)  # what is not an event is no hit (the log is anyone's to edit)
-        if ev is not None and want(ev):
-            hits.append(ev)
-            if len(hits) >= max_hits:
-                break
-    hits.reverse()
-    return hits

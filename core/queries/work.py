@@ -13,12 +13,14 @@ import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pilothouse.core.queries.problems import ProblemQueries
-from pilothouse.core.records import jobs as core_jobs
 from pilothouse.core.state.store import loads
 from pilothouse.providers.errors import UserError
+
+if TYPE_CHECKING:
+    from pilothouse.core.records.jobs import Job
 
 # task states that no longer move on their own
 TASK_FINAL = frozenset({"done", "skipped", "cancelled"})
@@ -190,19 +192,27 @@ class Queries(ProblemQueries):
         """Jobs the supervisor knows, then jobs only written so far (`job create`, no supervisor yet)."""
         known = [self._job(r) for r in self._all(self._JOB_SQL + " ORDER BY j.created_at, j.job")]
         names = {j.job for j in known}
+        if all(path.stem in names for path in self.layout.jobs_dir.glob("*.json")):
+            # every record has runtime state: none need reading (nor the record models importing,
+            # a good part of the cockpit's first paint)
+            return known
+        from pilothouse.core.records import jobs as core_jobs
+
         return known + [self._new(j) for j in core_jobs.list_jobs(self.layout) if j.name not in names]
 
     def job(self, name: str) -> JobRow | None:
         rows = self._all(self._JOB_SQL + " WHERE j.job = ?", (name,))
         if rows:
             return self._job(rows[0])
+        from pilothouse.core.records import jobs as core_jobs
+
         try:
             return self._new(core_jobs.load_job(self.layout, name))
         except UserError:
             return None
 
     @staticmethod
-    def _new(job: core_jobs.Job) -> JobRow:
+    def _new(job: Job) -> JobRow:
         """A job record with no runtime state yet: shown as `new` until a supervisor takes it."""
         return JobRow(job=job.name, state="new", revision=job.revision if job.revisions else 1,
                       planned_revision=0, coordinator=None, tokens=0, reason="waiting for a supervisor",

@@ -3,7 +3,8 @@
 `why`, `events`, the MCP tools and the supervisor's start read one task's or one job's events; a log
 of ten million lines must not be parsed whole for that (it took 28 s and 1.4 GB at one million).
 The index lives beside the log (`events.index.db`, SQLite WAL) and holds, per event line, its byte
-offset and length, its seq, and small integer ids for its job and task. It is a cache, never a
+offset and length, its seq, and small integer ids for its job, task and type (the cockpit's run detail
+asks for one task's gate and review events among thousands of its activity lines). It is a cache, never a
 record: any reader brings it up to date from the offset it reached (so each line is parsed once in
 the index's life), and it starts again from byte 0 when the log was replaced, truncated or
 rewritten before that offset (the same test EventTailer uses: the bytes just before the offset).
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -36,13 +37,14 @@ CREATE TABLE IF NOT EXISTS lines (
   len INTEGER NOT NULL,             -- its length without the newline
   seq INTEGER NOT NULL,
   job INTEGER,                      -- names.id, NULL for an event of no job
-  task INTEGER                      -- names.id, NULL for an event of no task
+  task INTEGER,                     -- names.id, NULL for an event of no task
+  type INTEGER                      -- names.id of the event's type
 );
-CREATE INDEX IF NOT EXISTS lines_owner ON lines (job, task);
+CREATE INDEX IF NOT EXISTS lines_owner ON lines (job, task, type);
 CREATE TABLE IF NOT EXISTS task_jobs (task INTEGER NOT NULL, job INTEGER NOT NULL, PRIMARY KEY (task, job))
   WITHOUT ROWID;
 """
-_VERSION = "1"
+_VERSION = "2"
 
 
 class IndexUnavailable(Exception):
@@ -67,13 +69,24 @@ class EventIndex:
             self._db = sqlite3.connect(self.path, timeout=120, isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value)")
+            if self._version() not in (None, _VERSION):
+                # another layout (a cache: made again from the log, never migrated); asked again once
+                # the lock is held, so a reader that got there first is not undone
+                self._begin()
+                if self._version() not in (None, _VERSION):
+                    for table in ("lines", "task_jobs", "names"):
+                        self._db.execute(f"DROP TABLE IF EXISTS {table}")
+                    self._db.execute("DELETE FROM meta")
+                self._db.execute("COMMIT")
             self._db.executescript(_SCHEMA)
-            version = self._db.execute("SELECT value FROM meta WHERE key='version'").fetchone()
-            if version is not None and version[0] != _VERSION:
-                self._reset()
             self._db.execute("INSERT OR IGNORE INTO meta VALUES ('version', ?)", (_VERSION,))
         except (OSError, sqlite3.Error) as exc:
             raise IndexUnavailable(f"{self.path}: {exc}") from None
+
+    def _version(self) -> str | None:
+        row = self._db.execute("SELECT value FROM meta WHERE key='version'").fetchone()
+        return None if row is None else str(row[0])
 
     def close(self) -> None:
         self._db.close()
@@ -123,7 +136,7 @@ class EventIndex:
             self._db.execute("COMMIT")
 
     def _index_from(self, fh: Any, offset: int, inode: int) -> None:
-        rows: list[tuple[int, int, int, int | None, int | None]] = []
+        rows: list[tuple[int, int, int, int | None, int | None, int | None]] = []
         pairs: set[tuple[int, int]] = set()
         base, partial = offset, b""
         while chunk := fh.read(_READ_CHUNK):
@@ -139,7 +152,7 @@ class EventIndex:
                     self._skip(at, why or "unreadable")
                     continue
                 job, task = self._id(event.get("job")), self._id(event.get("task"))
-                rows.append((at, len(raw), int(event["seq"]), job, task))
+                rows.append((at, len(raw), int(event["seq"]), job, task, self._id(str(event["type"]))))
                 if job is not None and task is not None:
                     pairs.add((task, job))
             base, partial = base + cut, data[cut:]
@@ -153,7 +166,7 @@ class EventIndex:
         self._flush(rows, pairs, fh, base, inode)
 
     def _flush(self, rows: list[Any], pairs: set[tuple[int, int]], fh: Any, end: int, inode: int) -> None:
-        self._db.executemany("INSERT OR REPLACE INTO lines VALUES (?, ?, ?, ?, ?)", rows)
+        self._db.executemany("INSERT OR REPLACE INTO lines VALUES (?, ?, ?, ?, ?, ?)", rows)
         self._db.executemany("INSERT OR IGNORE INTO task_jobs VALUES (?, ?)", pairs)
         rows.clear()
         pairs.clear()
@@ -214,9 +227,10 @@ class EventIndex:
         return self._db.execute("SELECT 1 FROM lines WHERE job=(SELECT id FROM names WHERE name=?) LIMIT 1",
                                 (job,)).fetchone() is not None
 
-    def select(self, job: str, task: str | None = None, *, job_level: bool = False) -> list[dict[str, Any]]:
+    def select(self, job: str, task: str | None = None, *, job_level: bool = False,
+               types: Collection[str] | None = None) -> list[dict[str, Any]]:
         """The job's events in log order: all of them (task None), or the task's, plus the job's own
-        (those of no task) with `job_level`."""
+        (those of no task) with `job_level`; only those of `types` when given."""
         for attempt in (1, 2):
             self.catch_up()
             if task is None:
@@ -225,8 +239,12 @@ class EventIndex:
                 where = "job = (SELECT id FROM names WHERE name=?) AND (task = (SELECT id FROM names WHERE name=?)"
                 where += " OR task IS NULL)" if job_level else ")"
                 args = [job, task]
+            if types is not None:
+                kinds = sorted(types)
+                where += f" AND type IN (SELECT id FROM names WHERE name IN ({','.join('?' * len(kinds))}))"
+                args += kinds
             spots = self._db.execute(f"SELECT off, len, seq FROM lines WHERE {where} ORDER BY off", args).fetchall()
-            events = self._read(spots, job, task, job_level)
+            events = self._read(spots, job, task, job_level, types)
             if events is not None:
                 return events
             if attempt == 1:  # the log was rewritten under the index: start again, once
@@ -236,7 +254,7 @@ class EventIndex:
         raise IndexUnavailable(f"{self.events} changes faster than it can be indexed")
 
     def _read(self, spots: Iterable[tuple[int, int, int]], job: str, task: str | None,
-              job_level: bool) -> list[dict[str, Any]] | None:
+              job_level: bool, types: Collection[str] | None) -> list[dict[str, Any]] | None:
         out = []
         try:
             fd = os.open(self.events, os.O_RDONLY)
@@ -246,6 +264,7 @@ class EventIndex:
             for off, length, seq in spots:
                 event, _ = decode_event(os.pread(fd, length, off))
                 if (event is None or event["seq"] != seq or event.get("job") != job
+                        or (types is not None and event["type"] not in types)
                         or (task is not None and event.get("task") != task
                             and not (job_level and event.get("task") is None))):
                     return None
@@ -305,14 +324,15 @@ class EventLookup:
             return self._index.has_job(job)
         return any(e.get("job") == job for e in self._all or [])
 
-    def select(self, job: str, task: str | None = None, *, job_level: bool = False) -> list[dict[str, Any]]:
+    def select(self, job: str, task: str | None = None, *, job_level: bool = False,
+               types: Collection[str] | None = None) -> list[dict[str, Any]]:
         if self._index is not None:
             try:
-                return self._index.select(job, task, job_level=job_level)
+                return self._index.select(job, task, job_level=job_level, types=types)
             except IndexUnavailable:
                 pass
         every = self._all if self._all is not None else EventTailer(self._events).read_new()
-        return [e for e in every if e.get("job") == job and (
+        return [e for e in every if e.get("job") == job and (types is None or e["type"] in types) and (
             task is None or e.get("task") == task or (job_level and e.get("task") is None))]
 
 

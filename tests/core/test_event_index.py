@@ -43,6 +43,41 @@ def test_select_gives_the_task_or_the_job_in_log_order(tmp_path: Path) -> None:
         assert index.has_job("j2") and not index.has_job("j3")
 
 
+def test_select_gives_only_the_types_asked_for(tmp_path: Path) -> None:
+    path, log = _log(tmp_path)
+    _fill(log)
+    log.append("review.finished", job="j1", task="a", data={"overall": "PASS"})
+    with EventIndex(path) as index:
+        assert _seqs(index.select("j1", "a", types={"gate.finished", "review.finished"})) == [6, 7]
+        assert _seqs(index.select("j1", types=["run.activity"])) == [4]
+        assert index.select("j1", "a", types={"merge.finished"}) == []
+    index_path(path).unlink()
+    index_path(path).mkdir()  # no index: the whole log is read, and the same answer comes
+    with EventLookup(path) as lookup:
+        assert _seqs(lookup.select("j1", "a", types={"gate.finished", "review.finished"})) == [6, 7]
+
+
+def test_an_index_of_an_older_layout_is_made_again(tmp_path: Path) -> None:
+    """The index is a cache: one written by an older pilothouse (no event types) is rebuilt, not read."""
+    import sqlite3
+
+    path, log = _log(tmp_path)
+    _fill(log)
+    old = sqlite3.connect(index_path(path))
+    old.executescript("CREATE TABLE meta (key TEXT PRIMARY KEY, value); INSERT INTO meta VALUES ('version', '1');"
+                      "CREATE TABLE names (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);"
+                      "CREATE TABLE lines (off INTEGER PRIMARY KEY, len INTEGER NOT NULL, seq INTEGER NOT NULL,"
+                      " job INTEGER, task INTEGER);"
+                      "CREATE TABLE task_jobs (task INTEGER NOT NULL, job INTEGER NOT NULL, PRIMARY KEY (task, job))"
+                      " WITHOUT ROWID;")
+    old.execute("INSERT INTO meta VALUES ('offset', ?)", (path.stat().st_size,))  # "all read": it must not trust it
+    old.commit()
+    old.close()
+    with EventIndex(path) as index:
+        assert _seqs(index.select("j1", "a", types={"gate.finished"})) == [6]
+        assert _seqs(index.select("j1")) == [1, 2, 4, 6]
+
+
 def test_each_line_is_read_once_and_appends_are_seen(tmp_path: Path) -> None:
     path, log = _log(tmp_path)
     _fill(log)

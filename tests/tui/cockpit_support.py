@@ -28,3 +28,20 @@ def shown(app: object, binding_id: str) -> bool:
     """Whether the footer offers the binding (check_action said yes)."""
     return any(b.binding.id == binding_id and b.enabled
                for b in app.screen.active_bindings.values())  # type: ignore[attr-defined]
+
+
+def bury(layout: object, megabytes: int = 10) -> None:
+    """Another task's busy worker appends `megabytes` of activity events after everything in the log."""
+    import json
+
+    from pilothouse.core.state.event_index import EventLookup
+
+    events = layout.events  # type: ignore[attr-defined]
+    with EventLookup(events) as lookup:
+        seq = max(e["seq"] for e in lookup.select("first-draft"))
+    with open(events, "a") as fh:
+        while fh.tell() < megabytes << 20:
+            seq += 1
+            fh.write(json.dumps({"seq": seq, "ts": ts(29.9), "type": "run.activity", "job": "first-draft",
+                                 "task": "calendar-api", "run": RUN_API, "data": {"tool": f"edit src/api.py {seq}" * 3}},
+                                separators=(",", ":")) + "\n")

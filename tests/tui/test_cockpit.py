@@ -371,7 +371,7 @@ async def test_hostile_event_lines_and_a_rewritten_log_keep_the_cockpit_followin
 
 
 def test_gate_view_shows_what_the_gate_measured() -> None:
-    from pilothouse.tui.screens.detail import gate_text
+    from pilothouse.tui.screens.run_sections import gate_text
 
     counts = {"collected": 9, "passed": 3, "failed": 2, "skipped": 2, "xfailed": 1, "errors": 1, "source": "junit"}
     shown = gate_text([{"ts": 0, "data": {"level": "full", "passed": False, "exit_code": 1, "counts": counts}}]).plain

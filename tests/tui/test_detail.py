@@ -139,3 +139,18 @@ async def test_a_finished_run_without_a_log_is_not_waited_for(cockpit_repo, make
         await wait_for(pilot, lambda: log.lines)
         drawn = "\n".join(line.text for line in log.lines)
         assert "this run left no activity log at" in drawn and "waiting for" not in drawn
+
+
+async def test_gate_and_review_are_found_however_much_the_log_grew_since(cockpit_repo, make_app, wait_for) -> None:
+    """The task's gate lies 10 MB back in events.jsonl (another task's busy worker since): the run detail
+    reads it through the event index, not from the log's tail."""
+    from cockpit_support import bury
+
+    bury(cockpit_repo)
+    app = make_app(cockpit_repo)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("3", "j", "j", "enter")  # calendar-ui: its fast gate failed
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "RunDetail" and app.screen.side_loaded)
+        gate = str(app.screen.query_one("#gate").render())
+        assert "fast failed" in gate and "assert 6 == 7" in gate

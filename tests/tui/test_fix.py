@@ -206,3 +206,18 @@ async def test_gate_log_shows_the_whole_kept_output_never_through_a_link(cockpit
         await wait_for(pilot, lambda: type(app.screen).__name__ == "GateLog")
         text = _drawn(app.screen.query_one("#gatelog-text", RichLog))
         assert "secret" not in text and "FAILED tests/test_ui.py::test_month" in text  # the event's tail
+
+
+async def test_gate_log_finds_the_gate_however_much_the_log_grew_since(cockpit_repo, make_app, wait_for) -> None:
+    """calendar-ui's gate lies 10 MB back in events.jsonl: read through the event index, not the log's tail."""
+    from cockpit_support import bury
+    from textual.widgets import RichLog
+
+    bury(cockpit_repo)
+    app = make_app(cockpit_repo)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("3", "j", "j", "G")  # calendar-ui (no problem in focus: only the log can tell)
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "GateLog")
+        text = _drawn(app.screen.query_one("#gatelog-text", RichLog))
+        assert "fast failed" in text and "assert 6 == 7" in text

@@ -10,15 +10,26 @@ import pytest
 SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((120, 40), id="120x40")]
 
 
+def detail_of(wait_for, *keys: str):
+    """Keys that open a run detail, then a wait for its gate, review and diff stat (read in a worker)."""
+
+    async def run_before(pilot) -> None:
+        await pilot.pause()
+        await pilot.press(*keys)
+        await wait_for(pilot, lambda: getattr(pilot.app.screen, "side_loaded", False))
+
+    return run_before
+
+
 @pytest.mark.parametrize("size", SIZES)
 def test_dashboard(snap_compare, cockpit_repo, make_app, size) -> None:
     assert snap_compare(make_app(cockpit_repo), terminal_size=size)
 
 
 @pytest.mark.parametrize("size", SIZES)
-def test_run_detail(snap_compare, cockpit_repo, make_app, size) -> None:
+def test_run_detail(snap_compare, cockpit_repo, make_app, wait_for, size) -> None:
     # 3: the Tasks panel; j: calendar-api (running); enter: its run
-    assert snap_compare(make_app(cockpit_repo), press=["3", "j", "enter"], terminal_size=size)
+    assert snap_compare(make_app(cockpit_repo), run_before=detail_of(wait_for, "3", "j", "enter"), terminal_size=size)
 
 
 @pytest.mark.parametrize("size", SIZES)
@@ -36,14 +47,15 @@ def test_help(snap_compare, cockpit_repo, make_app, size) -> None:
     assert snap_compare(make_app(cockpit_repo), press=["question_mark"], terminal_size=size)
 
 
-def test_run_detail_of_a_task_stopped_by_its_gate(snap_compare, cockpit_repo, make_app) -> None:
+def test_run_detail_of_a_task_stopped_by_its_gate(snap_compare, cockpit_repo, make_app, wait_for) -> None:
     # 3: the Tasks panel; j j: calendar-ui (stopped: the fast gate failed twice); enter: its run
-    assert snap_compare(make_app(cockpit_repo), press=["3", "j", "j", "enter"], terminal_size=(120, 40))
+    assert snap_compare(make_app(cockpit_repo), run_before=detail_of(wait_for, "3", "j", "j", "enter"),
+                        terminal_size=(120, 40))
 
 
-def test_run_detail_with_review_findings(snap_compare, cockpit_repo, make_app) -> None:
+def test_run_detail_with_review_findings(snap_compare, cockpit_repo, make_app, wait_for) -> None:
     # 3: the Tasks panel; enter: calendar-store (done, reviewed with CHANGES)
-    assert snap_compare(make_app(cockpit_repo), press=["3", "enter"], terminal_size=(120, 40))
+    assert snap_compare(make_app(cockpit_repo), run_before=detail_of(wait_for, "3", "enter"), terminal_size=(120, 40))
 
 
 @pytest.fixture
@@ -81,9 +93,9 @@ def branch_of_store(cockpit_repo, monkeypatch):
 
 
 @pytest.mark.parametrize("size", SIZES)
-def test_run_detail_with_gate_review_and_diff(snap_compare, branch_of_store, make_app, size) -> None:
+def test_run_detail_with_gate_review_and_diff(snap_compare, branch_of_store, make_app, wait_for, size) -> None:
     # 3: the Tasks panel; enter: calendar-store (gate passed, reviewed with CHANGES, a branch with two files)
-    assert snap_compare(make_app(branch_of_store), press=["3", "enter"], terminal_size=size)
+    assert snap_compare(make_app(branch_of_store), run_before=detail_of(wait_for, "3", "enter"), terminal_size=size)
 
 
 @pytest.mark.parametrize("size", SIZES)
@@ -93,9 +105,15 @@ def test_diff(snap_compare, branch_of_store, make_app, size) -> None:
 
 
 @pytest.mark.parametrize("size", SIZES)
-def test_gate_log(snap_compare, cockpit_repo, make_app, size) -> None:
+def test_gate_log(snap_compare, cockpit_repo, make_app, wait_for, size) -> None:
     # 4: the Problems panel (KTRWMB, calendar-ui's failed gate); G: its gate output; /: search "assert"
-    assert snap_compare(make_app(cockpit_repo), press=["4", "G", "slash", *"assert", "enter"], terminal_size=size)
+    async def run_before(pilot) -> None:
+        await pilot.pause()
+        await pilot.press("4", "G")
+        await wait_for(pilot, lambda: type(pilot.app.screen).__name__ == "GateLog")  # read in a worker
+        await pilot.press("slash", *"assert", "enter")
+
+    assert snap_compare(make_app(cockpit_repo), run_before=run_before, terminal_size=size)
 
 
 @pytest.mark.parametrize("size", SIZES)
@@ -139,3 +157,81 @@ def test_help_shows_the_operators_keys(snap_compare, cockpit_repo, make_app, siz
     # cockpit.yaml remaps the help to f1 and retry to R: f1 opens the help, which lists them
     _cockpit_file("keys:\n  app.help: f1\n  problem.retry: R\n")
     assert snap_compare(make_app(cockpit_repo), press=["f1"], terminal_size=size)
+
+
+def typed_into(wait_for_input, screen: str, *keys: str, then: tuple[str, ...] = ()):
+    """Keys that open a dialog, its input waited for (typed too early they would land on the dashboard),
+    then the keys typed into it."""
+
+    async def run_before(pilot) -> None:
+        await pilot.pause()
+        await pilot.press(*keys)
+        await wait_for_input(pilot, screen)
+        await pilot.press(*then)
+
+    return run_before
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_new_job_form(snap_compare, cockpit_repo, make_app, wait_for_input, size) -> None:
+    # n: the form, a name and the start of a request typed; ctrl+s and esc in its footer
+    keys = typed_into(wait_for_input, "JobForm", "n", then=(*"add-export", "tab", *"Export the month as iCal."))
+    assert snap_compare(make_app(cockpit_repo), run_before=keys, terminal_size=size)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_correct_job_form(snap_compare, cockpit_repo, make_app, wait_for_input, monkeypatch, size) -> None:
+    # e: first-draft's request to correct, as its record says it
+    from cockpit_support import ts
+    from pilothouse.core.records import jobs
+    from pilothouse.core.state import events
+
+    for module in (jobs, events):  # the record and its event at the fixture's time, not now
+        monkeypatch.setattr(module, "utc_now_iso", lambda: ts(29.8))
+    jobs.create_job(cockpit_repo, "first-draft", "A calendar: a JSON store, an HTTP API and a month view.")
+    assert snap_compare(make_app(cockpit_repo), run_before=typed_into(wait_for_input, "JobForm", "e"),
+                        terminal_size=size)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_discard_typed_job(snap_compare, cockpit_repo, make_app, wait_for_input, size) -> None:
+    # esc on a form with words in it asks first
+    keys = typed_into(wait_for_input, "JobForm", "n", then=(*"add-export", "escape"))
+    assert snap_compare(make_app(cockpit_repo), run_before=keys, terminal_size=size)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_skip_confirm(snap_compare, cockpit_repo, make_app, size) -> None:
+    # 4: Problems (KTRWMB on calendar-ui); s: skip lists the tasks it cancels (calendar-docs needs calendar-ui)
+    assert snap_compare(make_app(cockpit_repo), press=["4", "s"], terminal_size=size)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_abort_confirm(snap_compare, cockpit_repo, make_app, size) -> None:
+    # 3: Tasks; j: calendar-api (running); x: abort its worker?
+    assert snap_compare(make_app(cockpit_repo), press=["3", "j", "x"], terminal_size=size)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_ship_confirm(snap_compare, cockpit_repo, make_app, size) -> None:
+    # 1: Jobs; k: hello-world (accepted); P: ship it onto main?
+    assert snap_compare(make_app(cockpit_repo), press=["1", "k", "P"], terminal_size=size)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_edit_file_picker(snap_compare, ui_worktree, cockpit_repo, make_app, size) -> None:
+    # 3: Tasks; j j: calendar-ui (its worktree changed src/ui.py); E: which file to edit
+    assert snap_compare(make_app(cockpit_repo), press=["3", "j", "j", "E"], terminal_size=size)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_repo_picker(snap_compare, cockpit_repo, make_app, size) -> None:
+    # `pilothouse view` with several registered repositories and none given
+    from pilothouse.core.records.layout import RepoLayout
+    from support import git
+
+    notes = cockpit_repo.root.parent / "notes"
+    notes.mkdir()
+    git(notes, "init", "-q")
+    app = make_app(None, repos=[cockpit_repo, RepoLayout(notes)])
+    assert snap_compare(app, terminal_size=size)

@@ -15,13 +15,14 @@ from pilothouse.core.queries.work import Changes, JobRow, TaskRow
 from pilothouse.core.stops.problems import Problem
 from pilothouse.tui.format import styled
 from pilothouse.tui.widgets.events import EventStream
+from pilothouse.tui.widgets.footer import SteadyFooter
 from pilothouse.tui.widgets.panels import JobsTable, ProblemsTable, ProvidersTable, TasksTable
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets import DataTable, Input, Static
 
 if TYPE_CHECKING:
     from pilothouse.tui.app import CockpitApp
@@ -53,7 +54,7 @@ class Dashboard(Screen[None]):
         yield ProblemsTable(classes="panel")
         yield EventStream(id="events", classes="panel")
         yield Input(placeholder="filter this panel (enter keeps, esc clears)", id="filter")
-        yield Footer()
+        yield SteadyFooter()
 
     @property
     def cockpit(self) -> CockpitApp:

@@ -1,19 +1,21 @@
 """Run detail (enter on a task): the worker's live stream, gate output, review findings, diff stat, logs.
 
 The stream is the run's normalised `.jsonl` (providers/contract.py events), followed live the
-same way as the event log. Opening a long run reads only the last 256 KB of it.
+same way as the event log. Opening a long run reads only the last 256 KB of it. The screen is drawn
+from the store at once; the gate, review and diff stat (the event index, git) fill in from a worker
+thread, so opening it never waits on either. What each section says is in run_sections.py.
 """
 
 from __future__ import annotations
 
 import re
-import subprocess
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pilothouse.core.queries.work import TASK_ACTIVE, RunRow, TaskRow, run_log_paths
 from pilothouse.tui import format as fmt
-from pilothouse.tui.live import Follower, LineTailer, scan_back
+from pilothouse.tui.live import Follower, LineTailer
+from pilothouse.tui.screens import run_sections as sections
+from pilothouse.tui.widgets.footer import SteadyFooter
 from pilothouse.tui.widgets.table import Cell, Col, KeyedTable
 from rich.text import Text
 from textual.app import ComposeResult
@@ -21,13 +23,15 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, RichLog, Static
+from textual.widgets import DataTable, RichLog, Static
 
 if TYPE_CHECKING:
     from pilothouse.core.stops.problems import Problem
     from pilothouse.tui.app import CockpitApp
 
 STREAM_TAIL_BYTES = 256 * 1024
+# the events after which the side (gate, review, diff stat) is read again
+_SIDE_CHANGES = {"gate.finished", "review.finished", "merge.finished", "run.started", "run.finished"}
 
 
 class RunsTable(KeyedTable):
@@ -44,80 +48,6 @@ class RunLines(Message):
     def __init__(self, run_id: str) -> None:
         super().__init__()
         self.run_id = run_id
-
-
-def gate_text(events: list[dict[str, Any]]) -> Text:
-    if not events:
-        return Text("no gate has run for this task yet", style="dim")
-    ev = events[-1]
-    data = ev.get("data") or {}
-    ok = data.get("passed", data.get("exit_code") == 0)
-    out = fmt.styled(f"{fmt.clock(ev.get('ts'))} ", "dim")
-    out.append(f"{data.get('level') or data.get('gate') or 'gate'} ", style="bold")
-    out.append("passed" if ok else "failed", style="green" if ok else "bold red")
-    if data.get("command"):
-        out.append(f"\n$ {data['command']}", style="dim")
-    if "exit_code" in data:
-        out.append(f"  (exit {data['exit_code']})", style="dim")
-    counts = data.get("counts")
-    if isinstance(counts, dict):
-        out.append(f"\n{counts_line(counts)}", style="bold")
-    tail = data.get("output_tail") or data.get("output") or data.get("tail") or ""
-    for line in str(tail).rstrip().splitlines()[-15:]:
-        out.append(f"\n{line}")
-    return out
-
-
-def counts_line(counts: dict[str, Any]) -> str:
-    """'9 tests: 3 passed · 2 failed · 2 skipped · 1 xfailed · 1 errors (junit)', zeros left out."""
-    parts = [f"{counts[k]} {k}" for k in ("passed", "failed", "skipped", "xfailed", "errors")
-             if isinstance(counts.get(k), int) and counts[k]]
-    source = f" ({counts['source']})" if counts.get("source") else ""
-    return f"{counts.get('collected', 0)} tests: {' · '.join(parts) or 'none ran'}{source}"
-
-
-def findings_text(runs: list[RunRow], events: list[dict[str, Any]]) -> Text:
-    findings: list[dict[str, Any]] = []
-    overall = None
-    for r in runs:
-        result = (r.verdict or {}).get("result") if r.role == "reviewer" else None
-        if isinstance(result, dict):
-            overall = result.get("overall", overall)
-            findings = list(result.get("findings") or [])
-    if overall is None and events:
-        data = events[-1].get("data") or {}
-        overall = data.get("overall")
-        found = data.get("findings")
-        findings = list(found) if isinstance(found, list) else \
-            [{"summary": s} for s in data.get("summaries") or [] if isinstance(data["summaries"], list)]
-    if overall is None:
-        return Text("no review yet", style="dim")
-    out = fmt.styled(str(overall), "green bold" if overall == "PASS" else "bold red")
-    for f in findings:
-        if isinstance(f, dict):
-            out.append(f"\n• [{f.get('severity', '?')}] ", style="yellow")
-            out.append(f"{f.get('file_line', '')} ", style="dim")
-            out.append(str(f.get("summary", "")))
-    return out
-
-
-def diff_stat(app: CockpitApp, task: TaskRow) -> str:
-    """The branch's diff stat against the integration branch (core.worktrees), read-only."""
-    from pilothouse.core.git import worktrees
-    from pilothouse.core.records import project
-
-    layout = app.layout
-    assert layout is not None
-    base = task.base or project.load_project(layout).integration_branch  # where its worktree started
-    if task.worktree and Path(task.worktree).exists():
-        stat = worktrees.diff_stat(task.worktree, base)
-        return str(stat.get("text") or "no changes yet")
-    if not task.branch:
-        return "no branch yet"
-    # the worktree is gone (merged, cleaned up): the branch still tells
-    proc = subprocess.run([*worktrees.SAFE_GIT, "diff", "--shortstat", f"{base}...{task.branch}"], cwd=layout.root,
-                          capture_output=True, text=True, timeout=10)
-    return proc.stdout.strip() or proc.stderr.strip() or "no changes"
 
 
 class RunDetail(Screen[None]):
@@ -141,6 +71,8 @@ class RunDetail(Screen[None]):
         self._text = ""
         self._text_ts: str | None = None
         self._waiting = False  # the stream shows "waiting for" the run's log
+        self._side_asked = 0  # reads of the side started; only the newest one's answer is drawn
+        self.side_loaded = False  # gate, review and diff stat have been drawn once
 
     @property
     def cockpit(self) -> CockpitApp:
@@ -157,7 +89,7 @@ class RunDetail(Screen[None]):
                 yield Static(id="review")
                 yield Static(id="diff")
                 yield Static(id="logs")
-        yield Footer()
+        yield SteadyFooter()
 
     def on_mount(self) -> None:
         self.query_one("#runs").border_title = f"runs of {self.task_id}"
@@ -203,72 +135,51 @@ class RunDetail(Screen[None]):
 
     def _head(self, task: TaskRow) -> None:
         self._task_row = task
-        now = self.cockpit.clock()
-        end = None if task.state in TASK_ACTIVE else task.updated_at
         q = self.cockpit.queries
         pauses = q.pauses().get((task.job, task.task), []) if q is not None else []
-        # the store's count lags a running worker's own reports: the stream's running total is newer
-        streamed = sum(self.totals.get(k, 0) for k in ("input", "output"))
-        t = fmt.styled(f"{task.job} / ", "dim") + Text(task.task, style="bold") + Text("  ")
-        t += fmt.state_text(task.state)
-        t += Text(f"  {task.kind}  attempt {task.attempt}  review round {task.review_round}", style="dim")
-        t += Text(f"\nworker {task.worker or '—'}  run {self.run_id or '—'}  "
-                  f"tokens {fmt.tokens(max(task.tokens, streamed), task.usage)}"
-                  f"  elapsed {fmt.worked(task.started_at, end, now, pauses) or '—'}")
-        if task.activity:
-            t += Text(f"  now: {task.activity}", style="cyan")
-        if task.reason:
-            t += Text(f"\n{task.reason}", style="yellow")
-        self.query_one("#detail-head", Static).update(t)
+        self.query_one("#detail-head", Static).update(
+            sections.head_text(task, self.run_id, self.totals, self.cockpit.clock(), pauses))
 
     def _side(self, task: TaskRow, runs: list[RunRow]) -> None:
+        """The logs at once (paths only); gate, review and diff stat from a worker thread."""
         layout = self.cockpit.layout
         assert layout is not None
-
-        def mine(ev: dict[str, Any]) -> bool:
-            return ev.get("job") == self.job and ev.get("task") == self.task_id and \
-                str(ev.get("type")) in ("gate.finished", "review.finished")
-
-        found = scan_back(layout.events, mine)
-        gates = [e for e in found if e.get("type") == "gate.finished"]
-        reviews = [e for e in found if e.get("type") == "review.finished"]
-        self.query_one("#gate", Static).update(fmt.styled("gate\n", "bold underline") + gate_text(gates))
-        self.query_one("#review", Static).update(
-            fmt.styled("\nreview\n", "bold underline") + findings_text(runs, reviews))
-        if task.branch or task.worktree:
-            self.query_one("#diff", Static).update(fmt.styled("\ndiff stat\n", "bold underline") +
-                                                    Text("…", style="dim"))
-            self._load_diff(task)
-        else:
-            self._set_diff("no branch yet")
-        logs = fmt.styled("\nlogs\n", "bold underline")
         run = next((r for r in runs if r.run_id == self.run_id), None)
-        if run is not None:
-            files = run_log_paths(run.provider, run.run_id, run.log)
-            logs.append(fmt.tilde(files["events"].parent) + "/\n", style="dim")
-            for path in files.values():
-                logs.append(f"  {path.name}\n")
-        # directory, then the file on its own line, as for the run's logs: a long path never
-        # wraps in the middle of a name
-        logs.append(fmt.tilde(layout.supervisor_log.parent) + "/\n", style="dim")
-        logs.append(f"  {layout.supervisor_log.name}")
-        self.query_one("#logs", Static).update(logs)
-
-    def _load_diff(self, task: TaskRow) -> None:
+        self.query_one("#logs", Static).update(sections.logs_text(layout, run))
+        if not self.side_loaded:  # the first look: say it is coming (later reads keep what is shown)
+            self.query_one("#gate", Static).update(sections.section("gate", Text("…", style="dim"), first=True))
+        self._side_asked += 1
+        asked, job, name = self._side_asked, self.job, self.task_id
         app = self.cockpit
 
         def work() -> None:
+            failed: str | None = None
             try:
-                text = diff_stat(app, task)
-            except Exception as exc:  # noqa: BLE001
-                text = f"diff stat unavailable: {exc}"
-            app.call_from_thread(self._set_diff, text)
+                found = sections.task_events(layout, job, name)
+            except Exception as exc:  # noqa: BLE001 - a damaged index or log: say so in the section
+                found, failed = [], f"gate and review unavailable: {exc}"
+            if task.branch or task.worktree:
+                try:
+                    diff = sections.diff_stat(layout, task)
+                except Exception as exc:  # noqa: BLE001
+                    diff = f"diff stat unavailable: {exc}"
+            else:
+                diff = "no branch yet"
+            app.call_from_thread(self._show_side, asked, runs, found, failed, diff)
 
-        self.run_worker(work, thread=True, group="diff", exclusive=True, exit_on_error=False)
+        self.run_worker(work, thread=True, group="side", exit_on_error=False)
 
-    def _set_diff(self, text: str) -> None:
-        if self.is_attached:
-            self.query_one("#diff", Static).update(fmt.styled("\ndiff stat\n", "bold underline") + Text(text))
+    def _show_side(self, asked: int, runs: list[RunRow], found: list[dict[str, Any]], failed: str | None,
+                   diff: str) -> None:
+        if asked != self._side_asked or not self.is_attached:
+            return  # a newer read is under way, or the screen is gone
+        gates = [e for e in found if e.get("type") == "gate.finished"]
+        reviews = [e for e in found if e.get("type") == "review.finished"]
+        gate = Text(failed, style="yellow") if failed else sections.gate_text(gates)
+        self.query_one("#gate", Static).update(sections.section("gate", gate, first=True))
+        self.query_one("#review", Static).update(sections.section("review", sections.findings_text(runs, reviews)))
+        self.query_one("#diff", Static).update(sections.section("diff stat", diff))
+        self.side_loaded = True
 
     # --- the run's stream -----------------------------------------------------------------------
 
@@ -356,8 +267,7 @@ class RunDetail(Screen[None]):
             self.refresh_bindings()  # opened, answered or closed: the reply keys change
         if mine:
             # activity and usage come often: only a gate, a review, a merge or a new run redraws the side
-            heavy = {"gate.finished", "review.finished", "merge.finished", "run.started", "run.finished"}
-            self.refresh_all(side=any(e.get("type") in heavy for e in mine))
+            self.refresh_all(side=any(e.get("type") in _SIDE_CHANGES for e in mine))
             started = [e["run"] for e in mine if e.get("type") == "run.started" and e.get("run")]
             if started:  # a new worker on this task (a resume, a reviewer): follow it
                 self.query_one(RunsTable).select_key(started[-1])

@@ -1,0 +1,41 @@
+"""The key footer is rebuilt when the keys on offer change, and only then."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.anyio
+
+
+def _keys(app) -> list:
+    from textual.widgets._footer import FooterKey
+
+    return list(app.screen.query(FooterKey))
+
+
+async def test_a_panel_jump_that_offers_the_same_keys_keeps_the_footer(cockpit_repo, make_app, wait_for) -> None:
+    app = make_app(cockpit_repo)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("5")  # the event log: no reply keys
+        await wait_for(pilot, lambda: app.focused is not None and app.focused.id == "events")
+        await pilot.pause()
+        before = _keys(app)
+        assert before
+        await pilot.press("2")  # Providers: the same keys
+        await wait_for(pilot, lambda: app.focused is not None and app.focused.id == "providers-table")
+        await pilot.pause()
+        assert _keys(app) == before and all(key.is_attached for key in before)
+
+
+async def test_the_footer_follows_the_keys_that_change(cockpit_repo, make_app, wait_for) -> None:
+    app = make_app(cockpit_repo)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("5")
+        await pilot.pause()
+        assert "Retry" not in [str(k.description) for k in _keys(app)]
+        await pilot.press("4")  # Problems: KTRWMB (a failed gate) is highlighted, its replies are offered
+        await wait_for(pilot, lambda: "Retry" in [str(k.description) for k in _keys(app)])
+        await pilot.press("5")
+        await wait_for(pilot, lambda: "Retry" not in [str(k.description) for k in _keys(app)])

@@ -1,0 +1,41 @@
+"""The key footer, rebuilt only when what it shows changes.
+
+Textual's Footer recomposes on every change of the screen's bindings, and focus moving from one
+panel to another is such a change even when the keys on offer stay the same: each time a new widget
+per key is mounted, styled and laid out, and the whole screen is painted again (most of a panel
+jump's frame). Here the keys it would show are compared first.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.screen import Screen
+from textual.widgets import Footer
+
+
+class SteadyFooter(Footer):
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._shown: tuple[Any, ...] | None = None
+
+    def shown(self, screen: Screen[Any]) -> tuple[Any, ...]:
+        """What compose() would draw from the screen's bindings now."""
+        app = self.app
+        keys = tuple((b.key, app.get_key_display(b), b.description, b.action, enabled, tooltip,
+                      b.group.description if b.group else None, b.group.compact if b.group else None)
+                     for _node, b, enabled, tooltip in screen.active_bindings.values() if b.show)
+        return keys, self.show_command_palette, app.ENABLE_COMMAND_PALETTE
+
+    def compose(self) -> ComposeResult:
+        # what was last drawn, noted as it is drawn: a rebuild asked for but never run (its screen
+        # left the front first) must not count as done
+        self._shown = self.shown(self.screen) if self._bindings_ready else None
+        yield from super().compose()
+
+    def bindings_changed(self, screen: Screen[Any]) -> None:
+        if (self._shown is not None and screen.app.app_focus and self.is_attached and screen is self.screen
+                and self.shown(screen) == self._shown):
+            return  # the same keys: a rebuild would only cost a frame
+        super().bindings_changed(screen)
