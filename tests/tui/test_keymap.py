@@ -48,6 +48,19 @@ async def test_a_remapped_key_acts_and_the_footer_and_help_show_it(cockpit_repo,
         assert replies(cockpit_repo)[0]["reply"] == "retry"
 
 
+async def test_the_problems_replies_column_marks_the_operators_keys(cockpit_repo, make_app, wait_for) -> None:
+    _write("keys:\n  problem.retry: R\n  problem.skip: ctrl+k\n")
+    app = make_app(cockpit_repo)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        table = app.screen.query_one("#problems-table")
+        await wait_for(pilot, lambda: table.row_count)
+        cell = table.get_row_at(0)[-1]
+        marked = [cell.plain[s.start:s.end] for s in cell.spans if "reverse" in str(s.style)]
+        assert marked == ["R", "a", "^k", "h"], cell.plain
+        assert "Rretry" not in cell.plain and "^k skip" in cell.plain
+
+
 async def test_bad_entries_are_one_line_each_and_keep_their_defaults(cockpit_repo, make_app, wait_for) -> None:
     path = _write("# my keys\nkeys:\n  nosuch.binding: z\n  app.help: f99\n  run.abort: j\n  app.quit: Q\n"
                   "theme: no-such-theme\n")

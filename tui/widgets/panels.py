@@ -176,19 +176,21 @@ class ProvidersTable(KeyedTable):
                     self.set_cell(key, column, value)
 
 
-def replies_text(replies: list[str], width: int = 0) -> Text:
-    """Each reply with its key marked; when they do not fit `width`, the keys alone (the dialog and
-    the footer name them in full) rather than a cut that loses the last one."""
+def replies_text(replies: list[str], width: int = 0, keys: dict[str, str] | None = None) -> Text:
+    """Each reply with its key marked (`keys`: the operator's, reply → key; the defaults otherwise);
+    when they do not fit `width`, the keys alone (the dialog and the footer name them in full)
+    rather than a cut that loses the last one."""
+    key_of = {**fmt.REPLY_KEYS, **(keys or {})}
     out = Text()
     for n, r in enumerate(replies):
         if n:
             out.append(" ")
-        key = fmt.REPLY_KEYS.get(r)
+        key = key_of.get(r)
         if key:
             out.append(key, style="bold reverse")
         out.append(r if not key else r[1:] if r.startswith(key) else f" {r}")
     if width and out.cell_len > width:
-        out = Text(" ").join(Text(fmt.REPLY_KEYS.get(r, r[:1]), style="bold reverse") for r in replies)
+        out = Text(" ").join(Text(key_of.get(r, r[:1]), style="bold reverse") for r in replies)
     return out
 
 
@@ -233,13 +235,20 @@ class ProblemsTable(KeyedTable):
         if answer is None:
             width = dict(self._layout).get("replies", 0)
             return {"code": Text(p.code, style="bold"), "job": p.job, "task": p.task or "(job)",
-                    "what": headline(p), "replies": replies_text(p.replies, width)}
+                    "what": headline(p), "replies": replies_text(p.replies, width, self._reply_keys())}
         # answered, not yet taken: the reply keys are gone; say who must act (S when it is stopped)
         waiting = "waiting for the supervisor" + (" (stopped)" if stopped else "")
         return {"code": Text(p.code, style="dim"), "job": p.job, "task": p.task or "(job)",
                 "what": fmt.styled(waiting, "yellow") + fmt.styled(f" · {headline(p)}", "dim"),
                 "replies": fmt.styled(f"✓ {answer.reply}", "green")
                 + fmt.styled(" · S starts it" if stopped else " · waiting", "yellow")}
+
+    def _reply_keys(self) -> dict[str, str]:
+        """The keys the operator's cockpit.yaml gives the replies (problem.<reply>), as they press them."""
+        key_for = getattr(self.app, "key_for", None)
+        if key_for is None:
+            return {}
+        return {reply: key_for(f"problem.{reply}", key) for reply, key in fmt.REPLY_KEYS.items()}
 
     @property
     def current(self) -> Problem | None:
