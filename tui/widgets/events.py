@@ -90,7 +90,8 @@ class EventStream(ScrollView, can_focus=True):
         if strip is None:
             text = fmt.event_text(ev)
             text.no_wrap = True
-            text.stylize(style)
+            # the panel's style is the base each line is drawn on (apply_style), never laid over
+            # the line's own colours
             strip = Strip(list(Segment.apply_style(text.render(self.app.console), style)))
             if len(self._cache) > 4 * self.max_lines:
                 self._cache.clear()
