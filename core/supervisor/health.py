@@ -115,13 +115,15 @@ def stalled(sup: Supervisor, job: str, message: str) -> None:
     from pilothouse.core.stops import problems
 
     reason = PREFIX + message
+    # the problem first, then the job blocked (and the other way round in `cleared`): a reader
+    # (`job wait`) never sees the job blocked with no problem open, which it takes as the end
+    problems.open_problem(sup.layout, job, None, KIND,
+                          f"{message} — the job goes on by itself once this is fixed",
+                          {"error": message}, conn=sup.conn, log=sup.events)
     row = sup.store.job(job)
     if row is not None and (row["state"] != "blocked" or row["reason"] != reason):
         sup.store.set_job(job, "job.blocked", reason=reason, state="blocked")
         sup.log.warning("job %s %s", job, reason)
-    problems.open_problem(sup.layout, job, None, KIND,
-                          f"{message} — the job goes on by itself once this is fixed",
-                          {"error": message}, conn=sup.conn, log=sup.events)
 
 
 def cleared(sup: Supervisor, job: str) -> None:
@@ -129,11 +131,11 @@ def cleared(sup: Supervisor, job: str) -> None:
     is unblocked."""
     from pilothouse.core.stops import problems
 
-    codes = [r["code"] for r in sup.conn.execute(
-        "SELECT code FROM problems WHERE job=? AND task IS NULL AND kind=? AND state!='closed'", (job, KIND))]
-    for code in codes:
-        problems.close_problem(sup.layout, code, "fixed: the job went on", conn=sup.conn, log=sup.events)
     row = sup.store.job(job)
     if row is not None and row["state"] == "blocked" and str(row["reason"] or "").startswith(PREFIX):
         sup.store.set_job(job, None, reason="going on: what stopped it is fixed",
                           state="running" if row["planned_revision"] else "created")
+    codes = [r["code"] for r in sup.conn.execute(
+        "SELECT code FROM problems WHERE job=? AND task IS NULL AND kind=? AND state!='closed'", (job, KIND))]
+    for code in codes:
+        problems.close_problem(sup.layout, code, "fixed: the job went on", conn=sup.conn, log=sup.events)

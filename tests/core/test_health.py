@@ -82,3 +82,33 @@ def test_a_stale_integration_checkout_is_a_problem_naming_it(tmp_path: Path, cli
         assert w.returncode == 0, w.stdout + w.stderr
     finally:
         supervisor_ctl.stop(layout)
+
+
+def test_a_reader_never_sees_the_job_blocked_with_no_problem_open(tmp_path: Path, monkeypatch) -> None:
+    """`job wait` takes a blocked job with no open problem as the operator's turn: while a
+    cannot_proceed problem opens or closes, each moment in between must read as still going."""
+    from pilothouse.core.commands.job_end import job_outcome
+    from pilothouse.core.supervisor import health
+    from pilothouse.core.supervisor.loop import Supervisor
+
+    layout = _quick(tmp_path)
+    sup = Supervisor(layout)
+    sup.store.ensure_job("demo", 0)
+    seen: list[tuple[str | None, str]] = []
+    for name in ("open_problem", "close_problem"):
+        real = getattr(problems, name)
+
+        def spy(*args, _real=real, **kwargs):
+            seen.append(job_outcome(layout, "demo"))
+            out = _real(*args, **kwargs)
+            seen.append(job_outcome(layout, "demo"))
+            return out
+
+        monkeypatch.setattr(problems, name, spy)
+    try:
+        health.stalled(sup, "demo", "the integration checkout is stale")
+        assert job_outcome(layout, "demo")[0] == "waiting"
+        health.cleared(sup, "demo")
+    finally:
+        sup.conn.close()
+    assert len(seen) == 4 and all(outcome is None for outcome, _ in seen[:1] + seen[2:]), seen
