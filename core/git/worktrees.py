@@ -335,10 +335,24 @@ def commit_all(path: Path | str, message: str, what: str = "the builder's work")
 def checkout_state(path: Path | str) -> tuple[str, str | None, list[str]] | None:
     """(HEAD sha, checked-out branch or None when detached, dirty paths except tool caches) in one
     git call; None when `path` is not a usable checkout."""
-    proc = git_run(path, "status", "--porcelain=v2", "--branch", "-z", "--untracked-files=all", "--no-renames")
+    state = checkout_status(path)
+    return None if state is None else (state[0], state[1], state[2])
+
+
+def checkout_status(path: Path | str, *, untracked_cache: bool = False
+                    ) -> tuple[str, str | None, list[str], list[str]] | None:
+    """checkout_state and, last, the tool caches left untracked (what `git clean` would take).
+    `untracked_cache`: git keeps each folder's untracked listing in the index and reads again only
+    folders whose stat changed (an added or removed entry changes the folder's ctime, which no
+    unprivileged process can set back): the pool's checks on a 100,000-file checkout."""
+    cache = ("-c", "core.untrackedCache=true") if untracked_cache else ()
+    proc = git_run(path, *cache, "status", "--porcelain=v2", "--branch", "-z", "--untracked-files=all",
+                   "--no-renames")
     if proc.returncode != 0:
         return None
-    head_sha, branch, dirty = "", None, []
+    head_sha, branch = "", None
+    dirty: list[str] = []
+    scratch: list[str] = []
     for entry in proc.stdout.split("\0"):
         if entry.startswith("# branch.oid "):
             head_sha = entry[len("# branch.oid "):]
@@ -349,11 +363,10 @@ def checkout_state(path: Path | str) -> tuple[str, str | None, list[str]] | None
             # ordinary entries have 8 fields before the path, unmerged ones 10, untracked none
             fields = {"1": 8, "u": 10, "?": 1}[entry[0]]
             p = entry.split(" ", fields)[-1]
-            if not is_scratch(p):
-                dirty.append(p)
+            (scratch if is_scratch(p) else dirty).append(p)
     if len(head_sha) < 40:
         return None  # "(initial)": no commit yet
-    return head_sha, branch, dirty
+    return head_sha, branch, dirty, scratch
 
 
 def head(path: Path | str) -> str:

@@ -105,6 +105,8 @@ def pool_checkout(sup: Supervisor, job: str, tid: str, worktree: str) -> None:
     from pilothouse.core.git.pool import release
 
     def move() -> bool:
+        # under the lock the next launch takes too: the dependent waits for this checkout rather
+        # than making a new one of the whole repository
         with sup.worktree_lock:
             return release(sup.layout, worktree, job, tid, sup.project.worktree_pool)
 
