@@ -339,21 +339,29 @@ def checkout_state(path: Path | str) -> tuple[str, str | None, list[str]] | None
     return None if state is None else (state[0], state[1], state[2])
 
 
-def checkout_status(path: Path | str, *, untracked_cache: bool = False
-                    ) -> tuple[str, str | None, list[str], list[str]] | None:
+def checkout_status(path: Path | str, *, apart: bool = False) -> tuple[str, str | None, list[str], list[str]] | None:
     """checkout_state and, last, the tool caches left untracked (what `git clean` would take).
-    `untracked_cache`: git keeps each folder's untracked listing in the index and reads again only
-    folders whose stat changed (an added or removed entry changes the folder's ctime, which no
-    unprivileged process can set back): the pool's checks on a 100,000-file checkout."""
-    cache = ("-c", "core.untrackedCache=true") if untracked_cache else ()
-    proc = git_run(path, *cache, "status", "--porcelain=v2", "--branch", "-z", "--untracked-files=all",
-                   "--no-renames")
-    if proc.returncode != 0:
-        return None
+    `apart`: untracked files are listed by a second git beside the status of tracked ones: on a
+    100,000-file checkout each walk takes about 0.1 s, and two cores take both at once."""
+    status = ("status", "--porcelain=v2", "--branch", "-z", "--no-renames")
+    if not apart:
+        proc = git_run(path, *status, "--untracked-files=all")
+        if proc.returncode != 0:
+            return None
+        out = proc.stdout
+    else:
+        others = subprocess.Popen([*SAFE_GIT, "ls-files", "-z", "--others", "--exclude-standard"], cwd=path,
+                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+                                  text=True)
+        proc = git_run(path, *status, "--untracked-files=no")
+        listed, _ = others.communicate()
+        if proc.returncode != 0 or others.returncode != 0:
+            return None
+        out = proc.stdout + "".join(f"? {p}\0" for p in listed.split("\0") if p)
     head_sha, branch = "", None
     dirty: list[str] = []
     scratch: list[str] = []
-    for entry in proc.stdout.split("\0"):
+    for entry in out.split("\0"):
         if entry.startswith("# branch.oid "):
             head_sha = entry[len("# branch.oid "):]
         elif entry.startswith("# branch.head "):

@@ -108,7 +108,7 @@ def pool_checkout(sup: Supervisor, job: str, tid: str, worktree: str) -> None:
         # under the lock the next launch takes too: the dependent waits for this checkout rather
         # than making a new one of the whole repository
         with sup.worktree_lock:
-            return release(sup.layout, worktree, job, tid, sup.project.worktree_pool)
+            return release(sup.layout, worktree, job, tid, sup.project.worktree_pool, base=sup.good_head)
 
     sup.work(("pool", job, tid), move, lambda _r, _e: None)
 
