@@ -261,7 +261,7 @@ def repo(root: Path, files: int) -> None:
         (path / "src" / "pkg0000" / f"m{n:03d}.py").write_text(f"VALUE = -{n}\n")
         commit_all(path, f"task {n}")
         git(big, "merge", "-q", "--ff-only", f"ph/bench/{path.name}")
-        assert pool.release(layout, path, "bench", path.name, keep=4)
+        assert pool.release(layout, path, "bench", path.name, keep=4, base="main")  # as the supervisor does
         t0 = time.perf_counter()
         path, _, how = pool.checkout_for(layout, "bench", f"pooled{n}", "main", keep=4)
         reused.append(time.perf_counter() - t0)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pilothouse.core.git.gates import DEFAULT_TIMEOUT_S, GateResult, kill_orphan_gate, run_gate
-from pilothouse.core.git.leaks import check_branch
+from pilothouse.core.git.leaks import SecretInDiff, check_branch
 from pilothouse.core.git.worktrees import (
     INTEGRATION_DIR,
     GitError,
@@ -208,53 +208,126 @@ def _merge_failed(checkout: Path, branch: str, previous: str, proc: Any) -> Merg
 def merge_task(layout: RepoLayout, project: ProjectConfig, branch: str, message: str,
                gate_level: str | None = "full", *, timeout: float = DEFAULT_TIMEOUT_S,
                env: dict[str, str] | None = None) -> MergeResult:
-    """Merge `branch` into the integration branch and gate it; roll back on conflict or failure.
+    """Merge `branch` into the integration branch and gate it; roll back on conflict or failure
+    (a train of one: merge_train)."""
+    [res] = merge_train(layout, project, [(branch, message)], gate_level, timeout=timeout, env=env)
+    if isinstance(res, SecretInDiff):
+        raise res
+    return res
 
-    Git calls on the usual path: one status (checkout, branch, cleanliness, head), the merge, one
-    log for the new head and its parents — plus the gate's two tree snapshots."""
+
+def merge_train(layout: RepoLayout, project: ProjectConfig, cars: list[tuple[str, str]],
+                gate_level: str | None = "full", *, timeout: float = DEFAULT_TIMEOUT_S,
+                env: dict[str, str] | None = None) -> list[MergeResult | SecretInDiff]:
+    """Merge the approved (branch, message) pairs as one batch with one gate, in their order; one
+    result per pair. When the gate fails, the batch is rolled back and bisected: each half is merged
+    and gated again on its own, down to the branch that breaks it, so the others still merge. A
+    branch that conflicts, or that carries a credential, is left out and the rest go on.
+
+    The full gate after each merge was what a big job waited for: with twenty workers finishing,
+    the last approved branch waited for nineteen merges and gates ahead of it.
+
+    Git calls for each branch on the usual path: the credential scan, the merge, one log for the new
+    head — plus one gate (with its two tree snapshots) for the whole batch."""
     with _merge_lock(layout):
         checkout = integration_path(layout)
         if checkout.exists():
             _recover_pending(layout, checkout)
-        checkout, previous = _integration_state(layout, project)
-        # before git moves: a branch that carries a credential never reaches the integration branch
-        check_branch(checkout, previous, branch)
-        pending = _pending_file(layout)
-        atomic_write_json(pending, {"branch": branch, "previous_sha": previous})
+        checkout, head = _integration_state(layout, project)
+        train = _Train(layout, project, checkout, head, cars, gate_level, timeout, env)
+        todo = []
+        for i, (branch, _message) in enumerate(cars):
+            try:
+                # before git moves: a branch that carries a credential never reaches the integration branch
+                check_branch(checkout, head, branch)
+                todo.append(i)
+            except SecretInDiff as exc:
+                train.results[i] = exc
         try:
-            # an already-merged tip is "Already up to date" (exit 0, no commit): idempotence costs no
-            # extra call on the usual path; hooks are the operator's, not for this checkout
-            proc = git_run(checkout, "-c", "core.hooksPath=/dev/null", "merge", "--no-ff", "--no-edit",
-                           "-m", message, branch)
-            if proc.returncode != 0:
-                failed = _merge_failed(checkout, branch, previous, proc)  # rolled back: the marker can go
-                pending.unlink(missing_ok=True)
-                return failed
-            merged, *parents = git(checkout, "log", "-1", "--format=%H %P", "HEAD").split()
-            if merged == previous:
-                pending.unlink(missing_ok=True)
-                return _already_merged(checkout, branch, previous, project)
-            tip = parents[-1]
-            gate = None
-            if gate_level is not None:
-                def remember(pgid: int) -> None:
-                    atomic_write_json(pending, {"branch": branch, "tip": tip, "previous_sha": previous,
-                                                "gate_pgid": pgid})
-
-                gate = run_gate(project, gate_level, checkout, timeout=timeout, env=env, on_start=remember)
-                if not gate.passed:
-                    _rollback(checkout, previous)
-                    pending.unlink(missing_ok=True)
-                    return MergeResult(False, None, previous, gate=gate,
-                                       reason=f"{gate.reason} after merging {branch}; rolled back to "
-                                              f"{previous[:10]}")
+            train.land(todo)
         except BaseException:
             # interrupted in-process: never leave an ungated merge behind
-            _rollback(checkout, previous)
-            pending.unlink(missing_ok=True)
+            _rollback(checkout, train.head)
+            _pending_file(layout).unlink(missing_ok=True)
             raise
+        return [r if r is not None else MergeResult(False, None, head, reason="not merged") for r in train.results]
+
+
+class _Train:
+    """One batch under the merge lock; `head` is the last gated head of the integration branch."""
+
+    def __init__(self, layout: RepoLayout, project: ProjectConfig, checkout: Path, head: str,
+                 cars: list[tuple[str, str]], gate_level: str | None, timeout: float,
+                 env: dict[str, str] | None) -> None:
+        self.layout, self.project, self.checkout, self.head = layout, project, checkout, head
+        self.cars, self.gate_level, self.timeout, self.env = cars, gate_level, timeout, env
+        self.results: list[MergeResult | SecretInDiff | None] = [None] * len(cars)
+
+    def land(self, group: list[int], failing: bool = False) -> None:
+        """Merge the `group` (indices into cars) on `head`, gate once; on failure, bisect. `failing`:
+        the group is known to fail on `head` (its left neighbour passed alone), so it is split at once."""
+        if failing and len(group) > 1:
+            self._bisect(group)
+            return
+        base, pending = self.head, _pending_file(self.layout)
+        branches = [self.cars[i][0] for i in group]
+        # the intent is recorded before git moves: a killed supervisor's successor resets to `base`
+        atomic_write_json(pending, {"branches": branches, "previous_sha": base})
+        merged: list[tuple[int, str, str]] = []  # (car, its merge commit, the head it was merged on)
+        current = base
+        for i in group:
+            res = self._merge(i, current)
+            if isinstance(res, MergeResult):
+                self.results[i] = res
+                continue
+            merged.append((i, res, current))
+            current = res
+        gate = None
+        if merged and self.gate_level is not None:
+            def remember(pgid: int) -> None:
+                atomic_write_json(pending, {"branches": branches, "previous_sha": base, "gate_pgid": pgid})
+
+            gate = run_gate(self.project, self.gate_level, self.checkout, timeout=self.timeout, env=self.env,
+                            on_start=remember)
+        if gate is None or gate.passed:
+            for i, sha, on in merged:
+                self.results[i] = MergeResult(True, sha, on, gate=gate)
+            self.head = current
+            pending.unlink(missing_ok=True)
+            return
+        _rollback(self.checkout, base)
         pending.unlink(missing_ok=True)
-        return MergeResult(True, merged, previous, gate=gate)
+        if len(merged) == 1:
+            i = merged[0][0]
+            self.results[i] = MergeResult(False, None, base, gate=gate, reason=f"{gate.reason} after merging "
+                                          f"{self.cars[i][0]}; rolled back to {base[:10]}")
+            return
+        self._bisect([i for i, _, _ in merged])
+
+    def _bisect(self, group: list[int]) -> None:
+        left, right = group[:len(group) // 2], group[len(group) // 2:]
+        before = self.head
+        self.land(left)
+        # the left half landed whole: what failed the group is in the right half
+        self.land(right, failing=self.head != before and all(self._ok(i) for i in left))
+
+    def _ok(self, i: int) -> bool:
+        res = self.results[i]
+        return isinstance(res, MergeResult) and res.ok
+
+    def _merge(self, i: int, previous: str) -> MergeResult | str:
+        """Merge car `i` on `previous`: its merge commit, or the result when there is nothing to gate."""
+        branch, message = self.cars[i]
+        # an already-merged tip is "Already up to date" (exit 0, no commit): idempotence costs no
+        # extra call on the usual path; hooks are the operator's, not for this checkout
+        proc = git_run(self.checkout, "-c", "core.hooksPath=/dev/null", "merge", "--no-ff", "--no-edit",
+                       "-m", message, branch)
+        if proc.returncode != 0:
+            return _merge_failed(self.checkout, branch, previous, proc)  # rolled back to `previous`
+        merged = git(self.checkout, "log", "-1", "--format=%H", "HEAD")
+        if merged == previous:
+            return _already_merged(self.checkout, branch, previous, self.project)
+        return merged
 
 
 def integration_head(layout: RepoLayout, project: ProjectConfig) -> str | None:

@@ -340,11 +340,33 @@ def commit_all(path: Path | str, message: str, what: str = "the builder's work")
 def checkout_state(path: Path | str) -> tuple[str, str | None, list[str]] | None:
     """(HEAD sha, checked-out branch or None when detached, dirty paths except tool caches) in one
     git call; None when `path` is not a usable checkout."""
-    proc = git_run(path, "status", "--porcelain=v2", "--branch", "-z", "--untracked-files=all", "--no-renames")
-    if proc.returncode != 0:
-        return None
-    head_sha, branch, dirty = "", None, []
-    for entry in proc.stdout.split("\0"):
+    state = checkout_status(path)
+    return None if state is None else (state[0], state[1], state[2])
+
+
+def checkout_status(path: Path | str, *, apart: bool = False) -> tuple[str, str | None, list[str], list[str]] | None:
+    """checkout_state and, last, the tool caches left untracked (what `git clean` would take).
+    `apart`: untracked files are listed by a second git beside the status of tracked ones: on a
+    100,000-file checkout each walk takes about 0.1 s, and two cores take both at once."""
+    status = ("status", "--porcelain=v2", "--branch", "-z", "--no-renames")
+    if not apart:
+        proc = git_run(path, *status, "--untracked-files=all")
+        if proc.returncode != 0:
+            return None
+        out = proc.stdout
+    else:
+        others = subprocess.Popen([*SAFE_GIT, "ls-files", "-z", "--others", "--exclude-standard"], cwd=path,
+                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+                                  text=True)
+        proc = git_run(path, *status, "--untracked-files=no")
+        listed, _ = others.communicate()
+        if proc.returncode != 0 or others.returncode != 0:
+            return None
+        out = proc.stdout + "".join(f"? {p}\0" for p in listed.split("\0") if p)
+    head_sha, branch = "", None
+    dirty: list[str] = []
+    scratch: list[str] = []
+    for entry in out.split("\0"):
         if entry.startswith("# branch.oid "):
             head_sha = entry[len("# branch.oid "):]
         elif entry.startswith("# branch.head "):
@@ -354,11 +376,10 @@ def checkout_state(path: Path | str) -> tuple[str, str | None, list[str]] | None
             # ordinary entries have 8 fields before the path, unmerged ones 10, untracked none
             fields = {"1": 8, "u": 10, "?": 1}[entry[0]]
             p = entry.split(" ", fields)[-1]
-            if not is_scratch(p):
-                dirty.append(p)
+            (scratch if is_scratch(p) else dirty).append(p)
     if len(head_sha) < 40:
         return None  # "(initial)": no commit yet
-    return head_sha, branch, dirty
+    return head_sha, branch, dirty, scratch
 
 
 def head(path: Path | str) -> str:

@@ -1,4 +1,5 @@
-"""The supervisor's dispatches: which are alive, adopting a predecessor's, collecting verdicts.
+"""The supervisor's dispatches: which are alive, adopting a predecessor's, collecting verdicts, and
+what each is doing now.
 
 A mixin of Supervisor (core/supervisor/loop.py), kept apart because it is the part recovery depends
 on: runs still alive after a restart are adopted by pid and start time, verdicts written while
@@ -11,6 +12,7 @@ import logging
 import sqlite3
 import subprocess
 import threading
+import time
 from functools import cached_property
 from typing import Any
 
@@ -120,3 +122,53 @@ class SupervisorRuns:
         flow.note_quota(self, row, verdict)
         self.activity_sent.pop(row["run_id"], None)
         self.usage_sent.pop(row["run_id"], None)
+
+
+# --- what a worker is doing now ---------------------------------------------------------------
+# From its run's normalised event log (logs/<provider>/<run_id>.jsonl): the supervisor tails each
+# live run's log when watchfiles reports it grew, and emits coalesced events for the cockpit:
+# `run.activity` (the current tool, at most once a second per run) and `run.usage` (tokens so far,
+# at most every five seconds per run; the final figure comes with run.finished).
+
+HEARTBEAT_S = 30.0
+ACTIVITY_MIN_S = 1.0
+USAGE_MIN_S = 5.0
+
+
+def read_logs(sup: Any) -> None:
+    for run_id, tail in list(sup.tails.items()):
+        if tail.read():
+            sup.activity_sent.setdefault(run_id, (0.0, None))
+
+
+def next_flush(sup: Any) -> float:
+    """Seconds until a coalesced activity event is due (HEARTBEAT_S when none is)."""
+    pending = [sent for rid, (sent, tool) in sup.activity_sent.items()
+               if rid in sup.tails and sup.tails[rid].tool != tool]
+    if not pending:
+        return HEARTBEAT_S
+    return max(0.0, min(pending) + ACTIVITY_MIN_S - time.monotonic())
+
+
+def flush(sup: Any) -> None:
+    now = time.monotonic()
+    for run_id, tail in list(sup.tails.items()):
+        sent, tool = sup.activity_sent.get(run_id, (0.0, None))
+        row = None
+        if tail.tool and tail.tool != tool and now - sent >= ACTIVITY_MIN_S:
+            row = sup.store.run(run_id)
+            if row is None:
+                continue
+            if row["task"]:
+                sup.store.update_task(row["job"], row["task"], activity=tail.tool)
+            sup.events.append("run.activity", job=row["job"], task=row["task"], run=run_id,
+                              data={"tool": tail.tool, "role": row["role"]})
+            sup.activity_sent[run_id] = (now, tail.tool)
+        total = sum(tail.usage.values())
+        usent, utotal = sup.usage_sent.get(run_id, (0.0, 0))
+        if total != utotal and now - usent >= USAGE_MIN_S:
+            row = row or sup.store.run(run_id)
+            if row is not None:
+                sup.events.append("run.usage", job=row["job"], task=row["task"], run=run_id,
+                                  data={"tokens": dict(tail.usage), "usage": tail.label, "final": False})
+            sup.usage_sent[run_id] = (now, total)

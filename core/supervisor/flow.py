@@ -2,7 +2,7 @@
 
 Each function looks at one task in the state the store holds and moves it on when it can; it is
 safe to call again after a crash (a builder's work is committed idempotently, a gate is simply
-rerun, a recorded merge intent is redone through the idempotent merge_task).
+rerun, a recorded merge intent is redone through the idempotent merge_train).
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 from pilothouse.core.supervisor import launch as L
 from pilothouse.core.supervisor import review
 from pilothouse.core.supervisor.answers import apply_replies  # noqa: F401  (the loop calls it through here)
-from pilothouse.core.supervisor.context import integration_good_head, launch_hold, task_defs
+from pilothouse.core.supervisor.context import launch_hold, task_defs
+from pilothouse.core.supervisor.merging import secret_found, start_merges
 from pilothouse.core.supervisor.scheduling import launch_ready, resume_builder  # noqa: F401
 from pilothouse.core.supervisor.state import TERMINAL, counters, stop_task
 from pilothouse.providers.errors import describe
@@ -31,22 +32,29 @@ def _deps(row: sqlite3.Row) -> list[str]:
 def step_job(sup: Supervisor, job: str, planned: bool) -> list[tuple[str, Any, Any]]:
     """Move each task of the job on; returns the tasks ready to launch (launches wait for the plan)."""
     defs = task_defs(sup)
-    rows = sup.store.tasks(job)
-    states = {r["task"]: r["state"] for r in rows}
+    scan = sup.store.task_states(job)
+    states = {tid: st for tid, st, _ in scan}
     ready: list[tuple[str, Any, Any]] = []
-    hold = launch_hold(sup, job) if rows else None
-    for r in rows:
-        if r["state"] in TERMINAL or r["state"] == "stopped":
+    merges: list[tuple[sqlite3.Row, Any]] = []
+    hold = launch_hold(sup, job) if scan else None
+    for tid, st, deps in scan:
+        if st in TERMINAL or st == "stopped":
             continue
+        tdef = defs.get((job, tid))
+        if st == "planned" and tdef is not None and not all(states.get(d) == "done" for d in json.loads(deps)):
+            continue  # most of a big job on most passes: its full row is not even read
         try:
-            _step_task(sup, job, r, defs.get((job, r["task"])), states, planned, ready)
+            r = sup.store.task(job, tid)
+            if r is not None:
+                _step_task(sup, job, r, tdef, states, planned, ready, merges)
         except Exception as exc:  # noqa: BLE001 - one task's trouble must not stop the others
-            sup.log.exception("task %s/%s: %s", job, r["task"], exc)
+            sup.log.exception("task %s/%s: %s", job, tid, exc)
             try:
-                stop_task(sup.store, job, r["task"], f"the supervisor failed on this task: {describe(exc)}",
+                stop_task(sup.store, job, tid, f"the supervisor failed on this task: {describe(exc)}",
                           kind="worker_crashed", evidence={"error": repr(exc)})
             except Exception:  # noqa: BLE001
-                sup.log.exception("cannot stop task %s/%s", job, r["task"])
+                sup.log.exception("cannot stop task %s/%s", job, tid)
+    start_merges(sup, job, merges)
     if hold:
         for _, r, _ in ready:
             if r is not None and r["reason"] != hold:
@@ -57,7 +65,7 @@ def step_job(sup: Supervisor, job: str, planned: bool) -> list[tuple[str, Any, A
 
 
 def _step_task(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any, states: dict[str, str], planned: bool,
-               ready: list[tuple[str, Any, Any]]) -> None:
+               ready: list[tuple[str, Any, Any]], merges: list[tuple[sqlite3.Row, Any]]) -> None:
     st, tid = r["state"], r["task"]
     if tdef is None:
         if st in ("planned", "ready", "waiting"):
@@ -87,7 +95,7 @@ def _step_task(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any, states: dic
     elif st == "reviewing":
         review.step(sup, job, r, tdef)
     elif st in ("approved", "merging") and planned:
-        start_merge(sup, job, r, tdef)
+        merges.append((r, tdef))
 
 
 def _available(sup: Supervisor, provider: str | None) -> bool:
@@ -167,23 +175,6 @@ def _commit_failed(sup: Supervisor, job: str, tid: str, run: sqlite3.Row, exc: B
         return
     stop_task(sup.store, job, tid, f"cannot commit the builder's work: {why}", kind="worker_crashed",
               evidence={"run": run["run_id"], "log": run["log"], "error": detail[-800:], **step})
-
-
-def secret_found(sup: Supervisor, job: str, tid: str, exc: Any, evidence: dict[str, Any],
-                 session_id: str | None = None) -> None:
-    """Work that would carry a credential into a commit or a merge: the task stops, its problem
-    names file and line (never the value) and what fixes it."""
-    from pilothouse.providers.scan import ALLOW_MARK, KEY_KIND
-
-    where = evidence.get("worktree") or "the task's worktree"
-    if any(h.kind == KEY_KIND for h in exc.hits):
-        after = "a key that reached a file may be compromised: rotate it (pilothouse key set)"
-    else:
-        after = f"if it is no real credential (a test's fake token), mark its line {ALLOW_MARK}"
-    stop_task(sup.store, job, tid, f"{exc}: take the credential out (hint the builder, or edit {where} and "
-              f"retry); {after}",
-              kind="secret_found", evidence={**evidence, "places": exc.places()},
-              **({"session_id": session_id} if session_id else {}))
 
 
 def _check_paths(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any) -> None:
@@ -345,71 +336,3 @@ def gate_done(sup: Supervisor, job: str, tid: str, level: str, res: Any, exc: Ba
         return
     stop_task(sup.store, job, tid, d.reason, kind=d.kind or "gate_failed", evidence=d.evidence or {
         "command": gate.get("command"), "output_tail": tail, "level": level}, counters=d.counters)
-
-
-def start_merge(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any) -> None:
-    from pilothouse.core.git.integration import merge_task
-
-    tid = r["task"]
-    key = ("merge", job, tid)
-    if key in sup.inflight:
-        return
-    if r["state"] == "approved":
-        # the intent is recorded before git moves, so a restart redoes (idempotently) what it finds here
-        sup.store.set_task(job, tid, "merging", f"merging {r['branch']} into {sup.project.integration_branch}")
-    layout, project, branch = sup.layout, sup.project, r["branch"]
-    message = f"Merge {tid}: {tdef.title}\n\njob: {job}\ntask: {tid}\nbranch: {branch}"
-    sup.work(key, lambda: merge_task(layout, project, branch, message),
-             lambda res, exc: merge_done(sup, job, tid, res, exc))
-
-
-def merge_done(sup: Supervisor, job: str, tid: str, res: Any, exc: BaseException | None) -> None:
-    r = sup.store.task(job, tid)
-    if r is None or r["state"] != "merging":
-        return
-    if res is None:
-        sup.events.append("merge.finished", job=job, task=tid, data={"ok": False, "reason": describe(exc)})
-        from pilothouse.core.git.leaks import SecretInDiff
-
-        if isinstance(exc, SecretInDiff):
-            secret_found(sup, job, tid, exc, {"worktree": str(r["worktree"] or ""), "branch": r["branch"]})
-            return
-        stop_task(sup.store, job, tid, f"merge failed: {describe(exc)}", kind="merge_failed")
-        return
-    data = res.to_dict()
-    if data.get("gate"):
-        data["gate"] = {k: data["gate"].get(k) for k in ("level", "passed", "reason", "duration_s")}
-    sup.events.append("merge.finished", job=job, task=tid, data=data)
-    if res.ok:
-        sup.good_head = res.merged_sha if not res.already_merged else integration_good_head(sup)
-        sup.store.set_task(job, tid, "done", "merged" if not res.already_merged else "already merged",
-                           merged_sha=res.merged_sha)
-        if sup.project.worktree_pool > 0 and r["worktree"]:
-            pool_checkout(sup, job, tid, r["worktree"])
-        return
-    sup.events.append("merge.rolled_back", job=job, task=tid,
-                      data={"previous_sha": res.previous_sha, "reason": res.reason, "conflicts": res.conflicts})
-    evidence = {"conflicts": res.conflicts or []}
-    if res.gate is not None:
-        evidence.update(command=res.gate.command, output_tail=res.gate.output_tail[-1500:])
-    stop_task(sup.store, job, tid, res.reason or "merge failed",
-              kind="merge_conflict" if res.conflicts else "merge_failed", evidence=evidence)
-
-
-def pool_checkout(sup: Supervisor, job: str, tid: str, worktree: str) -> None:
-    """The merged task's checkout goes to the pool for the next task (off the loop, one git at a time)."""
-    from pilothouse.core.git.pool import release
-
-    def move() -> bool:
-        with sup.worktree_lock:
-            return release(sup.layout, worktree, job, tid, sup.project.worktree_pool)
-
-    sup.work(("pool", job, tid), move, lambda _r, _e: None)
-
-
-def integrate_job(sup: Supervisor, job: str) -> None:
-    """`pilothouse integrate`: merge what is approved, nothing else."""
-    defs = task_defs(sup)
-    for r in sup.store.tasks(job):
-        if r["state"] in ("approved", "merging") and (job, r["task"]) in defs:
-            start_merge(sup, job, r, defs[(job, r["task"])])

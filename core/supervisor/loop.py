@@ -5,7 +5,7 @@ the operator writes, a worker's log grows), then reconciles: every task is looke
 state and moved on if it can be. The reconcile step derives what to do from the store alone,
 so a supervisor killed at any point and started again simply carries on: runs still alive are
 adopted, verdicts written meanwhile are collected, a gate that was running runs again, a merge
-that was recorded as intended is redone (merge_task is idempotent).
+that was recorded as intended is redone (merge_train is idempotent).
 """
 
 from __future__ import annotations
@@ -26,14 +26,14 @@ from pilothouse.core.git.worktrees import GitError
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.state import store
 from pilothouse.core.state.events import EventLog, utc_now_iso
-from pilothouse.core.supervisor import activity, flow, health
+from pilothouse.core.supervisor import dispatches, flow, health, merging
 from pilothouse.core.supervisor import planning as plan
 from pilothouse.core.supervisor.dispatches import SupervisorRuns
 from pilothouse.core.supervisor.state import StateStore
 from pilothouse.core.supervisor.wake import FileWatcher, Waker
 from pilothouse.providers.errors import UserError
 
-HEARTBEAT_S = activity.HEARTBEAT_S
+HEARTBEAT_S = dispatches.HEARTBEAT_S
 # passes run back to back while each moves a task (see loop)
 MAX_PASSES_IN_A_ROW = 8
 FINISHED_JOB_STATES = ("accepted", "failed", "cancelled")
@@ -317,7 +317,7 @@ class Supervisor(SupervisorRuns):
         threading.Thread(target=target, name="-".join(key), daemon=True).start()
 
     def read_logs(self) -> None:
-        activity.read_logs(self)
+        dispatches.read_logs(self)
 
     def wake_at(self, epoch: float) -> None:
         """Reconcile again at `epoch` (e.g. when a usage window may have reset)."""
@@ -327,10 +327,10 @@ class Supervisor(SupervisorRuns):
             self._timer = target
 
     def _next_flush(self) -> float:
-        return activity.next_flush(self)
+        return dispatches.next_flush(self)
 
     def flush_activity(self) -> None:
-        activity.flush(self)
+        dispatches.flush(self)
 
     # --- reconcile -----------------------------------------------------------------------------
     def reconcile(self) -> None:
@@ -344,7 +344,7 @@ class Supervisor(SupervisorRuns):
                 continue
             try:
                 if self.integrate_only:
-                    flow.integrate_job(self, job.name)
+                    merging.integrate_job(self, job.name)
                     continue
                 planned = plan.step(self, job, row)
                 candidates += flow.step_job(self, job.name, planned)

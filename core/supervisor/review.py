@@ -136,28 +136,36 @@ def _review_event(sup: Supervisor, job: str, r: Any, run: Any, overall: str | No
 # --- the job's end ---------------------------------------------------------------------------
 
 def finish_job(sup: Supervisor, job: str, planned: bool, hold: str | None = None) -> None:
-    rows = sup.store.tasks(job)
     jr = sup.store.job(job)
-    if not rows or jr is None or not planned:
+    scan = sup.store.task_states(job) if jr is not None and planned else []
+    if not scan or jr is None:
         return
     state = jr["state"]
-    if any(r["state"] not in TERMINAL for r in rows):
+    left = [(tid, st) for tid, st, _ in scan if st not in TERMINAL]
+    if left:
+        # full rows only where they decide: a live run (under a hold), a review waiting for a human
+        wanted = ("running", "reviewing") if hold else ("reviewing",) if sup.project.workflow.review == "human" else ()
+        rows = {tid: sup.store.task(job, tid) for tid, st in left if st in wanted}
+
+        def awaits(tid: str) -> bool:
+            row = rows.get(tid)
+            return row is not None and _awaits_operator(sup, row)
+
         if hold:
             # held: only work already under way moves; ready tasks wait for the operator
             live = {rid for rid in sup.live_runs()}
-            moving = any(r["state"] in ("gating", "approved", "merging") or
-                         (r["state"] in ("running", "reviewing") and r["run_id"] in live) for r in rows)
+            moving = any(st in ("gating", "approved", "merging") or
+                         (rows.get(tid) is not None and rows[tid]["run_id"] in live) for tid, st in left)
         else:
-            moving = any(r["state"] in (*ACTIVE, "ready", "waiting") and not _awaits_operator(sup, r)
-                         for r in rows)
+            moving = any(st in (*ACTIVE, "ready", "waiting") and not awaits(tid) for tid, st in left)
         if not moving and not any(k[1] == job for k in sup.inflight if len(k) > 1) and state != "blocked":
-            stopped = [r["task"] for r in rows if r["state"] == "stopped" or _awaits_operator(sup, r)]
+            stopped = [tid for tid, st in left if st == "stopped" or awaits(tid)]
             why = hold or ("waiting for the operator: " + ", ".join(stopped))
             sup.store.set_job(job, "job.blocked", reason=why, state="blocked", event_data={"tasks": stopped})
         elif moving and state == "blocked":
             sup.store.set_job(job, None, reason="work resumed", state="running")
         return
-    if not any(r["state"] == "done" for r in rows):
+    if not any(st == "done" for _, st, _ in scan):
         sup.store.set_job(job, "job.failed", reason="every task was skipped or cancelled", state="failed",
                           finished_at=utc_now_iso())
         return

@@ -322,3 +322,76 @@ def test_a_conflict_in_many_files_names_the_first_five_and_lists_all(layout: Rep
     res = integ.merge_task(layout, cfg, b, "merge b")
     assert res.conflicts == names
     assert res.reason == f"merge conflict in f0.txt, f1.txt, f2.txt, f3.txt, f4.txt; rolled back to {before[:10]}"
+
+
+def _gate_counting(tmp_path: Path, check: str = "true") -> tuple[ProjectConfig, Path]:
+    """A full gate that leaves one line per run in a file outside the checkout, then runs `check`."""
+    runs = tmp_path / "gate-runs"
+    runs.write_text("")
+    return project(full=f"echo run >> {runs} && {check}", confinement="off"), runs
+
+
+def _merges_of(checkout: Path, tip: str) -> int:
+    """How many first-parent merges on the integration head bring in `tip`."""
+    lines = git(checkout, "log", "--first-parent", "--merges", "--format=%P", "HEAD").splitlines()
+    return sum(1 for line in lines if tip in line.split()[1:])
+
+
+def test_a_train_of_good_branches_merges_them_all_with_one_gate_run(layout: RepoLayout, tmp_path: Path) -> None:
+    cfg, runs = _gate_counting(tmp_path)
+    branches = [task_branch(layout, f"t{n}", {f"src/t{n}.py": f"N = {n}\n"}) for n in range(4)]
+    checkout = integ.integration_path(layout)
+    before = git(checkout, "rev-parse", "HEAD")
+    results = integ.merge_train(layout, cfg, [(b, f"merge {b}") for b in branches])
+    assert [r.ok for r in results] == [True] * 4, results
+    assert runs.read_text().count("run") == 1
+    # one merge commit each, in order, each on the one before; the last is the head
+    assert [r.previous_sha for r in results] == [before] + [r.merged_sha for r in results[:-1]]
+    assert git(checkout, "rev-parse", "HEAD") == results[-1].merged_sha
+    assert all(_merges_of(checkout, git(layout.root, "rev-parse", b)) == 1 for b in branches)
+    assert not integ._pending_file(layout).exists()
+
+
+def test_a_train_with_one_bad_branch_finds_it_and_merges_the_others(layout: RepoLayout, tmp_path: Path) -> None:
+    """The batch's gate fails: the train bisects down to the branch that breaks the check; only that
+    one is rolled back, every other branch is merged exactly once."""
+    cfg, runs = _gate_counting(tmp_path, CHECK)
+    files = {n: {f"src/t{n}.py": f"N = {n}\n"} for n in range(8)}
+    files[4] = {"src/calc.py": "def add(a, b):\n    return a - b\n"}  # breaks the project's check
+    branches = [task_branch(layout, f"t{n}", f) for n, f in files.items()]
+    checkout = integ.integration_path(layout)
+    results = integ.merge_train(layout, cfg, [(b, f"merge {b}") for b in branches])
+    assert [r.ok for r in results] == [True, True, True, True, False, True, True, True], results
+    bad = results[4]
+    assert bad.gate is not None and not bad.gate.passed and "after merging ph/j/t4" in (bad.reason or "")
+    assert 1 < runs.read_text().count("run") < 8  # bisected, not one gate per branch
+    for n, branch in enumerate(branches):
+        assert _merges_of(checkout, git(layout.root, "rev-parse", branch)) == (0 if n == 4 else 1)
+    assert git(checkout, "rev-parse", "HEAD") == results[7].merged_sha
+    assert "return a + b" in (checkout / "src" / "calc.py").read_text()
+    assert git(checkout, "status", "--porcelain") == ""
+    # the train is idempotent: run again, the good ones are already merged, the bad one fails again
+    again = integ.merge_train(layout, cfg, [(b, f"merge {b}") for b in branches])
+    assert [r.already_merged for r in again] == [True, True, True, True, False, True, True, True]
+    assert all(_merges_of(checkout, git(layout.root, "rev-parse", b)) == (0 if n == 4 else 1)
+               for n, b in enumerate(branches))
+
+
+def test_a_train_leaves_out_a_conflict_and_a_credential_and_merges_the_rest(layout: RepoLayout) -> None:
+    from pilothouse.core.git.leaks import SecretInDiff
+
+    cfg = project(full="true")
+    a = task_branch(layout, "a", {"src/calc.py": "def add(a, b):\n    return b + a\n"})
+    b = task_branch(layout, "b", {"src/calc.py": "def add(a, b):\n    return sum((a, b))\n"})
+    # committed by the worker itself (pilothouse's own commit would refuse it)
+    path, leak = wt.create_worktree(layout, "j", "leak", "pilothouse/integration")
+    (path / "cfg.py").write_text("token: ghp_abcdefghijklmnopqrstuvwxyz0123\n")
+    git(path, "add", "-A")
+    git(path, "commit", "-qm", "leak")
+    c = task_branch(layout, "c", {"src/c.py": "C = 1\n"})
+    results = integ.merge_train(layout, cfg, [(x, f"merge {x}") for x in (a, b, leak, c)])
+    assert results[0].ok and results[3].ok
+    assert not results[1].ok and results[1].conflicts == ["src/calc.py"]
+    assert isinstance(results[2], SecretInDiff)
+    checkout = integ.integration_path(layout)
+    assert git(checkout, "rev-parse", "HEAD") == results[3].merged_sha and not (checkout / "cfg.py").exists()

@@ -110,14 +110,12 @@ def test_a_pooled_checkout_whose_git_link_was_rewritten_is_never_used(layout: Re
 def test_a_pooled_checkout_pointed_at_the_operators_repository_is_never_used(layout: RepoLayout) -> None:
     """Its .git names the main checkout's own .git and its files match main (so git sees nothing
     uncommitted): switching it would switch the operator's checkout to the task's branch."""
-    import shutil
-
     assert pool.release(layout, _merged_task(layout), "j", "a", keep=4)
     [pooled] = pool.pooled(layout)
     (pooled / ".git").write_text(f"gitdir: {layout.root / '.git'}\n")
     for leftover in ("src/a.py", ".gitignore"):
         (pooled / leftover).unlink()
-    shutil.rmtree(pooled / "build")
+    assert not (pooled / "build").exists()  # ignored files went when it was pooled
     assert wt.checkout_state(pooled) is not None and wt.checkout_state(pooled)[2] == []
     pool.checkout_for(layout, "j", "b", "main", keep=4)
     assert git(layout.root, "rev-parse", "--abbrev-ref", "HEAD") == "main"
@@ -157,6 +155,43 @@ def test_a_branch_that_already_exists_is_not_taken_over(layout: RepoLayout) -> N
     with pytest.raises(wt.WorktreeError, match="already exists"):
         pool.checkout_for(layout, "j", "b", "main", keep=4)
     assert len(pool.pooled(layout)) == 1  # untouched, for the next task
+
+
+def test_a_checkout_is_made_ready_when_pooled_so_taking_it_costs_one_look(layout: RepoLayout) -> None:
+    """Switching, cleaning and compacting happen off the next task's path: once pooled, the checkout
+    is on the base it was given, holds no ignored file, and its index is path-compressed (version 4)."""
+    assert pool.release(layout, _merged_task(layout), "j", "a", keep=4, base="main")
+    [pooled] = pool.pooled(layout)
+    assert wt.checkout_state(pooled) == (git(layout.root, "rev-parse", "main"), None, [])
+    assert not (pooled / "build").exists() and not (pooled / "src" / "a.py").exists()
+    index = Path(git(pooled, "rev-parse", "--git-path", "index"))
+    data = (index if index.is_absolute() else pooled / index).read_bytes()
+    assert data[:4] == b"DIRC" and int.from_bytes(data[4:8], "big") == 4
+    assert b"UNTR" not in data  # no untracked cache: it can miss a file made in the same second
+
+
+def test_a_tool_cache_that_appeared_in_a_pooled_checkout_is_cleaned_when_taken(layout: RepoLayout) -> None:
+    assert pool.release(layout, _merged_task(layout), "j", "a", keep=4)
+    [pooled] = pool.pooled(layout)
+    (pooled / "src" / "__pycache__").mkdir()
+    (pooled / "src" / "__pycache__" / "calc.cpython-311.pyc").write_bytes(b"\x00")
+    path, _, how = pool.checkout_for(layout, "j", "b", "main", keep=4)
+    assert how == "pooled" and not (path / "src" / "__pycache__").exists()
+    assert wt.checkout_state(path) == (git(layout.root, "rev-parse", "main"), "ph/j/b", [])
+
+
+def test_a_branch_made_between_the_look_and_the_switch_is_never_moved(layout: RepoLayout) -> None:
+    """take() creates the task's branch only where none exists: one made meanwhile (by the operator,
+    another supervisor) keeps its commit, and the checkout goes back to the pool unchanged."""
+    assert pool.release(layout, _merged_task(layout), "j", "a", keep=4)
+    [pooled] = pool.pooled(layout)
+    before = git(pooled, "rev-parse", "HEAD")
+    git(layout.root, "branch", "ph/j/b", "ph/j/a")
+    theirs = git(layout.root, "rev-parse", "ph/j/b")
+    assert not pool.take(layout, wt.worktree_root(layout) / "j" / "b", "ph/j/b", "main")
+    assert git(layout.root, "rev-parse", "ph/j/b") == theirs
+    assert pool.pooled(layout) == [pooled] and git(pooled, "rev-parse", "HEAD") == before
+    assert wt.checkout_state(pooled) == (before, None, [])
 
 
 def test_a_job_s_next_task_works_in_the_checkout_its_dependency_merged_from(tmp_path: Path, cli) -> None:

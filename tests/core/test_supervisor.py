@@ -655,3 +655,44 @@ def test_job_wait_on_an_empty_store_says_no_supervisor_instead_of_no_such_table(
     r = cli("job", "wait", "j1", "--repo", str(git_repo), timeout=60)
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert "no supervisor is running" in r.stderr
+
+
+def test_a_pass_over_a_big_job_reads_the_full_rows_only_of_tasks_that_can_move(git_repo: Path) -> None:
+    """A 500-task job's pass built a full row of every task, twice, on every wake: the supervisor's
+    cost per task grew with the job. Tasks waiting for their dependencies cost one narrow scan."""
+    import sqlite3
+
+    from pilothouse.core.records.jobs import create_job
+    from pilothouse.core.records.project import load_project
+    from pilothouse.core.records.taskgraph import save_tasks, validate_tasks
+    from pilothouse.core.repo_setup import init_project
+    from pilothouse.core.supervisor import flow
+    from pilothouse.core.supervisor.loop import Supervisor
+    from pilothouse.core.supervisor.state import stop_task
+
+    init_project(git_repo, {"fast": "true", "full": "true"}, stdin_is_tty=False)
+    layout = RepoLayout(git_repo)
+    create_job(layout, "big", "a long chain")
+    entries = [{"id": f"t{n}", "title": f"T{n}", "kind": "DEPENDENT" if n else "SAFE_PARALLEL",
+                "depends_on": [f"t{n - 1}"] if n else [], "expected_paths": {"write": [f"out/t{n}.txt"]}}
+               for n in range(300)]
+    save_tasks(layout, validate_tasks(entries, load_project(layout), job="big"))
+    sup = Supervisor(layout)
+    try:
+        sup.store.ensure_job("big", 1)
+        sup.store.add_tasks("big", entries, 1)
+        stop_task(sup.store, "big", "t0", "the operator's to look at", kind="builder_blocked")
+        full_rows: list[str] = []
+
+        def counting(cursor: sqlite3.Cursor, values: tuple) -> sqlite3.Row:
+            row = sqlite3.Row(cursor, values)
+            if "counters" in row.keys():  # a task's full row
+                full_rows.append(row["task"])
+            return row
+
+        sup.conn.row_factory = counting
+        assert flow.step_job(sup, "big", True) == []
+        assert len(full_rows) <= 2, full_rows[:10]
+        assert sup.store.job("big")["state"] == "blocked"  # the pass still saw every task: t0 waits for the operator
+    finally:
+        sup.conn.close()
