@@ -69,9 +69,26 @@ def connect(address: str, namespace: str) -> Any:
         raise UserError("executor: ray in .ai/project.yaml needs Ray here: pip install 'pilothouse[ray]'") from None
     with _CONNECT:
         if not ray.is_initialized():
+            _answers(address)
             # the workers' output stays on their nodes: it is theirs, and no log of ours should carry it
             ray.init(address=address, namespace=namespace, log_to_driver=False, logging_level=logging.ERROR)
     return ray
+
+
+def _answers(address: str) -> None:
+    """Refuse an address nothing listens on: `ray.init` would retry it for ever, holding the run (and
+    the supervisor's lock on joining) without a word to the operator."""
+    import socket
+
+    from pilothouse.providers.errors import UserError
+
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=10).close()
+    except OSError as exc:
+        why = exc.strerror or type(exc).__name__
+        raise UserError(f"ray.address in .ai/project.yaml: no Ray head answers at {address} ({why}); start the "
+                        f"cluster's head (`ray start --head --port {port}`) or set ray.address to its host:port") from None
 
 
 class RayExecutor:
@@ -165,29 +182,42 @@ class RayExecutor:
                 name=name, namespace=self.namespace, lifetime="detached", get_if_exists=True, num_cpus=0,
                 max_concurrency=4, max_restarts=0, resources=dict(project.ray.resources),
             ).remote(self.namespace, launch.run_id)
-        hello = ray.get(actor.hello.remote())
-        if "node_id" not in record:
-            record.update(node_id=str(hello["node_id"]), hostname=str(hello["hostname"]), root=str(hello["root"]))
-            _write_record(self.layout, launch.run_id, record)
-            sup.events.append("run.placed", job=launch.job, task=launch.task, run=launch.run_id,
-                              data={"node_id": record["node_id"], "hostname": record["hostname"],
-                                    "workdir": record["root"]})
-        if not hello["started"]:
-            ray.get(actor.start.remote(*self.start_args(launch, record, bytes(hello["public_key"]), worker_nice(sup))))
-        outcome = ray.get(actor.outcome.remote())
         try:
+            hello = ray.get(actor.hello.remote())
+            if "node_id" not in record:
+                record.update(node_id=str(hello["node_id"]), hostname=str(hello["hostname"]), root=str(hello["root"]))
+                _write_record(self.layout, launch.run_id, record)
+                sup.events.append("run.placed", job=launch.job, task=launch.task, run=launch.run_id,
+                                  data={"node_id": record["node_id"], "hostname": record["hostname"],
+                                        "workdir": record["root"]})
+            if not hello["started"]:
+                args = self.start_args(launch, record, bytes(hello["public_key"]), worker_nice(sup))
+                ray.get(actor.start.remote(*args))
+            outcome = ray.get(actor.outcome.remote())
             self._land(sup, launch, record, outcome if isinstance(outcome, dict) else {})
         finally:
-            ray.kill(actor)  # its outcome is landed (or never will be): nothing on the node is needed now
+            # its outcome is landed (or never will be, as when its start was refused): a detached actor
+            # left behind would hold its node's resources for good
+            ray.kill(actor)
 
     def start_args(self, launch: Launch, record: dict[str, Any], public_key: bytes, nice: int) -> tuple[Any, ...]:
         """What the actor's start is called with, all of which Ray serializes and may keep: the key
         only sealed to the actor's `public_key`."""
         from pilothouse.core.executor.seal import seal
-        from pilothouse.providers import keys
+        from pilothouse.providers import guard, keys
 
-        sealed = seal(public_key, json.dumps({"key": keys.get_key(launch.provider)}).encode(), launch.run_id)
-        spec = {**launch.__dict__, "scenario": launch.scenario and runs.scenario_path(self.layout, launch.scenario)}
+        key = keys.get_key(launch.provider)
+        # the node's dispatch refuses such a task too, but only after the text crossed the cluster in
+        # the clear, and it knows no key but its run's: refused here, before anything is sent
+        guard.check_task(launch.task_text, [*keys.configured_secrets(), *([key] if key else [])],
+                         source=f"the task text of run {launch.run_id}")
+        sealed = seal(public_key, json.dumps({"key": key}).encode(), launch.run_id)
+        from pilothouse.core.dispatch.prepare import _project_settings
+
+        # sandbox.share names folders of this checkout, which a node does not have (docs/executors.md)
+        settings = {k: v for k, v in _project_settings(self.layout.root).items() if k != "sandbox_share"}
+        spec = {**launch.__dict__, "scenario": launch.scenario and runs.scenario_path(self.layout, launch.scenario),
+                "settings": settings}
         return spec, record["hub"], record["base"], sealed, nice
 
     def _land(self, sup: Host, launch: Launch, record: dict[str, Any], outcome: dict[str, Any]) -> None:

@@ -97,7 +97,7 @@ class RunActor:
             self._done.set()
 
     def _dispatch(self, spec: dict[str, Any], hub: str, base: str, sealed: bytes, nice: int) -> dict[str, Any]:
-        from pilothouse.core.dispatch.prepare import KEY_FD_ENV
+        from pilothouse.core.dispatch.prepare import KEY_FD_ENV, SETTINGS_ENV
         from pilothouse.core.dispatch.priority import lower
         from pilothouse.core.executor.hub import base_ref, result_ref
         from pilothouse.core.executor.seal import open_sealed
@@ -119,10 +119,16 @@ class RunActor:
             raise RuntimeError(f"the hub's base for this run is not {base[:12]}")
         if not (checkout / ".git").exists():
             git(cache, "worktree", "add", "-q", "--detach", str(checkout), base)
+        settings = spec.pop("settings", None)
         launch = runs.Launch(**{**spec, "workdir": str(checkout)})
         task_file = self.root / "task.md"
         task_file.write_text(launch.task_text)
         env = host_env()
+        if isinstance(settings, dict):
+            # the supervisor's settings, not the checkout's committed .ai/project.yaml: that copy lacks
+            # what the operator has not committed (gates.protected, network: none, confinement)
+            (self.root / "settings.json").write_text(json.dumps(settings))
+            env[SETTINGS_ENV] = str(self.root / "settings.json")
         if launch.scenario:
             env["PILOTHOUSE_SIM_SCENARIO"] = launch.scenario
         key = str(secrets.get("key") or "")

@@ -362,3 +362,77 @@ def test_what_ray_serializes_for_a_runs_start_holds_its_key_only_sealed_to_its_a
     assert json.loads(open_sealed(actor._private, args[3], "r-1")) == {"key": SECRET}
     with pytest.raises(ValueError):
         open_sealed(RunActor("ns", "r-2")._private, args[3], "r-1")  # another run's actor cannot
+
+
+PROTECTED_WRITE = """name: protected-write
+description: "a builder that rewrites pytest.ini beside its note"
+scripts:
+  - match:
+      mode: code
+    turns:
+      - say: "Writing the note, and relaxing pytest's settings."
+        actions:
+          - bash: {command: "mkdir -p notes && printf 'first\\\\n' > notes/first.txt; printf '[pytest]\\\\naddopts = -p no:x\\\\n' > pytest.ini"}
+      - say: |
+          Done.
+          <!--RESULT-->{"status":"complete","files_changed":["notes/first.txt"],"validation":{"commands":[],"passed":true},"risks":[]}<!--/RESULT-->
+"""
+
+
+def test_a_node_confines_its_run_by_the_supervisors_settings_not_the_checkouts_committed_ones(
+        git_repo: Path, tmp_path: Path) -> None:
+    from pilothouse.core.dispatch import runs
+    from pilothouse.core.executor import hub
+    from pilothouse.core.executor.cluster import RayExecutor
+    from pilothouse.core.executor.node import RunActor
+
+    (git_repo / "pytest.ini").write_text("[pytest]\n")
+    _git(git_repo, "add", "pytest.ini")
+    _git(git_repo, "commit", "-qm", "pytest settings")
+    base = _git(git_repo, "rev-parse", "HEAD")
+    # the operator's project file protects pytest.ini, but is not committed: a node's checkout lacks it
+    layout = RepoLayout(git_repo)
+    layout.project_yaml.parent.mkdir(parents=True, exist_ok=True)
+    layout.project_yaml.write_text("gates:\n  protected: [pytest.ini]\n")
+    scenario = tmp_path / "protected-write.yaml"
+    scenario.write_text(PROTECTED_WRITE)
+    url = str(tmp_path / "hub.git")
+    hub.ensure_hub(layout, url)
+    hub.push_base(layout, url, base, "r-1")
+    launch = runs.Launch(run_id="r-1", job="j", task="t", role="builder", provider="sim", mode="code",
+                         workdir=str(git_repo), task_text="task: write the note\n", scenario=str(scenario))
+    actor = RunActor("ns", "r-1")  # the class Ray runs on the node, here in this process
+    outcome = actor._dispatch(*RayExecutor(layout).start_args(launch, {"hub": url, "base": base}, actor._public, 10))
+    assert outcome["pushed"]
+    _git(git_repo, "fetch", "-q", url, hub.result_ref("r-1"))
+    changed = _git(git_repo, "diff", "--name-only", base, "FETCH_HEAD").splitlines()
+    assert changed == ["notes/first.txt"]  # the write to pytest.ini failed in the node's sandbox
+
+
+def test_a_task_text_holding_a_configured_key_is_refused_before_it_crosses_the_cluster(tmp_path: Path) -> None:
+    from pilothouse.core.dispatch import runs
+    from pilothouse.core.executor.cluster import RayExecutor
+    from pilothouse.core.executor.node import RunActor
+    from pilothouse.providers import keys
+    from pilothouse.providers.errors import UserError
+
+    other = "sk-" + "9b1e4d" * 8  # another provider's key: the node's dispatch, which knows only its run's, would pass it
+    keys.set_key("sim", SECRET, use_backend="file")
+    keys.set_key("glm", other, use_backend="file")
+    launch = runs.Launch(run_id="r-1", job="j", task="t", role="builder", provider="sim", mode="code",
+                         workdir=str(tmp_path), task_text=f"task: t\nuse {other} for the calls\n", scenario="code-basic")
+    with pytest.raises(UserError) as refused:
+        RayExecutor(RepoLayout(tmp_path)).start_args(launch, {"hub": "/hub.git", "base": "0" * 40},
+                                                     RunActor("ns", "r-1")._public, 10)
+    assert "the task text of run r-1 contains" in str(refused.value) and other not in str(refused.value)
+
+
+def test_joining_a_cluster_nothing_answers_at_names_ray_address_at_once() -> None:
+    from pilothouse.core.executor.cluster import connect
+    from pilothouse.providers.errors import UserError
+
+    address = f"127.0.0.1:{free_port()}"  # closed again: nothing listens there
+    with pytest.raises(UserError) as refused:
+        connect(address, "ns")
+    assert str(refused.value).startswith(f"ray.address in .ai/project.yaml: no Ray head answers at {address}")
+    assert not ray.is_initialized()
