@@ -59,6 +59,19 @@ def _write_record(layout: RepoLayout, run_id: str, data: dict[str, Any]) -> None
     atomic_write_json(record_path(layout, run_id), data, mode=0o600)
 
 
+def supervisor_trees(layout: RepoLayout) -> list[str]:
+    """What a node sharing this machine's filesystem must hide from its runs as a run here hides it:
+    the operator's checkout (untracked `.env`, holdout tests, other tasks' worktrees), this user's
+    home and pilothouse's dirs (keys, logs). A node hides its own besides."""
+    from pathlib import Path
+
+    from pilothouse.providers import paths
+
+    trees = [layout.root, Path.home(), paths.config_dir(), paths.data_dir(), paths.state_dir(), paths.cache_dir(),
+             paths.secrets_dir()]
+    return [str(p.resolve()) for p in trees]
+
+
 def connect(address: str, namespace: str) -> Any:
     """This process joins the cluster as a driver (once); returns the ray module."""
     try:
@@ -216,6 +229,7 @@ class RayExecutor:
 
         # sandbox.share names folders of this checkout, which a node does not have (docs/executors.md)
         settings = {k: v for k, v in _project_settings(self.layout.root).items() if k != "sandbox_share"}
+        settings["hide"] = supervisor_trees(self.layout)
         spec = {**launch.__dict__, "scenario": launch.scenario and runs.scenario_path(self.layout, launch.scenario),
                 "settings": settings}
         return spec, record["hub"], record["base"], sealed, nice

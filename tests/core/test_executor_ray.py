@@ -436,3 +436,52 @@ def test_joining_a_cluster_nothing_answers_at_names_ray_address_at_once() -> Non
         connect(address, "ns")
     assert str(refused.value).startswith(f"ray.address in .ai/project.yaml: no Ray head answers at {address}")
     assert not ray.is_initialized()
+
+
+PEEK = """name: peek
+description: "a builder that copies the operator's untracked .env, by its path on the supervisor's machine"
+scripts:
+  - match:
+      mode: code
+    turns:
+      - say: "Copying what I can reach."
+        actions:
+          - bash: {command: "mkdir -p notes && (cat OPERATOR/.env || echo unreadable) > notes/leak.txt 2>&1"}
+      - say: |
+          Done.
+          <!--RESULT-->{"status":"complete","files_changed":["notes/leak.txt"],"validation":{"commands":[],"passed":true},"risks":[]}<!--/RESULT-->
+"""
+
+
+def test_a_node_sharing_the_filesystem_hides_the_operators_checkout_from_its_run(tmp_path: Path) -> None:
+    from pilothouse.core.dispatch import runs
+    from pilothouse.core.executor import hub
+    from pilothouse.core.executor.cluster import RayExecutor
+    from pilothouse.core.executor.node import RunActor
+
+    # outside /tmp: a sandbox's /tmp is its own, which would hide a checkout there anyway
+    repo = Path(tempfile.mkdtemp(prefix="ph-operator-", dir="/var/tmp"))
+    try:
+        (repo / "README.md").write_text("# project\n")
+        _git(repo, "init", "-q")
+        _git(repo, "add", "-A")
+        _git(repo, "-c", "user.name=op", "-c", "user.email=op@x", "commit", "-qm", "initial")
+        (repo / ".env").write_text("DB_PASSWORD=operator-only\n")  # untracked: never in a base commit
+        layout = RepoLayout(repo)
+        base = _git(repo, "rev-parse", "HEAD")
+        scenario = tmp_path / "peek.yaml"
+        scenario.write_text(PEEK.replace("OPERATOR", str(repo)))
+        url = str(tmp_path / "hub.git")
+        hub.ensure_hub(layout, url)
+        hub.push_base(layout, url, base, "r-1")
+        launch = runs.Launch(run_id="r-1", job="j", task="t", role="builder", provider="sim", mode="code",
+                             workdir=str(repo), task_text="task: write the note\n", scenario=str(scenario))
+        actor = RunActor("ns", "r-1")
+        outcome = actor._dispatch(*RayExecutor(layout).start_args(launch, {"hub": url, "base": base},
+                                                                  actor._public, 10))
+        assert outcome["pushed"]
+        _git(repo, "fetch", "-q", url, hub.result_ref("r-1"))
+        leak = _git(repo, "show", "FETCH_HEAD:notes/leak.txt")
+    finally:
+        shutil.rmtree(repo, ignore_errors=True)
+    assert "operator-only" not in leak and "unreadable" in leak
