@@ -181,9 +181,8 @@ class RayExecutor:
         name = actor_name(launch.run_id)
         if record is None:  # a new run (or one recorded by a supervisor that died before this step)
             url = hub.hub_url(self.layout, project)
-            hub.ensure_hub(self.layout, url)
             record = {"hub": url, "base": head(launch.workdir)}
-            hub.push_base(self.layout, url, record["base"], launch.run_id)
+            hub.publish_base(self.layout, url, record["base"], launch.run_id)
             _write_record(self.layout, launch.run_id, record)
         if "node_id" in record:  # placed, so maybe started: only that actor may carry on
             try:

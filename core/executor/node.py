@@ -99,9 +99,10 @@ class RunActor:
     def _dispatch(self, spec: dict[str, Any], hub: str, base: str, sealed: bytes, nice: int) -> dict[str, Any]:
         from pilothouse.core.dispatch.prepare import KEY_FD_ENV, SETTINGS_ENV
         from pilothouse.core.dispatch.priority import lower
-        from pilothouse.core.executor.hub import base_ref, result_ref
+        from pilothouse.core.executor.hub import base_ref, result_ref, why
         from pilothouse.core.executor.seal import open_sealed
-        from pilothouse.core.git.worktrees import git
+        from pilothouse.core.git.worktrees import GitError, git
+        from pilothouse.providers.errors import UserError
         from pilothouse.providers.hostpython import host_env
 
         secrets = json.loads(open_sealed(self._private, sealed, self.run_id))
@@ -114,7 +115,12 @@ class RunActor:
         if not (cache / "HEAD").exists():
             git(self.root.parent, "init", "-q", "--bare", str(cache))
         ref = base_ref(self.run_id)
-        git(cache, "fetch", "-q", "--no-tags", hub, f"+{ref}:{ref}")
+        try:
+            git(cache, "fetch", "-q", "--no-tags", hub, f"+{ref}:{ref}")
+        except GitError as exc:
+            raise UserError(f"ray.hub in .ai/project.yaml: node {socket.gethostname()} cannot fetch from the hub "
+                            f"{hub} ({why(exc)}); make the hub reachable from every node by that path or "
+                            "URL") from None
         if git(cache, "rev-parse", "--verify", "-q", f"{ref}^{{commit}}") != base:
             raise RuntimeError(f"the hub's base for this run is not {base[:12]}")
         if not (checkout / ".git").exists():

@@ -485,3 +485,19 @@ def test_a_node_sharing_the_filesystem_hides_the_operators_checkout_from_its_run
     finally:
         shutil.rmtree(repo, ignore_errors=True)
     assert "operator-only" not in leak and "unreadable" in leak
+
+
+def test_a_node_that_cannot_reach_the_hub_says_so_in_one_line_naming_ray_hub(tmp_path: Path) -> None:
+    from pilothouse.core.executor.node import RunActor
+    from pilothouse.core.executor.seal import seal
+    from pilothouse.providers.errors import UserError
+
+    actor = RunActor("ns", "r-1")
+    spec = {"run_id": "r-1", "job": "j", "task": "t", "role": "builder", "provider": "sim", "mode": "code",
+            "workdir": "/elsewhere", "task_text": "task: t\n", "scenario": "code-basic"}
+    hub_url = str(tmp_path / "not-on-this-node.git")
+    with pytest.raises(UserError) as refused:
+        actor._dispatch(spec, hub_url, "0" * 40, seal(actor._public, b'{"key": null}', "r-1"), 10)
+    message = str(refused.value)
+    assert message.startswith("ray.hub in .ai/project.yaml: node ") and f"cannot fetch from the hub {hub_url}" in message
+    assert "\n" not in message

@@ -105,3 +105,15 @@ def test_a_relative_hub_is_the_repositorys_and_a_url_is_left_alone(git_repo: Pat
     assert url("/srv/pilothouse/hub.git") == "/srv/pilothouse/hub.git"
     assert url("git@host:team/hub.git") == "git@host:team/hub.git"
     assert url("ssh://host/srv/hub.git") == "ssh://host/srv/hub.git"
+
+
+@pytest.mark.parametrize("url", ["file:///nonexistent/hub.git", "/proc/hub.git"])
+def test_a_hub_that_cannot_take_the_base_is_one_line_naming_ray_hub(git_repo: Path, url: str) -> None:
+    from pilothouse.providers.errors import UserError
+
+    layout = RepoLayout(git_repo)
+    with pytest.raises(UserError) as refused:
+        hub.publish_base(layout, url, _git(git_repo, "rev-parse", "HEAD"), "r-1")
+    message = str(refused.value)
+    assert message.startswith(f"ray.hub in .ai/project.yaml: the hub {url} cannot take the run's base (")
+    assert "\n" not in message and "access rights" not in message
