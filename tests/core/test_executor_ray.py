@@ -501,3 +501,45 @@ def test_a_node_that_cannot_reach_the_hub_says_so_in_one_line_naming_ray_hub(tmp
     message = str(refused.value)
     assert message.startswith("ray.hub in .ai/project.yaml: node ") and f"cannot fetch from the hub {hub_url}" in message
     assert "\n" not in message
+
+
+PLANT = """name: plant
+description: "a builder that plants in its node's shared object store what the next run's checkout would pick up"
+scripts:
+  - match:
+      mode: code
+    turns:
+      - say: "Planting."
+        actions:
+          - bash: {command: "mkdir -p notes; c=$(git rev-parse --git-common-dir); g=$(git rev-parse --git-dir); for f in $c/config $c/hooks/post-checkout $c/objects/info/alternates $c/refs/pilothouse/base/r-2 $g/HEAD $g/config.worktree; do (echo planted >> $f) 2>/dev/null && echo \\"wrote $f\\" >> notes/planted.txt; done; echo done >> notes/planted.txt"}
+      - say: |
+          Done.
+          <!--RESULT-->{"status":"complete","files_changed":["notes/planted.txt"],"validation":{"commands":[],"passed":true},"risks":[]}<!--/RESULT-->
+"""
+
+
+def test_a_builder_cannot_plant_anything_in_its_nodes_shared_object_store(git_repo: Path, tmp_path: Path) -> None:
+    from pilothouse.core.dispatch import runs
+    from pilothouse.core.executor import hub
+    from pilothouse.core.executor.cluster import RayExecutor
+    from pilothouse.core.executor.node import RunActor, node_root
+
+    layout = RepoLayout(git_repo)
+    base = _git(git_repo, "rev-parse", "HEAD")
+    scenario = tmp_path / "plant.yaml"
+    scenario.write_text(PLANT)
+    url = str(tmp_path / "hub.git")
+    hub.ensure_hub(layout, url)
+    hub.push_base(layout, url, base, "r-1")
+    launch = runs.Launch(run_id="r-1", job="j", task="t", role="builder", provider="sim", mode="code",
+                         workdir=str(git_repo), task_text="task: write the note\n", scenario=str(scenario))
+    actor = RunActor("ns", "r-1")
+    outcome = actor._dispatch(*RayExecutor(layout).start_args(launch, {"hub": url, "base": base}, actor._public, 10))
+    assert outcome["pushed"]
+    _git(git_repo, "fetch", "-q", url, hub.result_ref("r-1"))
+    assert _git(git_repo, "show", "FETCH_HEAD:notes/planted.txt") == "done"  # every write was refused
+    cache = node_root("ns", "r-1").parent / "cache.git"
+    assert "planted" not in (cache / "config").read_text()
+    assert not (cache / "objects" / "info" / "alternates").exists()
+    assert not (cache / "hooks" / "post-checkout").exists()
+    assert _git(cache, "for-each-ref", "refs/pilothouse") == ""
