@@ -89,19 +89,12 @@ def connect(address: str, namespace: str) -> Any:
 
 
 def _answers(address: str) -> None:
-    """Refuse an address nothing listens on: `ray.init` would retry it for ever, holding the run (and
-    the supervisor's lock on joining) without a word to the operator."""
-    import socket
-
+    from pilothouse.core.records.check import ray_head_unanswered
     from pilothouse.providers.errors import UserError
 
-    host, _, port = address.removeprefix("ray://").rpartition(":")
-    try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=10).close()
-    except OSError as exc:
-        why = exc.strerror or type(exc).__name__
-        raise UserError(f"ray.address in .ai/project.yaml: no Ray head answers at {address} ({why}); start the "
-                        f"cluster's head (`ray start --head --port {port}`) or set ray.address to its host:port") from None
+    unanswered = ray_head_unanswered(address)
+    if unanswered:
+        raise UserError(unanswered)
 
 
 class RayExecutor:
