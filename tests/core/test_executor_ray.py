@@ -340,6 +340,10 @@ def test_aborting_a_cluster_run_kills_its_dispatch_on_the_node_and_its_actor(clu
         finished = ev.wait(lambda e: e["type"] == "run.finished" and e["run"] == run_id, timeout=60)
     finally:
         supervisor_ctl.stop(layout)
+        # `job cancel` joined the cluster from this process, as the CLI's does from its own: left
+        # joined, the next test here would find Ray initialized, and Ray's threads crash this process
+        # once the cluster is stopped
+        ray.shutdown()
     assert runs.find_dispatch_pid(run_id) is None
     assert not cluster.actor_alive(actor_name(run_id), namespace_of(layout))
     assert finished["data"]["verdict"] == "error"
@@ -432,6 +436,7 @@ def test_joining_a_cluster_nothing_answers_at_names_ray_address_at_once() -> Non
     from pilothouse.providers.errors import UserError
 
     address = f"127.0.0.1:{free_port()}"  # closed again: nothing listens there
+    assert not ray.is_initialized()  # else connect would not join again
     with pytest.raises(UserError) as refused:
         connect(address, "ns")
     assert str(refused.value).startswith(f"ray.address in .ai/project.yaml: no Ray head answers at {address}")
