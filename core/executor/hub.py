@@ -41,15 +41,25 @@ def is_path(url: str) -> bool:
 
 def ensure_hub(layout: RepoLayout, url: str) -> None:
     """Make the hub when it is a path that does not exist yet (the default, inside .ai/)."""
+    import fcntl
+
     if not is_path(url):
         return
     path = Path(url) if os.path.isabs(url) else layout.root / url
     if (path / "HEAD").exists():
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    git(path.parent, "init", "-q", "--bare", str(path))
-    if path.resolve().is_relative_to(layout.root.resolve()):
-        _exclude(layout, "/" + str(path.resolve().relative_to(layout.root.resolve())) + "/")
+    # the first runs of a job are sent at once, each from a thread of its own: one makes the hub (the
+    # lock is on the folder it goes in, so no lock file shows in the operator's `git status`)
+    folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(folder, fcntl.LOCK_EX)
+        if not (path / "HEAD").exists():
+            git(path.parent, "init", "-q", "--bare", str(path))
+        if path.resolve().is_relative_to(layout.root.resolve()):
+            _exclude(layout, "/" + str(path.resolve().relative_to(layout.root.resolve())) + "/")
+    finally:
+        os.close(folder)
 
 
 def _exclude(layout: RepoLayout, pattern: str) -> None:

@@ -19,6 +19,8 @@ import signal
 import socket
 import subprocess
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -99,32 +101,16 @@ class RunActor:
     def _dispatch(self, spec: dict[str, Any], hub: str, base: str, sealed: bytes, nice: int) -> dict[str, Any]:
         from pilothouse.core.dispatch.prepare import KEY_FD_ENV, SETTINGS_ENV
         from pilothouse.core.dispatch.priority import lower
-        from pilothouse.core.executor.hub import base_ref, result_ref, why
+        from pilothouse.core.executor.hub import base_ref, result_ref
         from pilothouse.core.executor.seal import open_sealed
-        from pilothouse.core.git.worktrees import GitError, git
-        from pilothouse.providers.errors import UserError
+        from pilothouse.core.git.worktrees import git
         from pilothouse.providers.hostpython import host_env
 
         secrets = json.loads(open_sealed(self._private, sealed, self.run_id))
         self._private = None  # one run, one opening
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
         checkout = self.root / "checkout"
-        # the node keeps one object store per repository, so a run fetches only what is new since the
-        # last; the run's checkout is a worktree of it, with the history a reviewer diffs against
-        cache = self.root.parent / "cache.git"
-        if not (cache / "HEAD").exists():
-            git(self.root.parent, "init", "-q", "--bare", str(cache))
-        ref = base_ref(self.run_id)
-        try:
-            git(cache, "fetch", "-q", "--no-tags", hub, f"+{ref}:{ref}")
-        except GitError as exc:
-            raise UserError(f"ray.hub in .ai/project.yaml: node {socket.gethostname()} cannot fetch from the hub "
-                            f"{hub} ({why(exc)}); make the hub reachable from every node by that path or "
-                            "URL") from None
-        if git(cache, "rev-parse", "--verify", "-q", f"{ref}^{{commit}}") != base:
-            raise RuntimeError(f"the hub's base for this run is not {base[:12]}")
-        if not (checkout / ".git").exists():
-            git(cache, "worktree", "add", "-q", "--detach", str(checkout), base)
+        check_out(self.root.parent, hub, self.run_id, base, checkout)
         settings = spec.pop("settings", None)
         launch = runs.Launch(**{**spec, "workdir": str(checkout)})
         task_file = self.root / "task.md"
@@ -176,10 +162,50 @@ class RunActor:
             pushed = True
         # the work is in the hub (or there was none to keep): the checkout goes, the run's sandbox stays
         # on the node for a resumed run (core/dispatch/prepare.py finds it by run id)
-        git(cache, "worktree", "remove", "--force", str(checkout), check=False)
-        git(cache, "update-ref", "-d", ref, check=False)
+        cache = self.root.parent / "cache.git"
+        with _cache_lock(self.root.parent):
+            git(cache, "worktree", "remove", "--force", str(checkout), check=False)
+            git(cache, "update-ref", "-d", base_ref(self.run_id), check=False)
         return {"verdict": verdict, "pushed": pushed, "log": _tail(logs["jsonl"], LOG_LIMIT),
                 "stderr": _tail(self.root / "err", 4000)}
+
+
+def check_out(repo_dir: Path, hub: str, run_id: str, base: str, checkout: Path) -> None:
+    """The run's base from the hub into `checkout`, a worktree of the node's store for the repository.
+
+    The node keeps one object store per repository, so a run fetches only what is new since the
+    last, and its checkout has the history a reviewer diffs against. The runs of a job start at once,
+    each in an actor process of its own: they take turns at the store, whose making and ref and
+    worktree updates take git's locks that fail rather than wait."""
+    from pilothouse.core.executor.hub import base_ref, why
+    from pilothouse.core.git.worktrees import GitError, git
+    from pilothouse.providers.errors import UserError
+
+    cache = repo_dir / "cache.git"
+    ref = base_ref(run_id)
+    with _cache_lock(repo_dir):
+        if not (cache / "HEAD").exists():
+            git(repo_dir, "init", "-q", "--bare", str(cache))
+        try:
+            git(cache, "fetch", "-q", "--no-tags", hub, f"+{ref}:{ref}")
+        except GitError as exc:
+            raise UserError(f"ray.hub in .ai/project.yaml: node {socket.gethostname()} cannot fetch from the hub "
+                            f"{hub} ({why(exc)}); make the hub reachable from every node by that path or "
+                            "URL") from None
+        if git(cache, "rev-parse", "--verify", "-q", f"{ref}^{{commit}}") != base:
+            raise RuntimeError(f"the hub's base for this run is not {base[:12]}")
+        if not (checkout / ".git").exists():
+            git(cache, "worktree", "add", "-q", "--detach", str(checkout), base)
+
+
+@contextmanager
+def _cache_lock(repo_dir: Path) -> Iterator[None]:
+    import fcntl
+
+    repo_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with open(repo_dir / "cache.lock", "a") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        yield  # closing the file lets the lock go
 
 
 def _tail(path: Path, limit: int) -> str:
