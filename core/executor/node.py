@@ -48,6 +48,7 @@ class RunActor:
         self._done = threading.Event()
         self._outcome: dict[str, Any] = {}
         self._proc: subprocess.Popen[bytes] | None = None
+        self._cancelled = False
 
     def hello(self) -> dict[str, Any]:
         """Where the run is (for the supervisor's record) and the key to seal its secrets to."""
@@ -71,8 +72,11 @@ class RunActor:
         return self._outcome
 
     def cancel(self, grace: float) -> bool:
-        """Interrupt the dispatch (its whole process group), kill it after `grace` seconds."""
-        proc = self._proc
+        """Interrupt the dispatch (its whole process group), kill it after `grace` seconds; one not
+        started yet (its checkout still being made) never starts."""
+        with self._lock:
+            self._cancelled = True
+            proc = self._proc
         if proc is None or proc.poll() is not None:
             return False
         for sig, wait in ((signal.SIGINT, grace), (signal.SIGKILL, 5.0)):
@@ -134,7 +138,9 @@ class RunActor:
             pass_fds = (r,)
         key = ""
         try:
-            with open(self.root / "out", "ab") as out, open(self.root / "err", "ab") as err:
+            with open(self.root / "out", "ab") as out, open(self.root / "err", "ab") as err, self._lock:
+                if self._cancelled:  # the actor is killed next, but a dispatch is a session of its own
+                    raise RuntimeError("the run was cancelled before its dispatch started")
                 self._proc = subprocess.Popen(runs.dispatch_argv(None, launch, task_file), stdin=subprocess.DEVNULL,
                                               stdout=out, stderr=err, cwd=checkout, env=env, start_new_session=True,
                                               close_fds=True, pass_fds=pass_fds)

@@ -548,3 +548,23 @@ def test_a_builder_cannot_plant_anything_in_its_nodes_shared_object_store(git_re
     assert not (cache / "objects" / "info" / "alternates").exists()
     assert not (cache / "hooks" / "post-checkout").exists()
     assert _git(cache, "for-each-ref", "refs/pilothouse") == ""
+
+
+def test_a_run_cancelled_while_its_checkout_is_made_never_starts_its_dispatch(git_repo: Path, tmp_path: Path) -> None:
+    from pilothouse.core.dispatch import runs
+    from pilothouse.core.executor import hub
+    from pilothouse.core.executor.cluster import RayExecutor
+    from pilothouse.core.executor.node import RunActor
+
+    layout = RepoLayout(git_repo)
+    base = _git(git_repo, "rev-parse", "HEAD")
+    url = str(tmp_path / "hub.git")
+    hub.publish_base(layout, url, base, "r-1")
+    launch = runs.Launch(run_id="r-1", job="j", task="t", role="builder", provider="sim", mode="code",
+                         workdir=str(git_repo), task_text="task: t\n", scenario="code-basic")
+    actor = RunActor("ns", "r-1")
+    args = RayExecutor(layout).start_args(launch, {"hub": url, "base": base}, actor._public, 10)
+    assert actor.cancel(0.5) is False  # nothing to interrupt yet: the actor is killed next
+    with pytest.raises(RuntimeError, match="cancelled before its dispatch started"):
+        actor._dispatch(*args)
+    assert not (actor.root / "out").read_bytes()
