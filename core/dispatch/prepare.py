@@ -13,6 +13,7 @@ providers/contract_fast.py, and only anything else loads the pydantic contract).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -89,6 +90,13 @@ def _project_settings(workdir: Path) -> dict[str, Any]:
     # (helper F) from the main checkout, never a worktree's own copy: its worker can edit that one
     from pilothouse.providers.confine import trusted_project_root
 
+    given = os.environ.get(SETTINGS_ENV)
+    if given:  # a cluster run's: its checkout has no main checkout to read them from
+        try:
+            data = json.loads(Path(given).read_text())
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
     workdir = trusted_project_root(workdir)
     for d in (workdir, *workdir.parents):
         f = d / ".ai" / "project.yaml"
@@ -142,6 +150,8 @@ class Prepared:
 
 
 KEY_FD_ENV = "PILOTHOUSE_KEY_FD"
+# a file of the settings _project_settings returns, written by a cluster run's actor (core/executor/node.py)
+SETTINGS_ENV = "PILOTHOUSE_RUN_SETTINGS"
 
 
 def passed_key() -> str | None:

@@ -59,6 +59,19 @@ def _write_record(layout: RepoLayout, run_id: str, data: dict[str, Any]) -> None
     atomic_write_json(record_path(layout, run_id), data, mode=0o600)
 
 
+def supervisor_trees(layout: RepoLayout) -> list[str]:
+    """What a node sharing this machine's filesystem must hide from its runs as a run here hides it:
+    the operator's checkout (untracked `.env`, holdout tests, other tasks' worktrees), this user's
+    home and pilothouse's dirs (keys, logs). A node hides its own besides."""
+    from pathlib import Path
+
+    from pilothouse.providers import paths
+
+    trees = [layout.root, Path.home(), paths.config_dir(), paths.data_dir(), paths.state_dir(), paths.cache_dir(),
+             paths.secrets_dir()]
+    return [str(p.resolve()) for p in trees]
+
+
 def connect(address: str, namespace: str) -> Any:
     """This process joins the cluster as a driver (once); returns the ray module."""
     try:
@@ -69,9 +82,19 @@ def connect(address: str, namespace: str) -> Any:
         raise UserError("executor: ray in .ai/project.yaml needs Ray here: pip install 'pilothouse[ray]'") from None
     with _CONNECT:
         if not ray.is_initialized():
+            _answers(address)
             # the workers' output stays on their nodes: it is theirs, and no log of ours should carry it
             ray.init(address=address, namespace=namespace, log_to_driver=False, logging_level=logging.ERROR)
     return ray
+
+
+def _answers(address: str) -> None:
+    from pilothouse.core.records.check import ray_head_unanswered
+    from pilothouse.providers.errors import UserError
+
+    unanswered = ray_head_unanswered(address)
+    if unanswered:
+        raise UserError(unanswered)
 
 
 class RayExecutor:
@@ -151,9 +174,8 @@ class RayExecutor:
         name = actor_name(launch.run_id)
         if record is None:  # a new run (or one recorded by a supervisor that died before this step)
             url = hub.hub_url(self.layout, project)
-            hub.ensure_hub(self.layout, url)
             record = {"hub": url, "base": head(launch.workdir)}
-            hub.push_base(self.layout, url, record["base"], launch.run_id)
+            hub.publish_base(self.layout, url, record["base"], launch.run_id)
             _write_record(self.layout, launch.run_id, record)
         if "node_id" in record:  # placed, so maybe started: only that actor may carry on
             try:
@@ -165,29 +187,43 @@ class RayExecutor:
                 name=name, namespace=self.namespace, lifetime="detached", get_if_exists=True, num_cpus=0,
                 max_concurrency=4, max_restarts=0, resources=dict(project.ray.resources),
             ).remote(self.namespace, launch.run_id)
-        hello = ray.get(actor.hello.remote())
-        if "node_id" not in record:
-            record.update(node_id=str(hello["node_id"]), hostname=str(hello["hostname"]), root=str(hello["root"]))
-            _write_record(self.layout, launch.run_id, record)
-            sup.events.append("run.placed", job=launch.job, task=launch.task, run=launch.run_id,
-                              data={"node_id": record["node_id"], "hostname": record["hostname"],
-                                    "workdir": record["root"]})
-        if not hello["started"]:
-            ray.get(actor.start.remote(*self.start_args(launch, record, bytes(hello["public_key"]), worker_nice(sup))))
-        outcome = ray.get(actor.outcome.remote())
         try:
+            hello = ray.get(actor.hello.remote())
+            if "node_id" not in record:
+                record.update(node_id=str(hello["node_id"]), hostname=str(hello["hostname"]), root=str(hello["root"]))
+                _write_record(self.layout, launch.run_id, record)
+                sup.events.append("run.placed", job=launch.job, task=launch.task, run=launch.run_id,
+                                  data={"node_id": record["node_id"], "hostname": record["hostname"],
+                                        "workdir": record["root"]})
+            if not hello["started"]:
+                args = self.start_args(launch, record, bytes(hello["public_key"]), worker_nice(sup))
+                ray.get(actor.start.remote(*args))
+            outcome = ray.get(actor.outcome.remote())
             self._land(sup, launch, record, outcome if isinstance(outcome, dict) else {})
         finally:
-            ray.kill(actor)  # its outcome is landed (or never will be): nothing on the node is needed now
+            # its outcome is landed (or never will be, as when its start was refused): a detached actor
+            # left behind would hold its node's resources for good
+            ray.kill(actor)
 
     def start_args(self, launch: Launch, record: dict[str, Any], public_key: bytes, nice: int) -> tuple[Any, ...]:
         """What the actor's start is called with, all of which Ray serializes and may keep: the key
         only sealed to the actor's `public_key`."""
         from pilothouse.core.executor.seal import seal
-        from pilothouse.providers import keys
+        from pilothouse.providers import guard, keys
 
-        sealed = seal(public_key, json.dumps({"key": keys.get_key(launch.provider)}).encode(), launch.run_id)
-        spec = {**launch.__dict__, "scenario": launch.scenario and runs.scenario_path(self.layout, launch.scenario)}
+        key = keys.get_key(launch.provider)
+        # the node's dispatch refuses such a task too, but only after the text crossed the cluster in
+        # the clear, and it knows no key but its run's: refused here, before anything is sent
+        guard.check_task(launch.task_text, [*keys.configured_secrets(), *([key] if key else [])],
+                         source=f"the task text of run {launch.run_id}")
+        sealed = seal(public_key, json.dumps({"key": key}).encode(), launch.run_id)
+        from pilothouse.core.dispatch.prepare import _project_settings
+
+        # sandbox.share names folders of this checkout, which a node does not have (docs/executors.md)
+        settings = {k: v for k, v in _project_settings(self.layout.root).items() if k != "sandbox_share"}
+        settings["hide"] = supervisor_trees(self.layout)
+        spec = {**launch.__dict__, "scenario": launch.scenario and runs.scenario_path(self.layout, launch.scenario),
+                "settings": settings}
         return spec, record["hub"], record["base"], sealed, nice
 
     def _land(self, sup: Host, launch: Launch, record: dict[str, Any], outcome: dict[str, Any]) -> None:

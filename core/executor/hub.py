@@ -15,6 +15,7 @@ from typing import Any
 
 from pilothouse.core.git.worktrees import GitError, git
 from pilothouse.core.records.layout import RepoLayout
+from pilothouse.providers.errors import UserError
 
 # a hub is another party's repository: its hooks and the operator's never run for these pushes
 _NO_HOOKS = ("-c", "core.hooksPath=/dev/null")
@@ -40,15 +41,25 @@ def is_path(url: str) -> bool:
 
 def ensure_hub(layout: RepoLayout, url: str) -> None:
     """Make the hub when it is a path that does not exist yet (the default, inside .ai/)."""
+    import fcntl
+
     if not is_path(url):
         return
     path = Path(url) if os.path.isabs(url) else layout.root / url
     if (path / "HEAD").exists():
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    git(path.parent, "init", "-q", "--bare", str(path))
-    if path.resolve().is_relative_to(layout.root.resolve()):
-        _exclude(layout, "/" + str(path.resolve().relative_to(layout.root.resolve())) + "/")
+    # the first runs of a job are sent at once, each from a thread of its own: one makes the hub (the
+    # lock is on the folder it goes in, so no lock file shows in the operator's `git status`)
+    folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(folder, fcntl.LOCK_EX)
+        if not (path / "HEAD").exists():
+            git(path.parent, "init", "-q", "--bare", str(path))
+        if path.resolve().is_relative_to(layout.root.resolve()):
+            _exclude(layout, "/" + str(path.resolve().relative_to(layout.root.resolve())) + "/")
+    finally:
+        os.close(folder)
 
 
 def _exclude(layout: RepoLayout, pattern: str) -> None:
@@ -63,6 +74,24 @@ def _exclude(layout: RepoLayout, pattern: str) -> None:
 
 def push_base(layout: RepoLayout, url: str, sha: str, run_id: str) -> None:
     git(layout.root, *_NO_HOOKS, "push", "-q", "--force", url, f"{sha}:{base_ref(run_id)}")
+
+
+def publish_base(layout: RepoLayout, url: str, sha: str, run_id: str) -> None:
+    """The run's base into the hub (made first when it is a path not there yet); one line naming
+    ray.hub when the hub cannot take it."""
+    try:
+        ensure_hub(layout, url)
+        push_base(layout, url, sha, run_id)
+    except (GitError, OSError) as exc:
+        raise UserError(f"ray.hub in .ai/project.yaml: the hub {url} cannot take the run's base ({why(exc)}); "
+                        "make it a bare repository this machine and every node can write (git init --bare "
+                        "PATH), or leave ray.hub out for <repo>/.ai/hub.git") from None
+
+
+def why(exc: BaseException) -> str:
+    """git's own reason, its first line (the rest is advice about access rights)."""
+    text = exc.stderr if isinstance(exc, GitError) else str(exc)
+    return next((line.removeprefix("fatal: ") for line in text.splitlines() if line.strip()), type(exc).__name__)
 
 
 def fetch_result(layout: RepoLayout, url: str, run_id: str) -> str | None:

@@ -19,6 +19,8 @@ import signal
 import socket
 import subprocess
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +48,7 @@ class RunActor:
         self._done = threading.Event()
         self._outcome: dict[str, Any] = {}
         self._proc: subprocess.Popen[bytes] | None = None
+        self._cancelled = False
 
     def hello(self) -> dict[str, Any]:
         """Where the run is (for the supervisor's record) and the key to seal its secrets to."""
@@ -69,8 +72,11 @@ class RunActor:
         return self._outcome
 
     def cancel(self, grace: float) -> bool:
-        """Interrupt the dispatch (its whole process group), kill it after `grace` seconds."""
-        proc = self._proc
+        """Interrupt the dispatch (its whole process group), kill it after `grace` seconds; one not
+        started yet (its checkout still being made) never starts."""
+        with self._lock:
+            self._cancelled = True
+            proc = self._proc
         if proc is None or proc.poll() is not None:
             return False
         for sig, wait in ((signal.SIGINT, grace), (signal.SIGKILL, 5.0)):
@@ -97,7 +103,7 @@ class RunActor:
             self._done.set()
 
     def _dispatch(self, spec: dict[str, Any], hub: str, base: str, sealed: bytes, nice: int) -> dict[str, Any]:
-        from pilothouse.core.dispatch.prepare import KEY_FD_ENV
+        from pilothouse.core.dispatch.prepare import KEY_FD_ENV, SETTINGS_ENV
         from pilothouse.core.dispatch.priority import lower
         from pilothouse.core.executor.hub import base_ref, result_ref
         from pilothouse.core.executor.seal import open_sealed
@@ -108,21 +114,17 @@ class RunActor:
         self._private = None  # one run, one opening
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
         checkout = self.root / "checkout"
-        # the node keeps one object store per repository, so a run fetches only what is new since the
-        # last; the run's checkout is a worktree of it, with the history a reviewer diffs against
-        cache = self.root.parent / "cache.git"
-        if not (cache / "HEAD").exists():
-            git(self.root.parent, "init", "-q", "--bare", str(cache))
-        ref = base_ref(self.run_id)
-        git(cache, "fetch", "-q", "--no-tags", hub, f"+{ref}:{ref}")
-        if git(cache, "rev-parse", "--verify", "-q", f"{ref}^{{commit}}") != base:
-            raise RuntimeError(f"the hub's base for this run is not {base[:12]}")
-        if not (checkout / ".git").exists():
-            git(cache, "worktree", "add", "-q", "--detach", str(checkout), base)
+        check_out(self.root.parent, hub, self.run_id, base, checkout)
+        settings = spec.pop("settings", None)
         launch = runs.Launch(**{**spec, "workdir": str(checkout)})
         task_file = self.root / "task.md"
         task_file.write_text(launch.task_text)
         env = host_env()
+        if isinstance(settings, dict):
+            # the supervisor's settings, not the checkout's committed .ai/project.yaml: that copy lacks
+            # what the operator has not committed (gates.protected, network: none, confinement)
+            (self.root / "settings.json").write_text(json.dumps(settings))
+            env[SETTINGS_ENV] = str(self.root / "settings.json")
         if launch.scenario:
             env["PILOTHOUSE_SIM_SCENARIO"] = launch.scenario
         key = str(secrets.get("key") or "")
@@ -136,7 +138,9 @@ class RunActor:
             pass_fds = (r,)
         key = ""
         try:
-            with open(self.root / "out", "ab") as out, open(self.root / "err", "ab") as err:
+            with open(self.root / "out", "ab") as out, open(self.root / "err", "ab") as err, self._lock:
+                if self._cancelled:  # the actor is killed next, but a dispatch is a session of its own
+                    raise RuntimeError("the run was cancelled before its dispatch started")
                 self._proc = subprocess.Popen(runs.dispatch_argv(None, launch, task_file), stdin=subprocess.DEVNULL,
                                               stdout=out, stderr=err, cwd=checkout, env=env, start_new_session=True,
                                               close_fds=True, pass_fds=pass_fds)
@@ -164,10 +168,50 @@ class RunActor:
             pushed = True
         # the work is in the hub (or there was none to keep): the checkout goes, the run's sandbox stays
         # on the node for a resumed run (core/dispatch/prepare.py finds it by run id)
-        git(cache, "worktree", "remove", "--force", str(checkout), check=False)
-        git(cache, "update-ref", "-d", ref, check=False)
+        cache = self.root.parent / "cache.git"
+        with _cache_lock(self.root.parent):
+            git(cache, "worktree", "remove", "--force", str(checkout), check=False)
+            git(cache, "update-ref", "-d", base_ref(self.run_id), check=False)
         return {"verdict": verdict, "pushed": pushed, "log": _tail(logs["jsonl"], LOG_LIMIT),
                 "stderr": _tail(self.root / "err", 4000)}
+
+
+def check_out(repo_dir: Path, hub: str, run_id: str, base: str, checkout: Path) -> None:
+    """The run's base from the hub into `checkout`, a worktree of the node's store for the repository.
+
+    The node keeps one object store per repository, so a run fetches only what is new since the
+    last, and its checkout has the history a reviewer diffs against. The runs of a job start at once,
+    each in an actor process of its own: they take turns at the store, whose making and ref and
+    worktree updates take git's locks that fail rather than wait."""
+    from pilothouse.core.executor.hub import base_ref, why
+    from pilothouse.core.git.worktrees import GitError, git
+    from pilothouse.providers.errors import UserError
+
+    cache = repo_dir / "cache.git"
+    ref = base_ref(run_id)
+    with _cache_lock(repo_dir):
+        if not (cache / "HEAD").exists():
+            git(repo_dir, "init", "-q", "--bare", str(cache))
+        try:
+            git(cache, "fetch", "-q", "--no-tags", hub, f"+{ref}:{ref}")
+        except GitError as exc:
+            raise UserError(f"ray.hub in .ai/project.yaml: node {socket.gethostname()} cannot fetch from the hub "
+                            f"{hub} ({why(exc)}); make the hub reachable from every node by that path or "
+                            "URL") from None
+        if git(cache, "rev-parse", "--verify", "-q", f"{ref}^{{commit}}") != base:
+            raise RuntimeError(f"the hub's base for this run is not {base[:12]}")
+        if not (checkout / ".git").exists():
+            git(cache, "worktree", "add", "-q", "--detach", str(checkout), base)
+
+
+@contextmanager
+def _cache_lock(repo_dir: Path) -> Iterator[None]:
+    import fcntl
+
+    repo_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with open(repo_dir / "cache.lock", "a") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        yield  # closing the file lets the lock go
 
 
 def _tail(path: Path, limit: int) -> str:

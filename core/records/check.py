@@ -2,8 +2,8 @@
 
 Loading project.yaml already refuses what the file alone can show (unknown keys, bad values, NUL
 bytes in commands, duplicate keys). This adds what needs the rest of the machine: the providers
-the policy names exist, the simulator scenario is a scenario file where scenarios may live, and
-tasks.yaml reads. Each finding is one line with the fix; `job start` refuses to start on any.
+the policy names exist, the simulator scenario is a scenario file where scenarios may live,
+tasks.yaml reads, and with `executor: ray` Ray is installed and the cluster's head answers. Each finding is one line with the fix; `job start` refuses to start on any.
 """
 
 from __future__ import annotations
@@ -32,7 +32,33 @@ def check_repo(layout: RepoLayout) -> list[str]:
     if project.sim_scenario:
         found += _scenario(layout, project.sim_scenario)
     found += _tasks(layout)
+    if project.executor == "ray":
+        found += _cluster(str(project.ray.address))
     return found
+
+
+def _cluster(address: str) -> list[str]:
+    import importlib.util
+
+    if importlib.util.find_spec("ray") is None:
+        return [f"executor: ray in {FILE} needs Ray here: pip install 'pilothouse[ray]'"]
+    unanswered = ray_head_unanswered(address)
+    return [unanswered] if unanswered else []
+
+
+def ray_head_unanswered(address: str) -> str | None:
+    """The finding when nothing listens at the cluster's address; `ray.init` would retry it for ever
+    without a word (core/executor/cluster.py asks this before joining)."""
+    import socket
+
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=10).close()
+    except OSError as exc:
+        why = exc.strerror or type(exc).__name__
+        return (f"ray.address in {FILE}: no Ray head answers at {address} ({why}); start the cluster's head "
+                f"(`ray start --head --port {port}`) or set ray.address to its host:port")
+    return None
 
 
 def require_fit(layout: RepoLayout) -> None:

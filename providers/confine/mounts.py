@@ -72,6 +72,10 @@ def hidden_roots(spec: RunSpec | None = None) -> list[Path]:
     # /run holds the host's unix sockets (system D-Bus, docker, databases): a worker that can
     # connect to them talks to host services as the user pilothouse runs as (root, here and there)
     roots.append(Path("/run"))
+    # a cluster run's: the supervisor's checkout and dirs, seen by a node sharing its filesystem
+    # (core/executor/cluster.py), as they are hidden from a run on the supervisor's machine
+    hide = spec.extra.get("hide") if spec is not None else None
+    roots += [Path(p) for p in hide if isinstance(p, str) and os.path.isabs(p)] if isinstance(hide, list) else []
     candidates = tuple(str(r) for r in roots)
 
     def compute() -> tuple[tuple[Path, ...], tuple[str, ...]]:

@@ -48,6 +48,9 @@ def test_a_fresh_project_passes_and_review_off_is_the_word(repo: Path, cli) -> N
     ("setup: []", 'setup: ["npm\\0ci"]', ("setup: command 1 has a NUL byte",)),
     ("max_workers: 2", "max_worker: 2", ("max_worker: unknown key", "did you mean max_workers?")),
     ("max_workers: 2", "max_workers: 2\nmax_workers: 3", ("duplicate key 'max_workers'",)),
+    # a cluster nothing answers at: joining it would hang every cluster run without a word
+    ("max_workers: 2", "max_workers: 2\nexecutor: ray\nray: {address: '127.0.0.1:1'}",
+     ("ray.address in .ai/project.yaml: no Ray head answers at 127.0.0.1:1 (Connection refused)",)),
 ])
 def test_check_and_job_start_refuse_what_the_settings_cannot_run(repo: Path, cli, old: str, new: str,
                                                                  words: tuple[str, ...]) -> None:

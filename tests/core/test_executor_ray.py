@@ -340,6 +340,10 @@ def test_aborting_a_cluster_run_kills_its_dispatch_on_the_node_and_its_actor(clu
         finished = ev.wait(lambda e: e["type"] == "run.finished" and e["run"] == run_id, timeout=60)
     finally:
         supervisor_ctl.stop(layout)
+        # `job cancel` joined the cluster from this process, as the CLI's does from its own: left
+        # joined, the next test here would find Ray initialized, and Ray's threads crash this process
+        # once the cluster is stopped
+        ray.shutdown()
     assert runs.find_dispatch_pid(run_id) is None
     assert not cluster.actor_alive(actor_name(run_id), namespace_of(layout))
     assert finished["data"]["verdict"] == "error"
@@ -362,3 +366,205 @@ def test_what_ray_serializes_for_a_runs_start_holds_its_key_only_sealed_to_its_a
     assert json.loads(open_sealed(actor._private, args[3], "r-1")) == {"key": SECRET}
     with pytest.raises(ValueError):
         open_sealed(RunActor("ns", "r-2")._private, args[3], "r-1")  # another run's actor cannot
+
+
+PROTECTED_WRITE = """name: protected-write
+description: "a builder that rewrites pytest.ini beside its note"
+scripts:
+  - match:
+      mode: code
+    turns:
+      - say: "Writing the note, and relaxing pytest's settings."
+        actions:
+          - bash: {command: "mkdir -p notes && printf 'first\\\\n' > notes/first.txt; printf '[pytest]\\\\naddopts = -p no:x\\\\n' > pytest.ini"}
+      - say: |
+          Done.
+          <!--RESULT-->{"status":"complete","files_changed":["notes/first.txt"],"validation":{"commands":[],"passed":true},"risks":[]}<!--/RESULT-->
+"""
+
+
+def test_a_node_confines_its_run_by_the_supervisors_settings_not_the_checkouts_committed_ones(
+        git_repo: Path, tmp_path: Path) -> None:
+    from pilothouse.core.dispatch import runs
+    from pilothouse.core.executor import hub
+    from pilothouse.core.executor.cluster import RayExecutor
+    from pilothouse.core.executor.node import RunActor
+
+    (git_repo / "pytest.ini").write_text("[pytest]\n")
+    _git(git_repo, "add", "pytest.ini")
+    _git(git_repo, "commit", "-qm", "pytest settings")
+    base = _git(git_repo, "rev-parse", "HEAD")
+    # the operator's project file protects pytest.ini, but is not committed: a node's checkout lacks it
+    layout = RepoLayout(git_repo)
+    layout.project_yaml.parent.mkdir(parents=True, exist_ok=True)
+    layout.project_yaml.write_text("gates:\n  protected: [pytest.ini]\n")
+    scenario = tmp_path / "protected-write.yaml"
+    scenario.write_text(PROTECTED_WRITE)
+    url = str(tmp_path / "hub.git")
+    hub.ensure_hub(layout, url)
+    hub.push_base(layout, url, base, "r-1")
+    launch = runs.Launch(run_id="r-1", job="j", task="t", role="builder", provider="sim", mode="code",
+                         workdir=str(git_repo), task_text="task: write the note\n", scenario=str(scenario))
+    actor = RunActor("ns", "r-1")  # the class Ray runs on the node, here in this process
+    outcome = actor._dispatch(*RayExecutor(layout).start_args(launch, {"hub": url, "base": base}, actor._public, 10))
+    assert outcome["pushed"]
+    _git(git_repo, "fetch", "-q", url, hub.result_ref("r-1"))
+    changed = _git(git_repo, "diff", "--name-only", base, "FETCH_HEAD").splitlines()
+    assert changed == ["notes/first.txt"]  # the write to pytest.ini failed in the node's sandbox
+
+
+def test_a_task_text_holding_a_configured_key_is_refused_before_it_crosses_the_cluster(tmp_path: Path) -> None:
+    from pilothouse.core.dispatch import runs
+    from pilothouse.core.executor.cluster import RayExecutor
+    from pilothouse.core.executor.node import RunActor
+    from pilothouse.providers import keys
+    from pilothouse.providers.errors import UserError
+
+    other = "sk-" + "9b1e4d" * 8  # another provider's key: the node's dispatch, which knows only its run's, would pass it
+    keys.set_key("sim", SECRET, use_backend="file")
+    keys.set_key("glm", other, use_backend="file")
+    launch = runs.Launch(run_id="r-1", job="j", task="t", role="builder", provider="sim", mode="code",
+                         workdir=str(tmp_path), task_text=f"task: t\nuse {other} for the calls\n", scenario="code-basic")
+    with pytest.raises(UserError) as refused:
+        RayExecutor(RepoLayout(tmp_path)).start_args(launch, {"hub": "/hub.git", "base": "0" * 40},
+                                                     RunActor("ns", "r-1")._public, 10)
+    assert "the task text of run r-1 contains" in str(refused.value) and other not in str(refused.value)
+
+
+def test_joining_a_cluster_nothing_answers_at_names_ray_address_at_once() -> None:
+    from pilothouse.core.executor.cluster import connect
+    from pilothouse.providers.errors import UserError
+
+    address = f"127.0.0.1:{free_port()}"  # closed again: nothing listens there
+    assert not ray.is_initialized()  # else connect would not join again
+    with pytest.raises(UserError) as refused:
+        connect(address, "ns")
+    assert str(refused.value).startswith(f"ray.address in .ai/project.yaml: no Ray head answers at {address}")
+    assert not ray.is_initialized()
+
+
+PEEK = """name: peek
+description: "a builder that copies the operator's untracked .env, by its path on the supervisor's machine"
+scripts:
+  - match:
+      mode: code
+    turns:
+      - say: "Copying what I can reach."
+        actions:
+          - bash: {command: "mkdir -p notes && (cat OPERATOR/.env || echo unreadable) > notes/leak.txt 2>&1"}
+      - say: |
+          Done.
+          <!--RESULT-->{"status":"complete","files_changed":["notes/leak.txt"],"validation":{"commands":[],"passed":true},"risks":[]}<!--/RESULT-->
+"""
+
+
+def test_a_node_sharing_the_filesystem_hides_the_operators_checkout_from_its_run(tmp_path: Path) -> None:
+    from pilothouse.core.dispatch import runs
+    from pilothouse.core.executor import hub
+    from pilothouse.core.executor.cluster import RayExecutor
+    from pilothouse.core.executor.node import RunActor
+
+    # outside /tmp: a sandbox's /tmp is its own, which would hide a checkout there anyway
+    repo = Path(tempfile.mkdtemp(prefix="ph-operator-", dir="/var/tmp"))
+    try:
+        (repo / "README.md").write_text("# project\n")
+        _git(repo, "init", "-q")
+        _git(repo, "add", "-A")
+        _git(repo, "-c", "user.name=op", "-c", "user.email=op@x", "commit", "-qm", "initial")
+        (repo / ".env").write_text("DB_PASSWORD=operator-only\n")  # untracked: never in a base commit
+        layout = RepoLayout(repo)
+        base = _git(repo, "rev-parse", "HEAD")
+        scenario = tmp_path / "peek.yaml"
+        scenario.write_text(PEEK.replace("OPERATOR", str(repo)))
+        url = str(tmp_path / "hub.git")
+        hub.ensure_hub(layout, url)
+        hub.push_base(layout, url, base, "r-1")
+        launch = runs.Launch(run_id="r-1", job="j", task="t", role="builder", provider="sim", mode="code",
+                             workdir=str(repo), task_text="task: write the note\n", scenario=str(scenario))
+        actor = RunActor("ns", "r-1")
+        outcome = actor._dispatch(*RayExecutor(layout).start_args(launch, {"hub": url, "base": base},
+                                                                  actor._public, 10))
+        assert outcome["pushed"]
+        _git(repo, "fetch", "-q", url, hub.result_ref("r-1"))
+        leak = _git(repo, "show", "FETCH_HEAD:notes/leak.txt")
+    finally:
+        shutil.rmtree(repo, ignore_errors=True)
+    assert "operator-only" not in leak and "unreadable" in leak
+
+
+def test_a_node_that_cannot_reach_the_hub_says_so_in_one_line_naming_ray_hub(tmp_path: Path) -> None:
+    from pilothouse.core.executor.node import RunActor
+    from pilothouse.core.executor.seal import seal
+    from pilothouse.providers.errors import UserError
+
+    actor = RunActor("ns", "r-1")
+    spec = {"run_id": "r-1", "job": "j", "task": "t", "role": "builder", "provider": "sim", "mode": "code",
+            "workdir": "/elsewhere", "task_text": "task: t\n", "scenario": "code-basic"}
+    hub_url = str(tmp_path / "not-on-this-node.git")
+    with pytest.raises(UserError) as refused:
+        actor._dispatch(spec, hub_url, "0" * 40, seal(actor._public, b'{"key": null}', "r-1"), 10)
+    message = str(refused.value)
+    assert message.startswith("ray.hub in .ai/project.yaml: node ") and f"cannot fetch from the hub {hub_url}" in message
+    assert "\n" not in message
+
+
+PLANT = """name: plant
+description: "a builder that plants in its node's shared object store what the next run's checkout would pick up"
+scripts:
+  - match:
+      mode: code
+    turns:
+      - say: "Planting."
+        actions:
+          - bash: {command: "mkdir -p notes; c=$(git rev-parse --git-common-dir); g=$(git rev-parse --git-dir); for f in $c/config $c/hooks/post-checkout $c/objects/info/alternates $c/refs/pilothouse/base/r-2 $g/HEAD $g/config.worktree; do (echo planted >> $f) 2>/dev/null && echo \\"wrote $f\\" >> notes/planted.txt; done; echo done >> notes/planted.txt"}
+      - say: |
+          Done.
+          <!--RESULT-->{"status":"complete","files_changed":["notes/planted.txt"],"validation":{"commands":[],"passed":true},"risks":[]}<!--/RESULT-->
+"""
+
+
+def test_a_builder_cannot_plant_anything_in_its_nodes_shared_object_store(git_repo: Path, tmp_path: Path) -> None:
+    from pilothouse.core.dispatch import runs
+    from pilothouse.core.executor import hub
+    from pilothouse.core.executor.cluster import RayExecutor
+    from pilothouse.core.executor.node import RunActor, node_root
+
+    layout = RepoLayout(git_repo)
+    base = _git(git_repo, "rev-parse", "HEAD")
+    scenario = tmp_path / "plant.yaml"
+    scenario.write_text(PLANT)
+    url = str(tmp_path / "hub.git")
+    hub.ensure_hub(layout, url)
+    hub.push_base(layout, url, base, "r-1")
+    launch = runs.Launch(run_id="r-1", job="j", task="t", role="builder", provider="sim", mode="code",
+                         workdir=str(git_repo), task_text="task: write the note\n", scenario=str(scenario))
+    actor = RunActor("ns", "r-1")
+    outcome = actor._dispatch(*RayExecutor(layout).start_args(launch, {"hub": url, "base": base}, actor._public, 10))
+    assert outcome["pushed"]
+    _git(git_repo, "fetch", "-q", url, hub.result_ref("r-1"))
+    assert _git(git_repo, "show", "FETCH_HEAD:notes/planted.txt") == "done"  # every write was refused
+    cache = node_root("ns", "r-1").parent / "cache.git"
+    assert "planted" not in (cache / "config").read_text()
+    assert not (cache / "objects" / "info" / "alternates").exists()
+    assert not (cache / "hooks" / "post-checkout").exists()
+    assert _git(cache, "for-each-ref", "refs/pilothouse") == ""
+
+
+def test_a_run_cancelled_while_its_checkout_is_made_never_starts_its_dispatch(git_repo: Path, tmp_path: Path) -> None:
+    from pilothouse.core.dispatch import runs
+    from pilothouse.core.executor import hub
+    from pilothouse.core.executor.cluster import RayExecutor
+    from pilothouse.core.executor.node import RunActor
+
+    layout = RepoLayout(git_repo)
+    base = _git(git_repo, "rev-parse", "HEAD")
+    url = str(tmp_path / "hub.git")
+    hub.publish_base(layout, url, base, "r-1")
+    launch = runs.Launch(run_id="r-1", job="j", task="t", role="builder", provider="sim", mode="code",
+                         workdir=str(git_repo), task_text="task: t\n", scenario="code-basic")
+    actor = RunActor("ns", "r-1")
+    args = RayExecutor(layout).start_args(launch, {"hub": url, "base": base}, actor._public, 10)
+    assert actor.cancel(0.5) is False  # nothing to interrupt yet: the actor is killed next
+    with pytest.raises(RuntimeError, match="cancelled before its dispatch started"):
+        actor._dispatch(*args)
+    assert not (actor.root / "out").read_bytes()

@@ -105,3 +105,70 @@ def test_a_relative_hub_is_the_repositorys_and_a_url_is_left_alone(git_repo: Pat
     assert url("/srv/pilothouse/hub.git") == "/srv/pilothouse/hub.git"
     assert url("git@host:team/hub.git") == "git@host:team/hub.git"
     assert url("ssh://host/srv/hub.git") == "ssh://host/srv/hub.git"
+
+
+@pytest.mark.parametrize("url", ["file:///nonexistent/hub.git", "/proc/hub.git"])
+def test_a_hub_that_cannot_take_the_base_is_one_line_naming_ray_hub(git_repo: Path, url: str) -> None:
+    from pilothouse.providers.errors import UserError
+
+    layout = RepoLayout(git_repo)
+    with pytest.raises(UserError) as refused:
+        hub.publish_base(layout, url, _git(git_repo, "rev-parse", "HEAD"), "r-1")
+    message = str(refused.value)
+    assert message.startswith(f"ray.hub in .ai/project.yaml: the hub {url} cannot take the run's base (")
+    assert "\n" not in message and "access rights" not in message
+
+
+def test_the_first_runs_of_a_job_sent_at_once_all_get_their_base_into_a_hub_made_once(git_repo: Path) -> None:
+    import threading
+
+    layout = RepoLayout(git_repo)
+    url = str(git_repo / ".ai" / "hub.git")
+    base = _git(git_repo, "rev-parse", "HEAD")
+    start = threading.Barrier(8)
+    failed: list[BaseException] = []
+
+    def send(run_id: str) -> None:
+        start.wait()
+        try:
+            hub.publish_base(layout, url, base, run_id)
+        except BaseException as exc:  # noqa: BLE001 - the test names it
+            failed.append(exc)
+
+    threads = [threading.Thread(target=send, args=(f"r-{n}",)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failed == []
+    assert len(_git(git_repo, "--git-dir", url, "for-each-ref", "refs/pilothouse/base").splitlines()) == 8
+
+
+def test_runs_starting_at_once_on_a_fresh_node_each_get_their_checkout(git_repo: Path, tmp_path: Path) -> None:
+    import threading
+
+    from pilothouse.core.executor.node import check_out
+
+    layout = RepoLayout(git_repo)
+    url = str(git_repo / ".ai" / "hub.git")
+    base = _git(git_repo, "rev-parse", "HEAD")
+    for n in range(8):
+        hub.publish_base(layout, url, base, f"r-{n}")
+    repo_dir = tmp_path / "node" / "ns"  # the node's store for the repository is made by the first
+    start = threading.Barrier(8)
+    failed: list[BaseException] = []
+
+    def run(run_id: str) -> None:
+        start.wait()
+        try:
+            check_out(repo_dir, url, run_id, base, repo_dir / run_id / "checkout")
+        except BaseException as exc:  # noqa: BLE001 - the test names it
+            failed.append(exc)
+
+    threads = [threading.Thread(target=run, args=(f"r-{n}",)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failed == []
+    assert all(_git(repo_dir / f"r-{n}" / "checkout", "rev-parse", "HEAD") == base for n in range(8))
