@@ -118,6 +118,7 @@ class RunDetail(Screen[None]):
         self.query_one("#side").border_title = "gate · review · diff · logs"
         self._draw()
         self.set_interval(1, self._tick)
+        self.call_after_refresh(self.cockpit.settled)  # built once, kept for every open
 
     def _draw(self) -> None:
         self.query_one("#runs").border_title = f"runs of {self.task_id}"
