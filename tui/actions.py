@@ -109,7 +109,7 @@ class ActionsMixin:
                 if app.supervisor_alive():
                     return f"{reply} sent for {problem.code}"
                 return (f"{reply} sent for {problem.code}; the supervisor is stopped: the answer applies "
-                        "when it starts (S starts it)")
+                        f"when it starts ({app.key_for('supervisor.toggle', 'S')} starts it)")
 
             self.call_core(f"{reply} {problem.code}", call, done=sent)
 

@@ -86,9 +86,9 @@ class CockpitApp(ActionsMixin, FixMixin, App[None]):
 
     def key_for(self, binding_id: str, default: str) -> str:
         """The key the operator presses for a binding now: their cockpit.yaml's, else `default`."""
-        from pilothouse.tui.keymap import keys_of
+        from pilothouse.tui.keymap import shown
 
-        return keys_of(Binding(default, "", id=binding_id), self.keymap).split()[0]
+        return shown(self, binding_id, default)[0]
 
     def get_default_screen(self) -> Screen[Any]:
         return Dashboard()
