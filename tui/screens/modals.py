@@ -46,10 +46,12 @@ class WordsModal(ModalScreen[str | None]):
         Binding("escape", "cancel", "Cancel", id="words.cancel"),
     ]
 
-    def __init__(self, title: str, prompt: str, value: str = "", context: Text | None = None) -> None:
+    def __init__(self, title: str, prompt: str, value: str = "", context: Text | None = None,
+                 allow_empty: bool = False) -> None:
         super().__init__()
         self.title_text, self.prompt, self.value = title, prompt, value
         self.context = context
+        self.allow_empty = allow_empty  # nothing typed is an answer (clearing a field), not a slip
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog words") as box:
@@ -70,7 +72,7 @@ class WordsModal(ModalScreen[str | None]):
 
     def action_send(self) -> None:
         words = self.query_one(TextArea).text.strip()
-        if words:
+        if words or self.allow_empty:
             self.dismiss(words)
         else:
             self.notify(f"type the words first ({shown(self.app, 'words.cancel', 'escape')[0]} cancels)",
