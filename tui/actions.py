@@ -109,7 +109,7 @@ class ActionsMixin:
                 if app.supervisor_alive():
                     return f"{reply} sent for {problem.code}"
                 return (f"{reply} sent for {problem.code}; the supervisor is stopped: the answer applies "
-                        "when it starts (S starts it)")
+                        f"when it starts ({app.key_for('supervisor.toggle', 'S')} starts it)")
 
             self.call_core(f"{reply} {problem.code}", call, done=sent)
 
@@ -170,8 +170,15 @@ class ActionsMixin:
     def open_run_detail(self, job: str | None, task: str) -> None:
         from pilothouse.tui.screens.detail import RunDetail
 
-        if job:
-            self._app().push_screen(RunDetail(job, task))
+        app = self._app()
+        if not job:
+            return
+        if not app.is_screen_installed("run-detail"):
+            app.install_screen(RunDetail(), "run-detail")
+        detail = app.get_screen("run-detail", RunDetail)
+        if detail not in app.screen_stack:
+            detail.open(job, task)
+            app.push_screen("run-detail")
 
     # --- jobs -----------------------------------------------------------------------------------
 

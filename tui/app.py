@@ -20,9 +20,11 @@ from pilothouse.providers.errors import UserError
 from pilothouse.tui import format as fmt
 from pilothouse.tui.actions import ActionsMixin
 from pilothouse.tui.bindings import FIX_BINDINGS, JOB_BINDINGS, REPLY_BINDINGS
+from pilothouse.tui.collector import Collector
 from pilothouse.tui.fix import FixMixin
 from pilothouse.tui.live import Follower
 from pilothouse.tui.screens.dashboard import Dashboard, status_text
+from textual import events
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.css.query import NoMatches
@@ -65,6 +67,7 @@ class CockpitApp(ActionsMixin, FixMixin, App[None]):
         self.supervisor_info: dict[str, Any] | None = None  # core.supervisor_ctl.status(): alive
         self.setup_error: str | None = None  # why .ai/project.yaml does not load (None: set up)
         self._ticks = 0
+        self.collector = Collector()
         self.on_batch: Callable[[list[dict[str, Any]]], None] | None = None  # bench/test hook
         from pilothouse.tui import config
 
@@ -83,9 +86,9 @@ class CockpitApp(ActionsMixin, FixMixin, App[None]):
 
     def key_for(self, binding_id: str, default: str) -> str:
         """The key the operator presses for a binding now: their cockpit.yaml's, else `default`."""
-        from pilothouse.tui.keymap import keys_of
+        from pilothouse.tui.keymap import shown
 
-        return keys_of(Binding(default, "", id=binding_id), self.keymap).split()[0]
+        return shown(self, binding_id, default)[0]
 
     def get_default_screen(self) -> Screen[Any]:
         return Dashboard()
@@ -166,6 +169,12 @@ class CockpitApp(ActionsMixin, FixMixin, App[None]):
 
     def on_unmount(self) -> None:
         self._close_repo()
+        self.collector.release()
+
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, events.InputEvent):
+            self.collector.input()  # the operator is here: no full collection now
+        await super().on_event(event)
 
     def on_events_arrived(self, message: EventsArrived) -> None:
         if self.follower is None:
@@ -195,6 +204,7 @@ class CockpitApp(ActionsMixin, FixMixin, App[None]):
 
     def _tick(self) -> None:
         self._ticks += 1
+        self.collector.idle()
         if self._ticks % 5 == 0:
             self.refresh_supervisor()  # a supervisor that died says nothing: look now and then
             self.refresh_setup()  # `pilothouse init` run in another terminal
@@ -253,6 +263,11 @@ class CockpitApp(ActionsMixin, FixMixin, App[None]):
         if layout is self.layout and self.is_running:
             self.refresh_setup()
             self.dashboard.update_status()
+            self.settled()
+
+    def settled(self) -> None:
+        """What exists now lives as long as the app: the garbage collector leaves it alone (tui/collector.py)."""
+        self.collector.settle()
 
     def supervisor_alive(self) -> bool:
         return self.supervisor_info is not None

@@ -178,3 +178,9 @@ def keys_of(binding: Binding, keymap: dict[str, str]) -> str:
     """What the operator presses for `binding` now, as the footer writes it."""
     keys = keymap.get(binding.id or "")
     return " ".join(display(k) for k in (keys.split(",") if keys else binding.key.split(",")))
+
+
+def shown(app: Any, binding_id: str, default: str) -> list[str]:
+    """The keys the operator presses for a binding now (their cockpit.yaml's, else `default`), as the
+    footer writes them: for the hints a dialog or a status line writes in its own text."""
+    return keys_of(Binding(default, "", id=binding_id), getattr(app, "keymap", {})).split()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from cockpit_support import RUN_API, ts
+from cockpit_support import RUN_API, RUN_UI, ts
 
 pytestmark = pytest.mark.anyio
 
@@ -154,3 +154,35 @@ async def test_gate_and_review_are_found_however_much_the_log_grew_since(cockpit
         await wait_for(pilot, lambda: type(app.screen).__name__ == "RunDetail" and app.screen.side_loaded)
         gate = str(app.screen.query_one("#gate").render())
         assert "fast failed" in gate and "assert 6 == 7" in gate
+
+
+async def test_one_run_detail_serves_every_task_and_shows_nothing_of_the_last(cockpit_repo, make_app,
+                                                                                wait_for) -> None:
+    """The screen is built once and pointed at each task opened: a content update, not a new screen
+    (built, styled and laid out again on every enter). What the previous task showed is gone."""
+    from textual.widgets import RichLog
+
+    app = make_app(cockpit_repo, live=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("3", "j", "enter")  # calendar-api: its worker's stream, a running run
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "RunDetail" and app.screen.side_loaded)
+        detail = app.screen
+        log = detail.query_one("#stream", RichLog)
+        await wait_for(pilot, lambda: "contract first" in "\n".join(line.text for line in log.lines))
+        assert detail.follower is not None
+        await pilot.press("tab")  # the focus leaves the stream
+        assert app.focused is not log
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is app.screen_stack[0])
+        await wait_for(pilot, lambda: detail.follower is None)  # closed: its run is no longer followed
+        await pilot.press("j", "enter")  # calendar-ui: stopped by its gate, no stream kept
+        await wait_for(pilot, lambda: app.screen is detail and detail.side_loaded)
+        assert detail.task_id == "calendar-ui"
+        drawn = "\n".join(line.text for line in log.lines)
+        assert "left no activity log" in drawn and "contract first" not in drawn and "src/api.py" not in drawn
+        assert "calendar-ui" in str(detail.query_one("#detail-head").render())
+        assert list(detail.query_one("#runs").rows) == [RUN_UI] and detail.run_id == RUN_UI
+        assert str(detail.query_one("#runs").border_title) == "runs of calendar-ui"
+        assert "fast failed" in str(detail.query_one("#gate").render())
+        assert app.focused is log

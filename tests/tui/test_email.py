@@ -76,3 +76,25 @@ async def test_email_is_set_up_field_by_field_checked_by_core_and_the_password_n
         await wait_for(pilot, lambda: not st.settings_file().exists())
         assert st.password() is None
         await wait_for(pilot, lambda: str(table.get_cell("email:password", "value")) == "not set")
+
+
+async def test_an_optional_field_clears_and_a_required_one_says_it_cannot(cockpit_repo, make_app, wait_for,
+                                                                          wait_for_input) -> None:
+    from pilothouse.core.notify import settings as st
+
+    st.save(st.validate({"address": "pilot@pilothouse.test", "operator": "me@example.org", "imap_host": "imap.example.net",
+                         "smtp_host": "smtp.example.net", "username": "pilot-login", "trust_server": "mx.example.net"}))
+    app = make_app(cockpit_repo)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("C")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "SettingsScreen")
+        table = app.screen.query_one("#settings-table")
+        await wait_for(pilot, lambda: str(table.get_cell("email:username", "value")) == "pilot-login")
+        said = await _set(pilot, app, wait_for, wait_for_input, "email:username", "")
+        assert said.startswith("email.username cleared (its default applies); email settings saved in")
+        assert st.load().username == "" and st.load().trust_server == "mx.example.net"
+        assert str(table.get_cell("email:username", "value")) == "—"  # the default: the login is the address
+        said = await _set(pilot, app, wait_for, wait_for_input, "email:address", "")
+        assert said == "email.address: it is required and cannot be cleared: type a new value (esc keeps it)"
+        assert st.load().address == "pilot@pilothouse.test"

@@ -39,3 +39,27 @@ async def test_the_footer_follows_the_keys_that_change(cockpit_repo, make_app, w
         await wait_for(pilot, lambda: "Retry" in [str(k.description) for k in _keys(app)])
         await pilot.press("5")
         await wait_for(pilot, lambda: "Retry" not in [str(k.description) for k in _keys(app)])
+
+
+async def test_rebuilt_keys_are_let_go(cockpit_repo, make_app, wait_for) -> None:
+    """Textual keeps every key widget a footer ever built (its data_bind watcher) until the footer's
+    `compact` changes, which it never does: each rebuild added its keys to what every full garbage
+    collection walked, slower the longer the cockpit ran. The old keys go with the rebuild."""
+    import gc
+
+    from textual.widgets._footer import FooterKey
+
+    def alive() -> int:
+        gc.collect()
+        return sum(1 for o in gc.get_objects() if type(o) is FooterKey)
+
+    app = make_app(cockpit_repo)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        for _ in range(12):  # Problems offers the reply keys, the event log none: a rebuild each
+            await pilot.press("4")
+            await wait_for(pilot, lambda: "Retry" in [str(k.description) for k in _keys(app)])
+            await pilot.press("5")
+            await wait_for(pilot, lambda: "Retry" not in [str(k.description) for k in _keys(app)])
+        shown = len(_keys(app))
+        assert alive() <= 2 * shown + 10, (alive(), shown)  # this rebuild's and the last one's, not 24 of them

@@ -53,3 +53,25 @@ async def test_job_form_validates_in_place_and_asks_before_discarding(cockpit_re
         await pilot.press("escape")
         await pilot.pause()
         assert app.screen is app.dashboard
+
+
+async def test_the_correction_form_names_no_field_to_tab_to_and_the_operators_keys(cockpit_repo, make_app,
+                                                                                    wait_for_input) -> None:
+    """The correction has one field: "tab next field" led nowhere. Its keys are the operator's (cockpit.yaml)."""
+    from pilothouse.core.records import jobs
+    from pilothouse.tui.config import config_file
+
+    config_file().parent.mkdir(parents=True, exist_ok=True)
+    config_file().write_text("keys:\n  form.save: ctrl+w\n  form.cancel: f3\n")
+    jobs.create_job(cockpit_repo, "first-draft", "A calendar: a JSON store, an HTTP API and a month view.")
+    app = make_app(cockpit_repo)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("e")
+        await wait_for_input(pilot, "JobForm")
+        assert str(app.screen.query_one(".dialog").border_subtitle) == "^w save · f3 cancel"
+        await pilot.press("f3")
+        await pilot.pause()
+        await pilot.press("n")
+        await wait_for_input(pilot, "JobForm")
+        assert str(app.screen.query_one(".dialog").border_subtitle) == "tab next field · ^w save · f3 cancel"

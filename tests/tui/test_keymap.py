@@ -146,3 +146,43 @@ def test_view_keys_lists_every_binding_id_with_the_operators_key(cli, tmp_path) 
     proc = cli("view", "--keys", cwd=tmp_path)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert proc.stderr.startswith(f"pilothouse: {path}:3: invalid YAML") and len(proc.stderr.splitlines()) == 1
+
+
+async def test_the_confirm_dialog_names_the_operators_keys(cockpit_repo, make_app, wait_for) -> None:
+    _write("keys:\n  confirm.yes: Y\n  confirm.no: x, escape\n")
+    app = make_app(cockpit_repo)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("4", "s")  # skip KTRWMB: asks first
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "ConfirmModal")
+        assert str(app.screen.query_one(".keys").render()) == "Y Skip   x/esc cancel"
+        await pilot.press("x")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "Dashboard")
+        assert replies(cockpit_repo) == []
+
+
+async def test_the_hint_dialog_names_the_operators_keys(cockpit_repo, make_app, wait_for) -> None:
+    _write("keys:\n  words.send: ctrl+g\n  words.cancel: f2\n")
+    app = make_app(cockpit_repo)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("4", "h")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "WordsModal")
+        assert str(app.screen.query_one(".dialog").border_subtitle) == "^g send · f2 cancel"
+        await pilot.press("ctrl+g")  # nothing typed yet
+        await wait_for(pilot, lambda: app._notifications)
+        assert [n.message for n in app._notifications][-1] == "type the words first (f2 cancels)"
+        await pilot.press("f2")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "Dashboard")
+
+
+async def test_an_answered_problem_names_the_operators_start_key(cockpit_repo, make_app, wait_for) -> None:
+    _write("keys:\n  supervisor.toggle: ctrl+o\n")
+    app = make_app(cockpit_repo, live=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("4", "r")  # answered; the supervisor is stopped: it waits for its start
+        table = app.dashboard.problems
+        await wait_for(pilot, lambda: "KTRWMB" in table.pending)
+        await wait_for(pilot, lambda: "starts it" in table.get_row("KTRWMB")[-1].plain)
+        assert table.get_row("KTRWMB")[-1].plain == "✓ retry · ^o starts it"

@@ -21,7 +21,9 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
+from textual.reactive import Reactive
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import DataTable, Input, Static
 
 if TYPE_CHECKING:
@@ -33,6 +35,9 @@ TITLES = ("Jobs", "Providers & quota", "Tasks", "Problems", "Events")
 
 
 class Dashboard(Screen[None]):
+    # Screen's own repaints the whole screen when the focus moves: most of a panel jump's frame. The
+    # two panels the focus leaves and enters are restyled, and so repainted, without it.
+    focused: Reactive[Widget | None] = Reactive(None, repaint=False)
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]
     BINDINGS = [

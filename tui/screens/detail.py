@@ -62,17 +62,40 @@ class RunDetail(Screen[None]):
           for reply, key in fmt.REPLY_KEYS.items()),
     ]
 
-    def __init__(self, job: str, task: str) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self.job, self.task_id = job, task
-        self.run_id: str | None = None
+        self.job = self.task_id = ""
         self.follower: Follower | None = None
+        self._side_asked = 0  # reads of the side started; only the newest one's answer is drawn
+        self._reset()
+
+    def _reset(self) -> None:
+        """Forget the task shown: its run, the stream's totals and text, its side."""
+        self.run_id: str | None = None
         self.totals: dict[str, int] = {}
         self._text = ""
         self._text_ts: str | None = None
         self._waiting = False  # the stream shows "waiting for" the run's log
-        self._side_asked = 0  # reads of the side started; only the newest one's answer is drawn
+        self._task_row: TaskRow | None = None
+        self._side_asked += 1  # a read for the task shown before is not drawn
         self.side_loaded = False  # gate, review and diff stat have been drawn once
+
+    def open(self, job: str, task: str) -> None:
+        """Show `task`. One instance serves every open (installed once, tui/actions.py): opening is a
+        content update, not a new screen whose widgets are built, styled and laid out again."""
+        self.job, self.task_id = job, task
+        if not self.is_mounted:
+            return  # on_mount draws it
+        self._stop_follow()
+        self._reset()
+        log = self.query_one("#stream", RichLog)
+        log.clear()
+        log.auto_scroll = True
+        log.border_title = log.border_subtitle = ""
+        for part in ("#gate", "#review", "#diff", "#logs"):
+            self.query_one(part, Static).update("")
+        self.query_one("#side").scroll_home(animate=False)
+        self._draw()
 
     @property
     def cockpit(self) -> CockpitApp:
@@ -92,16 +115,24 @@ class RunDetail(Screen[None]):
         yield SteadyFooter()
 
     def on_mount(self) -> None:
-        self.query_one("#runs").border_title = f"runs of {self.task_id}"
         self.query_one("#side").border_title = "gate · review · diff · logs"
+        self._draw()
+        self.set_interval(1, self._tick)
+        self.call_after_refresh(self.cockpit.settled)  # built once, kept for every open
+
+    def _draw(self) -> None:
+        self.query_one("#runs").border_title = f"runs of {self.task_id}"
         self.refresh_all()
         self.query_one("#stream").focus()
-        self.set_interval(1, self._tick)
 
     def _tick(self) -> None:
-        task = getattr(self, "_task_row", None)
+        task = self._task_row
         if task is not None and task.state in TASK_ACTIVE and self.is_current:
             self._head(task)  # a running task's elapsed time goes on between events
+
+    def on_screen_suspend(self) -> None:
+        if self not in self.app.screen_stack:  # closed (not covered by a dialog): the stream waits for the next open
+            self._stop_follow()
 
     def on_unmount(self) -> None:
         self._stop_follow()
@@ -248,9 +279,8 @@ class RunDetail(Screen[None]):
             label = fmt.usage_label(self.totals)
             log.border_subtitle = (f"{fmt.tokens(self.totals.get('input', 0), label)} in · "
                                    f"{fmt.tokens(self.totals.get('output', 0), label)} out")
-            task = getattr(self, "_task_row", None)
-            if task is not None:
-                self._head(task)
+            if self._task_row is not None:
+                self._head(self._task_row)
 
     def _flush(self, log: RichLog) -> None:
         # the result block is the contract's, for the supervisor: the side panel shows what it says

@@ -87,7 +87,7 @@ class EmailSection:
                 continue
             if name in self.draft:
                 value = Text(f"{self.draft[name]} (not saved: email is off)", style="yellow")
-            elif name in values:
+            elif name in values and values[name] not in (None, ""):
                 value = Text(_shown(values[name]))
             else:
                 default = field.get_default() if not field.is_required() else None
@@ -115,15 +115,24 @@ class EmailSection:
         conf = self._saved()
         if self.error:
             raise UserError(self.error)
-        data = {**(conf.model_dump() if conf is not None else {}), **self.draft, name: raw.strip()}
+        value = raw.strip()
+        field = st.EmailSettings.model_fields.get(name)
+        if not value and field is not None and field.is_required():
+            raise UserError(f"email.{name}: it is required and cannot be cleared: type a new value (esc keeps it)")
+        data = {**(conf.model_dump() if conf is not None else {}), **self.draft, name: value}
+        if not value:  # an optional field cleared: its default applies
+            del data[name]
+            self.draft.pop(name, None)
+        said = f"email.{name} kept" if value else f"email.{name} cleared (its default applies)"
         data.setdefault("enabled_at", utc_now_iso())  # problems opened before email was on are not mailed
         done = st.validate_draft(data, "email")
         if done is None:
-            self.draft[name] = raw.strip()
-            return f"email.{name} kept; still to set: {', '.join(st.missing(data))} (email is off until then)"
+            if value:
+                self.draft[name] = value
+            return f"{said}; still to set: {', '.join(st.missing(data))} (email is off until then)"
         path = st.save(done)
         self.draft.clear()
-        return f"email settings saved in {path}; they apply when the email watcher starts"
+        return ("" if value else f"{said}; ") + f"email settings saved in {path}; they apply when the email watcher starts"
 
     def set_password(self, password: str, backend: str | None = None) -> str:
         from pilothouse.core.notify import settings as st

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from pilothouse.providers.errors import UserError
+from pilothouse.tui.keymap import shown
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -58,7 +59,9 @@ class JobForm(ModalScreen[str | None]):
     def compose(self) -> ComposeResult:
         with VerticalScroll(classes="dialog jobform") as box:
             box.border_title = f"correct job {self.job_name}" if self.editing else "new job"
-            box.border_subtitle = "tab next field · ctrl+s save · esc cancel"
+            keys = f"{shown(self.app, 'form.save', 'ctrl+s')[0]} save · {shown(self.app, 'form.cancel', 'escape')[0]} cancel"
+            # a correction has one field: no other to tab to
+            box.border_subtitle = Text(keys if self.editing else f"tab next field · {keys}")
             if not self.editing:
                 yield Label("name (lowercase, digits, - _ .)")
                 yield Input(placeholder="e.g. add-slugify", id="name")

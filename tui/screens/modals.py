@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pilothouse.tui.keymap import shown
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -27,7 +28,10 @@ class ConfirmModal(ModalScreen[bool]):
         with Vertical(classes="dialog") as box:
             box.border_title = self.title_text
             yield Static(self.body, classes="body")
-            yield Label(f"[b]y[/b] {self.verb}   [b]n[/b]/enter/esc cancel", classes="keys")
+            no = shown(self.app, "confirm.no", "n,escape,enter")
+            # Text, not markup: a key the operator chose may be "["
+            yield Label(Text.assemble((shown(self.app, "confirm.yes", "y")[0], "bold"), f" {self.verb}   ",
+                                      (no[0], "bold"), "".join(f"/{k}" for k in no[1:]), " cancel"), classes="keys")
 
     def action_answer(self, ok: bool) -> None:
         self.dismiss(ok)
@@ -42,15 +46,18 @@ class WordsModal(ModalScreen[str | None]):
         Binding("escape", "cancel", "Cancel", id="words.cancel"),
     ]
 
-    def __init__(self, title: str, prompt: str, value: str = "", context: Text | None = None) -> None:
+    def __init__(self, title: str, prompt: str, value: str = "", context: Text | None = None,
+                 allow_empty: bool = False) -> None:
         super().__init__()
         self.title_text, self.prompt, self.value = title, prompt, value
         self.context = context
+        self.allow_empty = allow_empty  # nothing typed is an answer (clearing a field), not a slip
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog words") as box:
             box.border_title = self.title_text
-            box.border_subtitle = "ctrl+s send · esc cancel"
+            box.border_subtitle = Text(f"{shown(self.app, 'words.send', 'ctrl+s')[0]} send · "
+                                       f"{shown(self.app, 'words.cancel', 'escape')[0]} cancel")
             if self.context is not None:
                 with VerticalScroll(id="words-context"):
                     yield Static(self.context, classes="evidence")
@@ -65,10 +72,11 @@ class WordsModal(ModalScreen[str | None]):
 
     def action_send(self) -> None:
         words = self.query_one(TextArea).text.strip()
-        if words:
+        if words or self.allow_empty:
             self.dismiss(words)
         else:
-            self.notify("type the words first (esc cancels)", severity="warning")
+            self.notify(f"type the words first ({shown(self.app, 'words.cancel', 'escape')[0]} cancels)",
+                        severity="warning")
 
     def action_cancel(self) -> None:
         self.dismiss(None)

@@ -82,7 +82,8 @@ class ProblemDialog(ModalScreen[None]):
         p = self.problem
         app: CockpitApp = self.app  # type: ignore[assignment]
         if self.answered is not None and not app.supervisor_alive():
-            self.answered_note = f"answered ({self.answered}) · supervisor stopped: S starts it"
+            start = app.key_for("supervisor.toggle", "S")
+            self.answered_note = f"answered ({self.answered}) · supervisor stopped: {start} starts it"
         with VerticalScroll(classes="dialog problem") as box:
             box.border_title = f"problem {p.code}"
             head = Text()

@@ -146,7 +146,9 @@ class SettingsScreen(Screen[None]):
             except UserError as exc:
                 refused(exc, PREFIX + name)
 
-        self.app.push_screen(WordsModal(f"set · email.{name}", "The new value:", value=self.email.current(name)), got)
+        # empty clears an optional field (core refuses it for a required one)
+        self.app.push_screen(WordsModal(f"set · email.{name}", "The new value (empty: the default):",
+                                        value=self.email.current(name), allow_empty=True), got)
 
     def _store_password(self, password: str | None, done: Any, refused: Any) -> None:
         from pilothouse.providers.keys import NoKeyringBackend

@@ -32,7 +32,18 @@ class SteadyFooter(Footer):
         # what was last drawn, noted as it is drawn: a rebuild asked for but never run (its screen
         # left the front first) must not count as done
         self._shown = self.shown(self.screen) if self._bindings_ready else None
+        self._forget_removed_keys()
         yield from super().compose()
+
+    def _forget_removed_keys(self) -> None:
+        """Each key widget binds the footer's `compact` (data_bind), and Textual keeps that watcher, the
+        widget with it, until `compact` changes, which it never does (Textual issue #6666): every rebuild
+        kept the old keys alive, thousands of objects a minute that each full collection walked
+        again, slower the longer the cockpit ran. A rebuild removes the old keys before it composes
+        the new ones, so here the watchers of keys no longer attached are dropped."""
+        watchers = getattr(self, "__watchers", {}).get("compact")  # Reactive's own attribute name
+        if watchers:
+            watchers[:] = [(node, callback) for node, callback in watchers if node.is_attached]
 
     def bindings_changed(self, screen: Screen[Any]) -> None:
         if (self._shown is not None and screen.app.app_focus and self.is_attached and screen is self.screen

@@ -241,7 +241,11 @@ class ProblemsTable(KeyedTable):
         return {"code": Text(p.code, style="dim"), "job": p.job, "task": p.task or "(job)",
                 "what": fmt.styled(waiting, "yellow") + fmt.styled(f" · {headline(p)}", "dim"),
                 "replies": fmt.styled(f"✓ {answer.reply}", "green")
-                + fmt.styled(" · S starts it" if stopped else " · waiting", "yellow")}
+                + fmt.styled(f" · {self._start_key()} starts it" if stopped else " · waiting", "yellow")}
+
+    def _start_key(self) -> str:
+        key_for = getattr(self.app, "key_for", None)
+        return key_for("supervisor.toggle", "S") if key_for is not None else "S"
 
     def _reply_keys(self) -> dict[str, str]:
         """The keys the operator's cockpit.yaml gives the replies (problem.<reply>), as they press them."""
