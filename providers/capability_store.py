@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pilothouse.providers import paths
+from pilothouse.providers.fsutil import use_wal
 
 SCHEMA = """CREATE TABLE IF NOT EXISTS capabilities (
     provider TEXT NOT NULL, model TEXT NOT NULL, probed_at TEXT NOT NULL, caps TEXT NOT NULL,
@@ -26,7 +27,7 @@ def _connect() -> sqlite3.Connection:
     db.parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(db, timeout=10, isolation_level=None)
     conn.row_factory = sqlite3.Row
-    conn.execute("PRAGMA journal_mode=WAL")
+    use_wal(conn)
     conn.execute(SCHEMA)
     return conn
 

@@ -150,3 +150,21 @@ def read_in_tree(root: Path | str, rel: Path | str, limit: int) -> TreeEntry:
             os.close(fd)
         except OSError:
             pass
+
+
+def use_wal(conn: Any, tries: int = 100) -> None:
+    """Put a SQLite database in WAL mode. Connections that switch a new file at the same moment
+    collide, and SQLite gives the loser `database is locked` at once, without the connection's busy
+    wait (it would deadlock otherwise). The switch is asked again until it holds: the winner's
+    persists in the file, so the next ask is immediate."""
+    import sqlite3
+    import time
+
+    for attempt in range(tries):
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or attempt == tries - 1:
+                raise
+            time.sleep(0.01 * (1 + attempt % 10))

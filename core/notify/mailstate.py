@@ -17,6 +17,7 @@ from pathlib import Path
 
 from pilothouse.core.state.events import utc_now_iso
 from pilothouse.providers import paths
+from pilothouse.providers.fsutil import use_wal
 
 BACKOFF_S = 5.0
 BACKOFF_MAX_S = 900.0
@@ -56,7 +57,7 @@ def connect(path: Path | None = None) -> sqlite3.Connection:
     path.parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(path, timeout=10, isolation_level=None, check_same_thread=False)
     conn.row_factory = sqlite3.Row
-    conn.execute("PRAGMA journal_mode=WAL")
+    use_wal(conn)
     conn.execute("PRAGMA busy_timeout=10000")
     conn.executescript(SCHEMA)
     return conn

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from pilothouse.core.state.events import MAX_LINE, EventTailer, decode_event
+from pilothouse.providers.fsutil import use_wal
 
 _MARK = 256
 _READ_CHUNK = 1 << 20
@@ -67,7 +68,7 @@ class EventIndex:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, timeout=120, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
+            use_wal(self._db)
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value)")
             if self._version() not in (None, _VERSION):

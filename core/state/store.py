@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pilothouse.providers.errors import UserError
+from pilothouse.providers.fsutil import use_wal
 
 SCHEMA_VERSION = 1
 
@@ -140,7 +141,7 @@ def connect(path: Path, readonly: bool = False) -> sqlite3.Connection:
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(path, timeout=10, isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")
+            use_wal(conn)
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.executescript(SCHEMA)
             conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),))

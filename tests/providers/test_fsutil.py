@@ -105,3 +105,36 @@ def test_the_planners_summary_shows_a_merged_link_to_a_secret_as_a_link(tmp_path
     assert SECRET not in text
     leaked = [p for p in (layout.runtime / "runs").iterdir() if SECRET in p.read_text(errors="replace")]
     assert not leaked
+
+
+def test_connections_opening_a_new_database_at_once_all_get_it_in_wal_mode(tmp_path: Path) -> None:
+    """The email watcher's two threads open email.db together on first use: the loser of the WAL
+    switch got `database is locked` at once (no busy wait), about one start in four."""
+    import sqlite3
+    import threading
+
+    from pilothouse.providers.fsutil import use_wal
+
+    failures: list[str] = []
+    for n in range(60):
+        path = tmp_path / f"{n}.db"
+        barrier = threading.Barrier(3)
+
+        def open_it(path: Path = path, barrier: threading.Barrier = barrier) -> None:
+            conn = sqlite3.connect(path, timeout=10, isolation_level=None, check_same_thread=False)
+            try:
+                barrier.wait()
+                use_wal(conn)
+                conn.executescript("CREATE TABLE IF NOT EXISTS queued (id INTEGER PRIMARY KEY);")
+                assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+            except Exception as exc:  # noqa: BLE001 - every failure is the finding
+                failures.append(f"{path.name}: {exc}")
+            finally:
+                conn.close()
+
+        threads = [threading.Thread(target=open_it) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert failures == []
