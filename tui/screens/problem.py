@@ -100,22 +100,17 @@ class ProblemDialog(ModalScreen[None]):
         yield Footer()  # over the dashboard's: the keys shown are this dialog's
 
     def _keys(self) -> Text:
-        operators = getattr(self.app, "keymap", {})  # the keys of the operator's cockpit.yaml
-
-        def key_of(binding_id: str, default: str) -> str:
-            return keymap.keys_of(Binding(default, "", id=binding_id), operators)
-
         keys = Text()
         if self.answered is not None:
             keys.append(self.answered_note, style="bold yellow")
             keys.append("  ")
         else:
             for reply in self.problem.replies:
-                key = key_of(f"dialog.{reply}", fmt.REPLY_KEYS.get(reply, "?"))
+                key = " ".join(keymap.shown(self.app, f"dialog.{reply}", fmt.REPLY_KEYS.get(reply, "?")))
                 keys.append(f" {key} ", style="bold reverse")
                 keys.append(f" {reply:<8}", style="bold")
                 keys.append(f"{REPLY_HELP.get(reply, '')}\n", style="default")
-        keys.append(f" {key_of('dialog.close', 'escape').split()[0]} ", style="bold reverse")
+        keys.append(f" {keymap.shown(self.app, 'dialog.close', 'escape')[0]} ", style="bold reverse")
         keys.append(" close")
         return keys
 

@@ -15,6 +15,7 @@ from pilothouse.core.queries.work import TASK_ACTIVE, JobRow, TaskRow, depth
 from pilothouse.core.state.events import parse_ts
 from pilothouse.core.stops.problems import Problem
 from pilothouse.tui import format as fmt
+from pilothouse.tui import keymap
 from pilothouse.tui.widgets.table import Cell, Col, KeyedTable
 from rich.text import Text
 
@@ -244,15 +245,11 @@ class ProblemsTable(KeyedTable):
                 + fmt.styled(f" · {self._start_key()} starts it" if stopped else " · waiting", "yellow")}
 
     def _start_key(self) -> str:
-        key_for = getattr(self.app, "key_for", None)
-        return key_for("supervisor.toggle", "S") if key_for is not None else "S"
+        return keymap.shown(self.app, "supervisor.toggle", "S")[0]
 
     def _reply_keys(self) -> dict[str, str]:
         """The keys the operator's cockpit.yaml gives the replies (problem.<reply>), as they press them."""
-        key_for = getattr(self.app, "key_for", None)
-        if key_for is None:
-            return {}
-        return {reply: key_for(f"problem.{reply}", key) for reply, key in fmt.REPLY_KEYS.items()}
+        return {reply: keymap.shown(self.app, f"problem.{reply}", key)[0] for reply, key in fmt.REPLY_KEYS.items()}
 
     @property
     def current(self) -> Problem | None:
