@@ -12,6 +12,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
     from pilothouse.core.records.layout import RepoLayout
 
 
@@ -42,3 +45,28 @@ def no_bwrap_env(tmp_path: Path) -> dict[str, str]:
             (bin_dir / tool).symlink_to(found)
     return {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{bin_dir}",
             "PILOTHOUSE_BWRAP": str(tmp_path / "no-bwrap-here")}
+
+
+class Events:
+    """The events a test waits for, read from the log as they are appended (everything read is kept
+    in `seen`, for the failure message and later assertions)."""
+
+    def __init__(self, layout: RepoLayout, timeout: float = 60) -> None:
+        from pilothouse.core.state.events import EventTailer
+
+        self.tailer = EventTailer(layout.events)
+        self.timeout = timeout
+        self.seen: list[dict[str, Any]] = []
+
+    def wait(self, pred: Callable[[dict[str, Any]], bool], timeout: float | None = None) -> dict[str, Any]:
+        import time
+
+        timeout = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for ev in self.tailer.read_new():
+                self.seen.append(ev)
+                if pred(ev):
+                    return ev
+            time.sleep(0.02)
+        raise AssertionError(f"event not seen in {timeout}s; last: {[e['type'] for e in self.seen[-8:]]}")

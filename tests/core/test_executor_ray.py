@@ -24,6 +24,7 @@ from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.state import store
 from pilothouse.core.supervisor import control as supervisor_ctl
 from ray_cluster import RAY, Cluster, free_port, node_env, ports, status, stop, wait_for
+from support import Events, git
 
 ray = pytest.importorskip("ray", reason="the Ray executor's tests need Ray: pip install 'pilothouse[ray]'")
 
@@ -66,28 +67,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             shutil.rmtree(temp, ignore_errors=True)
 
 
-def _git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
-
-
-class Events:
-    def __init__(self, layout: RepoLayout) -> None:
-        from pilothouse.core.state.events import EventTailer
-
-        self.tailer = EventTailer(layout.events)
-        self.seen: list[dict[str, Any]] = []
-
-    def wait(self, pred: Any, timeout: float = 90) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for ev in self.tailer.read_new():
-                self.seen.append(ev)
-                if pred(ev):
-                    return ev
-            time.sleep(0.05)
-        raise AssertionError(f"event not seen in {timeout}s; last: {[e['type'] for e in self.seen[-8:]]}")
-
-
 def _ray_project(layout: RepoLayout, cluster: Cluster | None, **extra: Any) -> None:
     """Review off and a gate the notes pass; the builders on the cluster's worker node (None: here)."""
     data = yaml.safe_load(layout.project_yaml.read_text())
@@ -98,7 +77,7 @@ def _ray_project(layout: RepoLayout, cluster: Cluster | None, **extra: Any) -> N
         data["ray"] = {"address": cluster.address, "resources": {"pilothouse_worker": 1}}
     data.update(extra)
     layout.project_yaml.write_text(yaml.safe_dump(data))
-    _git(layout.root, "commit", "-qam", "run the builders on the cluster")
+    git(layout.root, "commit", "-qam", "run the builders on the cluster")
 
 
 def _holders_of(secret: bytes) -> list[str]:
@@ -176,7 +155,7 @@ def test_a_job_on_the_cluster_survives_a_killed_supervisor_and_merges_each_task_
     keys.set_key("sim", SECRET, use_backend="file")
     layout = demo.prepare(tmp_path / "repo", str(_slow_second(tmp_path)))
     _ray_project(layout, cluster)
-    ev = Events(layout)
+    ev = Events(layout, timeout=90)
     pid = supervisor_ctl.start(layout)
     holders: list[str] = []
     node_logs = cluster.node_home / "pilothouse" / "state" / "logs" / "sim"
@@ -219,11 +198,11 @@ def test_a_job_on_the_cluster_survives_a_killed_supervisor_and_merges_each_task_
         assert [e["data"]["node_id"]] == workers
         assert Path(e["data"]["workdir"]).is_relative_to(cluster.node_home / "pilothouse" / "data" / "nodes")
     # every task branch is merged exactly once on the integration branch's first-parent line
-    merges = _git(layout.root, "log", "--first-parent", "--merges", "--format=%H %P", "pilothouse/integration")
+    merges = git(layout.root, "log", "--first-parent", "--merges", "--format=%H %P", "pilothouse/integration")
     for task in ("first", "second"):
-        tip = _git(layout.root, "rev-parse", f"ph/demo/{task}")
+        tip = git(layout.root, "rev-parse", f"ph/demo/{task}")
         assert sum(1 for line in merges.splitlines() if line.split()[2:] == [tip]) == 1, task
-    assert _git(layout.root, "show", "pilothouse/integration:notes/second.txt") == "second"
+    assert git(layout.root, "show", "pilothouse/integration:notes/second.txt") == "second"
     # the key crossed sealed: in no file Ray kept on either node (logs, spilled objects), in no
     # argv or environment but the sandboxed runner's, in none of the supervisor's records
     assert holders == []
@@ -256,7 +235,7 @@ scripts:
 
 def _run_job(layout: RepoLayout) -> dict[str, Any]:
     """Run the job to its end; what it left: the builder's verdict, the task, the merged notes."""
-    ev = Events(layout)
+    ev = Events(layout, timeout=90)
     supervisor_ctl.start(layout)
     try:
         ev.wait(lambda e: e["type"] == "job.accepted", timeout=120)
@@ -268,7 +247,7 @@ def _run_job(layout: RepoLayout) -> dict[str, Any]:
     conn.close()
     verdict = json.loads(run["verdict"])
     return {"verdict": (verdict["verdict"], verdict["reason"]), "task": task["state"],
-            "notes": _git(layout.root, "ls-tree", "-r", "pilothouse/integration", "--", "notes")}
+            "notes": git(layout.root, "ls-tree", "-r", "pilothouse/integration", "--", "notes")}
 
 
 def test_a_hostile_builder_on_the_cluster_is_treated_exactly_as_one_here(cluster: Cluster, tmp_path: Path) -> None:
@@ -282,7 +261,7 @@ def test_a_hostile_builder_on_the_cluster_is_treated_exactly_as_one_here(cluster
         _ray_project(layout, on)
         ended[where] = _run_job(layout)
         if on is not None:
-            assert _git(layout.root, "for-each-ref", "refs/pilothouse") == ""  # the run's refs are dropped
+            assert git(layout.root, "for-each-ref", "refs/pilothouse") == ""  # the run's refs are dropped
     assert ended["cluster"] == ended["here"]
     assert ended["here"]["verdict"] == (
         "partial", "files_changed names notes/claimed.txt, which the run did not change "
@@ -323,7 +302,7 @@ def test_aborting_a_cluster_run_kills_its_dispatch_on_the_node_and_its_actor(clu
     scenario.write_text(SLOW)
     layout = demo.prepare(tmp_path / "repo", str(scenario))
     _ray_project(layout, cluster)
-    ev = Events(layout)
+    ev = Events(layout, timeout=90)
     supervisor_ctl.start(layout)
     try:
         placed = ev.wait(lambda e: e["type"] == "run.placed" and e["task"] == "first")
@@ -391,9 +370,9 @@ def test_a_node_confines_its_run_by_the_supervisors_settings_not_the_checkouts_c
     from pilothouse.core.executor.node import RunActor
 
     (git_repo / "pytest.ini").write_text("[pytest]\n")
-    _git(git_repo, "add", "pytest.ini")
-    _git(git_repo, "commit", "-qm", "pytest settings")
-    base = _git(git_repo, "rev-parse", "HEAD")
+    git(git_repo, "add", "pytest.ini")
+    git(git_repo, "commit", "-qm", "pytest settings")
+    base = git(git_repo, "rev-parse", "HEAD")
     # the operator's project file protects pytest.ini, but is not committed: a node's checkout lacks it
     layout = RepoLayout(git_repo)
     layout.project_yaml.parent.mkdir(parents=True, exist_ok=True)
@@ -408,8 +387,8 @@ def test_a_node_confines_its_run_by_the_supervisors_settings_not_the_checkouts_c
     actor = RunActor("ns", "r-1")  # the class Ray runs on the node, here in this process
     outcome = actor._dispatch(*RayExecutor(layout).start_args(launch, {"hub": url, "base": base}, actor._public, 10))
     assert outcome["pushed"]
-    _git(git_repo, "fetch", "-q", url, hub.result_ref("r-1"))
-    changed = _git(git_repo, "diff", "--name-only", base, "FETCH_HEAD").splitlines()
+    git(git_repo, "fetch", "-q", url, hub.result_ref("r-1"))
+    changed = git(git_repo, "diff", "--name-only", base, "FETCH_HEAD").splitlines()
     assert changed == ["notes/first.txt"]  # the write to pytest.ini failed in the node's sandbox
 
 
@@ -468,12 +447,12 @@ def test_a_node_sharing_the_filesystem_hides_the_operators_checkout_from_its_run
     repo = Path(tempfile.mkdtemp(prefix="ph-operator-", dir="/var/tmp"))
     try:
         (repo / "README.md").write_text("# project\n")
-        _git(repo, "init", "-q")
-        _git(repo, "add", "-A")
-        _git(repo, "-c", "user.name=op", "-c", "user.email=op@x", "commit", "-qm", "initial")
+        git(repo, "init", "-q")
+        git(repo, "add", "-A")
+        git(repo, "-c", "user.name=op", "-c", "user.email=op@x", "commit", "-qm", "initial")
         (repo / ".env").write_text("DB_PASSWORD=operator-only\n")  # untracked: never in a base commit
         layout = RepoLayout(repo)
-        base = _git(repo, "rev-parse", "HEAD")
+        base = git(repo, "rev-parse", "HEAD")
         scenario = tmp_path / "peek.yaml"
         scenario.write_text(PEEK.replace("OPERATOR", str(repo)))
         url = str(tmp_path / "hub.git")
@@ -485,8 +464,8 @@ def test_a_node_sharing_the_filesystem_hides_the_operators_checkout_from_its_run
         outcome = actor._dispatch(*RayExecutor(layout).start_args(launch, {"hub": url, "base": base},
                                                                   actor._public, 10))
         assert outcome["pushed"]
-        _git(repo, "fetch", "-q", url, hub.result_ref("r-1"))
-        leak = _git(repo, "show", "FETCH_HEAD:notes/leak.txt")
+        git(repo, "fetch", "-q", url, hub.result_ref("r-1"))
+        leak = git(repo, "show", "FETCH_HEAD:notes/leak.txt")
     finally:
         shutil.rmtree(repo, ignore_errors=True)
     assert "operator-only" not in leak and "unreadable" in leak
@@ -530,7 +509,7 @@ def test_a_builder_cannot_plant_anything_in_its_nodes_shared_object_store(git_re
     from pilothouse.core.executor.node import RunActor, node_root
 
     layout = RepoLayout(git_repo)
-    base = _git(git_repo, "rev-parse", "HEAD")
+    base = git(git_repo, "rev-parse", "HEAD")
     scenario = tmp_path / "plant.yaml"
     scenario.write_text(PLANT)
     url = str(tmp_path / "hub.git")
@@ -541,13 +520,13 @@ def test_a_builder_cannot_plant_anything_in_its_nodes_shared_object_store(git_re
     actor = RunActor("ns", "r-1")
     outcome = actor._dispatch(*RayExecutor(layout).start_args(launch, {"hub": url, "base": base}, actor._public, 10))
     assert outcome["pushed"]
-    _git(git_repo, "fetch", "-q", url, hub.result_ref("r-1"))
-    assert _git(git_repo, "show", "FETCH_HEAD:notes/planted.txt") == "done"  # every write was refused
+    git(git_repo, "fetch", "-q", url, hub.result_ref("r-1"))
+    assert git(git_repo, "show", "FETCH_HEAD:notes/planted.txt") == "done"  # every write was refused
     cache = node_root("ns", "r-1").parent / "cache.git"
     assert "planted" not in (cache / "config").read_text()
     assert not (cache / "objects" / "info" / "alternates").exists()
     assert not (cache / "hooks" / "post-checkout").exists()
-    assert _git(cache, "for-each-ref", "refs/pilothouse") == ""
+    assert git(cache, "for-each-ref", "refs/pilothouse") == ""
 
 
 def test_a_run_cancelled_while_its_checkout_is_made_never_starts_its_dispatch(git_repo: Path, tmp_path: Path) -> None:
@@ -557,7 +536,7 @@ def test_a_run_cancelled_while_its_checkout_is_made_never_starts_its_dispatch(gi
     from pilothouse.core.executor.node import RunActor
 
     layout = RepoLayout(git_repo)
-    base = _git(git_repo, "rev-parse", "HEAD")
+    base = git(git_repo, "rev-parse", "HEAD")
     url = str(tmp_path / "hub.git")
     hub.publish_base(layout, url, base, "r-1")
     launch = runs.Launch(run_id="r-1", job="j", task="t", role="builder", provider="sim", mode="code",

@@ -6,39 +6,16 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import yaml
 from pilothouse.core import demo
 from pilothouse.core.dispatch import runs
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.state import store
-from pilothouse.core.state.events import EventTailer
 from pilothouse.core.supervisor import control as supervisor_ctl
-
-
-def _git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
-
-
-class Events:
-    def __init__(self, layout: RepoLayout) -> None:
-        self.tailer = EventTailer(layout.events)
-        self.seen: list[dict[str, Any]] = []
-
-    def wait(self, pred: Callable[[dict[str, Any]], bool], timeout: float = 60) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for ev in self.tailer.read_new():
-                self.seen.append(ev)
-                if pred(ev):
-                    return ev
-            time.sleep(0.02)
-        raise AssertionError(f"event not seen in {timeout}s; last: {[e['type'] for e in self.seen[-8:]]}")
+from support import Events, git
 
 
 def _kill(pid: int) -> None:
@@ -56,7 +33,7 @@ def _wait_merged_not_gated(layout: RepoLayout, before: str, timeout: float = 60)
     pending = worktree_root(layout) / "integration.pending.json"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if pending.exists() and _git(layout.root, "rev-parse", "pilothouse/integration") != before:
+        if pending.exists() and git(layout.root, "rev-parse", "pilothouse/integration") != before:
             return
         time.sleep(0.02)
     raise AssertionError("the merge never reached its gate")
@@ -73,7 +50,7 @@ def _slow_project(layout: RepoLayout) -> None:
 def test_sigkill_during_build_gate_and_merge(tmp_path: Path) -> None:
     layout = demo.prepare(tmp_path / "repo", "demo-recovery")
     _slow_project(layout)
-    operator_head = _git(layout.root, "rev-parse", "main")
+    operator_head = git(layout.root, "rev-parse", "main")
     ev = Events(layout)
     pid = supervisor_ctl.start(layout)
     try:
@@ -90,7 +67,7 @@ def test_sigkill_during_build_gate_and_merge(tmp_path: Path) -> None:
         pid = supervisor_ctl.start(layout)
         # 3. during the merge (its full gate runs after git merged)
         ev.wait(lambda e: e["type"] == "task.state" and e["task"] == "first" and e["data"]["to"] == "merging")
-        _wait_merged_not_gated(layout, before=_git(layout.root, "rev-parse", "pilothouse/integration"))
+        _wait_merged_not_gated(layout, before=git(layout.root, "rev-parse", "pilothouse/integration"))
         _kill(pid)
         pid = supervisor_ctl.start(layout)
         ev.wait(lambda e: e["type"] == "job.accepted", timeout=90)
@@ -106,16 +83,16 @@ def test_sigkill_during_build_gate_and_merge(tmp_path: Path) -> None:
     assert all(r["n"] == 1 for r in builder_runs), [dict(r) for r in builder_runs]
     assert {r["task"] for r in builder_runs} == {"first", "second"}
     # every task branch is merged exactly once on the integration branch's first-parent line
-    merges = _git(layout.root, "log", "--first-parent", "--merges", "--format=%H %P", "pilothouse/integration")
+    merges = git(layout.root, "log", "--first-parent", "--merges", "--format=%H %P", "pilothouse/integration")
     for task in ("first", "second"):
-        tip = _git(layout.root, "rev-parse", f"ph/demo/{task}")
+        tip = git(layout.root, "rev-parse", f"ph/demo/{task}")
         assert sum(1 for line in merges.splitlines() if line.split()[2:] == [tip]) == 1, task
-        assert _git(layout.root, "rev-parse", "pilothouse/integration") != tip
-    assert _git(layout.root, "rev-parse", "main") == operator_head
+        assert git(layout.root, "rev-parse", "pilothouse/integration") != tip
+    assert git(layout.root, "rev-parse", "main") == operator_head
     # each kill landed where it was meant to: the gate ran again, the half-done merge was rolled back
     gates = [e for e in ev.seen if e["type"] == "gate.started" and e["task"] == "first"]
     assert len(gates) == 2
-    assert "reset: moving to" in _git(layout.root, "reflog", "show", "pilothouse/integration")
+    assert "reset: moving to" in git(layout.root, "reflog", "show", "pilothouse/integration")
     # the adoption is on record
     types = [e["type"] for e in ev.seen]
     assert types.count("supervisor.started") == 4
