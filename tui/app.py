@@ -203,6 +203,8 @@ class CockpitApp(ActionsMixin, FixMixin, App[None]):
             self.call_after_refresh(hook, events)
 
     def _tick(self) -> None:
+        if not self.screen_stack:  # shutting down: a tick can still fire after the last screen left
+            return
         self._ticks += 1
         self.collector.idle()
         if self._ticks % 5 == 0:
