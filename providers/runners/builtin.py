@@ -32,7 +32,7 @@ def worker_env(spec: RunSpec) -> dict[str, str]:
     return env
 
 
-WORKER_MODULES = ("builtin_worker", "builtin_http", "builtin_tools", "builtin_wire")
+WORKER_MODULES = ("builtin_worker", "builtin_http", "builtin_stream", "builtin_tools", "builtin_wire")
 _bytecode_checked: list[bool] = []
 
 

@@ -27,6 +27,10 @@ try:
     )
 except ImportError:  # run as a plain script by the worker (see builtin_worker.py)
     from builtin_wire import CaFileError, Connection, ProxyRefused, Response, WireError  # type: ignore[no-redef]
+try:
+    from pilothouse.providers.runners.builtin_stream import ToolCalls
+except ImportError:
+    from builtin_stream import ToolCalls  # type: ignore[no-redef]
 
 
 class ChatError(Exception):
@@ -219,7 +223,7 @@ class ChatClient:
     def _read_stream(self, resp: Response) -> dict[str, Any]:
         text: list[str] = []
         reasoning: list[str] = []
-        calls: dict[int, dict[str, Any]] = {}
+        calls = ToolCalls()
         usage: dict[str, Any] = {}
         timings: dict[str, Any] = {}  # llama.cpp's own counts, sent even when usage is not
         finish = None
@@ -258,13 +262,7 @@ class ChatClient:
                 if delta.get("reasoning_content"):
                     reasoning.append(delta["reasoning_content"])
                 for tc in delta.get("tool_calls") or []:
-                    slot = calls.setdefault(int(tc.get("index", len(calls))),
-                                            {"id": "", "type": "function", "function": {"name": "", "arguments": ""}})
-                    if tc.get("id"):
-                        slot["id"] = tc["id"]
-                    fn = tc.get("function") or {}
-                    slot["function"]["name"] += fn.get("name") or ""
-                    slot["function"]["arguments"] += fn.get("arguments") or ""
+                    calls.add(tc)
                 if choice.get("finish_reason"):
                     finish = choice["finish_reason"]
         if not done and finish is None:
@@ -277,5 +275,5 @@ class ChatClient:
         if resp.will_close:
             self.close()
         return {"text": "".join(text), "reasoning": "".join(reasoning),
-                "tool_calls": [calls[i] for i in sorted(calls)], "usage": usage, "timings": timings,
+                "tool_calls": calls.calls(), "usage": usage, "timings": timings,
                 "finish_reason": finish, "streamed": True}
