@@ -36,7 +36,7 @@ class ToolCalls:
         slot = self._slot(delta)
         if delta.get("id") and isinstance(delta["id"], str):
             slot["id"] = slot["id"] or delta["id"]
-        fn = delta.get("function") if isinstance(delta.get("function"), dict) else {}
+        fn: dict[str, Any] = delta["function"] if isinstance(delta.get("function"), dict) else {}
         name = fn.get("name")
         if isinstance(name, str) and name:
             have = slot["function"]["name"]
