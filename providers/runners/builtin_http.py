@@ -34,10 +34,14 @@ except ImportError:
 
 
 class ChatError(Exception):
-    def __init__(self, message: str, error_class: str, quota: dict[str, Any] | None = None) -> None:
+    def __init__(self, message: str, error_class: str, quota: dict[str, Any] | None = None,
+                 reached: bool = False) -> None:
         super().__init__(message)
         self.error_class = error_class  # auth | quota | transient | fatal
         self.quota = quota
+        # the request was written and the server may have worked on it (a timeout, a reset, a 5xx,
+        # a stream that broke off): its tokens are unknown, never 0 (docs/contracts.md, Usage)
+        self.reached = reached
 
 
 def _iso(epoch: float) -> str:
@@ -147,11 +151,11 @@ class ChatClient:
             except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError) as exc:
                 self.close()
                 if attempt or not reused:
-                    raise ChatError(f"connection to {self.base_url} closed: {exc}", "transient") from None
+                    raise ChatError(f"connection to {self.base_url} closed: {exc}", "transient", reached=True) from None
                 # a kept-alive connection the server had already closed: reconnect once
             except TimeoutError:
                 self.close()
-                raise ChatError(f"no answer from {self.base_url} within {self.timeout_s:.0f}s", "transient") from None
+                raise ChatError(f"no answer from {self.base_url} within {self.timeout_s:.0f}s", "transient", reached=True) from None
             except CaFileError as exc:
                 self.close()
                 # dispatch checked the bundle (builtin_net.ca_bundle): this is a changed or odd one
@@ -195,7 +199,7 @@ class ChatClient:
                 q = quota_from_headers(resp.headers)
                 raise ChatError(f"quota or rate limit reached (HTTP 429, {q['window']}): {detail}", "quota", q)
             if status >= 500:
-                raise ChatError(f"server error HTTP {status}: {detail}", "transient")
+                raise ChatError(f"server error HTTP {status}: {detail}", "transient", reached=True)
             raise ChatError(f"request refused (HTTP {status}): {detail}", "fatal")
         ctype = (resp.headers.get("content-type") or "").lower()
         try:
@@ -204,10 +208,12 @@ class ChatClient:
             raw = resp.read()
         except (WireError, ConnectionError) as exc:
             self.close()
-            raise ChatError(f"the stream from {self.base_url} broke off ({type(exc).__name__})", "transient") from None
+            raise ChatError(f"the stream from {self.base_url} broke off ({type(exc).__name__})", "transient",
+                            reached=True) from None
         except TimeoutError:
             self.close()
-            raise ChatError(f"the stream from {self.base_url} stalled for {self.timeout_s:.0f}s", "transient") from None
+            raise ChatError(f"the stream from {self.base_url} stalled for {self.timeout_s:.0f}s", "transient",
+                            reached=True) from None
         try:
             data = json.loads(raw)
             msg = data["choices"][0]["message"]
@@ -250,7 +256,8 @@ class ChatClient:
             if not isinstance(chunk, dict):
                 raise ChatError(f"unexpected stream chunk from {self.base_url}: {data[:80]!r}", "fatal")
             if chunk.get("error"):
-                raise ChatError(f"the endpoint reported an error mid-stream: {_error_text(data)}", "transient")
+                raise ChatError(f"the endpoint reported an error mid-stream: {_error_text(data)}", "transient",
+                                reached=True)
             if chunk.get("usage"):
                 usage = chunk["usage"]
             if isinstance(chunk.get("timings"), dict):
@@ -267,7 +274,8 @@ class ChatClient:
                     finish = choice["finish_reason"]
         if not done and finish is None:
             self.close()
-            raise ChatError(f"the stream from {self.base_url} closed before the answer finished", "transient")
+            raise ChatError(f"the stream from {self.base_url} closed before the answer finished", "transient",
+                            reached=True)
         try:
             resp.read()  # finish the body so the kept-alive connection can carry the next turn
         except (WireError, OSError):

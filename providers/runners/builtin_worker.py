@@ -145,7 +145,13 @@ def run(cfg: dict[str, Any]) -> int:
                                    "stream": True, "stream_options": {"include_usage": True}}
         if cfg.get("max_tokens"):
             payload["max_tokens"] = int(cfg["max_tokens"])
-        answer = client.complete(payload)
+        try:
+            answer = client.complete(payload)
+        except ChatError as exc:
+            if exc.reached:  # sent, maybe worked on, counted by nobody
+                emit({"kind": "usage", "input": 0, "output": 0, "reasoning": 0, "cache_read": 0,
+                      "cache_write": 0, "cost": 0.0, "source": "unknown"})
+            raise
         steps += 1
         emit(_usage(answer, payload))
         if answer["reasoning"]:
