@@ -83,7 +83,8 @@ def step(sup: Supervisor, job: Any, row: sqlite3.Row) -> bool:
     if ended.count("ok") < PLAN_TRIES and verdict.get("session_id"):
         _launch_assigner(sup, job, revision, last, errors)
         return False
-    _stop_planning(sup, job.name, revision, errors, last["run_id"])
+    # only the runs that answered with a plan count as invalid plans (not a crash or an endpoint error)
+    _stop_planning(sup, job.name, revision, errors, last["run_id"], invalid=ended.count("ok"))
     return False
 
 
@@ -225,17 +226,14 @@ STUCK_AFTER = 3  # invalid plans in a row before the problem says the model may 
 
 
 def _stop_planning(sup: Supervisor, job: str, revision: int, errors: list[str], run_id: str, *,
-                   kind: str = "plan_invalid") -> None:
+                   kind: str = "plan_invalid", invalid: int = 0) -> None:
     from pilothouse.core.stops import problems
 
     summary = f"planning revision {revision} failed: " + "; ".join(errors)[:600]
-    if kind == "plan_invalid":
-        tries = sup.conn.execute("SELECT count(*) FROM runs WHERE job=? AND role='assigner' AND attempt=? "
-                                 "AND state='finished'", (job, revision)).fetchone()[0]
-        if tries >= STUCK_AFTER:
-            summary += (f" — {tries} plans in a row were invalid: the model may be unable to follow the "
-                        f"planning protocol. Define the tasks yourself (pilothouse task define --job {job} --file "
-                        f"FILE, then pilothouse job plan-ready {job}), or pin a stronger coordinator")
+    if kind == "plan_invalid" and invalid >= STUCK_AFTER:
+        summary += (f" — {invalid} plans were invalid: the model may be unable to follow the "
+                    f"planning protocol. Define the tasks yourself (pilothouse task define --job {job} --file "
+                    f"FILE, then pilothouse job plan-ready {job}), or pin a stronger coordinator")
     sup.store.set_job(job, "job.blocked", reason=summary, state="blocked")
     problems.open_problem(sup.layout, job, None, kind, summary, {"run": run_id, "errors": errors},
                           conn=sup.conn, log=sup.events)

@@ -98,6 +98,27 @@ scripts:
 """
 
 
+PLAN_AND_ENDPOINT_ERROR = """
+name: plan-and-endpoint-error
+description: one invalid plan, an endpoint error, one more invalid plan
+scripts:
+  - match: {mode: plan}
+    turns:
+      - say: "Here is my plan: first do one, then two."
+      - error: {status: 503, message: "overloaded"}
+      - say: "The plan again: one and two."
+      - say: "And again: one and two."
+"""
+
+
+def test_an_endpoint_error_between_invalid_plans_is_not_counted_as_an_invalid_plan(tmp_path: Path, cli) -> None:
+    layout = _job(tmp_path, PLAN_AND_ENDPOINT_ERROR)
+    _once(layout)
+    [first] = problems.list_problems(layout, True, job="demo")
+    assert first.kind == "plan_invalid", first.summary
+    assert "were invalid" not in first.summary, first.summary  # two invalid plans, not three
+
+
 def test_repeated_invalid_plans_point_to_defining_tasks_by_hand_which_closes_the_problem(tmp_path: Path, cli) -> None:
     layout = _job(tmp_path, BAD_PLANS)
     _once(layout)
@@ -107,7 +128,7 @@ def test_repeated_invalid_plans_point_to_defining_tasks_by_hand_which_closes_the
     _once(layout)
     [second] = problems.list_problems(layout, True, job="demo")
     assert second.kind == "plan_invalid" and second.code != first.code
-    assert "3 plans in a row were invalid: the model may be unable to follow the planning protocol" in second.summary
+    assert "3 plans were invalid: the model may be unable to follow the planning protocol" in second.summary
     assert "pilothouse task define --job demo --file FILE, then pilothouse job plan-ready demo" in second.summary
 
     # the way around it: the operator defines the tasks and marks the plan ready
