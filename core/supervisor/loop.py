@@ -352,7 +352,10 @@ class Supervisor(SupervisorRuns):
                 raise  # not this job's: the supervisor stops (see _reconcile_once)
             except (UserError, GitError) as exc:
                 # the operator's to fix (a setting, a checkout): a problem of this job, the others go on
-                health.stalled(self, job.name, str(exc))
+                from pilothouse.core.stops.policy import ModelUnfit
+
+                kind = "model_unfit" if isinstance(exc, ModelUnfit) else health.KIND
+                health.stalled(self, job.name, str(exc), kind)
                 continue
             health.cleared(self, job.name)
         if candidates:
