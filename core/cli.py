@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 # Order is the order of `pilothouse --help`. Each module defines register(subparsers).
 GROUPS = (
-    "init", "jobs", "tasks", "supervise", "ship", "problems", "models", "live", "view", "serve", "demo", "mcp",
+    "init", "jobs", "tasks", "supervise", "ship", "problems", "usage", "models", "live", "view", "serve", "demo", "mcp",
     "dispatch", "providers", "keys", "notify", "status", "install", "sim", "confine", "maintain",
 )
 
