@@ -139,6 +139,28 @@ class ChatClient:
     def close(self) -> None:
         self._conn.close()
 
+    @property
+    def root(self) -> str:
+        """The server's path prefix before its OpenAI routes (`/v1`), where its own endpoints live."""
+        prefix = self.path[: -len("chat/completions")].rstrip("/")
+        return prefix[: -len("/v1")] if prefix.endswith("/v1") else prefix
+
+    def post_json(self, path: str, body: dict[str, Any]) -> Any:
+        """A small JSON request to another endpoint of the same server (its tokenizer), over the same
+        connection, proxy and TLS; None when it fails in any way (the caller then estimates)."""
+        headers = {"Content-Type": "application/json", "User-Agent": "pilothouse-builtin/1"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        try:
+            resp = self._conn.post(path, json.dumps(body).encode(), headers)
+            raw = resp.read()
+            if resp.will_close:
+                self.close()
+            return json.loads(raw) if resp.status == 200 else None
+        except (WireError, OSError, ValueError):
+            self.close()
+            return None
+
     def _send(self, body: bytes) -> Response:
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream",
                    "User-Agent": "pilothouse-builtin/1"}
