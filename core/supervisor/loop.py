@@ -296,6 +296,8 @@ class Supervisor(SupervisorRuns):
         for row in self.conn.execute("SELECT * FROM jobs_state"):
             if row["state"] in FINISHED_JOB_STATES or row["state"] == "blocked":
                 continue
+            if str(row["reason"] or "").startswith(plan.BY_HAND):
+                continue  # the operator's `job plan-ready` is the next step
             return False
         return True
 

@@ -16,6 +16,7 @@ from pilothouse.core.dispatch import runs
 from pilothouse.core.stops.rules import classify_verdict
 from pilothouse.core.supervisor import launch as L
 from pilothouse.core.supervisor.context import job_scenario, policy_of
+from pilothouse.providers.errors import UserError
 from pilothouse.providers.registry import labelled
 
 if TYPE_CHECKING:
@@ -203,7 +204,17 @@ def _launch_assigner(sup: Supervisor, job: Any, revision: int, previous: sqlite3
         if sup.store.job(job.name)["reason"] != hold:  # type: ignore[index]
             sup.store.set_job(job.name, "job.blocked", reason=hold, state="blocked")
         return
-    provider, model = _coordinator(sup, job)
+    try:
+        provider, model = _coordinator(sup, job)
+    except UserError:
+        if previous is None and _defined_by_hand(sup, job.name):
+            # its tasks are being defined by hand (`task define`, then `job plan-ready`): a job
+            # that needs no planner is not stopped for the lack of one
+            why = f"{BY_HAND} `pilothouse job plan-ready {job.name}`"
+            if sup.store.job(job.name)["reason"] != why:  # type: ignore[index]
+                sup.store.set_job(job.name, None, reason=why, state="planning")
+            return
+        raise
     checkout = ensure_integration_checkout(sup.layout, sup.project)
     if previous is None and not sup.inflight and not sup.live_runs():
         _sync(sup, job.name)
@@ -220,6 +231,16 @@ def _launch_assigner(sup: Supervisor, job: Any, revision: int, previous: sqlite3
                          session_id=session, resume_of=resume_of, scenario=job_scenario(sup, job.name))
     sup.store.set_job(job.name, None, reason=f"planning revision {revision}", state="planning")
     L.start(sup, launch)
+
+
+# the reason of a job whose tasks the operator is defining: nothing moves until they say plan-ready
+BY_HAND = "tasks defined by hand: waiting for"
+
+
+def _defined_by_hand(sup: Supervisor, job: str) -> bool:
+    from pilothouse.core.records.taskgraph import load_tasks
+
+    return bool(load_tasks(sup.layout, job))
 
 
 STUCK_AFTER = 3  # invalid plans in a row before the problem says the model may never manage it
