@@ -18,17 +18,19 @@ if TYPE_CHECKING:
 
 # Order is the order of `pilothouse --help`. Each module defines register(subparsers).
 GROUPS = (
-    "init", "jobs", "tasks", "supervise", "ship", "problems", "models", "live", "view", "serve", "demo", "mcp",
+    "init", "jobs", "tasks", "supervise", "ship", "problems", "usage", "models", "live", "view", "serve", "demo", "mcp",
     "dispatch", "providers", "keys", "notify", "status", "install", "sim", "confine", "maintain",
 )
 
 # the dispatch engine's and the per-user settings' commands live in core/commands/workers/, the job
 # commands one level up
 WORKER_GROUPS = frozenset({"dispatch", "providers", "keys", "notify", "install", "sim", "confine", "maintain"})
+# read-only reports on what jobs did live in core/commands/reports/
+REPORT_GROUPS = frozenset({"usage"})
 
 
 def _package(group: str) -> str:
-    return "workers." if group in WORKER_GROUPS else ""
+    return "workers." if group in WORKER_GROUPS else ("reports." if group in REPORT_GROUPS else "")
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

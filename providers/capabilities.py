@@ -9,7 +9,10 @@ requests and records what came back:
 - tools_auto   a tool call comes back with `tool_choice: auto`, what the runners send;
 - tools_forced a tool call comes back when the tool is forced;
 - protocol     the answer ends with the result block it was asked for;
-- context      the context length the server's model list states, else the provider YAML's.
+- context      the context length the server's model list states, else the provider YAML's;
+- counting     for a server whose stream reports no usage: its tokenizer endpoint, whether its chat
+               template keeps the tool declarations, and what the template adds per message, so
+               the builtin worker counts each turn with the server's own tokenizer (`counting`).
 
 Which runner needs what (`requirements`): the builtin runner and OpenCode drive the model through
 this same chat API, so a builder needs tool calls with `auto` and the protocol; a reviewer and an
@@ -103,12 +106,57 @@ def probe(base_url: str, model: str, key: str | None, *, context_default: int | 
         out["error_class"] = exc.error_class
     finally:
         client.close()
+    if out["error"] is None and out["usage"] is False:
+        out["counting"] = _counting_with(base_url, model, key, timeout_s)
     if out["error"] is None:
         found = model_context(base_url, model, key, timeout_s)
         if found:
             out["context_tokens"], out["context_source"] = found, "server"
     out["duration_s"] = round(time.monotonic() - started, 3)
     return out
+
+
+# what a counting probe sends: two messages, as a worker's first turn has (system, task)
+_COUNT_MESSAGES = [{"role": "system", "content": "pilothouse capability probe: counting. You are a coding agent."},
+                   {"role": "user", "content": "Read the file README.md and say in one sentence what it is."}]
+
+
+def counting(client: Any, model: str) -> dict[str, Any] | None:
+    """How to count a turn exactly where the stream reports no usage: the server's own prompt
+    count (a non-streamed answer of one token, with and without the tools) against its tokenizer's
+    count of the same text. None when the server has no tokenizer endpoint or counts nothing."""
+    from pilothouse.providers.runners.builtin_count import PATHS, content_text, tokenize_count
+
+    def prompt_tokens(**extra: Any) -> int | None:
+        body = {"model": model, "messages": _COUNT_MESSAGES, "max_tokens": 1, "stream": False, **extra}
+        answer = client.post_json(client.path, body)
+        usage = answer.get("usage") if isinstance(answer, dict) else None
+        n = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+        return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
+
+    plain = prompt_tokens()
+    if plain is None:
+        return None
+    with_tools = prompt_tokens(tools=[t for t in _tool() if t["function"]["name"] == "read"])
+    for path in PATHS:
+        counted = tokenize_count(client.post_json, client.root + path, content_text(_COUNT_MESSAGES))
+        if counted is not None:
+            return {"tokenizer": path, "tools_counted": bool(with_tools and with_tools > plain),
+                    "per_message": max(0, round((plain - counted) / len(_COUNT_MESSAGES)))}
+    return None
+
+
+def _counting_with(base_url: str, model: str, key: str | None, timeout_s: float) -> dict[str, Any] | None:
+    from pilothouse.providers.runners.builtin_http import ChatClient, ChatError
+
+    try:
+        client = ChatClient(base_url, key, timeout_s=timeout_s)
+    except ChatError:
+        return None
+    try:
+        return counting(client, model)
+    finally:
+        client.close()
 
 
 def _called(answer: dict[str, Any], name: str) -> bool:
@@ -154,6 +202,8 @@ def summary(caps: dict[str, Any]) -> str:
     for k in ("streaming", "usage", "tools_auto", "tools_forced", "protocol"):
         v = caps.get(k)
         marks.append(f"{k}={'yes' if v else 'no' if v is False else '?'}")
+    if isinstance(caps.get("counting"), dict):
+        marks.append("counted=tokenizer")
     ctx = caps.get("context_tokens")
     if ctx:
         marks.append(f"context={ctx} ({caps.get('context_source')})")

@@ -70,3 +70,30 @@ class Events:
                     return ev
             time.sleep(0.02)
         raise AssertionError(f"event not seen in {timeout}s; last: {[e['type'] for e in self.seen[-8:]]}")
+
+
+def one_shot_http(response: bytes) -> str:
+    """A loopback HTTP server that reads one request and answers it with RESPONSE, bytes as given;
+    its /v1 base URL."""
+    import socket
+    import threading
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+
+    def serve() -> None:
+        conn, _ = srv.accept()
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += conn.recv(65536)
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = int([ln.split(b":")[1] for ln in head.split(b"\r\n") if ln.lower().startswith(b"content-length")][0])
+        while len(body) < length:
+            body += conn.recv(65536)
+        conn.sendall(response)
+        conn.close()
+        srv.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return f"http://127.0.0.1:{srv.getsockname()[1]}/v1"

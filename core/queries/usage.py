@@ -1,5 +1,6 @@
 """Tokens and money, read-only: what each run recorded (tokens, cost_usd from the provider's prices),
-summed per provider, per job and per task. A run still going counts what it has reported so far.
+summed per provider, per job, per task and per role. A run still going counts what it has reported
+so far. Every sum carries the label of its parts (measured, estimated, unknown: providers/usage.py).
 """
 
 from __future__ import annotations
@@ -47,3 +48,48 @@ def by_task(reader: StoreReader, job: str) -> list[Usage]:
                                 " coalesce(sum(cost_usd), 0) AS cost, sum(state = 'running') AS running"
                                 " FROM runs WHERE job = ? AND task IS NULL", (job,)) if r["runs"]]
     return own + rows
+
+
+# where a job's tokens go, in the order a job spends them; `retries` are fresh builder runs after the
+# first attempt, `resumes` builder sessions continued (a hint, a request for more files)
+ROLES = ("planner", "builders", "retries", "resumes", "reviewers", "testers")
+_ROLE_SQL = ("CASE WHEN role = 'assigner' THEN 'planner'"
+             " WHEN role = 'builder' AND mode = 'resume' THEN 'resumes'"
+             " WHEN role = 'builder' AND attempt > 1 THEN 'retries'"
+             " WHEN role = 'builder' THEN 'builders'"
+             " WHEN role = 'reviewer' THEN 'reviewers'"
+             " ELSE 'testers' END")
+
+
+@dataclass(frozen=True)
+class RoleUsage:
+    role: str
+    runs: int
+    tokens: int
+    cost_usd: float
+    share: float        # of the job's counted tokens, 0..1
+    usage: str          # measured | estimated | unknown, the label of the sum
+    running: int = 0
+
+
+def by_role(reader: StoreReader, job: str) -> list[RoleUsage]:
+    """The job's tokens by the role that spent them, largest share first among ROLES' order."""
+    from pilothouse.providers.usage import combine
+
+    rows = reader._all(
+        f"SELECT {_ROLE_SQL} AS role, count(*) AS runs, coalesce(sum(tokens), 0) AS tokens,"
+        " coalesce(sum(cost_usd), 0) AS cost, sum(state = 'running') AS running,"
+        " group_concat(DISTINCT coalesce(json_extract(verdict, '$.usage'), CASE WHEN state = 'running'"
+        " THEN 'measured' ELSE 'unknown' END)) AS labels"
+        " FROM runs WHERE job = ? GROUP BY 1", (job,))
+    total = sum(int(r["tokens"]) for r in rows) or 0
+    found = {str(r["role"]): r for r in rows}
+    out = []
+    for role in ROLES:
+        r = found.get(role)
+        if r is None:
+            continue
+        labels = str(r["labels"] or "").split(",")
+        out.append(RoleUsage(role, int(r["runs"]), int(r["tokens"]), float(r["cost"]),
+                             int(r["tokens"]) / total if total else 0.0, combine(labels), int(r["running"] or 0)))
+    return out

@@ -28,6 +28,15 @@ AvailabilityOf = Callable[[str], Availability] | Mapping[str, Availability]
 CapabilityOf = Callable[[str, str | None, str], str | None]
 
 
+class ModelUnfit(UserError):
+    """No model the policy allows has what the role needs (the capability probe's verdict): its
+    own kind of stop (`model_unfit`), naming the capability and the models that have it."""
+
+    def __init__(self, message: str, gaps: list[str]) -> None:
+        super().__init__(message)
+        self.gaps = gaps
+
+
 @dataclass
 class Choice:
     provider: str | None        # None: nothing may launch now (see waiting / why)
@@ -100,7 +109,7 @@ def choose_worker(project: Any, task: Any, availability: AvailabilityOf | None =
                             "add an assignment (name: {provider: ...})")
         gap = capable(default[0], default[1], "builder") if capable else None
         if gap:
-            raise UserError(f"task {tid}: the default provider cannot build: {gap}")
+            raise ModelUnfit(f"task {tid}: the default provider cannot build: {gap}", [gap])
         av = _avail(availability, default[0])
         if av.available:
             extra = f"; {av.reason}" if av.check_due else ""
@@ -154,7 +163,8 @@ def choose_worker(project: Any, task: Any, availability: AvailabilityOf | None =
             why += f"; {av.reason}"
         return Choice(a.provider, a.model, why, assignment=name, fallback=is_fallback, considered=considered)
     if not waits and unable:
-        raise UserError(f"task {tid}: no model in project.yaml model_policy can build it: " + "; ".join(unable))
+        raise ModelUnfit(f"task {tid}: no model in project.yaml model_policy can build it: " + "; ".join(unable),
+                         unable)
     if not waits:
         raise UserError(f"task {tid} ({complexity}, mode {mode}): no assignment in project.yaml "
                         "model_policy may take it: widen an assignment's complexity/modes")
@@ -195,7 +205,7 @@ def role_choice(project: Any, role: str, availability: AvailabilityOf | None = N
                                 f"provider `pilothouse providers list` shows (e.g. roles: {{{role}: claude-code}})")
     gap = capable(prov, model, "assigner" if role == "coordinator" else role) if capable else None
     if gap:
-        raise UserError(f"the {role} cannot be {prov} ({source}): {gap}")
+        raise ModelUnfit(f"the {role} cannot be {prov} ({source}): {gap}", [gap])
     av = _avail(availability, prov)
     if av.available:
         return Choice(prov, model, f"{role}: {prov} — {source}")

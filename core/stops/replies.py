@@ -35,6 +35,8 @@ KIND_REPLIES: dict[str, tuple[str, ...]] = {
     "worker_crashed": ("retry", "hint", "skip", "plan"),
     "no_changes": ("hint", "retry", "skip", "plan"),
     "setup_failed": ("retry", "skip"),
+    # no model the policy allows has what the role needs: change model_policy (or probe again), retry
+    "model_unfit": ("retry", "skip"),
     "worktree_failed": ("retry", "skip"),
     "merge_conflict": ("retry", "hint", "skip", "plan"),
     "merge_failed": ("retry", "hint", "skip", "plan"),

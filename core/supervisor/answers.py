@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 # where `retry` sends a stopped task back to, by the kind of stop
 RETRY_TO = {"gate_failed": "gating", "reviewer_failed": "gating", "merge_conflict": "approved",
-            "merge_failed": "approved", "setup_failed": "ready", "worktree_failed": "ready", "auth": "ready",
+            "merge_failed": "approved", "setup_failed": "ready", "model_unfit": "ready", "worktree_failed": "ready", "auth": "ready",
             "worker_crashed": "ready", "budget": "ready", "builder_blocked": "ready",
             "no_changes": "ready", "secret_found": "gating"}
 

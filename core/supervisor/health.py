@@ -110,14 +110,19 @@ KIND = "cannot_proceed"
 PREFIX = "cannot go on: "
 
 
-def stalled(sup: Supervisor, job: str, message: str) -> None:
+# a job-level stop that goes away by itself once fixed: a setting (cannot_proceed), or a role no
+# allowed model has the capabilities for (model_unfit, named apart so it reads as what it is)
+KINDS = (KIND, "model_unfit")
+
+
+def stalled(sup: Supervisor, job: str, message: str, kind: str = KIND) -> None:
     """Record that `job` cannot go on because of `message` (said once, however often it recurs)."""
     from pilothouse.core.stops import problems
 
     reason = PREFIX + message
     # the problem first, then the job blocked (and the other way round in `cleared`): a reader
     # (`job wait`) never sees the job blocked with no problem open, which it takes as the end
-    problems.open_problem(sup.layout, job, None, KIND,
+    problems.open_problem(sup.layout, job, None, kind,
                           f"{message} — the job goes on by itself once this is fixed",
                           {"error": message}, conn=sup.conn, log=sup.events)
     row = sup.store.job(job)
@@ -136,6 +141,7 @@ def cleared(sup: Supervisor, job: str) -> None:
         sup.store.set_job(job, None, reason="going on: what stopped it is fixed",
                           state="running" if row["planned_revision"] else "created")
     codes = [r["code"] for r in sup.conn.execute(
-        "SELECT code FROM problems WHERE job=? AND task IS NULL AND kind=? AND state!='closed'", (job, KIND))]
+        "SELECT code FROM problems WHERE job=? AND task IS NULL AND kind IN (?, ?) AND state!='closed'",
+        (job, *KINDS))]
     for code in codes:
         problems.close_problem(sup.layout, code, "fixed: the job went on", conn=sup.conn, log=sup.events)

@@ -296,6 +296,8 @@ class Supervisor(SupervisorRuns):
         for row in self.conn.execute("SELECT * FROM jobs_state"):
             if row["state"] in FINISHED_JOB_STATES or row["state"] == "blocked":
                 continue
+            if str(row["reason"] or "").startswith(plan.BY_HAND):
+                continue  # the operator's `job plan-ready` is the next step
             return False
         return True
 
@@ -352,7 +354,10 @@ class Supervisor(SupervisorRuns):
                 raise  # not this job's: the supervisor stops (see _reconcile_once)
             except (UserError, GitError) as exc:
                 # the operator's to fix (a setting, a checkout): a problem of this job, the others go on
-                health.stalled(self, job.name, str(exc))
+                from pilothouse.core.stops.policy import ModelUnfit
+
+                kind = "model_unfit" if isinstance(exc, ModelUnfit) else health.KIND
+                health.stalled(self, job.name, str(exc), kind)
                 continue
             health.cleared(self, job.name)
         if candidates:

@@ -16,6 +16,7 @@ from pilothouse.core.dispatch import runs
 from pilothouse.core.stops.rules import classify_verdict
 from pilothouse.core.supervisor import launch as L
 from pilothouse.core.supervisor.context import job_scenario, policy_of
+from pilothouse.providers.errors import UserError
 from pilothouse.providers.registry import labelled
 
 if TYPE_CHECKING:
@@ -83,7 +84,8 @@ def step(sup: Supervisor, job: Any, row: sqlite3.Row) -> bool:
     if ended.count("ok") < PLAN_TRIES and verdict.get("session_id"):
         _launch_assigner(sup, job, revision, last, errors)
         return False
-    _stop_planning(sup, job.name, revision, errors, last["run_id"])
+    # only the runs that answered with a plan count as invalid plans (not a crash or an endpoint error)
+    _stop_planning(sup, job.name, revision, errors, last["run_id"], invalid=ended.count("ok"))
     return False
 
 
@@ -202,7 +204,17 @@ def _launch_assigner(sup: Supervisor, job: Any, revision: int, previous: sqlite3
         if sup.store.job(job.name)["reason"] != hold:  # type: ignore[index]
             sup.store.set_job(job.name, "job.blocked", reason=hold, state="blocked")
         return
-    provider, model = _coordinator(sup, job)
+    try:
+        provider, model = _coordinator(sup, job)
+    except UserError:
+        if previous is None and _defined_by_hand(sup, job.name):
+            # its tasks are being defined by hand (`task define`, then `job plan-ready`): a job
+            # that needs no planner is not stopped for the lack of one
+            why = f"{BY_HAND} `pilothouse job plan-ready {job.name}`"
+            if sup.store.job(job.name)["reason"] != why:  # type: ignore[index]
+                sup.store.set_job(job.name, None, reason=why, state="planning")
+            return
+        raise
     checkout = ensure_integration_checkout(sup.layout, sup.project)
     if previous is None and not sup.inflight and not sup.live_runs():
         _sync(sup, job.name)
@@ -221,21 +233,28 @@ def _launch_assigner(sup: Supervisor, job: Any, revision: int, previous: sqlite3
     L.start(sup, launch)
 
 
+# the reason of a job whose tasks the operator is defining: nothing moves until they say plan-ready
+BY_HAND = "tasks defined by hand: waiting for"
+
+
+def _defined_by_hand(sup: Supervisor, job: str) -> bool:
+    from pilothouse.core.records.taskgraph import load_tasks
+
+    return bool(load_tasks(sup.layout, job))
+
+
 STUCK_AFTER = 3  # invalid plans in a row before the problem says the model may never manage it
 
 
 def _stop_planning(sup: Supervisor, job: str, revision: int, errors: list[str], run_id: str, *,
-                   kind: str = "plan_invalid") -> None:
+                   kind: str = "plan_invalid", invalid: int = 0) -> None:
     from pilothouse.core.stops import problems
 
     summary = f"planning revision {revision} failed: " + "; ".join(errors)[:600]
-    if kind == "plan_invalid":
-        tries = sup.conn.execute("SELECT count(*) FROM runs WHERE job=? AND role='assigner' AND attempt=? "
-                                 "AND state='finished'", (job, revision)).fetchone()[0]
-        if tries >= STUCK_AFTER:
-            summary += (f" — {tries} plans in a row were invalid: the model may be unable to follow the "
-                        f"planning protocol. Define the tasks yourself (pilothouse task define --job {job} --file "
-                        f"FILE, then pilothouse job plan-ready {job}), or pin a stronger coordinator")
+    if kind == "plan_invalid" and invalid >= STUCK_AFTER:
+        summary += (f" — {invalid} plans were invalid: the model may be unable to follow the "
+                    f"planning protocol. Define the tasks yourself (pilothouse task define --job {job} --file "
+                    f"FILE, then pilothouse job plan-ready {job}), or pin a stronger coordinator")
     sup.store.set_job(job, "job.blocked", reason=summary, state="blocked")
     problems.open_problem(sup.layout, job, None, kind, summary, {"run": run_id, "errors": errors},
                           conn=sup.conn, log=sup.events)

@@ -88,6 +88,9 @@ def launch_builder(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any) -> bool
         project, default = policy_of(sup, job)
         choice = policy.choose_worker(project, tdef, lambda p: _availability(sup, p), mode="code",
                                       default=default, capable=policy.capability_gap)
+    except policy.ModelUnfit as exc:
+        stop_task(sup.store, job, tid, str(exc), kind="model_unfit", evidence={"gaps": exc.gaps})
+        return False
     except UserError as exc:
         stop_task(sup.store, job, tid, str(exc), kind="setup_failed")
         return False

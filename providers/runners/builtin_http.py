@@ -27,13 +27,21 @@ try:
     )
 except ImportError:  # run as a plain script by the worker (see builtin_worker.py)
     from builtin_wire import CaFileError, Connection, ProxyRefused, Response, WireError  # type: ignore[no-redef]
+try:
+    from pilothouse.providers.runners.builtin_stream import ToolCalls
+except ImportError:
+    from builtin_stream import ToolCalls  # type: ignore[no-redef]
 
 
 class ChatError(Exception):
-    def __init__(self, message: str, error_class: str, quota: dict[str, Any] | None = None) -> None:
+    def __init__(self, message: str, error_class: str, quota: dict[str, Any] | None = None,
+                 reached: bool = False) -> None:
         super().__init__(message)
         self.error_class = error_class  # auth | quota | transient | fatal
         self.quota = quota
+        # the request was written and the server may have worked on it (a timeout, a reset, a 5xx,
+        # a stream that broke off): its tokens are unknown, never 0 (docs/contracts.md, Usage)
+        self.reached = reached
 
 
 def _iso(epoch: float) -> str:
@@ -131,6 +139,28 @@ class ChatClient:
     def close(self) -> None:
         self._conn.close()
 
+    @property
+    def root(self) -> str:
+        """The server's path prefix before its OpenAI routes (`/v1`), where its own endpoints live."""
+        prefix = self.path[: -len("chat/completions")].rstrip("/")
+        return prefix[: -len("/v1")] if prefix.endswith("/v1") else prefix
+
+    def post_json(self, path: str, body: dict[str, Any]) -> Any:
+        """A small JSON request to another endpoint of the same server (its tokenizer), over the same
+        connection, proxy and TLS; None when it fails in any way (the caller then estimates)."""
+        headers = {"Content-Type": "application/json", "User-Agent": "pilothouse-builtin/1"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        try:
+            resp = self._conn.post(path, json.dumps(body).encode(), headers)
+            raw = resp.read()
+            if resp.will_close:
+                self.close()
+            return json.loads(raw) if resp.status == 200 else None
+        except (WireError, OSError, ValueError):
+            self.close()
+            return None
+
     def _send(self, body: bytes) -> Response:
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream",
                    "User-Agent": "pilothouse-builtin/1"}
@@ -143,11 +173,11 @@ class ChatClient:
             except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError) as exc:
                 self.close()
                 if attempt or not reused:
-                    raise ChatError(f"connection to {self.base_url} closed: {exc}", "transient") from None
+                    raise ChatError(f"connection to {self.base_url} closed: {exc}", "transient", reached=True) from None
                 # a kept-alive connection the server had already closed: reconnect once
             except TimeoutError:
                 self.close()
-                raise ChatError(f"no answer from {self.base_url} within {self.timeout_s:.0f}s", "transient") from None
+                raise ChatError(f"no answer from {self.base_url} within {self.timeout_s:.0f}s", "transient", reached=True) from None
             except CaFileError as exc:
                 self.close()
                 # dispatch checked the bundle (builtin_net.ca_bundle): this is a changed or odd one
@@ -191,7 +221,7 @@ class ChatClient:
                 q = quota_from_headers(resp.headers)
                 raise ChatError(f"quota or rate limit reached (HTTP 429, {q['window']}): {detail}", "quota", q)
             if status >= 500:
-                raise ChatError(f"server error HTTP {status}: {detail}", "transient")
+                raise ChatError(f"server error HTTP {status}: {detail}", "transient", reached=True)
             raise ChatError(f"request refused (HTTP {status}): {detail}", "fatal")
         ctype = (resp.headers.get("content-type") or "").lower()
         try:
@@ -200,10 +230,12 @@ class ChatClient:
             raw = resp.read()
         except (WireError, ConnectionError) as exc:
             self.close()
-            raise ChatError(f"the stream from {self.base_url} broke off ({type(exc).__name__})", "transient") from None
+            raise ChatError(f"the stream from {self.base_url} broke off ({type(exc).__name__})", "transient",
+                            reached=True) from None
         except TimeoutError:
             self.close()
-            raise ChatError(f"the stream from {self.base_url} stalled for {self.timeout_s:.0f}s", "transient") from None
+            raise ChatError(f"the stream from {self.base_url} stalled for {self.timeout_s:.0f}s", "transient",
+                            reached=True) from None
         try:
             data = json.loads(raw)
             msg = data["choices"][0]["message"]
@@ -219,7 +251,7 @@ class ChatClient:
     def _read_stream(self, resp: Response) -> dict[str, Any]:
         text: list[str] = []
         reasoning: list[str] = []
-        calls: dict[int, dict[str, Any]] = {}
+        calls = ToolCalls()
         usage: dict[str, Any] = {}
         timings: dict[str, Any] = {}  # llama.cpp's own counts, sent even when usage is not
         finish = None
@@ -246,7 +278,8 @@ class ChatClient:
             if not isinstance(chunk, dict):
                 raise ChatError(f"unexpected stream chunk from {self.base_url}: {data[:80]!r}", "fatal")
             if chunk.get("error"):
-                raise ChatError(f"the endpoint reported an error mid-stream: {_error_text(data)}", "transient")
+                raise ChatError(f"the endpoint reported an error mid-stream: {_error_text(data)}", "transient",
+                                reached=True)
             if chunk.get("usage"):
                 usage = chunk["usage"]
             if isinstance(chunk.get("timings"), dict):
@@ -258,18 +291,13 @@ class ChatClient:
                 if delta.get("reasoning_content"):
                     reasoning.append(delta["reasoning_content"])
                 for tc in delta.get("tool_calls") or []:
-                    slot = calls.setdefault(int(tc.get("index", len(calls))),
-                                            {"id": "", "type": "function", "function": {"name": "", "arguments": ""}})
-                    if tc.get("id"):
-                        slot["id"] = tc["id"]
-                    fn = tc.get("function") or {}
-                    slot["function"]["name"] += fn.get("name") or ""
-                    slot["function"]["arguments"] += fn.get("arguments") or ""
+                    calls.add(tc)
                 if choice.get("finish_reason"):
                     finish = choice["finish_reason"]
         if not done and finish is None:
             self.close()
-            raise ChatError(f"the stream from {self.base_url} closed before the answer finished", "transient")
+            raise ChatError(f"the stream from {self.base_url} closed before the answer finished", "transient",
+                            reached=True)
         try:
             resp.read()  # finish the body so the kept-alive connection can carry the next turn
         except (WireError, OSError):
@@ -277,5 +305,5 @@ class ChatClient:
         if resp.will_close:
             self.close()
         return {"text": "".join(text), "reasoning": "".join(reasoning),
-                "tool_calls": [calls[i] for i in sorted(calls)], "usage": usage, "timings": timings,
+                "tool_calls": calls.calls(), "usage": usage, "timings": timings,
                 "finish_reason": finish, "streamed": True}

@@ -23,10 +23,12 @@ if TYPE_CHECKING:
     from typing import Any
 
 if __package__:
+    from pilothouse.providers.runners.builtin_count import counted_usage
     from pilothouse.providers.runners.builtin_http import ChatClient, ChatError
     from pilothouse.providers.runners.builtin_tools import MODE_TOOLS, Tools, tool_schemas
 else:  # run as a plain script with `python -I -S` (see BuiltinRunner.build): siblings by path
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from builtin_count import counted_usage  # type: ignore[no-redef]
     from builtin_http import ChatClient, ChatError  # type: ignore[no-redef]
     from builtin_tools import MODE_TOOLS, Tools, tool_schemas  # type: ignore[no-redef]
 
@@ -67,9 +69,10 @@ def _estimate(chars: int) -> int:
     return (chars + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
 
 
-def _usage(answer: dict[str, Any], payload: dict[str, Any]) -> dict[str, Any]:
+def _usage(answer: dict[str, Any], payload: dict[str, Any], count: Any = None) -> dict[str, Any]:
     """One turn's usage event: the server's usage (cached prompt tokens and reasoning tokens split
-    out), else llama.cpp's `timings` counts, else an estimate from the text sent and received."""
+    out), else llama.cpp's `timings` counts, else the server's tokenizer's count of what was sent
+    (`count`, builtin_count.py), else an estimate from the text sent and received."""
     u = answer.get("usage") or {}
     if _count(u.get("prompt_tokens")) or _count(u.get("completion_tokens")):
         prompt, completion = _count(u.get("prompt_tokens")), _count(u.get("completion_tokens"))
@@ -82,6 +85,9 @@ def _usage(answer: dict[str, Any], payload: dict[str, Any]) -> dict[str, Any]:
         return {"kind": "usage", "input": _count(t.get("prompt_n")), "output": _count(t.get("predicted_n")),
                 "reasoning": 0, "cache_read": _count(t.get("cache_n")), "cache_write": 0, "cost": 0.0,
                 "source": "measured"}
+    counted = count(answer, payload) if count is not None else None
+    if counted is not None:
+        return counted
     sent = len(json.dumps(payload["messages"])) + len(json.dumps(payload.get("tools") or []))
     out = len(answer["text"]) + sum(len(json.dumps(c.get("function") or {})) for c in answer["tool_calls"])
     return {"kind": "usage", "input": _estimate(sent), "output": _estimate(out),
@@ -135,6 +141,10 @@ def run(cfg: dict[str, Any]) -> int:
     tools = Tools(workdir, mode, env=dict(os.environ),
                   deadline=lambda: timeout_s - (time.monotonic() - started), on_progress=progress)
     schemas = tool_schemas(mode)
+    counting = cfg.get("counting") if isinstance(cfg.get("counting"), dict) else None
+
+    def count(answer: dict[str, Any], payload: dict[str, Any]) -> dict[str, Any] | None:
+        return counted_usage(counting, client.post_json, client.root, payload, answer) if counting else None
     step_cap = int(cfg.get("step_cap") or 50)
     steps = 0
     while True:
@@ -145,9 +155,15 @@ def run(cfg: dict[str, Any]) -> int:
                                    "stream": True, "stream_options": {"include_usage": True}}
         if cfg.get("max_tokens"):
             payload["max_tokens"] = int(cfg["max_tokens"])
-        answer = client.complete(payload)
+        try:
+            answer = client.complete(payload)
+        except ChatError as exc:
+            if exc.reached:  # sent, maybe worked on, counted by nobody
+                emit({"kind": "usage", "input": 0, "output": 0, "reasoning": 0, "cache_read": 0,
+                      "cache_write": 0, "cost": 0.0, "source": "unknown"})
+            raise
         steps += 1
-        emit(_usage(answer, payload))
+        emit(_usage(answer, payload, count))
         if answer["reasoning"]:
             emit({"kind": "reasoning", "text": answer["reasoning"]})
         if answer["text"]:

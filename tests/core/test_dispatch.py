@@ -199,6 +199,10 @@ def test_failing_models_end_in_a_verdict_with_logs(cli, git_repo, tmp_path, name
     assert (paths.logs_dir() / "sim" / f"f-{name}.jsonl").exists()
     if name == "quota-429":
         assert v["quota"][0]["window"] == "five_hour" and v["quota"][0]["resets_at"]
+    if name == "close-mid-stream":  # the server began the answer, then the connection failed: nobody
+        assert (v["usage"], v["tokens"]) == ("unknown", None), v  # counted it, which is never 0
+    if name in ("auth-401", "quota-429"):  # refused before any work: nothing was used
+        assert v["usage"] != "unknown" or v["tokens"] is None, v
     assert "FAILED" in (paths.logs_dir() / "latest.log").read_text()
 
 

@@ -177,8 +177,10 @@ def test_a_model_without_tool_calls_on_auto_is_given_no_builder_and_the_problem_
 
     layout = _sim_job(tmp_path, cli, AUTO_DROPPED)
     [p] = problems.list_problems(layout, True, job="demo")
-    assert (p.task, p.kind) == ("one", "setup_failed"), (p.kind, p.summary)
+    # its own kind, not a failed set-up: the capability it lacks, and where to find a model that has it
+    assert (p.task, p.kind) == ("one", "model_unfit"), (p.kind, p.summary)
     assert "sim/sim-1 lacks tool calls with tool_choice auto (capability probe of " in p.summary
+    assert p.replies == ["retry", "skip"] and "tool_choice auto" in p.evidence["gaps"][0]
     assert "which builders need; probe another with `pilothouse providers check NAME`" in p.summary
     # the way out: a model that passes the probe (here: the sim probed with its own scenario), then retry
     assert cli("providers", "check", "sim", cwd=tmp_path).returncode == 0
@@ -196,7 +198,7 @@ def test_a_model_that_ignores_the_result_block_protocol_is_no_coordinator(tmp_pa
 
     layout = _sim_job(tmp_path, cli, NO_PROTOCOL)
     [p] = problems.list_problems(layout, True, job="demo")
-    assert (p.task, p.kind) == (None, "cannot_proceed"), (p.kind, p.summary)
+    assert (p.task, p.kind) == (None, "model_unfit"), (p.kind, p.summary)
     assert p.summary.startswith("the coordinator cannot be sim (")
     assert "sim/sim-1 lacks the result-block protocol (capability probe of " in p.summary
     assert "which assigners need" in p.summary

@@ -98,6 +98,27 @@ scripts:
 """
 
 
+PLAN_AND_ENDPOINT_ERROR = """
+name: plan-and-endpoint-error
+description: one invalid plan, an endpoint error, one more invalid plan
+scripts:
+  - match: {mode: plan}
+    turns:
+      - say: "Here is my plan: first do one, then two."
+      - error: {status: 503, message: "overloaded"}
+      - say: "The plan again: one and two."
+      - say: "And again: one and two."
+"""
+
+
+def test_an_endpoint_error_between_invalid_plans_is_not_counted_as_an_invalid_plan(tmp_path: Path, cli) -> None:
+    layout = _job(tmp_path, PLAN_AND_ENDPOINT_ERROR)
+    _once(layout)
+    [first] = problems.list_problems(layout, True, job="demo")
+    assert first.kind == "plan_invalid", first.summary
+    assert "were invalid" not in first.summary, first.summary  # two invalid plans, not three
+
+
 def test_repeated_invalid_plans_point_to_defining_tasks_by_hand_which_closes_the_problem(tmp_path: Path, cli) -> None:
     layout = _job(tmp_path, BAD_PLANS)
     _once(layout)
@@ -107,7 +128,7 @@ def test_repeated_invalid_plans_point_to_defining_tasks_by_hand_which_closes_the
     _once(layout)
     [second] = problems.list_problems(layout, True, job="demo")
     assert second.kind == "plan_invalid" and second.code != first.code
-    assert "3 plans in a row were invalid: the model may be unable to follow the planning protocol" in second.summary
+    assert "3 plans were invalid: the model may be unable to follow the planning protocol" in second.summary
     assert "pilothouse task define --job demo --file FILE, then pilothouse job plan-ready demo" in second.summary
 
     # the way around it: the operator defines the tasks and marks the plan ready
@@ -165,3 +186,38 @@ def test_a_gate_that_fails_alike_on_the_base_says_the_repositorys_own_tests_fail
     assert "Fix them on the base branch" in p.summary and len(p.evidence["base"]) == 10
     events = [e for e in (layout.events.read_text().splitlines()) if '"run.started"' in e]
     assert len(events) == 2  # the assigner and one builder: no builder round on the base's failure
+
+
+ONE_TASK_BY_HAND = """
+name: by-hand
+description: the builder writes one.txt
+scripts:
+  - match: {mode: code}
+    turns:
+      - say: Writing.
+        actions:
+          - write: {path: one.txt, content: "one\\n"}
+      - say: |
+          <!--RESULT-->{"status":"complete","files_changed":["one.txt"],"validation":{"commands":[],"passed":true},"risks":[]}<!--/RESULT-->
+"""
+
+
+def test_a_job_whose_tasks_are_defined_by_hand_is_not_stopped_for_want_of_a_coordinator(tmp_path: Path,
+                                                                                         cli) -> None:
+    layout = _job(tmp_path, ONE_TASK_BY_HAND)
+    data = yaml.safe_load(layout.project_yaml.read_text())
+    data.setdefault("model_policy", {}).setdefault("roles", {})["coordinator"] = "no-such-provider"
+    layout.project_yaml.write_text(yaml.safe_dump(data))
+    (tmp_path / "tasks.yaml").write_text(yaml.safe_dump({"tasks": [
+        {"id": "one", "title": "One", "job_id": "demo", "expected_paths": {"write": ["one.txt"]}}]}))
+    assert cli("task", "define", "--file", str(tmp_path / "tasks.yaml"), "--job", "demo",
+               cwd=layout.root).returncode == 0
+    _once(layout)  # a pass between `task define` and `job plan-ready`
+    assert problems.list_problems(layout, True, job="demo") == []
+    status = json.loads(cli("job", "status", "demo", "--json", cwd=layout.root).stdout)
+    assert "job plan-ready demo" in json.dumps(status), status
+    assert cli("job", "plan-ready", "demo", cwd=layout.root).returncode == 0
+    _once(layout)
+    assert problems.list_problems(layout, True, job="demo") == []
+    events = [json.loads(line)["type"] for line in layout.events.read_text().splitlines()]
+    assert "problem.opened" not in events

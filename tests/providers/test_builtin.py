@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support import one_shot_http
 from pilothouse.providers.runners import get_runner
 from pilothouse.providers.runners.builtin_tools import MODE_TOOLS, Tools, tool_schemas
 
@@ -112,37 +113,12 @@ def test_run_lock_refuses_a_second_live_holder(tmp_path):
         p.kill()
 
 
-def _one_shot_server(response: bytes):
-    import socket
-    import threading
-
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(1)
-
-    def serve() -> None:
-        conn, _ = srv.accept()
-        data = b""
-        while b"\r\n\r\n" not in data:
-            data += conn.recv(65536)
-        head, _, body = data.partition(b"\r\n\r\n")
-        length = int([ln.split(b":")[1] for ln in head.split(b"\r\n") if ln.lower().startswith(b"content-length")][0])
-        while len(body) < length:
-            body += conn.recv(65536)
-        conn.sendall(response)
-        conn.close()
-        srv.close()
-
-    threading.Thread(target=serve, daemon=True).start()
-    return f"http://127.0.0.1:{srv.getsockname()[1]}/v1"
-
-
 def test_client_reads_plain_json_and_close_delimited_sse():
     from pilothouse.providers.runners.builtin_http import ChatClient
 
     body = json.dumps({"choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}],
                        "usage": {"prompt_tokens": 5, "completion_tokens": 1}}).encode()
-    url = _one_shot_server(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+    url = one_shot_http(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
                            + str(len(body)).encode() + b"\r\n\r\n" + body)
     out = ChatClient(url, None, 5).complete({"model": "m", "messages": []})
     assert out["text"] == "hi" and out["usage"]["prompt_tokens"] == 5
@@ -150,7 +126,7 @@ def test_client_reads_plain_json_and_close_delimited_sse():
            b'data: {"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c1","function":{"name":"read","arguments":"{\\"pa"}}]}}]}\n\n'
            b'data: {"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"th\\": \\"x\\"}"}}]},"finish_reason":"tool_calls"}]}\n\n'
            b"data: [DONE]\n\n")
-    url = _one_shot_server(b"HTTP/1.0 200 OK\r\nContent-Type: text/event-stream\r\n\r\n" + sse)
+    url = one_shot_http(b"HTTP/1.0 200 OK\r\nContent-Type: text/event-stream\r\n\r\n" + sse)
     out = ChatClient(url, "k", 5).complete({"model": "m", "messages": []})
     assert out["text"] == "a" and out["tool_calls"][0]["function"] == {"name": "read", "arguments": '{"path": "x"}'}
 
@@ -159,13 +135,13 @@ def test_client_maps_http_errors():
     from pilothouse.providers.runners.builtin_http import ChatClient, ChatError
 
     for status, cls in ((401, "auth"), (429, "quota"), (503, "transient"), (400, "fatal")):
-        url = _one_shot_server(f"HTTP/1.1 {status} X\r\nretry-after: 30\r\nContent-Length: 2\r\n\r\n{{}}".encode())
+        url = one_shot_http(f"HTTP/1.1 {status} X\r\nretry-after: 30\r\nContent-Length: 2\r\n\r\n{{}}".encode())
         with pytest.raises(ChatError) as exc:
             ChatClient(url, None, 5).complete({})
         assert exc.value.error_class == cls
         if cls == "quota":
             assert exc.value.quota and exc.value.quota["resets_at"]
-    url = _one_shot_server(b"\x00\x01 not http at all\r\n\r\n")
+    url = one_shot_http(b"\x00\x01 not http at all\r\n\r\n")
     with pytest.raises(ChatError) as exc:
         ChatClient(url, None, 5).complete({})
     assert exc.value.error_class == "fatal"

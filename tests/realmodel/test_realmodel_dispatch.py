@@ -23,7 +23,7 @@ from honesty import (
     usage_findings,
     usage_kind,
 )
-from modelserver import RealModel, write_provider
+from modelserver import ALIAS, RealModel, write_provider
 from pilothouse.providers import paths
 
 pytestmark = [pytest.mark.slow, pytest.mark.realmodel]
@@ -153,3 +153,26 @@ def test_an_answer_cut_off_at_the_output_cap_says_so(cli, git_repo: Path, tmp_pa
     reason = reason_of(v)
     assert v["verdict"] != "completed" and CUT_OFF.search(reason), (
         f"an answer cut off at the output cap is {v['verdict']} ({v['parse_state']}) with the reason {reason!r}")
+
+
+def test_a_server_without_streamed_usage_is_counted_by_its_own_tokenizer_within_five_percent(
+        cli, git_repo: Path, tmp_path: Path, realmodel: RealModel) -> None:
+    from pilothouse.providers import capability_store
+
+    checked = cli("providers", "check", realmodel.provider, cwd=git_repo, timeout=300)
+    assert "Traceback" not in checked.stdout + checked.stderr, checked.stderr
+    # the probe finds the tokenizer and that this template drops the tool declarations
+    caps = capability_store.get(realmodel.provider, ALIAS) or {}
+    counting = caps.get("counting") or {}
+    assert counting.get("tokenizer") == "/extras/tokenize/count" and counting.get("tools_counted") is False, caps
+    # llama.cpp repeats the tool's name in every streamed delta: read once, the forced call is seen
+    assert caps.get("tools_forced") is True, caps
+    v, turns = _dispatch(cli, realmodel, git_repo, tmp_path, "explore",
+                         "# Question: what does src/calc.py define?\n\n## Where to look\nsrc/calc.py")
+    assert turns and usage_kind(v) == "estimated", v
+    served_in = sum(ex.prompt_tokens for ex in turns)
+    served_out = sum(ex.completion_tokens for ex in turns)
+    ours_in = v["tokens"]["input"] + v["tokens"]["cache_read"]
+    ours_out = v["tokens"]["output"] + v["tokens"]["reasoning"]
+    assert abs(ours_in - served_in) <= 0.05 * served_in, (ours_in, served_in)
+    assert abs(ours_out - served_out) <= max(2, 0.05 * served_out), (ours_out, served_out)

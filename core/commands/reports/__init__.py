@@ -1,0 +1,1 @@
+"""Commands that report on what jobs did, read-only: where the tokens went (`usage`)."""
