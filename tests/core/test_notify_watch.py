@@ -114,6 +114,50 @@ def test_a_gate_failure_is_mailed_and_a_signed_emailed_retry_finishes_the_job(
     assert f"reply retry by {OPERATOR} (email)" in why.stdout, why.stdout
 
 
+REPLY_STYLES = {
+    # Gmail's default: the answer on top, the mail below with a header and '>' quoting
+    "top": "{code} skip\n\nOn Tue, Dec 2, 2026 at 10:04 AM pilothouse <{box}> wrote:\n\n{quoted}\n",
+    # mutt, K-9, list habits: the quote first, the answer below it, a signature last
+    "bottom": "On Tue, Dec 02, 2026 at 10:04:00AM +0000, pilothouse wrote:\n{quoted}\n\n{code} skip\n\n-- \nMe\n",
+    # the answer between two quoted parts
+    "interleaved": "{first}\n\n{code} skip\n\n{rest}\n",
+}
+
+
+def test_replies_top_bottom_and_interleaved_are_each_obeyed_once_through_the_real_servers(
+        tmp_path: Path, dovecot: Dovecot, smtp: SmtpSink) -> None:
+    key = DkimKey("example.org")
+    layout = RepoLayout(tmp_path / "repo")
+    layout.ai.mkdir(parents=True)
+    opened = {style: problems.open_problem(layout, "demo", f"t-{style}", "gate_failed", "the fast gate failed")
+              for style in REPLY_STYLES}
+    watcher = Watcher(settings_for(dovecot, smtp.port), dovecot.password, repos=lambda: [layout.root],
+                      dnsfunc=key.dns, idle_s=5)
+    stop = threading.Event()
+    thread = threading.Thread(target=watcher.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        for style, problem in opened.items():
+            sent = smtp.wait_for(lambda m, c=problem.code: c in str(m["Subject"]) and not str(m["Subject"]).startswith("Re:"))
+            lines = ["> " + line for line in sent.get_content().splitlines()]  # type: ignore[attr-defined]
+            body = REPLY_STYLES[style].format(code=problem.code, box=BOX, quoted="\n".join(lines),
+                                              first="\n".join(lines[:3]), rest="\n".join(lines[3:]))
+            reply = mail(OPERATOR, BOX, body, subject=f"Re: {sent['Subject']}",
+                         extra={"In-Reply-To": str(sent["Message-ID"])})
+            dovecot.append(key.sign(reply))
+            answer = smtp.wait_for(lambda m, r=reply: str(m["In-Reply-To"]) == str(
+                message_from_bytes(r, policy=policy.default)["Message-ID"]))
+            assert f"{problem.code} skip: recorded" in answer.get_content(), (style, answer.get_content())  # type: ignore[attr-defined]
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+    assert not thread.is_alive()
+    conn = store.connect(layout.state_db, readonly=True)
+    got = sorted((r["code"], r["reply"]) for r in conn.execute("SELECT code, reply FROM replies"))
+    conn.close()
+    assert got == sorted((p.code, "skip") for p in opened.values())  # each once, none twice
+
+
 def _one_problem(tmp_path: Path) -> tuple[RepoLayout, problems.Problem]:
     layout = RepoLayout(tmp_path / "repo")
     layout.ai.mkdir(parents=True)
