@@ -278,11 +278,8 @@ def test_job_start_starts_the_email_watcher_and_off_stops_it(tmp_path: Path, cli
         assert watch.running()
         assert "email watcher started" not in cli("job", "start", "--repo", str(layout.root)).stdout  # one per user
         off = cli("notify", "email", "off")
-        assert "the email watcher was asked to stop" in off.stdout, off.stdout + off.stderr
-        deadline = time.monotonic() + 20
-        while watch.running() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not watch.running()  # `off` ends it (SIGTERM)
+        assert "the email watcher (pid " in off.stdout and "stopped" in off.stdout, off.stdout + off.stderr
+        assert not watch.running()  # `off` ends it (SIGTERM) before it answers
     finally:
         supervisor_ctl.stop(layout)
         watch.stop_running()
@@ -342,3 +339,45 @@ def test_a_mail_too_large_to_read_is_refused_from_its_headers(tmp_path: Path, do
         stop.set()
         thread.join(timeout=30)
     assert problems.get_problem(layout, problem.code).pending is None
+
+
+def test_the_foreground_watcher_logs_to_its_file_and_stop_ends_it_keeping_the_settings(
+        tmp_path: Path, cli, dovecot: Dovecot, smtp: SmtpSink) -> None:
+    from pilothouse.core.notify import settings as email_settings
+    from pilothouse.core.notify import watch
+    from pilothouse.providers.errors import UserError
+
+    setup = cli("notify", "email", "setup", "--address", BOX, "--operator", OPERATOR, "--username", dovecot.user,
+                "--imap-host", "127.0.0.1", "--imap-port", str(dovecot.port), "--imap-tls", "none",
+                "--smtp-host", "127.0.0.1", "--smtp-port", str(smtp.port), "--smtp-tls", "none",
+                "--password-from-stdin", "--backend", "file", input=dovecot.password + "\n")
+    assert setup.returncode == 0, setup.stderr
+    fg = subprocess.Popen([sys.executable, "-m", "pilothouse", "notify", "email", "watch"], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+    try:
+        assert fg.stderr is not None
+        for line in fg.stderr:  # it says so on the terminal once it reads the mailbox in IDLE
+            if "IDLE" in line:
+                break
+        assert "reading INBOX" in watch.log_file().read_text()  # and in email.log, as the docs say
+        stopped = cli("notify", "email", "stop")
+        assert stopped.returncode == 0 and f"the email watcher (pid {fg.pid}) stopped" in stopped.stdout, stopped
+        assert fg.wait(timeout=60) == 0  # a guard: `stop` answered only once it had left
+        assert "stopped" in watch.log_file().read_text().splitlines()[-1]
+        assert email_settings.load() is not None  # stop is not off
+        assert "no email watcher is running" in cli("notify", "email", "stop").stdout
+        before = len(watch.log_file().read_text().splitlines())
+        started = cli("notify", "email", "start")
+        assert "email watcher started" in started.stdout, started.stdout + started.stderr
+        deadline = time.monotonic() + 60  # a guard: the detached watcher's first line is the event
+        while not any("watching INBOX" in line for line in watch.log_file().read_text().splitlines()[before:]):
+            assert time.monotonic() < deadline, watch.log_file().read_text()[-500:]
+            time.sleep(0.1)
+        try:
+            assert watch.stop_running() is not None and not watch.running()
+        except UserError as exc:
+            raise AssertionError(f"{exc}\n{watch.log_file().read_text()[-1500:]}") from None
+    finally:
+        if fg.poll() is None:
+            fg.kill()
+        watch.stop_running()

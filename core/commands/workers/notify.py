@@ -1,7 +1,7 @@
 """CLI: problems by email (docs/email.md).
 
     pilothouse notify email setup --address A --operator O --imap-host H --smtp-host H [...]
-    pilothouse notify email test | status | off | watch [--detach]
+    pilothouse notify email test | status | start | stop | off | watch [--detach]
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ _FIELDS = {"address": "address", "operator": "operator", "username": "username",
 def register(sub: Any) -> None:
     p = sub.add_parser("notify", help="answer problems by email: one mail per problem, replies obeyed from you")
     kinds = p.add_subparsers(dest="notify_kind", metavar="KIND", required=True)
-    e = kinds.add_parser("email", help="the email channel (setup, test, status, off, watch)")
+    e = kinds.add_parser("email", help="the email channel (setup, test, status, start, stop, off, watch)")
     actions = e.add_subparsers(dest="email_action", metavar="ACTION", required=True)
     s = actions.add_parser("setup", help="save the mailbox settings and its app password",
                            description="A mailbox of pilothouse's own sends one mail per new problem and "
@@ -46,7 +46,9 @@ def register(sub: Any) -> None:
     s.set_defaults(func=_setup)
     for name, func, help_ in (("test", _test, "send yourself a test mail and log in to the mailbox"),
                               ("status", _status, "the settings (never the password), the watcher, the outbox"),
-                              ("off", _off, "forget the settings and the password; no more mail")):
+                              ("start", _start, "start the watcher in the background (as watch --detach)"),
+                              ("stop", _stop, "stop the running watcher; the settings stay"),
+                              ("off", _off, "stop the watcher, forget the settings and the password")):
         actions.add_parser(name, help=help_).set_defaults(func=func)
     w = actions.add_parser("watch", help="read replies and send the mails (foreground, or --detach)")
     w.add_argument("--detach", action="store_true", help="run in the background (output in the email log)")
@@ -157,7 +159,25 @@ def _off(args: argparse.Namespace) -> int:
     stopped = watch.stop_running()
     print("email is off; settings and password removed" if st.turn_off() else "email was not set up")
     if stopped:
-        print("the email watcher was asked to stop")
+        print(f"the email watcher (pid {stopped}) stopped")
+    return 0
+
+
+def _stop(args: argparse.Namespace) -> int:
+    from pilothouse.core.notify import watch
+
+    pid = watch.stop_running()
+    print(f"the email watcher (pid {pid}) stopped; the settings are kept (`notify email start` starts it)"
+          if pid else "no email watcher is running")
+    return 0
+
+
+def _start(args: argparse.Namespace) -> int:
+    from pilothouse.core.notify import watch
+
+    _loaded()
+    print(f"email watcher started; log: {watch.log_file()}" if watch.start_detached()
+          else "an email watcher is already running")
     return 0
 
 
