@@ -40,6 +40,9 @@ def register(sub: Any) -> None:
     s.add_argument("--trust-server", metavar="AUTHSERV_ID",
                    help="the receiving server whose Authentication-Results header is trusted (its authserv-id)")
     s.add_argument("--poll-s", type=int, help="seconds between looks where the server has no IDLE (default 60)")
+    s.add_argument("--dkim-key", action="append", metavar="DOMAIN=FILE", default=[],
+                   help="the DKIM public key of DOMAIN (a PEM public key, or its DKIM record) for a domain "
+                        "whose key is not in DNS; DOMAIN= alone forgets it (repeatable)")
     s.add_argument("--password-from-stdin", action="store_true", help="read the app password from stdin's first line")
     s.add_argument("--no-password", action="store_true", help="keep the stored password (or set none)")
     s.add_argument("--backend", choices=("keyring", "file"), help="where the key store keeps it (remembered)")
@@ -55,6 +58,28 @@ def register(sub: Any) -> None:
     w.set_defaults(func=_watch)
 
 
+def _dkim_keys(have: dict[str, str], given: list[str]) -> dict[str, str]:
+    from pilothouse.core.notify.settings import dkim_record
+    from pilothouse.providers.errors import UserError
+    from pilothouse.providers.userfile import read_text
+
+    for item in given:
+        domain, sep, file = item.partition("=")
+        if not sep or not domain.strip():
+            raise UserError(f"--dkim-key {item[:80]!r}: give DOMAIN=FILE (or DOMAIN= to forget its key)")
+        domain = domain.strip().lower()
+        if not file:
+            have.pop(domain, None)
+            continue
+        try:
+            text = read_text(file, f"--dkim-key {domain}")
+        except OSError as exc:
+            raise UserError(f"--dkim-key {domain}={file}: {exc.strerror or exc}: give the path of the domain's "
+                            "PEM public key (or of its DKIM record)") from None
+        have[domain] = dkim_record(text, f"--dkim-key {domain}={file}")
+    return have
+
+
 def _setup(args: argparse.Namespace) -> int:
     from pilothouse.core.notify import settings as st
     from pilothouse.core.state.events import utc_now_iso
@@ -64,6 +89,8 @@ def _setup(args: argparse.Namespace) -> int:
     data = old.model_dump() if old else {}
     data.update({field: getattr(args, opt) for opt, field in _FIELDS.items() if getattr(args, opt) is not None})
     data.setdefault("enabled_at", utc_now_iso())
+    if args.dkim_key:
+        data["dkim_keys"] = _dkim_keys(dict(data.get("dkim_keys") or {}), args.dkim_key)
     missing = [f"--{o.replace('_', '-')}" for o in ("address", "operator", "imap_host", "smtp_host")
                if not data.get(_FIELDS[o])]
     if missing:
@@ -140,6 +167,8 @@ def _status(args: argparse.Namespace) -> int:
         print("email: off (set it up: pilothouse notify email setup)")
         return 0
     for k, v in conf.model_dump().items():
+        if k == "dkim_keys":  # the domains; the keys are long and public
+            v = ", ".join(f"{d} (given)" for d in sorted(v)) or "none given: looked up in DNS"
         print(f"  {k}: {v}")
     print(f"  password: {'stored (' + keys.backend() + ')' if keys.has_key(st.KEY) else 'none'}")
     print(f"  watcher: {'running' if watch.running() else 'not running (pilothouse notify email watch --detach)'}"
