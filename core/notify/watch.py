@@ -112,6 +112,14 @@ class Watcher:
                 continue
             mailstate.finish(conn, item, "sent")
             self.log(f"sent mail {item.id}" + (f" for problem {item.code}" if item.code else ""))
+            if item.code and item.repo and not self._still_open(item.repo, item.code):
+                # answered while the mail was on its way (an answer over MCP the same moment): say so
+                try:
+                    answered = problems.get_problem(RepoLayout(Path(item.repo)), item.code)
+                except (sqlite3.Error, UserError):
+                    continue  # gone with its store: nothing to say about it
+                mailstate.queue(conn, bytes(compose.already_answered_mail(self.settings, item.message, answered)))
+                self.log(f"problem {item.code} was answered while its mail went out: a note says so")
 
     def _event_dirs(self) -> list[Path]:
         return [RepoLayout(r).runtime for r in self.repos() if RepoLayout(r).runtime.is_dir()]

@@ -179,6 +179,26 @@ def test_a_problem_answered_before_its_mail_goes_out_is_not_mailed(tmp_path: Pat
     assert smtp.messages == []
 
 
+def test_a_problem_answered_while_its_mail_is_sent_gets_a_note_that_it_was_already_answered(
+        tmp_path: Path, smtp: SmtpSink) -> None:
+    layout, problem = _one_problem(tmp_path)
+    conf = validate({"address": BOX, "operator": OPERATOR, "imap_host": "127.0.0.1", "imap_tls": "none",
+                     "smtp_host": "127.0.0.1", "smtp_port": smtp.port, "smtp_tls": "none"})
+    watcher = Watcher(conf, None, repos=lambda: [layout.root], log=lambda line: None)
+    conn = mailstate.connect()
+    # the answer lands while the server is taking the mail (over MCP, the same moment)
+    smtp.on_data = lambda m: (problem.code in str(m["Subject"]) and not str(m["Subject"]).startswith("Re:")
+                              and problems.act(layout, problem.code, "skip", who="mcp"))
+    assert watcher.queue_new_problems(conn) == 1
+    watcher.flush(conn)
+    smtp.on_data = None
+    watcher.flush(conn)
+    first, note = smtp.messages
+    assert str(note["In-Reply-To"]) == str(first["Message-ID"])
+    assert f"{problem.code} was already answered (skip by mcp" in note.get_content()  # type: ignore[attr-defined]
+    assert watcher.queue_new_problems(conn) == 0  # and nothing more about it
+
+
 def test_an_smtp_outage_keeps_the_mail_queued_and_backs_off_until_it_goes(tmp_path: Path, smtp: SmtpSink) -> None:
     layout, problem = _one_problem(tmp_path)
     down = validate({"address": BOX, "operator": OPERATOR, "imap_host": "127.0.0.1", "imap_tls": "none",
