@@ -149,11 +149,16 @@ class SmtpSink:
 
         self.messages: list[EmailMessage] = []
         self.port = free_port()
+        # called with each message before the server says 250: what happens while a mail is sent
+        self.on_data: Any = None
         sink = self
 
         class Handler:
             async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
-                sink.messages.append(message_from_bytes(envelope.content, policy=policy.default))  # type: ignore[arg-type]
+                msg = message_from_bytes(envelope.content, policy=policy.default)
+                if sink.on_data is not None:
+                    sink.on_data(msg)
+                sink.messages.append(msg)  # type: ignore[arg-type]
                 return "250 OK"
 
         self.controller = Controller(Handler(), hostname="127.0.0.1", port=self.port)

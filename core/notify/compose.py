@@ -8,6 +8,7 @@ go in a mail.
 from __future__ import annotations
 
 import re
+from email import policy
 from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
 from pathlib import Path
@@ -72,11 +73,11 @@ def problem_mail(settings: EmailSettings, repo: Path, problem: Problem) -> Email
         "Evidence:",
         *(evidence_lines(problem) or ["  (none)"]),
         "",
-        "Reply to this mail with one of these on the first line:",
+        "Reply to this mail with one of these, above or below the quoted mail:",
         *replies,
         "",
         "Only a reply from your own address, authenticated (DKIM or SPF), is obeyed; quoted text and",
-        "your signature are ignored. `status`, `pause` or `resume` alone on the first line work too.",
+        "your signature are ignored. `status`, `pause` or `resume` alone on a line work too.",
         f"Repository: {repo}",
     ])
     return _base(settings, subject, body + "\n")
@@ -90,3 +91,19 @@ def answer_mail(settings: EmailSettings, to_message_id: str | None, subject: str
         msg["In-Reply-To"] = to_message_id
         msg["References"] = to_message_id
     return msg
+
+
+def already_answered_mail(settings: EmailSettings, sent: bytes, problem: Problem) -> EmailMessage:
+    """Sent after a problem's mail when the problem was answered while that mail was on its way:
+    so the operator does not answer it again."""
+    from email.parser import BytesHeaderParser
+
+    head = BytesHeaderParser(policy=policy.default).parsebytes(sent)
+    pend = problem.pending or {}  # a reply the supervisor has not taken yet counts as the answer
+    reply, who = problem.answer or pend.get("reply"), problem.who or pend.get("who")
+    how = f"{reply or 'answered'}" + (f" by {who}" if who else "")
+    at = problem.answered_at or pend.get("at")
+    when = f" at {at}" if at else ""
+    return answer_mail(settings, str(head.get("Message-ID") or "") or None, str(head.get("Subject") or ""),
+                       f"{problem.code} was already answered ({how}{when}) while this mail was on its way: "
+                       "no reply is needed.")

@@ -3,9 +3,17 @@
     CODE retry|accept|skip|dismiss      CODE hint WORDS      CODE plan WORDS
     status                              pause                resume
 
-The first line outside the quoted text is the command; for hint and plan the words are the rest of
-that line and the lines after it, up to the quote or the signature. A command that appears only in
-quoted text (the mail being answered shows examples) is never read.
+The writer's own text is what is left once the quoted mail and the signature are taken out, wherever
+the writer put it: above the quote (top-posted: Gmail, Outlook, Apple Mail by default), below it
+(bottom-posted: mutt, K-9, many list habits) or between quoted parts (interleaved). The first line
+of the first own block is the command; for hint and plan the words are the rest of that line and
+the lines after it, up to the next quote or the signature. A command that appears only in quoted
+text (the mail being answered shows examples) is never read.
+
+The quote headers ("On … wrote:" and its forms in other languages, Outlook's "From:/Sent:" block)
+are found by mail-parser-reply, a maintained parser with those headers for thirteen languages. Its
+own answer (the latest reply) is not used: it keeps only what stands above the first header, so a
+bottom-posted command would be lost; the quoting itself ('>' lines) says what is whose.
 """
 
 from __future__ import annotations
@@ -43,18 +51,66 @@ class Command:
         return f"{self.code} {self.reply}" + (f" {self.words}" if self.words else "")
 
 
-def own_lines(text: str) -> list[str]:
-    """The writer's own non-empty lines: before the signature ('-- ') or the quoted mail, and not
-    quoted ('>')."""
-    out: list[str] = []
-    for raw in text.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
+# a quote header in a language or client mail-parser-reply does not know: a line of at most a few
+# words and a sender that ends in the language's "wrote:" (K-9's "Name <addr> wrote:", mutt's
+# "* Name <addr> [date]:" is covered by the '>' lines after it)
+_WROTE = re.compile(r"^.{0,240}\b(wrote|schrieb|a écrit|escribió|ha scritto|schreef|escreveu|skrev|"
+                    r"napisał\(a\)|napisała|napisał|написал\(а\)|написала|написал|kirjoitti|napsal)\s*:$",
+                    re.IGNORECASE)
+# a phone's signature line closes what the writer wrote, like '-- '
+_MOBILE_SIGNATURE = re.compile(r"^(sent from my\b|get outlook for (ios|android)|von meinem .* gesendet|"
+                               r"envoyé de mon\b|enviado desde mi\b)", re.IGNORECASE)
+_LANGUAGES = ["en", "de", "cs", "da", "es", "fr", "it", "ja", "ko", "nl", "pl", "sv", "zh"]
+_HEADER = "\x00quote header\x00"
+MAX_TEXT = 200_000  # a reply's text read for its command; the rest of a longer mail is not looked at
+
+
+def _mark_headers(text: str) -> str:
+    """`text` with every quote header the parser finds replaced by one marker line (a header may
+    be wrapped over several lines: Gmail's long "On … wrote:")."""
+    from mailparser_reply import EmailReplyParser
+
+    try:
+        replies = EmailReplyParser(languages=_LANGUAGES).read(text).replies
+    except Exception:  # noqa: BLE001 - a parser that chokes on odd text leaves the '>' rules to judge
+        return text
+    for reply in replies:
+        header = (reply.headers or "").strip()
+        if header and header in text:
+            text = text.replace(header, "\n" + _HEADER + "\n", 1)
+    return text
+
+
+def own_blocks(text: str) -> list[list[str]]:
+    """The writer's own non-empty lines, in blocks split by the quoted parts between them: not
+    quoted ('>'), not a quote header, not after the signature ('-- ', a phone's "Sent from my …"),
+    and not after a header whose original follows unquoted (Outlook's way: it is all the mail
+    answered)."""
+    lines = _mark_headers(text[:MAX_TEXT].replace("\r\n", "\n").replace("\r", "\n")).split("\n")
+    blocks: list[list[str]] = [[]]
+    for i, raw in enumerate(lines):
         line = raw.strip()
-        if raw.rstrip() in ("--", "-- ") or _QUOTE_START.match(line):
+        if raw.rstrip() in ("--", "-- ") or _MOBILE_SIGNATURE.match(line):
             break
-        if not line or line.startswith(">"):
+        if line == _HEADER or _QUOTE_START.match(line) or _WROTE.match(line):
+            after = next((n.strip() for n in lines[i + 1:] if n.strip()), "")
+            if not after.startswith(">") and after != _HEADER:
+                break  # the original follows unquoted: nothing below is the writer's
+            blocks.append([])
             continue
-        out.append(line)
-    return out
+        if line.startswith(">"):
+            if blocks[-1]:
+                blocks.append([])
+            continue
+        if line:
+            blocks[-1].append(line)
+    return [b for b in blocks if b]
+
+
+def own_lines(text: str) -> list[str]:
+    """The writer's own first block of lines (see own_blocks)."""
+    blocks = own_blocks(text)
+    return blocks[0] if blocks else []
 
 
 def parse(text: str) -> Command:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -44,6 +45,9 @@ class EmailSettings(BaseModel):
     # empty: only a DKIM signature pilothouse verifies itself counts
     trust_server: str = ""
     poll_s: int = Field(60, ge=5, le=3600, description="how often to look when the server has no IDLE")
+    # DKIM public keys given by hand, for a domain whose key is not in DNS (a private domain, an
+    # offline setup): domain -> its DKIM record ("v=DKIM1; k=rsa; p=…"), used for every selector
+    dkim_keys: dict[str, str] = Field(default_factory=dict)
     enabled_at: str = ""   # problems opened before this are not mailed
 
     @field_validator("address", "operator")
@@ -64,6 +68,19 @@ class EmailSettings(BaseModel):
         if any(c.isspace() or ord(c) < 32 for c in v):
             raise ValueError(f"'{v}' has a space or control character")
         return v
+
+    @field_validator("dkim_keys")
+    @classmethod
+    def _dkim_keys(cls, v: dict[str, str]) -> dict[str, str]:
+        out = {}
+        for domain, record in v.items():
+            d = domain.strip().lower().rstrip(".")
+            if not re.fullmatch(r"[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?)+", d):
+                raise ValueError(f"'{domain[:80]}' is not a domain name like example.org")
+            if not re.search(r"(^|;)\s*p=[A-Za-z0-9+/=\s]{40,}", record):
+                raise ValueError(f"{d}: not a DKIM record with its public key (v=DKIM1; k=rsa; p=…)")
+            out[d] = " ".join(record.split())
+        return out
 
     @model_validator(mode="after")
     def _coherent(self) -> EmailSettings:
@@ -174,3 +191,19 @@ def turn_off() -> bool:
     except FileNotFoundError:
         pass
     return found
+
+
+def dkim_record(text: str, source: str) -> str:
+    """A DKIM record from a key file's text: the record itself ("v=DKIM1; k=rsa; p=…", as the
+    domain's DNS would publish it) or the signer's PEM public key."""
+    text = text.strip()
+    if "-----BEGIN PUBLIC KEY-----" in text:
+        body = text.split("-----BEGIN PUBLIC KEY-----", 1)[1].split("-----END PUBLIC KEY-----", 1)[0]
+        key = "".join(body.split())
+        if not key:
+            raise UserError(f"{source}: the PEM block holds no key")
+        return f"v=DKIM1; k=rsa; p={key}"
+    if "-----BEGIN" in text:
+        raise UserError(f"{source}: not a public key (a private key or a certificate?): give the PEM "
+                        "PUBLIC KEY, or the DKIM record as the domain would publish it")
+    return text.strip('"')

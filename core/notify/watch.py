@@ -57,6 +57,7 @@ class Watcher:
         self.settings, self.password, self.repos = settings, password, repos
         self.dnsfunc, self.idle_s = dnsfunc, idle_s
         self._log = log or _append_log
+        self.idling = False  # in the IMAP IDLE wait, where only an exception ends the block early
 
     def log(self, line: str) -> None:
         self._log(compose.clean(line).replace("\n", " "))
@@ -111,6 +112,14 @@ class Watcher:
                 continue
             mailstate.finish(conn, item, "sent")
             self.log(f"sent mail {item.id}" + (f" for problem {item.code}" if item.code else ""))
+            if item.code and item.repo and not self._still_open(item.repo, item.code):
+                # answered while the mail was on its way (an answer over MCP the same moment): say so
+                try:
+                    answered = problems.get_problem(RepoLayout(Path(item.repo)), item.code)
+                except (sqlite3.Error, UserError):
+                    continue  # gone with its store: nothing to say about it
+                mailstate.queue(conn, bytes(compose.already_answered_mail(self.settings, item.message, answered)))
+                self.log(f"problem {item.code} was answered while its mail went out: a note says so")
 
     def _event_dirs(self) -> list[Path]:
         return [RepoLayout(r).runtime for r in self.repos() if RepoLayout(r).runtime.is_dir()]
@@ -228,8 +237,11 @@ class Watcher:
                 continue
             client.idle()
             try:
-                client.idle_check(timeout=self.idle_s)
+                self.idling = True  # SIGTERM may now end the wait at once (main's `leave`)
+                if not stop.is_set():  # a SIGTERM that came just before found no wait to end
+                    client.idle_check(timeout=self.idle_s)
             finally:
+                self.idling = False
                 client.idle_done()
 
     def run(self, stop: threading.Event) -> None:
@@ -283,18 +295,37 @@ def running() -> bool:
     return lock_held(lock_file())
 
 
-def stop_running() -> bool:
-    """Ask the running watcher to leave (SIGTERM); False when none runs."""
+def stop_running(wait_s: float = 10.0) -> int | None:
+    """Ask the running watcher to leave (SIGTERM) and wait until it has (its lock let go, at most
+    `wait_s`); its pid, or None when none runs."""
     import signal
 
     if not running():
-        return False
+        return None
     try:
         pid = int(lock_file().read_text().split()[0])
         os.kill(pid, signal.SIGTERM)
     except (OSError, ValueError, IndexError):
-        return False
-    return True
+        return None
+    if not _wait_lock_free(lock_file(), wait_s):
+        raise UserError(f"the email watcher (pid {pid}) did not stop within {wait_s:g}s: "
+                        f"see {log_file()}, or end it with kill {pid}")
+    return pid
+
+
+def _wait_lock_free(path: Path, wait_s: float) -> bool:
+    """Whether the lock on `path` is let go within `wait_s`: a blocking flock in a thread, woken by
+    the kernel the moment the holder exits (no polling)."""
+    freed = threading.Event()
+
+    def take() -> None:
+        with open(path, "a+") as fh:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+        freed.set()
+
+    threading.Thread(target=take, daemon=True).start()
+    return freed.wait(wait_s)
 
 
 def start_detached() -> bool:
@@ -344,15 +375,44 @@ def main() -> int:
         print(f"pilothouse: {exc}", file=sys.stderr)
         return 2
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    watcher = Watcher(conf, password, log=lambda line: print(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {line}",
-                                                            file=sys.stderr, flush=True))
-    watcher.log(f"watching {conf.imap_folder} of {conf.address} for {conf.operator}")
+
+    # stderr is the email log itself when started detached: the line goes there once
+    to_terminal = not _same_file(sys.stderr, log_file())
+
+    def log(line: str) -> None:  # the foreground watcher logs where the detached one does, and shows it
+        _append_log(line)
+        if to_terminal:
+            print(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {line}", file=sys.stderr, flush=True)
+
+    watcher = Watcher(conf, password, log=log)
+
+    def leave(*_: Any) -> None:
+        # every other wait sees the event at once; the IMAP IDLE wait blocks in poll() for its
+        # round (11-19 s with a flag alone), so there the handler ends it with an exception,
+        # raised only there: anywhere else it could land in the middle of a write or an import
+        stop.set()
+        if watcher.idling:
+            raise Stopping
+
+    signal.signal(signal.SIGTERM, leave)
+    watcher.log(f"watching {conf.imap_folder} of {conf.address} for {conf.operator} (pid {os.getpid()})")
     try:
         watcher.run(stop)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Stopping):
         stop.set()
+    watcher.log("stopped")
     return 0
+
+
+def _same_file(stream: Any, path: Path) -> bool:
+    try:
+        return os.path.samestat(os.fstat(stream.fileno()), os.stat(path))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+class Stopping(BaseException):
+    """SIGTERM: leave now (a BaseException, so no `except Exception` takes it for a lost connection)."""
 
 
 if __name__ == "__main__":

@@ -278,3 +278,37 @@ def test_no_mail_makes_the_judge_raise_and_none_unauthenticated_is_obeyed(lines:
     raw = "\r\n".join(lines).encode("utf-8", "surrogateescape") + b"\r\n\r\nACDEFH retry\r\n" + tail
     judged = read_mail(raw, email_settings(), dnsfunc=lambda name, timeout=5: None)
     assert judged.command is None or judged.proof.endswith(f"by {SERVER}")
+
+
+def test_a_dkim_key_given_in_the_settings_verifies_without_dns_and_only_for_its_domain(
+        key: DkimKey, tmp_path: Path, cli) -> None:
+    import subprocess
+
+    from pilothouse.core.notify.inbound import read_mail
+
+    raw = key.sign(mail(OPERATOR, BOX, "status"))
+    nowhere = lambda name, timeout=5: None  # noqa: E731 - DNS that knows no key: the given one must do
+    assert read_mail(raw, email_settings(trust_server=""), dnsfunc=nowhere).command is None
+    given = email_settings(trust_server="", dkim_keys={"example.org": key.record.decode()})
+    judged = read_mail(raw, given, dnsfunc=nowhere)
+    assert judged.command is not None and judged.proof == "dkim d=example.org verified"
+    # another domain's key is no proof for example.org's mail
+    other = email_settings(trust_server="", dkim_keys={"example.net": key.record.decode()})
+    assert read_mail(raw, other, dnsfunc=nowhere).command is None
+
+    # through the command: a PEM public key file, shown by domain in status, forgotten with DOMAIN=
+    pem = subprocess.run(["openssl", "rsa", "-pubout"], input=key.private, capture_output=True, check=True).stdout
+    (tmp_path / "example.org.pem").write_bytes(pem)
+    base = ["notify", "email", "setup", "--address", BOX, "--operator", OPERATOR, "--imap-host", "127.0.0.1",
+            "--imap-tls", "none", "--smtp-host", "127.0.0.1", "--smtp-tls", "none", "--no-password"]
+    done = cli(*base, "--dkim-key", f"example.org={tmp_path / 'example.org.pem'}")
+    assert done.returncode == 0, done.stderr
+    from pilothouse.core.notify import settings as st
+
+    saved = st.load()
+    assert saved is not None and saved.dkim_keys == {"example.org": key.record.decode()}
+    assert "dkim_keys: example.org (given)" in cli("notify", "email", "status").stdout
+    bad = cli(*base, "--dkim-key", f"example.org={tmp_path / 'missing.pem'}")
+    assert bad.returncode == 2 and "missing.pem" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+    assert cli(*base, "--dkim-key", "example.org=").returncode == 0
+    assert st.load().dkim_keys == {}  # type: ignore[union-attr]

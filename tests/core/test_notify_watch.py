@@ -114,6 +114,50 @@ def test_a_gate_failure_is_mailed_and_a_signed_emailed_retry_finishes_the_job(
     assert f"reply retry by {OPERATOR} (email)" in why.stdout, why.stdout
 
 
+REPLY_STYLES = {
+    # Gmail's default: the answer on top, the mail below with a header and '>' quoting
+    "top": "{code} skip\n\nOn Tue, Dec 2, 2026 at 10:04 AM pilothouse <{box}> wrote:\n\n{quoted}\n",
+    # mutt, K-9, list habits: the quote first, the answer below it, a signature last
+    "bottom": "On Tue, Dec 02, 2026 at 10:04:00AM +0000, pilothouse wrote:\n{quoted}\n\n{code} skip\n\n-- \nMe\n",
+    # the answer between two quoted parts
+    "interleaved": "{first}\n\n{code} skip\n\n{rest}\n",
+}
+
+
+def test_replies_top_bottom_and_interleaved_are_each_obeyed_once_through_the_real_servers(
+        tmp_path: Path, dovecot: Dovecot, smtp: SmtpSink) -> None:
+    key = DkimKey("example.org")
+    layout = RepoLayout(tmp_path / "repo")
+    layout.ai.mkdir(parents=True)
+    opened = {style: problems.open_problem(layout, "demo", f"t-{style}", "gate_failed", "the fast gate failed")
+              for style in REPLY_STYLES}
+    watcher = Watcher(settings_for(dovecot, smtp.port), dovecot.password, repos=lambda: [layout.root],
+                      dnsfunc=key.dns, idle_s=5)
+    stop = threading.Event()
+    thread = threading.Thread(target=watcher.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        for style, problem in opened.items():
+            sent = smtp.wait_for(lambda m, c=problem.code: c in str(m["Subject"]) and not str(m["Subject"]).startswith("Re:"))
+            lines = ["> " + line for line in sent.get_content().splitlines()]  # type: ignore[attr-defined]
+            body = REPLY_STYLES[style].format(code=problem.code, box=BOX, quoted="\n".join(lines),
+                                              first="\n".join(lines[:3]), rest="\n".join(lines[3:]))
+            reply = mail(OPERATOR, BOX, body, subject=f"Re: {sent['Subject']}",
+                         extra={"In-Reply-To": str(sent["Message-ID"])})
+            dovecot.append(key.sign(reply))
+            answer = smtp.wait_for(lambda m, r=reply: str(m["In-Reply-To"]) == str(
+                message_from_bytes(r, policy=policy.default)["Message-ID"]))
+            assert f"{problem.code} skip: recorded" in answer.get_content(), (style, answer.get_content())  # type: ignore[attr-defined]
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+    assert not thread.is_alive()
+    conn = store.connect(layout.state_db, readonly=True)
+    got = sorted((r["code"], r["reply"]) for r in conn.execute("SELECT code, reply FROM replies"))
+    conn.close()
+    assert got == sorted((p.code, "skip") for p in opened.values())  # each once, none twice
+
+
 def _one_problem(tmp_path: Path) -> tuple[RepoLayout, problems.Problem]:
     layout = RepoLayout(tmp_path / "repo")
     layout.ai.mkdir(parents=True)
@@ -133,6 +177,26 @@ def test_a_problem_answered_before_its_mail_goes_out_is_not_mailed(tmp_path: Pat
     assert conn.execute("SELECT state FROM outbox").fetchone()["state"] == "dropped"
     time.sleep(0.2)
     assert smtp.messages == []
+
+
+def test_a_problem_answered_while_its_mail_is_sent_gets_a_note_that_it_was_already_answered(
+        tmp_path: Path, smtp: SmtpSink) -> None:
+    layout, problem = _one_problem(tmp_path)
+    conf = validate({"address": BOX, "operator": OPERATOR, "imap_host": "127.0.0.1", "imap_tls": "none",
+                     "smtp_host": "127.0.0.1", "smtp_port": smtp.port, "smtp_tls": "none"})
+    watcher = Watcher(conf, None, repos=lambda: [layout.root], log=lambda line: None)
+    conn = mailstate.connect()
+    # the answer lands while the server is taking the mail (over MCP, the same moment)
+    smtp.on_data = lambda m: (problem.code in str(m["Subject"]) and not str(m["Subject"]).startswith("Re:")
+                              and problems.act(layout, problem.code, "skip", who="mcp"))
+    assert watcher.queue_new_problems(conn) == 1
+    watcher.flush(conn)
+    smtp.on_data = None
+    watcher.flush(conn)
+    first, note = smtp.messages
+    assert str(note["In-Reply-To"]) == str(first["Message-ID"])
+    assert f"{problem.code} was already answered (skip by mcp" in note.get_content()  # type: ignore[attr-defined]
+    assert watcher.queue_new_problems(conn) == 0  # and nothing more about it
 
 
 def test_an_smtp_outage_keeps_the_mail_queued_and_backs_off_until_it_goes(tmp_path: Path, smtp: SmtpSink) -> None:
@@ -234,11 +298,8 @@ def test_job_start_starts_the_email_watcher_and_off_stops_it(tmp_path: Path, cli
         assert watch.running()
         assert "email watcher started" not in cli("job", "start", "--repo", str(layout.root)).stdout  # one per user
         off = cli("notify", "email", "off")
-        assert "the email watcher was asked to stop" in off.stdout, off.stdout + off.stderr
-        deadline = time.monotonic() + 20
-        while watch.running() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not watch.running()  # `off` ends it (SIGTERM)
+        assert "the email watcher (pid " in off.stdout and "stopped" in off.stdout, off.stdout + off.stderr
+        assert not watch.running()  # `off` ends it (SIGTERM) before it answers
     finally:
         supervisor_ctl.stop(layout)
         watch.stop_running()
@@ -298,3 +359,45 @@ def test_a_mail_too_large_to_read_is_refused_from_its_headers(tmp_path: Path, do
         stop.set()
         thread.join(timeout=30)
     assert problems.get_problem(layout, problem.code).pending is None
+
+
+def test_the_foreground_watcher_logs_to_its_file_and_stop_ends_it_keeping_the_settings(
+        tmp_path: Path, cli, dovecot: Dovecot, smtp: SmtpSink) -> None:
+    from pilothouse.core.notify import settings as email_settings
+    from pilothouse.core.notify import watch
+    from pilothouse.providers.errors import UserError
+
+    setup = cli("notify", "email", "setup", "--address", BOX, "--operator", OPERATOR, "--username", dovecot.user,
+                "--imap-host", "127.0.0.1", "--imap-port", str(dovecot.port), "--imap-tls", "none",
+                "--smtp-host", "127.0.0.1", "--smtp-port", str(smtp.port), "--smtp-tls", "none",
+                "--password-from-stdin", "--backend", "file", input=dovecot.password + "\n")
+    assert setup.returncode == 0, setup.stderr
+    fg = subprocess.Popen([sys.executable, "-m", "pilothouse", "notify", "email", "watch"], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+    try:
+        assert fg.stderr is not None
+        for line in fg.stderr:  # it says so on the terminal once it reads the mailbox in IDLE
+            if "IDLE" in line:
+                break
+        assert "reading INBOX" in watch.log_file().read_text()  # and in email.log, as the docs say
+        stopped = cli("notify", "email", "stop")
+        assert stopped.returncode == 0 and f"the email watcher (pid {fg.pid}) stopped" in stopped.stdout, stopped
+        assert fg.wait(timeout=60) == 0  # a guard: `stop` answered only once it had left
+        assert "stopped" in watch.log_file().read_text().splitlines()[-1]
+        assert email_settings.load() is not None  # stop is not off
+        assert "no email watcher is running" in cli("notify", "email", "stop").stdout
+        before = len(watch.log_file().read_text().splitlines())
+        started = cli("notify", "email", "start")
+        assert "email watcher started" in started.stdout, started.stdout + started.stderr
+        deadline = time.monotonic() + 60  # a guard: the detached watcher's first line is the event
+        while not any("watching INBOX" in line for line in watch.log_file().read_text().splitlines()[before:]):
+            assert time.monotonic() < deadline, watch.log_file().read_text()[-500:]
+            time.sleep(0.1)
+        try:
+            assert watch.stop_running() is not None and not watch.running()
+        except UserError as exc:
+            raise AssertionError(f"{exc}\n{watch.log_file().read_text()[-1500:]}") from None
+    finally:
+        if fg.poll() is None:
+            fg.kill()
+        watch.stop_running()

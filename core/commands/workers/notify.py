@@ -1,7 +1,7 @@
 """CLI: problems by email (docs/email.md).
 
     pilothouse notify email setup --address A --operator O --imap-host H --smtp-host H [...]
-    pilothouse notify email test | status | off | watch [--detach]
+    pilothouse notify email test | status | start | stop | off | watch [--detach]
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ _FIELDS = {"address": "address", "operator": "operator", "username": "username",
 def register(sub: Any) -> None:
     p = sub.add_parser("notify", help="answer problems by email: one mail per problem, replies obeyed from you")
     kinds = p.add_subparsers(dest="notify_kind", metavar="KIND", required=True)
-    e = kinds.add_parser("email", help="the email channel (setup, test, status, off, watch)")
+    e = kinds.add_parser("email", help="the email channel (setup, test, status, start, stop, off, watch)")
     actions = e.add_subparsers(dest="email_action", metavar="ACTION", required=True)
     s = actions.add_parser("setup", help="save the mailbox settings and its app password",
                            description="A mailbox of pilothouse's own sends one mail per new problem and "
@@ -40,17 +40,44 @@ def register(sub: Any) -> None:
     s.add_argument("--trust-server", metavar="AUTHSERV_ID",
                    help="the receiving server whose Authentication-Results header is trusted (its authserv-id)")
     s.add_argument("--poll-s", type=int, help="seconds between looks where the server has no IDLE (default 60)")
+    s.add_argument("--dkim-key", action="append", metavar="DOMAIN=FILE", default=[],
+                   help="the DKIM public key of DOMAIN (a PEM public key, or its DKIM record) for a domain "
+                        "whose key is not in DNS; DOMAIN= alone forgets it (repeatable)")
     s.add_argument("--password-from-stdin", action="store_true", help="read the app password from stdin's first line")
     s.add_argument("--no-password", action="store_true", help="keep the stored password (or set none)")
     s.add_argument("--backend", choices=("keyring", "file"), help="where the key store keeps it (remembered)")
     s.set_defaults(func=_setup)
     for name, func, help_ in (("test", _test, "send yourself a test mail and log in to the mailbox"),
                               ("status", _status, "the settings (never the password), the watcher, the outbox"),
-                              ("off", _off, "forget the settings and the password; no more mail")):
+                              ("start", _start, "start the watcher in the background (as watch --detach)"),
+                              ("stop", _stop, "stop the running watcher; the settings stay"),
+                              ("off", _off, "stop the watcher, forget the settings and the password")):
         actions.add_parser(name, help=help_).set_defaults(func=func)
     w = actions.add_parser("watch", help="read replies and send the mails (foreground, or --detach)")
     w.add_argument("--detach", action="store_true", help="run in the background (output in the email log)")
     w.set_defaults(func=_watch)
+
+
+def _dkim_keys(have: dict[str, str], given: list[str]) -> dict[str, str]:
+    from pilothouse.core.notify.settings import dkim_record
+    from pilothouse.providers.errors import UserError
+    from pilothouse.providers.userfile import read_text
+
+    for item in given:
+        domain, sep, file = item.partition("=")
+        if not sep or not domain.strip():
+            raise UserError(f"--dkim-key {item[:80]!r}: give DOMAIN=FILE (or DOMAIN= to forget its key)")
+        domain = domain.strip().lower()
+        if not file:
+            have.pop(domain, None)
+            continue
+        try:
+            text = read_text(file, f"--dkim-key {domain}")
+        except OSError as exc:
+            raise UserError(f"--dkim-key {domain}={file}: {exc.strerror or exc}: give the path of the domain's "
+                            "PEM public key (or of its DKIM record)") from None
+        have[domain] = dkim_record(text, f"--dkim-key {domain}={file}")
+    return have
 
 
 def _setup(args: argparse.Namespace) -> int:
@@ -62,6 +89,8 @@ def _setup(args: argparse.Namespace) -> int:
     data = old.model_dump() if old else {}
     data.update({field: getattr(args, opt) for opt, field in _FIELDS.items() if getattr(args, opt) is not None})
     data.setdefault("enabled_at", utc_now_iso())
+    if args.dkim_key:
+        data["dkim_keys"] = _dkim_keys(dict(data.get("dkim_keys") or {}), args.dkim_key)
     missing = [f"--{o.replace('_', '-')}" for o in ("address", "operator", "imap_host", "smtp_host")
                if not data.get(_FIELDS[o])]
     if missing:
@@ -138,6 +167,8 @@ def _status(args: argparse.Namespace) -> int:
         print("email: off (set it up: pilothouse notify email setup)")
         return 0
     for k, v in conf.model_dump().items():
+        if k == "dkim_keys":  # the domains; the keys are long and public
+            v = ", ".join(f"{d} (given)" for d in sorted(v)) or "none given: looked up in DNS"
         print(f"  {k}: {v}")
     print(f"  password: {'stored (' + keys.backend() + ')' if keys.has_key(st.KEY) else 'none'}")
     print(f"  watcher: {'running' if watch.running() else 'not running (pilothouse notify email watch --detach)'}"
@@ -157,7 +188,25 @@ def _off(args: argparse.Namespace) -> int:
     stopped = watch.stop_running()
     print("email is off; settings and password removed" if st.turn_off() else "email was not set up")
     if stopped:
-        print("the email watcher was asked to stop")
+        print(f"the email watcher (pid {stopped}) stopped")
+    return 0
+
+
+def _stop(args: argparse.Namespace) -> int:
+    from pilothouse.core.notify import watch
+
+    pid = watch.stop_running()
+    print(f"the email watcher (pid {pid}) stopped; the settings are kept (`notify email start` starts it)"
+          if pid else "no email watcher is running")
+    return 0
+
+
+def _start(args: argparse.Namespace) -> int:
+    from pilothouse.core.notify import watch
+
+    _loaded()
+    print(f"email watcher started; log: {watch.log_file()}" if watch.start_detached()
+          else "an email watcher is already running")
     return 0
 
 
