@@ -35,7 +35,7 @@ from pilothouse.core.git.worktrees import git, is_scratch, some_paths
 from pilothouse.core.records.project import ProjectConfig
 from pilothouse.providers import confine, paths
 from pilothouse.providers.errors import UserError
-from pilothouse.providers.fsutil import read_in_tree
+from pilothouse.providers.workerfs import read_in_tree
 
 DEFAULT_TIMEOUT_S = 1800.0
 # what the gate's before/after snapshot hashes of one changed file (and its size): beyond it, a

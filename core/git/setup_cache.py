@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from pilothouse.providers import paths
-from pilothouse.providers.fsutil import read_in_tree
+from pilothouse.providers.workerfs import read_in_tree
 
 KEY_LIMIT = 64 << 20  # a lockfile larger than this is not one
 

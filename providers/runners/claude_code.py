@@ -10,6 +10,7 @@ default retries a 401 ten times with backoff (a minute); a bad key now ends in a
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from typing import TYPE_CHECKING, Any
@@ -64,11 +65,16 @@ class ClaudeCodeRunner(CliRunner):
         self._emitted = dict.fromkeys(("input", "output", "cache_read", "cache_write"), 0)
 
     def build(self, spec: RunSpec) -> LaunchSpec:
-        from pilothouse.providers.fsutil import atomic_write_json, ensure_private_dir
+        from pilothouse.providers import workerfs
 
         binary = self.require_binary()
-        cfg_dir = ensure_private_dir(spec.sandbox.config / "claude")
-        atomic_write_json(cfg_dir / "settings.json", settings(spec), mode=0o600)
+        # the config dir is the worker's to write: made fresh through the door on every dispatch,
+        # a resume included (a `claude -> ~/.claude` link left by the last run is replaced, never
+        # followed), and the host's files in it written anew from the spec, never reused
+        config = spec.sandbox.config
+        cfg_dir = config / "claude"
+        workerfs.make_dir(config, "claude")
+        workerfs.write(config, "claude/settings.json", json.dumps(settings(spec), indent=2) + "\n")
         env = self.base_env(spec)
         env.update({
             "CLAUDE_CONFIG_DIR": str(cfg_dir), "CLAUDE_CODE_MAX_RETRIES": MAX_RETRIES,
@@ -85,8 +91,8 @@ class ClaudeCodeRunner(CliRunner):
             # the job's read-only server, from the run's config dir (--strict-mcp-config: no other);
             # -p cannot ask, so its tools are allowed
             mcp_json = cfg_dir / "mcp.json"
-            atomic_write_json(mcp_json, {"mcpServers": {server["name"]: {
-                "type": "stdio", "command": server["command"], "args": server["args"], "env": {}}}}, mode=0o600)
+            workerfs.write(config, "claude/mcp.json", json.dumps({"mcpServers": {server["name"]: {
+                "type": "stdio", "command": server["command"], "args": server["args"], "env": {}}}}) + "\n")
             argv[argv.index("--allowedTools") + 1] += f",mcp__{server['name']}"
             argv += ["--mcp-config", str(mcp_json)]
             # -p connects MCP servers in the background and may ask the model before the tools are

@@ -122,14 +122,22 @@ ROLLOUT_LIMIT = 256 << 20
 
 
 def _rollout(home: Path, thread_id: str) -> list[str]:
-    from pilothouse.providers.fsutil import read_in_tree
+    from fnmatch import fnmatchcase
 
-    files = sorted((home / "sessions").glob(f"**/rollout-*{thread_id}.jsonl")) if thread_id else []
-    if not files:
+    from pilothouse.providers import workerfs
+
+    if not thread_id:
         return []
-    # the sandbox HOME is the worker's to write: a rollout swapped for a link is not followed
+    # the sandbox HOME is the worker's to write, CODEX_HOME included: listed and read through the
+    # door from the run's config folder above it (a linked folder or a rollout swapped for a link
+    # is not followed, a FIFO not opened)
+    want = f"rollout-*{thread_id}.jsonl"
     try:
-        entry = read_in_tree(home, files[-1].relative_to(home), ROLLOUT_LIMIT)
+        files = sorted(f.rel for f in workerfs.walk(home.parent, f"{home.name}/sessions", limit=ROLLOUT_LIMIT)
+                       if fnmatchcase(f.rel.rsplit("/", 1)[-1], want))
+        if not files:
+            return []
+        entry = workerfs.read(home.parent, files[-1], ROLLOUT_LIMIT)
     except (OSError, ValueError):
         return []
     return entry.data.decode("utf-8", errors="replace").splitlines() if entry.kind == "file" else []
@@ -183,13 +191,17 @@ class CodexRunner(CliRunner):
         self._after_tool = False  # a tool finished: the next item comes from a new model response
 
     def build(self, spec: RunSpec) -> LaunchSpec:
-        from pilothouse.providers.fsutil import atomic_write_json, atomic_write_text, ensure_private_dir
+        from pilothouse.providers import workerfs
 
         binary = self.require_binary()
-        home = ensure_private_dir(spec.sandbox.config / "codex")
+        # CODEX_HOME is the worker's to write: claimed through the door and its host files written
+        # anew on every dispatch, a resume included (see claude_code.build)
+        config = spec.sandbox.config
+        home = config / "codex"
+        workerfs.make_dir(config, "codex")
         sandbox = codex_sandbox(spec)
-        atomic_write_text(home / "config.toml", config_toml(spec, home, sandbox), mode=0o600)
-        atomic_write_json(home / "models.json", model_catalog(spec), mode=0o600)
+        workerfs.write(config, "codex/config.toml", config_toml(spec, home, sandbox))
+        workerfs.write(config, "codex/models.json", json.dumps(model_catalog(spec), indent=2) + "\n")
         env = self.base_env(spec)
         env["CODEX_HOME"] = str(home)
         self._home, self._thread = home, spec.session_id

@@ -99,12 +99,14 @@ class OpenCodeRunner(CliRunner):
         self._session: str | None = None
 
     def build(self, spec: RunSpec) -> LaunchSpec:
-        from pilothouse.providers.fsutil import atomic_write_text
+        from pilothouse.providers import workerfs
 
         binary = self.require_binary()
+        # the config dir is the worker's to write: the host's files there are written anew through
+        # the door on every dispatch, a resume included (see claude_code.build)
         plugin = spec.sandbox.config / "pilothouse-retry.js"
-        atomic_write_text(plugin, PLUGIN_JS, mode=0o600)
-        _mark_config_deps_installed(spec.sandbox.config / "opencode", self.pin.version)
+        workerfs.write(spec.sandbox.config, "pilothouse-retry.js", PLUGIN_JS)
+        _mark_config_deps_installed(spec.sandbox.config, self.pin.version)
         env = self.base_env(spec)
         env.update({
             "OPENCODE_CONFIG_CONTENT": json.dumps(config(spec, str(plugin))),
@@ -156,16 +158,17 @@ class OpenCodeRunner(CliRunner):
         return out
 
 
-def _mark_config_deps_installed(config_dir: Path, version: str) -> None:
+def _mark_config_deps_installed(config: Path, version: str) -> None:
     """opencode `npm install`s @opencode-ai/plugin into its config dir on every start unless
     node_modules exists and package-lock.json already lists every dependency: a network call per
     run (25 s here; a hang offline). Our plugin needs no dependency, so say it is installed."""
-    from pilothouse.providers.fsutil import atomic_write_json
+    from pilothouse.providers import workerfs
 
-    (config_dir / "node_modules").mkdir(parents=True, exist_ok=True)
+    workerfs.make_dir(config, "opencode/node_modules")
     deps = {"@opencode-ai/plugin": version}
-    atomic_write_json(config_dir / "package.json", {"dependencies": deps})
-    atomic_write_json(config_dir / "package-lock.json", {"lockfileVersion": 3, "packages": {"": {"dependencies": deps}}})
+    workerfs.write(config, "opencode/package.json", json.dumps({"dependencies": deps}) + "\n", 0o644)
+    workerfs.write(config, "opencode/package-lock.json", json.dumps(
+        {"lockfileVersion": 3, "packages": {"": {"dependencies": deps}}}) + "\n", 0o644)
 
 
 def window_of(message: str) -> str:
