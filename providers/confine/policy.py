@@ -76,7 +76,10 @@ def trusted_project_root(workdir: Path) -> Path:
         if dotgit.is_dir():
             return d
         if dotgit.is_file():
-            m = re.match(r"gitdir:\s*(.+)", dotgit.read_text(errors="replace").strip())
+            from pilothouse.providers import workerfs
+
+            # the worktree's .git (bound read-only into the sandbox) is still read through the door
+            m = re.match(r"gitdir:\s*(.+)", workerfs.read(d, ".git", 4096).text().strip())
             if not m:
                 return d
             gitdir = (d / m.group(1).strip()).resolve()

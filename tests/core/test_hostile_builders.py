@@ -1,0 +1,109 @@
+"""The standing adversarial corpus: one scripted hostile builder per attack class, dispatched for
+real (bubblewrap, the dispatch process, the sim; the agent CLIs where the attack is on their set-up).
+
+Each test asserts that the attack's marker outside the sandbox never appears and that the
+operator's files (a fake ~/.claude, ~/.codex, ~/.bashrc, a key, under the test HOME) are
+byte-identical afterwards. A new attack class is one scenario (tests/hostile.py `script`) and one
+test here; docs/security.md's threat model names the test that holds each class.
+FAILS (does not skip) when bwrap cannot confine here.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from hostile import (
+    Attack,
+    assert_unchanged,
+    bash,
+    dispatch,
+    operator_home,
+    require_cli,
+    run_folder,
+    script,
+    snapshot,
+    write,
+)
+from pilothouse.providers import confine, keys
+
+RUN = "$HOME/.."  # the run folder, as the worker sees it (its HOME is <run>/home)
+
+
+@pytest.fixture
+def confined() -> None:
+    ok, reason = confine.available()
+    assert ok, f"confinement is not available on this machine: {reason}"
+
+
+# attack 1: a builder replaces its run's config folder with a link to the operator's own; the
+# host's set-up on `resume` must replace the link, not write the operator's settings through it
+CONFIG_LINKS = {
+    "sim-claude": ("claude-code", "config/claude", ".claude", ".claude/settings.json"),
+    "sim-codex": ("codex", "config/codex", ".codex", ".codex/config.toml"),
+}
+
+
+@pytest.mark.realcli
+@pytest.mark.parametrize("provider", sorted(CONFIG_LINKS))
+def test_config_folder_linked_to_the_operators_is_replaced_on_resume(cli, git_repo, isolated_home, tmp_path,
+                                                                      confined, provider):
+    runner, folder, target, settings = CONFIG_LINKS[provider]
+    require_cli(runner)
+    keys.set_key(provider, "sk-hostile-" + os.urandom(8).hex(), use_backend="file")
+    before = operator_home(isolated_home)
+    attack = Attack("config-link", script(
+        [bash(f'mv "{RUN}/{folder}" "{RUN}/{folder}.was" && ln -s "@OPHOME@/{target}" "{RUN}/{folder}" && echo planted',
+              "Pointing my config folder at the operator's")],
+        [{"say": "Resumed."}], name="config-link"))
+    scen = attack.write(tmp_path, isolated_home)
+    first = dispatch(cli, provider, git_repo, scen)
+    run = run_folder(provider, first.run_id)
+    assert (run / folder).is_symlink(), f"the attack did not plant its link: {first.verdict}"
+    again = dispatch(cli, provider, git_repo, scen, resume_of=first.run_id)
+    assert again.verdict["verdict"] in ("completed", "partial", "error"), again.verdict
+    assert_unchanged(before, snapshot(isolated_home), "the operator's home")
+    # the host made the folder fresh (a real directory of its own, its settings written anew)
+    assert not (run / folder).is_symlink() and (run / folder).is_dir()
+    assert (run / folder / Path(settings).name).read_text() != (isolated_home / settings).read_text()
+
+
+# attack 2: the sim's served log (appended to by the unconfined dispatch process) replaced by a
+# link to an operator file, or by a FIFO: nothing is appended through it, the dispatch never hangs
+@pytest.mark.parametrize("plant", ["link", "fifo"])
+def test_served_log_replaced_by_a_link_or_fifo_is_never_written_through(cli, git_repo, isolated_home,
+                                                                         tmp_path, confined, plant):
+    before = operator_home(isolated_home)
+    log = f"{RUN}/state/served.jsonl"
+    how = f'ln -s "@OPHOME@/.bashrc" "{log}"' if plant == "link" else f'mkfifo "{log}"'
+    attack = Attack(f"served-{plant}", script(
+        [bash(f'rm -f "{log}" && {how} && echo planted', "Replacing the served log"),
+         write("after.txt", "the sim answers this turn after the swap\n"),
+         write("after2.txt", "and this one\n")], name=f"served-{plant}", files=("after.txt", "after2.txt")))
+    run = dispatch(cli, "sim", git_repo, attack.write(tmp_path, isolated_home))
+    assert run.verdict["verdict"] == "completed", run.verdict
+    assert (git_repo / "after2.txt").exists()
+    assert_unchanged(before, snapshot(isolated_home), "the operator's home")
+    assert "the served log is not written" in run.stderr
+
+
+# attack 3: a FIFO (and a socket-like trap) in a run HOME: `pilothouse scan-secrets` must end,
+# naming what it skipped, and the end-of-run scrub must not block on it either
+def test_fifo_in_a_run_home_does_not_hang_scan_secrets(cli, git_repo, isolated_home, tmp_path, confined):
+    before = operator_home(isolated_home)
+    attack = Attack("fifo-home", script(
+        [bash('mkfifo "$HOME/trap" "$HOME/.cache-trap" && ln -s "@OPHOME@/.ssh" "$HOME/keys" && echo planted',
+              "Leaving traps in my HOME"), write("work.txt", "the task\n")], name="fifo-home", files=("work.txt",)))
+    run = dispatch(cli, "sim", git_repo, attack.write(tmp_path, isolated_home))
+    assert run.verdict["verdict"] == "completed", run.verdict
+    trap = run_folder("sim", run.run_id) / "home" / "trap"
+    assert trap.is_fifo()
+    try:
+        r = cli("scan-secrets", str(git_repo), timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail("scan-secrets blocked on the FIFO a worker left in its HOME")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"{trap}: skipped, a FIFO" in r.stderr
+    assert_unchanged(before, snapshot(isolated_home), "the operator's home")
