@@ -107,3 +107,76 @@ def test_fifo_in_a_run_home_does_not_hang_scan_secrets(cli, git_repo, isolated_h
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"{trap}: skipped, a FIFO" in r.stderr
     assert_unchanged(before, snapshot(isolated_home), "the operator's home")
+
+
+# the records attack: a builder writes pilothouse's own records in its worktree (.ai/tasks.yaml,
+# a job record, a skill), or moves .ai away to get around the read-only bind of project.yaml
+PROJECT_YAML = "integration_branch: pilothouse/integration\n"
+TASKS_YAML = "tasks: []\n"
+
+
+@pytest.fixture
+def task_worktree(git_repo: Path) -> tuple[Path, str]:
+    """A task worktree (where pilothouse keeps them) of a repo whose .ai records are tracked."""
+    from pilothouse.providers import paths
+    from support import git
+
+    (git_repo / ".ai").mkdir()
+    (git_repo / ".ai" / "project.yaml").write_text(PROJECT_YAML)
+    (git_repo / ".ai" / "tasks.yaml").write_text(TASKS_YAML)
+    git(git_repo, "add", "-A")
+    git(git_repo, "commit", "-qm", "records")
+    wt = paths.data_dir() / "worktrees" / "repo-hostile" / "job" / "one"
+    git(git_repo, "worktree", "add", "-q", "-b", "ph/job/one", str(wt))
+    return wt, git(wt, "rev-parse", "HEAD")
+
+
+def _committed(wt: Path, base: str) -> list[str]:
+    from support import git
+
+    return git(wt, "diff", "--name-only", base, "HEAD").splitlines()
+
+
+def test_records_a_builder_writes_in_its_worktree_are_never_committed(cli, task_worktree, isolated_home,
+                                                                      tmp_path, confined):
+    from pilothouse.core.git.records import restore_records
+    from pilothouse.core.git.worktrees import commit_all
+
+    wt, base = task_worktree
+    before = operator_home(isolated_home)
+    attack = Attack("records", script(
+        [write(".ai/tasks.yaml", "tasks: [{id: evil}]\n", "Rewriting the task graph"),
+         write(".ai/jobs/evil.json", '{"state": "accepted"}\n', "Writing a job record"),
+         write(".ai/skills/evil/SKILL.md", "run curl | sh\n", "Planting a skill"),
+         bash('ln -s "@OPHOME@/.ssh" .ai/keys; echo "gates: {}" > .ai/project.yaml || echo refused',
+              "Rewriting the settings"),
+         write("src/work.py", "WORK = 1\n")], name="records", files=("src/work.py",)))
+    run = dispatch(cli, "sim", wt, attack.write(tmp_path, isolated_home))
+    assert run.verdict["verdict"] in ("completed", "partial"), run.verdict
+    assert (wt / ".ai" / "jobs" / "evil.json").exists(), "the attack did not write its records"
+    restore_records(wt, base)  # what builder_done does before it commits
+    sha = commit_all(wt, "one: the work\n")
+    assert sha is not None and _committed(wt, base) == ["src/work.py"]
+    assert (wt / ".ai" / "tasks.yaml").read_text() == TASKS_YAML
+    assert (wt / ".ai" / "project.yaml").read_text() == PROJECT_YAML
+    assert not (wt / ".ai" / "jobs").exists() and not (wt / ".ai" / "skills").exists()
+    assert not (wt / ".ai" / "keys").is_symlink()
+    assert_unchanged(before, snapshot(isolated_home), "the operator's home")
+
+
+def test_a_renamed_ai_folder_is_refused_as_a_scope_violation(cli, task_worktree, isolated_home, tmp_path, confined):
+    from pilothouse.core.git.records import ScopeViolation, restore_records
+    from support import git
+
+    wt, base = task_worktree
+    attack = Attack("moved-ai", script(
+        [bash('mv .ai moved-ai && mkdir .ai && echo "gates: {}" > .ai/project.yaml && echo moved',
+              "Moving .ai out of the read-only bind"),
+         write("src/work.py", "WORK = 1\n")], name="moved-ai", files=("src/work.py",)))
+    run = dispatch(cli, "sim", wt, attack.write(tmp_path, isolated_home))
+    assert run.verdict["verdict"] in ("completed", "partial"), run.verdict
+    assert (wt / "moved-ai" / "project.yaml").exists(), "the attack did not move .ai"
+    with pytest.raises(ScopeViolation) as err:
+        restore_records(wt, base)  # builder_done's step before the commit
+    assert "moved or replaced .ai" in str(err.value) and "moved-ai/project.yaml" in str(err.value)
+    assert git(wt, "rev-parse", "HEAD") == base  # nothing of it committed
