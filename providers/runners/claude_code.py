@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pilothouse.providers.runners.base import LaunchSpec, RunSpec
@@ -54,6 +55,19 @@ def settings(spec: RunSpec) -> dict[str, Any]:
     }
 
 
+def write_config(spec: RunSpec) -> Path:
+    """The run's CLAUDE_CONFIG_DIR with the host's settings.json. The folder is the worker's to
+    write: it is made fresh through the door on every dispatch, a resume included (a `claude ->
+    ~/.claude` link the last run left is replaced, never followed), and the host's file is written
+    anew from the spec, never reused."""
+    from pilothouse.providers import workerfs
+
+    config = spec.sandbox.config
+    workerfs.make_dir(config, "claude")
+    workerfs.write(config, "claude/settings.json", json.dumps(settings(spec), indent=2) + "\n")
+    return config / "claude"
+
+
 class ClaudeCodeRunner(CliRunner):
     name = "claude-code"
     npm_package = "@anthropic-ai/claude-code"
@@ -68,13 +82,8 @@ class ClaudeCodeRunner(CliRunner):
         from pilothouse.providers import workerfs
 
         binary = self.require_binary()
-        # the config dir is the worker's to write: made fresh through the door on every dispatch,
-        # a resume included (a `claude -> ~/.claude` link left by the last run is replaced, never
-        # followed), and the host's files in it written anew from the spec, never reused
         config = spec.sandbox.config
-        cfg_dir = config / "claude"
-        workerfs.make_dir(config, "claude")
-        workerfs.write(config, "claude/settings.json", json.dumps(settings(spec), indent=2) + "\n")
+        cfg_dir = write_config(spec)
         env = self.base_env(spec)
         env.update({
             "CLAUDE_CONFIG_DIR": str(cfg_dir), "CLAUDE_CODE_MAX_RETRIES": MAX_RETRIES,

@@ -178,6 +178,20 @@ def rollout_rate_limit(home: Path, thread_id: str) -> RunnerEvent | None:
     return None
 
 
+def write_config(spec: RunSpec, sandbox: str) -> Path:
+    """CODEX_HOME with the host's config.toml and model catalog. The folder is the worker's to
+    write: claimed through the door and its host files written anew on every dispatch, a resume
+    included (see claude_code.write_config)."""
+    from pilothouse.providers import workerfs
+
+    config = spec.sandbox.config
+    home = config / "codex"
+    workerfs.make_dir(config, "codex")
+    workerfs.write(config, "codex/config.toml", config_toml(spec, home, sandbox))
+    workerfs.write(config, "codex/models.json", json.dumps(model_catalog(spec), indent=2) + "\n")
+    return home
+
+
 class CodexRunner(CliRunner):
     name = "codex"
     npm_package = "@openai/codex"
@@ -191,17 +205,9 @@ class CodexRunner(CliRunner):
         self._after_tool = False  # a tool finished: the next item comes from a new model response
 
     def build(self, spec: RunSpec) -> LaunchSpec:
-        from pilothouse.providers import workerfs
-
         binary = self.require_binary()
-        # CODEX_HOME is the worker's to write: claimed through the door and its host files written
-        # anew on every dispatch, a resume included (see claude_code.build)
-        config = spec.sandbox.config
-        home = config / "codex"
-        workerfs.make_dir(config, "codex")
         sandbox = codex_sandbox(spec)
-        workerfs.write(config, "codex/config.toml", config_toml(spec, home, sandbox))
-        workerfs.write(config, "codex/models.json", json.dumps(model_catalog(spec), indent=2) + "\n")
+        home = write_config(spec, sandbox)
         env = self.base_env(spec)
         env["CODEX_HOME"] = str(home)
         self._home, self._thread = home, spec.session_id

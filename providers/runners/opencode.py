@@ -91,6 +91,17 @@ def config(spec: RunSpec, plugin_path: str) -> dict[str, Any]:
     }
 
 
+def write_config(spec: RunSpec, version: str) -> Path:
+    """The host's files in the run's config folder (the retry plugin, the dependency stamp); the
+    folder is the worker's to write, so they are written anew through the door on every dispatch,
+    a resume included (see claude_code.write_config). Returns the plugin's path."""
+    from pilothouse.providers import workerfs
+
+    workerfs.write(spec.sandbox.config, "pilothouse-retry.js", PLUGIN_JS)
+    _mark_config_deps_installed(spec.sandbox.config, version)
+    return spec.sandbox.config / "pilothouse-retry.js"
+
+
 class OpenCodeRunner(CliRunner):
     name = "opencode"
     npm_package = "opencode-ai"
@@ -99,14 +110,8 @@ class OpenCodeRunner(CliRunner):
         self._session: str | None = None
 
     def build(self, spec: RunSpec) -> LaunchSpec:
-        from pilothouse.providers import workerfs
-
         binary = self.require_binary()
-        # the config dir is the worker's to write: the host's files there are written anew through
-        # the door on every dispatch, a resume included (see claude_code.build)
-        plugin = spec.sandbox.config / "pilothouse-retry.js"
-        workerfs.write(spec.sandbox.config, "pilothouse-retry.js", PLUGIN_JS)
-        _mark_config_deps_installed(spec.sandbox.config, self.pin.version)
+        plugin = write_config(spec, self.pin.version)
         env = self.base_env(spec)
         env.update({
             "OPENCODE_CONFIG_CONTENT": json.dumps(config(spec, str(plugin))),
