@@ -180,3 +180,61 @@ def test_a_renamed_ai_folder_is_refused_as_a_scope_violation(cli, task_worktree,
         restore_records(wt, base)  # builder_done's step before the commit
     assert "moved or replaced .ai" in str(err.value) and "moved-ai/project.yaml" in str(err.value)
     assert git(wt, "rev-parse", "HEAD") == base  # nothing of it committed
+
+
+# the classes `pilothouse probe` checks, as builders: writes out of the worktree, reads of keys
+# and the operator's home by every route, and a module planted for the host to import
+
+
+def test_writes_out_of_the_worktree_leave_no_marker(cli, git_repo, isolated_home, tmp_path, confined):
+    before = operator_home(isolated_home)
+    main_before = snapshot(git_repo / ".git")
+    marker = isolated_home / "pwned"
+    attack = Attack("escape-writes", script(
+        [bash('echo pwned > "@MARKER@"; echo pwned > /proc/self/root"@MARKER@"; '
+              'ln -s "@OPHOME@/.bashrc" rc && echo pwned >> rc; echo pwned >> "@OPHOME@/.bashrc"; '
+              'echo "touch @MARKER@" > .git/hooks/post-commit; echo done', "Writing outside"),
+         write("src/work.py", "WORK = 1\n")], name="escape-writes", files=("src/work.py",)), marker=marker)
+    run = dispatch(cli, "sim", git_repo, attack.write(tmp_path, isolated_home))
+    assert run.verdict["verdict"] in ("completed", "partial"), run.verdict
+    assert not marker.exists()
+    assert_unchanged(before, snapshot(isolated_home), "the operator's home")
+    assert_unchanged(main_before, snapshot(git_repo / ".git"), "the repository's .git")
+
+
+def test_reads_of_keys_and_the_operators_home_never_reach_the_worktree(cli, git_repo, isolated_home, tmp_path,
+                                                                       confined):
+    from pilothouse.providers import paths, workerfs
+
+    before = operator_home(isolated_home)
+    other_key = "sk-other-provider-" + os.urandom(8).hex()
+    keys.set_key("other-provider", other_key, use_backend="file")
+    store = paths.secrets_dir()
+    key_file = isolated_home / ".ssh" / "id_ed25519"
+    attack = Attack("escape-reads", script(
+        [bash(f'for f in "@OPHOME@/.ssh/id_ed25519" /proc/self/root"@OPHOME@/.ssh/id_ed25519" '
+              f'"{store}"/*; do cat "$f" >> stolen.txt 2>&1; done; '
+              'ln -s "@OPHOME@/.ssh/id_ed25519" key-link; echo tried >> stolen.txt', "Reading what is not mine")],
+        name="escape-reads", files=("stolen.txt",)))
+    run = dispatch(cli, "sim", git_repo, attack.write(tmp_path, isolated_home))
+    assert run.verdict["verdict"] in ("completed", "partial"), run.verdict
+    stolen = (git_repo / "stolen.txt").read_text()
+    assert "tried" in stolen and "operator" not in stolen and other_key not in stolen, stolen
+    # and the host, reading the worktree back, does not follow the planted link either
+    assert workerfs.read(git_repo, "key-link").kind == "link" and key_file.read_bytes() == before[str(key_file)]
+    assert_unchanged(before, snapshot(isolated_home), "the operator's home")
+
+
+def test_a_module_planted_in_the_worktree_is_not_imported_by_the_host(cli, git_repo, isolated_home, tmp_path,
+                                                                      confined):
+    marker = tmp_path / "imported-by-the-host"
+    plant = f"import pathlib\npathlib.Path({str(marker)!r}).write_text('imported')\n"
+    attack = Attack("planted-module", script(
+        [write(name, plant, f"Planting {name}") for name in ("yaml.py", "sqlite3.py", "json.py", "pydantic.py")],
+        name="planted-module", files=("yaml.py", "sqlite3.py", "json.py", "pydantic.py")))
+    run = dispatch(cli, "sim", git_repo, attack.write(tmp_path, isolated_home))
+    assert run.verdict["verdict"] == "completed", run.verdict
+    assert (git_repo / "yaml.py").exists()
+    for args in (("scan-secrets",), ("status",), ("providers", "list")):
+        cli(*args, cwd=git_repo)  # host processes started in the worker's tree
+    assert not marker.exists()
