@@ -350,7 +350,15 @@ def _write_at(d: int, name: str, raw: bytes, mode: int) -> None:
         with os.fdopen(wfd, "wb") as fh:
             fh.write(raw)
             os.fchmod(fh.fileno(), mode)
-        os.rename(tmp, name, src_dir_fd=d, dst_dir_fd=d)
+        try:
+            os.rename(tmp, name, src_dir_fd=d, dst_dir_fd=d)
+        except OSError as exc:
+            if exc.errno not in (errno.EISDIR, errno.ENOTEMPTY, errno.EEXIST):
+                raise
+            import shutil  # lazy, as in remove()
+
+            shutil.rmtree(name, dir_fd=d)  # a folder the worker put where the host's file goes
+            os.rename(tmp, name, src_dir_fd=d, dst_dir_fd=d)
     except BaseException:
         try:
             os.unlink(tmp, dir_fd=d)

@@ -39,6 +39,13 @@ def test_write_replaces_a_planted_file_link_and_a_hard_link(tmp_path):
     assert (d / "settings.json").read_text() == "mine\n" and not (d / "settings.json").is_symlink()
 
 
+def test_write_replaces_a_folder_put_where_the_hosts_file_goes(tmp_path):
+    d = tmp_path / "config"
+    (d / "settings.json" / "inner").mkdir(parents=True)
+    workerfs.write(d, "settings.json", "host\n")
+    assert (d / "settings.json").read_text() == "host\n"
+
+
 def test_append_refuses_a_link_a_fifo_and_a_hard_link(tmp_path):
     target, before = _operator_file(tmp_path)
     state = tmp_path / "state"
