@@ -106,6 +106,10 @@ def test_fifo_in_a_run_home_does_not_hang_scan_secrets(cli, git_repo, isolated_h
         pytest.fail("scan-secrets blocked on the FIFO a worker left in its HOME")
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"{trap}: skipped, a FIFO" in r.stderr
+    from pilothouse.providers import paths
+
+    latest = (paths.logs_dir() / "latest.log").read_text()
+    assert "left 2 FIFO(s), device(s) or socket(s) unread in its run folder: home/.cache-trap, home/trap" in latest
     assert_unchanged(before, snapshot(isolated_home), "the operator's home")
 
 
