@@ -420,6 +420,23 @@ def remove(root: Path | str, rel: Path | str) -> bool:
             _close(d)
 
 
+def rmdir(root: Path | str, rel: Path | str) -> bool:
+    """Remove the empty directory at `rel` (False when it is not one: rmdir never follows a link)."""
+    parts = _parts(rel)
+    with opened(root) as fd:
+        try:
+            d = _walk_to(fd, parts[:-1], make=False)
+        except (FileNotFoundError, WorkerTreeError):
+            return False
+        try:
+            os.rmdir(parts[-1], dir_fd=d)
+            return True
+        except OSError:
+            return False
+        finally:
+            _close(d)
+
+
 def chmod(root: Path | str, rel: Path | str, mode: int) -> bool:
     """chmod a directory or regular file at `rel` (False for a link or anything else: Linux has
     no lchmod, and a chmod through a link would change its target)."""

@@ -20,7 +20,7 @@ DOOR = "providers/workerfs.py"
 SCANNED = ("core", "providers", "tui")
 
 WORKER_WORDS = re.compile(
-    r"\b(sb|sandbox|wt|wt_\w+|served_log|run_root|run_folder|rundir)\b|\w*(workdir|worktree)\w*"
+    r"\b(sb|sandbox|wt|wt_\w+|cwd|checkout|served_log|run_root|run_folder|rundir)\b|\w*(workdir|worktree)\w*"
     r"|\.(home|config|state|data|cache)\b(?!_)")
 FILE_FUNCS = {("os", "open"), ("os", "chmod"), ("os", "remove"), ("os", "unlink"), ("os", "rename"),
               ("os", "replace"), ("os", "lchmod"), ("os", "chown")}
@@ -47,6 +47,10 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("core/supervisor/context.py", "integration_good_head", ""): _WT_ROOT,
     ("providers/confine/policy.py", "trusted_project_root", "common.read_text"): _GIT_DIR,
     ("providers/confine/repoview.py", "git_paths", "common.read_text"): _GIT_DIR,
+    ("core/git/gates.py", "run_command", "shutil.rmtree"): "the gate's own scratch HOME, made by the host",
+    ("core/git/holdout.py", "run_holdout", ""):
+        "the holdout copy: every folder on the way is checked not to be a link just before; rmtree follows none",
+    ("core/git/integration.py", "land", "pending.unlink"): _WT_ROOT,
     ("providers/confine/probe.py", "probe_spec", ""): "the probe's own throwaway sandbox, made before anything runs",
     ("providers/confine/probe.py", "_checks_in", ""): "removes probe litter from the operator's places",
     ("providers/confine/probe_reads.py", "read_checks", ""): "removes the probe's own planted files",

@@ -51,9 +51,12 @@ def project_setting_near(start: Path | None = None) -> str | None:
     for d in (here, *here.parents):
         f = d / ".ai" / "project.yaml"
         if f.is_file():
+            from pilothouse.providers import workerfs
+
+            # the nearest may be a worktree's: read through the door (a FIFO there must not hang status)
             try:
-                m = re.search(r"(?m)^confinement:\s*[\"']?(\w+)", f.read_text(errors="replace"))
-            except OSError:
+                m = re.search(r"(?m)^confinement:\s*[\"']?(\w+)", workerfs.read(d, ".ai/project.yaml", 1 << 20).text())
+            except (OSError, ValueError):
                 return None
             if not m:
                 return None
