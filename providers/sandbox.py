@@ -89,8 +89,12 @@ def make_sandbox(key: str, run_id: str, resume_of: str | None = None) -> Sandbox
         os.symlink(root, link)
     else:
         root = ensure_private_dir(link)
+    from pilothouse.providers import workerfs
+
     for sub in SUBDIRS:
-        ensure_private_dir(root / sub)
+        # the worker's HOME and XDG dirs: a resume finds them as the last worker left them, so
+        # each is claimed through the door (a link there is replaced, never chmod'ed through)
+        workerfs.make_dir(root, sub)
     return _sandbox_at(key, root)
 
 

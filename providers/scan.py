@@ -11,11 +11,11 @@ file:line and kind, never the value. The credential files pilothouse itself keep
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from pilothouse.providers import paths
+from pilothouse.providers import paths, workerfs
 from pilothouse.providers.guard import _PATTERNS as CREDENTIAL_PATTERNS
 from pilothouse.providers.redact import REDACTED, Redactor, redactor_for_configured
 
@@ -60,32 +60,34 @@ def _skip(path: Path) -> bool:
     return path == secrets or path.is_relative_to(secrets)
 
 
-def iter_files(roots: Iterable[Path]) -> Iterator[Path]:
-    seen: set[tuple[int, int]] = set()
+def iter_files(roots: Iterable[Path],
+               on_skip: Callable[[workerfs.Skipped], None] | None = None) -> Iterator[tuple[Path, str]]:
+    """Every regular file under the roots, walked through the door (providers/workerfs.py): run
+    folders and worktrees are the workers' writing, so no link is followed and a FIFO, device or
+    socket is passed over with a line to `on_skip` (opening a FIFO for reading would hang).
+    Yields (root, path relative to it): the file is read from that root again by fd."""
+    seen: set[str] = set()
     for root in roots:
-        if root.is_file() and not root.is_symlink():
-            candidates: Iterable[Path] = [root]
+        if root.is_symlink():
+            continue
+        if root.is_file():
+            candidates: Iterable[tuple[Path, str]] = [(root.parent, root.name)]
         else:
-            candidates = _walk(root)
-        for path in candidates:
-            try:
-                st = path.lstat()
-            except OSError:
-                continue
-            if (st.st_dev, st.st_ino) in seen or _skip(path):
-                continue
-            seen.add((st.st_dev, st.st_ino))
-            yield path
+            def skip_dir(rel: str, root: Path = root) -> bool:
+                return _skip(root / rel)
 
+            def skipped(s: workerfs.Skipped, root: Path = root) -> None:
+                if on_skip is not None:
+                    on_skip(workerfs.Skipped(str(root / s.rel), s.why))
 
-def _walk(root: Path) -> Iterator[Path]:
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        base = Path(dirpath)
-        dirnames[:] = [d for d in dirnames if not _skip(base / d)]
-        for name in filenames:
-            p = base / name
-            if not p.is_symlink():
-                yield p
+            candidates = ((root, f.rel) for f in workerfs.walk(root, skip_names=CREDENTIAL_NAMES, skip_dirs=skip_dir,
+                                                             on_skip=skipped, limit=MAX_FILE_BYTES))
+        for base, rel in candidates:
+            key = os.path.normpath(base / rel)
+            if key in seen or _skip(base / rel):
+                continue
+            seen.add(key)
+            yield base, rel
 
 
 def scan_text(text: str, redactor: Redactor) -> list[tuple[int, str]]:
@@ -105,13 +107,15 @@ def scan_text(text: str, redactor: Redactor) -> list[tuple[int, str]]:
     return sorted(set(hits))
 
 
-def scan_file(path: Path, redactor: Redactor) -> list[Hit]:
+def scan_file(root: Path, rel: str, redactor: Redactor) -> list[Hit]:
+    path = root / rel
     try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            return []
-        data = path.read_bytes()
-    except OSError:
+        entry = workerfs.read(root, rel, MAX_FILE_BYTES)
+    except (OSError, ValueError):
         return []
+    if entry.kind != "file":
+        return []  # a link or FIFO put there since the walk listed it
+    data = entry.data
     # binary files (state.db, screenshots) are searched as latin-1 so that every byte maps to one
     # character and ASCII keys are found wherever they sit; text files as UTF-8
     text = data.decode("latin-1") if b"\0" in data[:8192] else data.decode("utf-8", errors="replace")
@@ -119,15 +123,16 @@ def scan_file(path: Path, redactor: Redactor) -> list[Hit]:
 
 
 def scan(roots: Iterable[Path], secrets: Iterable[str] | None = None, *,
-         redactor: Redactor | None = None) -> tuple[list[Hit], int]:
-    """(hits, number of files scanned)."""
+         redactor: Redactor | None = None,
+         on_skip: Callable[[workerfs.Skipped], None] | None = None) -> tuple[list[Hit], int]:
+    """(hits, number of files scanned); what was not read (links, FIFOs, devices) goes to on_skip."""
     if redactor is None:
         redactor = Redactor(secrets) if secrets is not None else redactor_for_configured()
     hits: list[Hit] = []
     count = 0
-    for path in iter_files(roots):
+    for root, rel in iter_files(roots, on_skip):
         count += 1
-        hits += scan_file(path, redactor)
+        hits += scan_file(root, rel, redactor)
     return hits, count
 
 

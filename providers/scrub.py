@@ -20,9 +20,10 @@ from __future__ import annotations
 import os
 import re
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
-from pilothouse.providers.fsutil import atomic_write_bytes
+from pilothouse.providers import workerfs
 from pilothouse.providers.redact import REDACTED, Redactor
 
 MAX_FILE_BYTES = 256 * 1024 * 1024
@@ -40,80 +41,84 @@ def scrub_bytes(data: bytes, pattern: re.Pattern[bytes]) -> bytes:
     return pattern.sub(REDACTED.encode(), data)
 
 
-def scrub_tree(root: Path, redactor: Redactor, *, skip: frozenset[str] = frozenset()) -> list[str]:
+def scrub_tree(root: Path, redactor: Redactor, *, skip: frozenset[str] = frozenset(),
+               on_skip: Callable[[workerfs.Skipped], None] | None = None) -> list[str]:
     """Redact every regular file under `root` (names in `skip` aside); returns the paths (relative
-    to root) that held a key. Never follows a symlink."""
+    to root) that held a key. Walks, reads and rewrites through the door (providers/workerfs.py):
+    no link followed, no FIFO opened; what was passed over goes to `on_skip`."""
     pattern = _pattern(redactor)
     if pattern is None or not root.is_dir() or root.is_symlink():
         return []
+    files = list(workerfs.walk(root, skip_names=skip, on_skip=on_skip, limit=MAX_FILE_BYTES))
+    names = {f.rel for f in files}
+    for f in files:
+        if f.rel.endswith("-wal") and f.rel[:-4] in names:
+            _checkpoint(root, f.rel[:-4])
     changed: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        for name in filenames:
-            if name.endswith("-wal") and name[:-4] in filenames:
-                _checkpoint(Path(dirpath) / name[:-4])
-        dirnames[:] = [d for d in dirnames if not os.path.islink(os.path.join(dirpath, d))]
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        for name in filenames:
-            if name in skip:
-                continue
-            path = Path(dirpath) / name
-            if _scrub_file(path, pattern):
-                changed.append(str(path.relative_to(root)))
-        dirnames[:] = [d for d in dirnames if not os.path.islink(os.path.join(dirpath, d))]
+    for f in files:
+        if _scrub_file(root, f, pattern):
+            changed.append(f.rel)
     return changed
 
 
-def _scrub_file(path: Path, pattern: re.Pattern[bytes]) -> bool:
+def _scrub_file(root: Path, f: workerfs.FileAt, pattern: re.Pattern[bytes]) -> bool:
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        entry = workerfs.read(root, f.rel, MAX_FILE_BYTES)
     except OSError:
         return False
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_FILE_BYTES:
-            return False
-        with os.fdopen(fd, "rb", closefd=False) as fh:
-            data = fh.read()
-    finally:
-        os.close(fd)
-    if pattern.search(data) is None:
+    if entry.kind != "file" or entry.truncated or pattern.search(entry.data) is None:
         return False
+    data = scrub_bytes(entry.data, pattern)
+    mode = stat.S_IMODE(f.mode) | 0o600
     try:
-        atomic_write_bytes(path, scrub_bytes(data, pattern), stat.S_IMODE(st.st_mode) | 0o600, durable=False)
+        workerfs.write(root, f.rel, data, mode)
     except OSError:
+        parent = f.rel.rsplit("/", 1)[0] if "/" in f.rel else ""
         try:
-            os.chmod(path.parent, 0o700)  # a worker may have made its own folder read-only
-            atomic_write_bytes(path, scrub_bytes(data, pattern), stat.S_IMODE(st.st_mode) | 0o600, durable=False)
+            if parent:
+                workerfs.chmod(root, parent, 0o700)  # a worker may have made its own folder read-only
+            workerfs.write(root, f.rel, data, mode)
         except OSError:
-            path.unlink(missing_ok=True)
+            try:
+                workerfs.remove(root, f.rel)
+            except OSError:
+                pass
     return True
 
 
-def _checkpoint(db: Path) -> None:
+def _checkpoint(root: Path, rel: str) -> None:
     """Fold a SQLite WAL into its database (and empty it), so the key sits in plain pages only.
 
     The worker is gone; its database is still its own writing, so it is opened without running
-    anything its schema asks for (trusted_schema off) and only when both files are regular."""
+    anything its schema asks for (trusted_schema off) and only when both files are regular.
+    SQLite opens by path: its folder is reached by fd (/proc/self/fd/N), so no link on the way is
+    followed, and both names are lstat'ed regular in that pinned folder."""
     import sqlite3
     from urllib.parse import quote
 
-    for p in (db, db.with_name(db.name + "-wal")):
-        try:
-            if not stat.S_ISREG(os.lstat(p).st_mode):
-                return
-        except OSError:
-            return
+    parent, _, name = rel.rpartition("/")
     try:
-        conn = sqlite3.connect(f"file:{quote(str(db))}?mode=rw", uri=True, timeout=2, isolation_level=None)
-    except sqlite3.Error:
+        with workerfs.opened(root) as rfd:
+            dfd = workerfs.open_dir(rfd, parent) if parent else os.dup(rfd)
+    except OSError:
         return
     try:
-        conn.execute("PRAGMA trusted_schema=OFF")
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    except sqlite3.Error:
-        pass  # not a database after all, or locked: the file is masked like any other
+        for n in (name, name + "-wal"):
+            if not stat.S_ISREG(os.stat(n, dir_fd=dfd, follow_symlinks=False).st_mode):
+                return
+        conn = sqlite3.connect(f"file:{quote(f'/proc/self/fd/{dfd}/{name}')}?mode=rw", uri=True, timeout=2,
+                               isolation_level=None)
+        try:
+            conn.execute("PRAGMA trusted_schema=OFF")
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except sqlite3.Error:
+            pass  # not a database after all, or locked: the file is masked like any other
+        finally:
+            conn.close()
+    except (OSError, sqlite3.Error):
+        return
     finally:
-        conn.close()
+        os.close(dfd)
 
 
 def scrub_run(provider: str, run_id: str, redactor: Redactor) -> list[str]:

@@ -5,7 +5,7 @@
 - a code run's `files_changed` must be files the run changed, and "complete" with no change is
   nothing done;
 - an explore fact must cite a regular file inside the workdir. The path is the worker's, so it is
-  hostile input: it is looked up with fsutil.read_in_tree, which never follows a link out.
+  hostile input: it is looked up with workerfs.read_in_tree, which never follows a link out.
 """
 
 from __future__ import annotations
@@ -123,7 +123,7 @@ def check_facts(result: dict[str, Any], root: Path | str) -> str | None:
 
 
 def _cites_real_line(root: Path | str, file_line: str) -> bool:
-    from pilothouse.providers.fsutil import read_in_tree
+    from pilothouse.providers.workerfs import read_in_tree
 
     m = _FILE_LINE.match(file_line.strip())
     if not m:

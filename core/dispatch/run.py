@@ -276,7 +276,16 @@ def _scrub(sb: Any, redactor: Any, label: str) -> None:
     """No raw key at rest in the run folder once the worker is gone (providers/scrub.py)."""
     from pilothouse.providers.scrub import scrub_tree
 
-    held = scrub_tree(sb.root, redactor, skip=frozenset({sandbox.CREDENTIAL, sandbox.LOCK}))
+    specials: list[str] = []
+
+    def skipped(s: Any) -> None:
+        if "symbolic link" not in s.why:  # links are never followed, and common in a HOME
+            specials.append(s.rel)
+
+    held = scrub_tree(sb.root, redactor, skip=frozenset({sandbox.CREDENTIAL, sandbox.LOCK}), on_skip=skipped)
+    if specials:
+        sandbox.latest_line(f"{label} left {len(specials)} FIFO(s), device(s) or socket(s) unread in its run "
+                            "folder: " + redactor.redact(", ".join(sorted(specials)[:5])))
     if held:
         sandbox.latest_line(f"{label} redacted a key the worker left in {len(held)} file(s) of its run folder: "
                             + redactor.redact(", ".join(sorted(held)[:5])))

@@ -35,7 +35,7 @@ from pilothouse.core.git.worktrees import git, is_scratch, some_paths
 from pilothouse.core.records.project import ProjectConfig
 from pilothouse.providers import confine, paths
 from pilothouse.providers.errors import UserError
-from pilothouse.providers.fsutil import read_in_tree
+from pilothouse.providers.workerfs import read_in_tree
 
 DEFAULT_TIMEOUT_S = 1800.0
 # what the gate's before/after snapshot hashes of one changed file (and its size): beyond it, a
@@ -117,12 +117,13 @@ def _restore(cwd: Path, paths: list[str], before: dict[str, str]) -> None:
         if p in tracked:
             git(cwd, "-c", "core.hooksPath=/dev/null", "checkout", "-q", "HEAD", "--", p, check=False)
         else:
-            target = cwd / p
-            if target.is_file() or target.is_symlink():
-                target.unlink()
-            parent = target.parent
-            while parent != cwd and parent.is_dir() and not any(parent.iterdir()):
-                parent.rmdir()
+            from pilothouse.providers import workerfs
+
+            # the worktree is the worker's: removed through the door (no link on the way followed)
+            if workerfs.read(cwd, p, 0).kind in ("file", "link", "other"):
+                workerfs.remove(cwd, p)
+            parent = Path(p).parent
+            while str(parent) != "." and workerfs.rmdir(cwd, parent):
                 parent = parent.parent
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from pilothouse.providers import paths
-from pilothouse.providers.fsutil import read_in_tree
+from pilothouse.providers.workerfs import read_in_tree
 
 KEY_LIMIT = 64 << 20  # a lockfile larger than this is not one
 
@@ -58,6 +58,10 @@ def run_cached(step: Any, cwd: Path, run: Callable[[], Any], result: Callable[..
     if (kept / "complete").is_file():
         for rel in step.cache.paths:
             src = _unlinked(kept / "data", rel)
+            # the worktree is the worker's: a folder on the way made a link would send the copy out of it
+            on_way = [cwd / q for q in Path(rel).parents if str(q) != "."]
+            if any(q.is_symlink() for q in on_way):
+                continue
             if src is not None and not os.path.lexists(cwd / rel):
                 _copy(src, cwd / rel)
         return result(True, f"setup cache: restored {', '.join(step.cache.paths)} ({digest[:12]})",

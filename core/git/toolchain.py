@@ -60,7 +60,7 @@ def _venv_python(exe: Path, cwd: Path) -> str | None:
     """'Python X.Y.Z at HOME' from the pyvenv.cfg beside a venv's bin/, or None (not a venv).
 
     A venv inside the worktree is the worker's: its pyvenv.cfg is read without following a link."""
-    from pilothouse.providers.fsutil import read_in_tree
+    from pilothouse.providers.workerfs import read_in_tree
 
     cfg = exe.parent.parent / "pyvenv.cfg"
     tree = Path(os.path.realpath(cwd))

@@ -306,9 +306,10 @@ def remove_job_worktrees(layout: RepoLayout, job: str) -> list[str]:
     return removed
 
 
-# Never committed from a worker's tree: pilothouse's settings are the operator's (a worker that
-# rewrites the gates must not get them merged) and runtime state is no record.
-_NOT_WORK = (":(exclude,top).ai/project.yaml", ":(exclude,top).ai/runtime")
+# Never committed from a worker's tree: .ai is pilothouse's (its settings are the operator's, a
+# worker that rewrites the gates must not get them merged; the task graph, job records and skills
+# are the host's records; runtime state is no record). core/git/records.py puts it back first.
+_NOT_WORK = (":(exclude,top).ai",)
 
 
 def stage_work(path: Path | str) -> None:
@@ -317,8 +318,9 @@ def stage_work(path: Path | str) -> None:
 
 
 def commit_all(path: Path | str, message: str, what: str = "the builder's work") -> str | None:
-    """Commit everything in the worktree except tool caches and pilothouse's own files; the new
-    sha, or None if nothing changed. Work that carries a credential is unstaged again and raises
+    """Commit everything in the worktree except tool caches and pilothouse's own files (.ai: the
+    callers put it back first with core/git/records.restore_records); the new sha, or None if
+    nothing changed. Work that carries a credential is unstaged again and raises
     SecretInDiff (core/git/leaks.py): `what` names whose work it is in that message."""
     from pilothouse.core.git.leaks import SecretInDiff, check_staged
 

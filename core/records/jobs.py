@@ -192,21 +192,24 @@ def _store_attachments(layout: RepoLayout, job: Job, files: Sequence[Path | str]
 
 
 def read_attachment(layout: RepoLayout, job: str, rel: str) -> bytes:
-    """A stored attachment's bytes, only from the job's own attachment folder and never through a
-    symlink: the record is a file in the repository, so its path is checked rather than trusted."""
+    """A stored attachment's bytes, only from the job's own attachment folder and through the
+    door (providers/workerfs.py: no link followed on the way, no FIFO opened, bounded): the record
+    is a file in the repository, so its path is checked rather than trusted."""
+    from pilothouse.providers import workerfs
+
     folder = (layout.attachments / job).resolve()
     path = layout.root / rel
     if path.parent.resolve() != folder or os.path.islink(path):
         raise UserError(f"attachment {rel}: not in {folder}: the job record was changed by hand")
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError as exc:
-        raise UserError(f"attachment {rel}: cannot read it ({exc.strerror})") from None
-    with os.fdopen(fd, "rb") as fh:
-        data = fh.read(MAX_ATTACHMENT_BYTES + 1)
-    if len(data) > MAX_ATTACHMENT_BYTES:
+        entry = workerfs.read(layout.root, rel, MAX_ATTACHMENT_BYTES)
+    except (OSError, ValueError) as exc:
+        raise UserError(f"attachment {rel}: cannot read it ({getattr(exc, 'strerror', None) or exc})") from None
+    if entry.kind != "file":
+        raise UserError(f"attachment {rel}: not a regular file ({entry.kind}); the job record was changed by hand")
+    if entry.truncated:
         raise UserError(f"attachment {rel}: over the 8 MB limit")
-    return data
+    return entry.data
 
 
 # ---------------------------------------------------------------- API

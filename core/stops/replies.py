@@ -44,6 +44,9 @@ KIND_REPLIES: dict[str, tuple[str, ...]] = {
     # the builder's work (or a branch to merge) carries a credential: the builder takes it out
     # (hint), the operator does and retries, or the task goes; never accept: that commits it
     "secret_found": ("hint", "retry", "skip", "plan"),
+    # the builder moved .ai (pilothouse's records and settings): the operator puts it back and
+    # retries (the commit is tried again), or the task goes
+    "scope_violation": ("retry", "skip", "plan"),
     "auth": ("retry",),
     "budget": ("retry",),
     "cannot_proceed": ("retry",),

@@ -155,6 +155,14 @@ def _take_operator_fix(sup: Supervisor, p: Any, r: Any, message: str = "") -> st
                         f"{r['branch']}: check it out there (git -C {wt} checkout {r['branch']}), then retry")
     if not dirty:
         return head
+    from pilothouse.core.git.records import ScopeViolation, restore_records
+
+    base = counters(r).get("base")
+    try:
+        # what is in the worktree is still (partly) the builder's: its .ai is put back first
+        restore_records(wt, str(base) if base else None)
+    except ScopeViolation as exc:
+        raise UserError(f"{wt}: {exc}") from None
     sha = commit_all(wt, message or f"Operator's fix for {p.task} (problem {p.code})\n\njob: {p.job}",
                      what="the worktree")
     if sha:

@@ -124,6 +124,7 @@ def note_quota(sup: Supervisor, row: sqlite3.Row, verdict: dict[str, Any]) -> No
 
 def builder_done(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any, run: sqlite3.Row) -> None:
     """The builder's run finished: commit its work (in a thread), then decide what comes next."""
+    from pilothouse.core.git.records import restore_records
     from pilothouse.core.git.worktrees import commit_all, head
     from pilothouse.core.stops import rules as stops
 
@@ -140,7 +141,11 @@ def builder_done(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any, run: sqli
     worktree = r["worktree"]
     message = f"{tid}: {tdef.title}\n\njob: {job}\ntask: {tid}\nrun: {run_id}"
 
+    base = counters(r).get("base")
+
     def commit() -> str:
+        # .ai is put back as the task's base has it first: the worker's own commits may touch it too
+        restore_records(worktree, str(base) if base else None)
         return commit_all(worktree, message) or head(worktree)
 
     sup.work(key, commit, lambda res, exc: _after_builder(sup, job, tid, tdef, run_id, res, exc, message))
@@ -154,8 +159,14 @@ def _commit_failed(sup: Supervisor, job: str, tid: str, run: sqlite3.Row, exc: B
     evidence names the step, so a retry commits that work again instead of running a builder on
     top of it (answers.py)."""
     from pilothouse.core.git.leaks import SecretInDiff
+    from pilothouse.core.git.records import ScopeViolation
     from pilothouse.core.git.worktrees import GitError
 
+    if isinstance(exc, ScopeViolation):
+        stop_task(sup.store, job, tid, f"scope violation: {exc}", kind="scope_violation",
+                  evidence={"run": run["run_id"], "paths": exc.paths[:20], "step": "commit",
+                            "commit_message": message})
+        return
     if isinstance(exc, SecretInDiff):
         # the session is kept: a hint lets the same builder take the credential out again
         row = sup.store.task(job, tid)

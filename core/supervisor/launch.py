@@ -31,7 +31,7 @@ def _field(obj: Any, name: str, default: Any = None) -> Any:
 def repo_summary(checkout: Path, limit: int = BRIEF_LIMIT) -> str:
     """A compact picture of the repository: its file tree, then the head of its key files."""
     from pilothouse.core.git.worktrees import git
-    from pilothouse.providers.fsutil import read_in_tree
+    from pilothouse.providers.workerfs import read_in_tree
 
     files = [f for f in git(checkout, "ls-files").splitlines() if f and not f.startswith(".ai/")]
     tree = "\n".join(files[:150]) + (f"\n… and {len(files) - 150} more files" if len(files) > 150 else "")

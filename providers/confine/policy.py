@@ -51,9 +51,12 @@ def project_setting_near(start: Path | None = None) -> str | None:
     for d in (here, *here.parents):
         f = d / ".ai" / "project.yaml"
         if f.is_file():
+            from pilothouse.providers import workerfs
+
+            # the nearest may be a worktree's: read through the door (a FIFO there must not hang status)
             try:
-                m = re.search(r"(?m)^confinement:\s*[\"']?(\w+)", f.read_text(errors="replace"))
-            except OSError:
+                m = re.search(r"(?m)^confinement:\s*[\"']?(\w+)", workerfs.read(d, ".ai/project.yaml", 1 << 20).text())
+            except (OSError, ValueError):
                 return None
             if not m:
                 return None
@@ -76,7 +79,10 @@ def trusted_project_root(workdir: Path) -> Path:
         if dotgit.is_dir():
             return d
         if dotgit.is_file():
-            m = re.match(r"gitdir:\s*(.+)", dotgit.read_text(errors="replace").strip())
+            from pilothouse.providers import workerfs
+
+            # the worktree's .git (bound read-only into the sandbox) is still read through the door
+            m = re.match(r"gitdir:\s*(.+)", workerfs.read(d, ".git", 4096).text().strip())
             if not m:
                 return d
             gitdir = (d / m.group(1).strip()).resolve()

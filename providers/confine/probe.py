@@ -5,7 +5,9 @@ launch path (confine.wrap around a small Python writer) tries to write into its 
 (must succeed) and into the other worktree, the main checkout, the real $HOME and the host's /tmp
 (must not reach the host: each write fails, or lands in the sandbox's private /tmp); then to read
 a key, $HOME and the main checkout's untracked files by every route (probe_reads.py), and a module
-planted in the worktree must not be imported by a process started as pilothouse starts its own. With
+planted in the worktree must not be imported by a process started as pilothouse starts its own;
+then links and a FIFO it plants in its own run folder must not make the host's next steps write
+outside it or hang (probe_files.py). With
 --runner, the runner's own binary must also start confined. The result, with bwrap's version and
 the sha256 of bwrap (and of each probed binary), goes to config_dir()/probe.json; a launch whose
 bwrap or runner binary no longer matches the record probes again first.
@@ -198,6 +200,10 @@ def _checks_in(base: Path, visible: Path | None) -> list[dict[str, Any]]:
         results.append({"check": "explore mode: own worktree", "path": str(target), "expect": "blocked",
                         "child": child, "reached_host": target.exists(), "pass": not target.exists()})
         results += probe_reads.read_checks(spec, main, own, tag, _child_env(spec))
+        from pilothouse.providers.confine import probe_files
+
+        files = probe_spec(base / "files", own)
+        results += probe_files.file_checks(files, base / "files", _child_env(files))
         results.append(probe_reads.shadow_check(own, tag))
         return results
     finally:

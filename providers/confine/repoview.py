@@ -27,7 +27,9 @@ def git_paths(workdir: Path) -> tuple[list[Path], list[Path]]:
     inside = [dotgit] if dotgit.exists() else []
     outside: list[Path] = []
     if dotgit.is_file():
-        m = re.match(r"gitdir:\s*(.+)", dotgit.read_text(errors="replace").strip())
+        from pilothouse.providers import workerfs
+
+        m = re.match(r"gitdir:\s*(.+)", workerfs.read(workdir, ".git", 4096).text().strip())
         if m:
             gitdir = real(workdir / m.group(1).strip())
             outside.append(gitdir)

@@ -10,8 +10,10 @@ default retries a 401 ten times with backoff (a minute); a bad key now ends in a
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pilothouse.providers.runners.base import LaunchSpec, RunSpec
@@ -53,6 +55,19 @@ def settings(spec: RunSpec) -> dict[str, Any]:
     }
 
 
+def write_config(spec: RunSpec) -> Path:
+    """The run's CLAUDE_CONFIG_DIR with the host's settings.json. The folder is the worker's to
+    write: it is made fresh through the door on every dispatch, a resume included (a `claude ->
+    ~/.claude` link the last run left is replaced, never followed), and the host's file is written
+    anew from the spec, never reused."""
+    from pilothouse.providers import workerfs
+
+    config = spec.sandbox.config
+    workerfs.make_dir(config, "claude")
+    workerfs.write(config, "claude/settings.json", json.dumps(settings(spec), indent=2) + "\n")
+    return config / "claude"
+
+
 class ClaudeCodeRunner(CliRunner):
     name = "claude-code"
     npm_package = "@anthropic-ai/claude-code"
@@ -64,11 +79,11 @@ class ClaudeCodeRunner(CliRunner):
         self._emitted = dict.fromkeys(("input", "output", "cache_read", "cache_write"), 0)
 
     def build(self, spec: RunSpec) -> LaunchSpec:
-        from pilothouse.providers.fsutil import atomic_write_json, ensure_private_dir
+        from pilothouse.providers import workerfs
 
         binary = self.require_binary()
-        cfg_dir = ensure_private_dir(spec.sandbox.config / "claude")
-        atomic_write_json(cfg_dir / "settings.json", settings(spec), mode=0o600)
+        config = spec.sandbox.config
+        cfg_dir = write_config(spec)
         env = self.base_env(spec)
         env.update({
             "CLAUDE_CONFIG_DIR": str(cfg_dir), "CLAUDE_CODE_MAX_RETRIES": MAX_RETRIES,
@@ -85,8 +100,8 @@ class ClaudeCodeRunner(CliRunner):
             # the job's read-only server, from the run's config dir (--strict-mcp-config: no other);
             # -p cannot ask, so its tools are allowed
             mcp_json = cfg_dir / "mcp.json"
-            atomic_write_json(mcp_json, {"mcpServers": {server["name"]: {
-                "type": "stdio", "command": server["command"], "args": server["args"], "env": {}}}}, mode=0o600)
+            workerfs.write(config, "claude/mcp.json", json.dumps({"mcpServers": {server["name"]: {
+                "type": "stdio", "command": server["command"], "args": server["args"], "env": {}}}}) + "\n")
             argv[argv.index("--allowedTools") + 1] += f",mcp__{server['name']}"
             argv += ["--mcp-config", str(mcp_json)]
             # -p connects MCP servers in the background and may ask the model before the tools are

@@ -122,14 +122,22 @@ ROLLOUT_LIMIT = 256 << 20
 
 
 def _rollout(home: Path, thread_id: str) -> list[str]:
-    from pilothouse.providers.fsutil import read_in_tree
+    from fnmatch import fnmatchcase
 
-    files = sorted((home / "sessions").glob(f"**/rollout-*{thread_id}.jsonl")) if thread_id else []
-    if not files:
+    from pilothouse.providers import workerfs
+
+    if not thread_id:
         return []
-    # the sandbox HOME is the worker's to write: a rollout swapped for a link is not followed
+    # the sandbox HOME is the worker's to write, CODEX_HOME included: listed and read through the
+    # door from the run's config folder above it (a linked folder or a rollout swapped for a link
+    # is not followed, a FIFO not opened)
+    want = f"rollout-*{thread_id}.jsonl"
     try:
-        entry = read_in_tree(home, files[-1].relative_to(home), ROLLOUT_LIMIT)
+        files = sorted(f.rel for f in workerfs.walk(home.parent, f"{home.name}/sessions", limit=ROLLOUT_LIMIT)
+                       if fnmatchcase(f.rel.rsplit("/", 1)[-1], want))
+        if not files:
+            return []
+        entry = workerfs.read(home.parent, files[-1], ROLLOUT_LIMIT)
     except (OSError, ValueError):
         return []
     return entry.data.decode("utf-8", errors="replace").splitlines() if entry.kind == "file" else []
@@ -170,6 +178,20 @@ def rollout_rate_limit(home: Path, thread_id: str) -> RunnerEvent | None:
     return None
 
 
+def write_config(spec: RunSpec, sandbox: str) -> Path:
+    """CODEX_HOME with the host's config.toml and model catalog. The folder is the worker's to
+    write: claimed through the door and its host files written anew on every dispatch, a resume
+    included (see claude_code.write_config)."""
+    from pilothouse.providers import workerfs
+
+    config = spec.sandbox.config
+    home = config / "codex"
+    workerfs.make_dir(config, "codex")
+    workerfs.write(config, "codex/config.toml", config_toml(spec, home, sandbox))
+    workerfs.write(config, "codex/models.json", json.dumps(model_catalog(spec), indent=2) + "\n")
+    return home
+
+
 class CodexRunner(CliRunner):
     name = "codex"
     npm_package = "@openai/codex"
@@ -183,13 +205,9 @@ class CodexRunner(CliRunner):
         self._after_tool = False  # a tool finished: the next item comes from a new model response
 
     def build(self, spec: RunSpec) -> LaunchSpec:
-        from pilothouse.providers.fsutil import atomic_write_json, atomic_write_text, ensure_private_dir
-
         binary = self.require_binary()
-        home = ensure_private_dir(spec.sandbox.config / "codex")
         sandbox = codex_sandbox(spec)
-        atomic_write_text(home / "config.toml", config_toml(spec, home, sandbox), mode=0o600)
-        atomic_write_json(home / "models.json", model_catalog(spec), mode=0o600)
+        home = write_config(spec, sandbox)
         env = self.base_env(spec)
         env["CODEX_HOME"] = str(home)
         self._home, self._thread = home, spec.session_id

@@ -91,6 +91,17 @@ def config(spec: RunSpec, plugin_path: str) -> dict[str, Any]:
     }
 
 
+def write_config(spec: RunSpec, version: str) -> Path:
+    """The host's files in the run's config folder (the retry plugin, the dependency stamp); the
+    folder is the worker's to write, so they are written anew through the door on every dispatch,
+    a resume included (see claude_code.write_config). Returns the plugin's path."""
+    from pilothouse.providers import workerfs
+
+    workerfs.write(spec.sandbox.config, "pilothouse-retry.js", PLUGIN_JS)
+    _mark_config_deps_installed(spec.sandbox.config, version)
+    return spec.sandbox.config / "pilothouse-retry.js"
+
+
 class OpenCodeRunner(CliRunner):
     name = "opencode"
     npm_package = "opencode-ai"
@@ -99,12 +110,8 @@ class OpenCodeRunner(CliRunner):
         self._session: str | None = None
 
     def build(self, spec: RunSpec) -> LaunchSpec:
-        from pilothouse.providers.fsutil import atomic_write_text
-
         binary = self.require_binary()
-        plugin = spec.sandbox.config / "pilothouse-retry.js"
-        atomic_write_text(plugin, PLUGIN_JS, mode=0o600)
-        _mark_config_deps_installed(spec.sandbox.config / "opencode", self.pin.version)
+        plugin = write_config(spec, self.pin.version)
         env = self.base_env(spec)
         env.update({
             "OPENCODE_CONFIG_CONTENT": json.dumps(config(spec, str(plugin))),
@@ -156,16 +163,17 @@ class OpenCodeRunner(CliRunner):
         return out
 
 
-def _mark_config_deps_installed(config_dir: Path, version: str) -> None:
+def _mark_config_deps_installed(config: Path, version: str) -> None:
     """opencode `npm install`s @opencode-ai/plugin into its config dir on every start unless
     node_modules exists and package-lock.json already lists every dependency: a network call per
     run (25 s here; a hang offline). Our plugin needs no dependency, so say it is installed."""
-    from pilothouse.providers.fsutil import atomic_write_json
+    from pilothouse.providers import workerfs
 
-    (config_dir / "node_modules").mkdir(parents=True, exist_ok=True)
+    workerfs.make_dir(config, "opencode/node_modules")
     deps = {"@opencode-ai/plugin": version}
-    atomic_write_json(config_dir / "package.json", {"dependencies": deps})
-    atomic_write_json(config_dir / "package-lock.json", {"lockfileVersion": 3, "packages": {"": {"dependencies": deps}}})
+    workerfs.write(config, "opencode/package.json", json.dumps({"dependencies": deps}) + "\n", 0o644)
+    workerfs.write(config, "opencode/package-lock.json", json.dumps(
+        {"lockfileVersion": 3, "packages": {"": {"dependencies": deps}}}) + "\n", 0o644)
 
 
 def window_of(message: str) -> str:

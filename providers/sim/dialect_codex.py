@@ -58,7 +58,7 @@ def update_file_patch(path: str, text: str, old: str, new: str) -> str | None:
 def _read(ctx: Context, path: str) -> str | None:
     """The file as the worker left it, read by the sim on the host: only inside the run's worktree
     (the cwd a request names is the worker's word), never through a link."""
-    from pilothouse.providers.fsutil import read_in_tree
+    from pilothouse.providers.workerfs import read_in_tree
 
     root = ctx.request.root or ctx.cwd
     if not root or not (ctx.cwd or os.path.isabs(path)):

@@ -13,12 +13,12 @@ import math
 import time
 from dataclasses import dataclass
 
-from pilothouse.providers.fsutil import read_in_tree
 from pilothouse.providers.sim import imitate, limits
 from pilothouse.providers.sim.dialect import Unmappable, map_actions
 from pilothouse.providers.sim.request import Reply, SimRequest, Usage
 from pilothouse.providers.sim.resets import ResetBook
 from pilothouse.providers.sim.scenario import ErrorCue, Scenario, ServerSpec, Turn, UsageSpec
+from pilothouse.providers.workerfs import read_in_tree
 
 FINISHED = "sim: script finished"
 

@@ -15,6 +15,7 @@ import hmac
 import importlib
 import json
 import socket
+import sys
 import threading
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -62,6 +63,7 @@ class SimServer:
         self.port = port
         self.api_key = api_key
         self.served_log = Path(served_log) if served_log else None
+        self._log_refused = False
         self.root = str(root) if root is not None else None  # see SimRequest.root
         # the real server's gaps it imitates (imitate.py): this, else the scenario's `server:`
         self.server = server if server is not None else self.scenario.server
@@ -132,10 +134,17 @@ class SimServer:
         if fault:
             entry["fault"] = fault
         line = json.dumps(entry, separators=(",", ":")) + "\n"
+        from pilothouse.providers import workerfs
+
         with self._log_lock:
-            self.served_log.parent.mkdir(parents=True, exist_ok=True)
-            with self.served_log.open("a", encoding="utf-8") as fh:
-                fh.write(line)
+            # the log sits in the run's state folder, the worker's to write: appended through the
+            # door, so a link or FIFO planted in its place is never written through or blocked on
+            log = self.served_log
+            log.parent.mkdir(parents=True, exist_ok=True)
+            if not workerfs.append(log.parent, log.name, line) and not self._log_refused:
+                self._log_refused = True
+                sys.stderr.write(f"pilothouse sim: {log} is not a regular file of its own (a link, FIFO "
+                                 "or hard link put there); the served log is not written\n")
 
 
 class _HTTPServer(ThreadingHTTPServer):

@@ -346,3 +346,17 @@ def test_a_key_pasted_into_a_job_or_a_reply_is_refused_before_anything_is_stored
                 assert not any(form in data for form in forms), f
     # the same words without the key are taken
     assert cli("problem", "act", p.code, "hint", "call the public API", cwd=layout.root).returncode == 0
+
+
+def test_an_attachment_swapped_for_a_fifo_or_a_linked_folder_is_refused_without_blocking(tmp_path):
+    import os
+
+    layout = RepoLayout(tmp_path)
+    folder = layout.attachments / "j1"
+    folder.mkdir(parents=True)
+    os.mkfifo(folder / "shot.png")
+    rel = str((folder / "shot.png").relative_to(tmp_path))
+    with pytest.raises(UserError, match="not a regular file"):
+        jobs.read_attachment(layout, "j1", rel)
+    (folder / "real.png").write_bytes(b"png")
+    assert jobs.read_attachment(layout, "j1", str((folder / "real.png").relative_to(tmp_path))) == b"png"

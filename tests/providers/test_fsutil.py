@@ -14,7 +14,7 @@ from pilothouse.core import demo
 from pilothouse.core.records.jobs import create_job
 from pilothouse.core.state import store
 from pilothouse.core.supervisor import control as supervisor_ctl
-from pilothouse.providers.fsutil import read_in_tree
+from pilothouse.providers.workerfs import read_in_tree
 
 SECRET = "operator-secret-3f9c2a"
 

@@ -33,11 +33,34 @@ def test_probe_cli_passes_and_records(cli):
                   "/proc/self/root", "another provider's key"):
         assert f"read: {route}" in checks
     assert checks["a module planted in the worktree is not imported by pilothouse"]["pass"]
+    host = [name for name in checks if name.startswith("host steps: ")]
+    assert len(host) == 5 and all(checks[n]["pass"] for n in host), host
     on_disk = json.loads(probe.record_path().read_text())
     assert on_disk["bwrap"]["sha256"] == probe.file_sha256(confine.bwrap_path() or "")
     assert on_disk["bwrap"]["version"]
     # nothing left behind in the user's places
     assert not any(p.name.startswith("pilothouse-probe-") for p in Path.home().iterdir())
+
+
+def test_probe_runs_the_corpus_file_attacks_against_the_hosts_own_steps(tmp_path):
+    """The fast half of tests/core/test_hostile_builders.py: links and a FIFO planted from inside a
+    real sandbox, then the real runner set-up, served-log append, scrub and scan: each decoy is
+    byte-identical and nothing blocked."""
+    from pilothouse.providers.confine import probe_files
+
+    require_confinement()
+    wt = tmp_path / "wt"
+    wt.mkdir()
+    spec = probe.probe_spec(tmp_path / "files", wt)
+    results = probe_files.file_checks(spec, tmp_path / "files", {"PATH": os.environ["PATH"],
+                                                                  "HOME": str(spec.sandbox.home)})
+    assert [r["check"] for r in results] == [
+        "host steps: claude-code config folder -> operator's", "host steps: codex config folder -> operator's",
+        "host steps: opencode plugin -> operator's file", "host steps: served.jsonl -> operator's file",
+        "host steps: a FIFO in the run HOME"]
+    assert all(r["child"] == "planted" and r["pass"] and not r["reached_host"] for r in results), results
+    assert (spec.sandbox.config / "claude").is_dir() and not (spec.sandbox.config / "claude").is_symlink()
+    assert (spec.sandbox.home / "trap").is_fifo()
 
 
 def test_probe_human_output(cli):

@@ -69,7 +69,8 @@ def cmd_scan(args: Any) -> int:
 
     roots = scan.default_roots(target)
     redactor = redactor_for_configured()
-    hits, count = scan.scan(roots, redactor=redactor)
+    skipped: list[str] = []
+    hits, count = scan.scan(roots, redactor=redactor, on_skip=lambda s: skipped.append(s.line()))
     repo, branches, commits = scan.repo_of(target), [], 0
     if repo is not None:
         ours, others = scan.branch_split(repo, _integration_branch(repo))
@@ -78,8 +79,11 @@ def cmd_scan(args: Any) -> int:
         branches = [b.removeprefix("refs/heads/") for b in ours]
     if args.json:
         emit_json({"roots": [str(r) for r in roots], "files": count, "branches": branches, "commits": commits,
-                   "hits": [h.as_dict() for h in hits]})
+                   "hits": [h.as_dict() for h in hits], "skipped": skipped})
     else:
+        for line in skipped:
+            if "symbolic link" not in line:  # links are never followed, and too many to list
+                print(f"pilothouse: {line}", file=sys.stderr)
         for h in hits:
             print(f"{h.path}:{h.line}: {h.kind}")
         where = ", ".join(str(r) for r in roots) or "nothing (no .ai, no logs yet)"

@@ -1,0 +1,89 @@
+"""The door to worker-written trees: what a worker planted (links, FIFOs, hard links, a folder
+swapped for a link) is replaced or skipped, never followed, written through or blocked on."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pilothouse.providers import workerfs
+
+
+def _operator_file(tmp_path: Path) -> tuple[Path, bytes]:
+    target = tmp_path / "operator" / "settings.json"
+    target.parent.mkdir()
+    target.write_bytes(b'{"operator": true}\n')
+    return target, target.read_bytes()
+
+
+def test_write_replaces_a_planted_folder_link_instead_of_writing_through_it(tmp_path):
+    target, before = _operator_file(tmp_path)
+    config = tmp_path / "run" / "config"
+    config.mkdir(parents=True)
+    (config / "claude").symlink_to(target.parent)
+    workerfs.write(config, "claude/settings.json", "{}\n")
+    assert target.read_bytes() == before
+    assert not (config / "claude").is_symlink() and (config / "claude" / "settings.json").read_text() == "{}\n"
+    assert (config / "claude").stat().st_mode & 0o777 == 0o700
+
+
+def test_write_replaces_a_planted_file_link_and_a_hard_link(tmp_path):
+    target, before = _operator_file(tmp_path)
+    d = tmp_path / "run"
+    d.mkdir()
+    (d / "settings.json").symlink_to(target)
+    os.link(target, d / "hard.json")
+    workerfs.write(d, "settings.json", "mine\n")
+    workerfs.write(d, "hard.json", "mine\n")
+    assert target.read_bytes() == before
+    assert (d / "settings.json").read_text() == "mine\n" and not (d / "settings.json").is_symlink()
+
+
+def test_write_replaces_a_folder_put_where_the_hosts_file_goes(tmp_path):
+    d = tmp_path / "config"
+    (d / "settings.json" / "inner").mkdir(parents=True)
+    workerfs.write(d, "settings.json", "host\n")
+    assert (d / "settings.json").read_text() == "host\n"
+
+
+def test_append_refuses_a_link_a_fifo_and_a_hard_link(tmp_path):
+    target, before = _operator_file(tmp_path)
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "served.jsonl").symlink_to(target)
+    os.mkfifo(state / "fifo.jsonl")
+    os.link(target, state / "hard.jsonl")
+    assert workerfs.append(state, "served.jsonl", "x\n") is False
+    assert workerfs.append(state, "fifo.jsonl", "x\n") is False  # no reader: must not block either
+    assert workerfs.append(state, "hard.jsonl", "x\n") is False
+    assert target.read_bytes() == before
+    assert workerfs.append(state, "new.jsonl", "a\n") and workerfs.append(state, "new.jsonl", "b\n")
+    assert (state / "new.jsonl").read_text() == "a\nb\n"
+
+
+def test_walk_skips_links_and_special_files_with_a_line(tmp_path):
+    root = tmp_path / "home"
+    (root / "sub").mkdir(parents=True)
+    (root / "sub" / "a.txt").write_text("a")
+    os.mkfifo(root / "trap")
+    (root / "up").symlink_to(tmp_path)
+    (root / "f").symlink_to(tmp_path / "nothing")
+    skipped: list[workerfs.Skipped] = []
+    files = [f.rel for f in workerfs.walk(root, on_skip=skipped.append)]
+    assert files == ["sub/a.txt"]
+    lines = sorted(s.line() for s in skipped)
+    assert lines == ["f: skipped, a symbolic link (worker-written, not read)",
+                     "trap: skipped, a FIFO (worker-written, not read)",
+                     "up: skipped, a symbolic link (worker-written, not read)"]
+
+
+def test_read_remove_and_chmod_never_follow(tmp_path):
+    target, before = _operator_file(tmp_path)
+    root = tmp_path / "wt"
+    root.mkdir()
+    (root / "ai").symlink_to(target.parent)
+    assert workerfs.read(root, "ai/settings.json").kind == "link"
+    assert workerfs.chmod(root, "ai", 0o777) is False
+    assert workerfs.remove(root, "ai") is True
+    assert target.read_bytes() == before and target.parent.is_dir()
+    assert not workerfs.lexists(root, "ai")
