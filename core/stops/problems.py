@@ -272,13 +272,7 @@ def act(layout: RepoLayout, code: str, reply: str, words: str | None = None, who
     with _db(layout, conn) as db:
         problem = get_problem(layout, code, conn=db)
         fits = ", ".join(problem.replies)
-        if problem.state != "open":
-            raise UserError(f"problem {problem.code} was already answered ({problem.answer}); "
-                            "see `pilothouse problem list` for open ones")
-        if problem.pending is not None:
-            p = problem.pending
-            raise UserError(f"problem {problem.code} already has an answer waiting for the supervisor "
-                            f"({p['reply']} by {p['who']} at {p['at']})")
+        _still_open(problem)
         if reply not in REPLIES:
             raise UserError(f"'{reply}' is not a reply; problem {problem.code} ({problem.kind}) takes: {fits}")
         if reply not in problem.replies:
@@ -301,7 +295,10 @@ def act(layout: RepoLayout, code: str, reply: str, words: str | None = None, who
             data["cancels"] = cancels
 
         def commit() -> None:
+            # compare-and-set: the problem must still be open with no answer waiting, read again
+            # inside the write transaction, so of two operators answering at once exactly one wins
             with _tx(db):
+                _still_open(get_problem(layout, problem.code, conn=db))
                 db.execute("INSERT INTO replies(code, reply, words, who, at) VALUES (?, ?, ?, ?, ?)",
                            (problem.code, reply, words, who, at))
 
@@ -310,6 +307,30 @@ def act(layout: RepoLayout, code: str, reply: str, words: str | None = None, who
         (log or EventLog(layout.events)).append("problem.answered", job=problem.job, task=problem.task,
                                                  data=data, commit=commit)
     return data
+
+
+class AlreadyAnswered(UserError):
+    """Another answer to this problem won: the one line names it, who gave it and when."""
+
+
+def _still_open(problem: Problem) -> None:
+    if problem.pending is not None:
+        p = problem.pending
+        raise AlreadyAnswered(f"problem {problem.code} was already answered: {_answer_text(p)}, waiting for the "
+                              "supervisor; yours was not recorded")
+    if problem.state != "open":
+        won = {"reply": problem.answer, "words": problem.words, "who": problem.who, "at": problem.answered_at}
+        text = _answer_text(won) if problem.answer else f"it is {problem.state}"
+        raise AlreadyAnswered(f"problem {problem.code} was already answered: {text}; yours was not recorded "
+                              "(see `pilothouse problem list` for open ones)")
+
+
+def _answer_text(answer: dict[str, Any]) -> str:
+    words = answer.get("words")
+    said = f" {words!r}" if words else ""
+    if len(said) > 60:
+        said = said[:57] + "…'"
+    return f"{answer.get('reply')}{said} by {answer.get('who') or 'someone'} at {answer.get('at') or '?'}"
 
 
 def _check_budget_raised(layout: RepoLayout, problem: Problem) -> None:

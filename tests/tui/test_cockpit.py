@@ -152,7 +152,7 @@ async def test_refused_reply_shows_cores_message(cockpit_repo, make_app, wait_fo
         await pilot.press("4", "a")
         await wait_for(pilot, lambda: app._notifications)
         message = next(iter(app._notifications)).message
-        assert "already has an answer waiting" in message
+        assert "was already answered" in message
         assert len(replies(cockpit_repo)) == 1
 
 
