@@ -183,3 +183,17 @@ def test_every_state_damage_is_named_by_every_reader(tmp_path: Path) -> None:
                 p.unlink()
     bad = {k: v for k, v in results.items() if v not in ("success", "one-line error")}
     assert not bad, bad
+
+
+READ_ONLY = (["job", "status"], ["job", "list"], ["problem", "list"], ["problem", "show", "KTRWMB"],
+             ["problem", "act", "KTRWMB", "retry"], ["check"], ["events"], ["why", "x"], ["usage"],
+             ["task", "list"], ["maintain", "repair"], ["live", "--once"], ["models"])
+
+
+def test_read_only_commands_create_nothing_where_pilothouse_never_ran(tmp_path: Path) -> None:
+    root = tmp_path / "elsewhere"
+    root.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    found = {" ".join(argv): classify(run(argv, root)) for argv in READ_ONLY}
+    assert all(c in ("success", "one-line error") for c in found.values()), found
+    assert not (root / ".ai").exists(), sorted(str(p.relative_to(root)) for p in (root / ".ai").rglob("*"))
