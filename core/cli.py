@@ -113,7 +113,7 @@ class TerminalOut:
 # options naming a job, a scenario or a host: checked here, where they enter, before any command
 # builds a path or an address from one (argparse's `type=` would have to be repeated on each)
 _JOB_OPTS = ("job",)
-_PATH_OPTS = ("scenario", "jobs", "repo", "dir", "request_file", "acceptance_file")
+_PATH_OPTS = ("scenario", "jobs", "repo", "dir", "request_file", "acceptance_file", "path", "file")
 
 
 def _check_args(args: Any) -> None:
@@ -128,7 +128,7 @@ def _check_args(args: Any) -> None:
                 continue
             opt = "--" + key.replace("_", "-")
             if key in _PATH_OPTS:
-                argcheck.check_path(v, opt)
+                argcheck.check_path(v, key if key in ("path", "file") else opt)
             elif key == "host":
                 argcheck.check_host(v)
             else:

@@ -266,6 +266,14 @@ def _check_identity(conn: sqlite3.Connection, path: Path, rebuild: bool) -> bool
 
 def _stamp(conn: sqlite3.Connection, path: Path, fresh: bool) -> None:
     """Make the schema of a new store, and give it (or one made before stores had one) its identity."""
+    root = repo_of(path)
+    if not fresh:
+        have = {r[0]: r[1] for r in conn.execute("SELECT key, value FROM meta WHERE key IN ('schema', 'repo')")}
+        indexes = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='index'")}
+        if (have.get("schema") is not None and (root is None or have.get("repo") == str(root))
+                and "runs_by_task" in indexes and conn.execute("PRAGMA application_id").fetchone()[0]
+                == APPLICATION_ID and conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION):
+            return  # it has its identity: opening it writes nothing (no write lock for a mere answer)
     if fresh:
         conn.executescript(SCHEMA)
     else:
@@ -273,7 +281,6 @@ def _stamp(conn: sqlite3.Connection, path: Path, fresh: bool) -> None:
         # _check_identity refused it
         conn.executescript("\n".join(s for s in SCHEMA.split(";\n") if "CREATE INDEX" in s) + ";")
     conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
-    root = repo_of(path)
     if root is not None:
         conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('repo', ?)", (str(root),))
     if conn.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:

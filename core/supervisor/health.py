@@ -37,8 +37,11 @@ def lost_store(layout: RepoLayout, identity: tuple[int, int]) -> str | None:
     wrote next would land in a file nobody reads."""
     try:
         if store_identity(layout) == identity:
-            return None
-        what = "replaced"
+            if os.stat(layout.state_db).st_size > 0:
+                return None
+            what = "emptied (truncated to 0 bytes)"
+        else:
+            what = "replaced"
     except FileNotFoundError:
         what = "deleted"
     return f"{layout.state_db} was {what} while the supervisor ran, so it stopped: {store.REPAIR}, then " \
