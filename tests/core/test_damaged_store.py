@@ -177,3 +177,18 @@ def test_the_supervisor_outlasts_a_held_write_lock_and_beats_again(blocked: tupl
         assert "Traceback" not in layout.supervisor_log.read_text()
     finally:
         cli("job", "stop", "--repo", str(root))
+
+
+def test_a_read_only_ai_folder_is_said_as_read_only_not_as_damage(blocked: tuple[Path, bytes, str]) -> None:
+    import shutil
+
+    root, good, _ = blocked
+    _restore(root, good)
+    bwrap = shutil.which("bwrap")
+    assert bwrap, "bubblewrap is needed: apt-get install bubblewrap"
+    ai = str(root / ".ai")
+    for argv in (("job", "status"), ("problem", "list"), ("problem", "act", "XXXXXX", "retry")):
+        r = subprocess.run([bwrap, "--dev-bind", "/", "/", "--ro-bind", ai, ai, sys.executable, "-m", "pilothouse",
+                            *argv, "--repo", str(root)], capture_output=True, text=True, timeout=60)
+        assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1, r.stdout + r.stderr
+        assert "read-only" in r.stderr and "maintain repair" not in r.stderr, r.stderr
