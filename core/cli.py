@@ -112,6 +112,43 @@ class TerminalOut:
         return getattr(self._stream, name)
 
 
+# options naming a job, a scenario or a host: checked here, where they enter, before any command
+# builds a path or an address from one (argparse's `type=` would have to be repeated on each)
+_JOB_OPTS = ("job",)
+_PATH_OPTS = ("scenario", "jobs", "repo", "dir", "request_file", "acceptance_file", "path", "file")
+
+
+def _check_args(args: Any) -> None:
+    from pilothouse.providers import argcheck
+
+    for key, value in vars(args).items():
+        if key == "func" or value is None:
+            continue
+        values = value if isinstance(value, list) else [value]
+        for v in values:
+            if not isinstance(v, str):
+                continue
+            opt = "--" + key.replace("_", "-")
+            if key in _PATH_OPTS:
+                argcheck.check_path(v, key if key in ("path", "file") else opt)
+            elif key == "host":
+                argcheck.check_host(v)
+            else:
+                # words (a hint, a decision) may span lines; nothing may carry a NUL or escape codes
+                argcheck.check_text(v, opt if key not in ("name", "words", "code") else key, lines=True)
+    name = getattr(args, "name", None)
+    if args.command in ("job", "ship") and isinstance(name, str):
+        from pilothouse.core.records.jobs import validate_name
+
+        validate_name(name)
+    for key in _JOB_OPTS:
+        job = getattr(args, key, None)
+        if isinstance(job, str):
+            from pilothouse.core.records.jobs import validate_name
+
+            validate_name(job)
+
+
 def main(argv: list[str] | None = None) -> int:
     from pilothouse.providers.errors import UserError
 
@@ -132,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command not in (None, "view", "mcp", "serve") and sys.stdout.isatty():
         sys.stdout = TerminalOut(sys.stdout)  # type: ignore[assignment]
     try:
+        _check_args(args)
         rc = func(args)
     except UserError as exc:
         print(f"pilothouse: {exc}", file=sys.stderr)

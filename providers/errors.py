@@ -28,6 +28,9 @@ _DISK_FIXES = {
     "EROFS": "the file system is read-only: remount it read-write (or work in a writable copy)",
     "EACCES": "permission denied: check the owner and mode of the path",
     "EPERM": "not permitted: check the owner and mode of the path",
+    # not the disk's, but the same kind of answer: a path the file system cannot take
+    "ENAMETOOLONG": "a name in the path is longer than the file system allows: shorten it",
+    "ELOOP": "too many levels of symbolic links: point the link at a real file",
 }
 _SQLITE_FIXES = {
     "database or disk is full": "no space left on the device: free some space, then run it again",

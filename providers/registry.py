@@ -10,6 +10,7 @@ records through providers.provider_index, which caches them as JSON.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -119,6 +120,9 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     try:
         data = read_yaml(path, str(path))
     except FileNotFoundError:
+        if path.is_symlink():
+            raise UserError(f"{path}: a link to {os.readlink(path)!r}, which does not exist: remove the link "
+                            "or point it at a provider file") from None
         raise UserError(f"{path}: vanished while being read: run the command again") from None
     if not isinstance(data, dict):
         raise UserError(f"{path}: expected a mapping of provider fields (key: ..., model_id: ...)")

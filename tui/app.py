@@ -286,9 +286,17 @@ class CockpitApp(ActionsMixin, FixMixin, App[None]):
                 return status_text(repo, f"bad .ai/project.yaml: {self.key_for('job.new', 'n')} or {start} says why",
                                    "bold red", problems)
             return status_text(repo, "not set up: run `pilothouse init`", "bold yellow", problems)
+        damage = self.queries.damage if self.queries is not None else None
+        if damage and not self.supervisor_alive():
+            return status_text(repo, damage, "bold red", problems)
         if row is None:
             return status_text(repo, f"never started · {start} starts", "dim", problems)
         if not self.supervisor_alive():
+            from pilothouse.core.supervisor.health import last_stop
+
+            why = last_stop(self.layout) if self.layout is not None else None
+            if why:
+                return status_text(repo, f"stopped: {why}", "bold red", problems)
             return status_text(repo, f"stopped · {start} starts", "yellow", problems)
         beat = parse_ts(row.heartbeat_at)
         age = fmt.duration((self.clock() - beat).total_seconds()) if beat else "?"

@@ -43,6 +43,19 @@ def positive_int(value: str) -> int:
     return n
 
 
+MAX_WORKERS = 64  # project.yaml's max_workers allows the same
+
+
+def worker_count(value: str) -> int:
+    """argparse type: how many workers at once, 1 to MAX_WORKERS."""
+    import argparse
+
+    n = positive_int(value[:40])
+    if n > MAX_WORKERS:
+        raise argparse.ArgumentTypeError(f"'{value[:40]}' is more than {MAX_WORKERS} workers at once")
+    return n
+
+
 def seconds(value: str) -> float:
     """argparse type: a duration in seconds, 0 or more."""
     return _seconds(value, above_zero=False)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from pilothouse.core.commands._out import positive_int
+from pilothouse.core.commands._out import worker_count
 
 TYPE_CHECKING = False  # typing costs ~2 ms on every command; annotations are strings here
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ def register(sub: Any) -> None:
     p.add_argument("--scenario", default="demo", metavar="NAME", help="bundled sim scenario (default: demo)")
     p.add_argument("--list", action="store_true", help="name the bundled scenarios that run a job, and exit "
                    "(`pilothouse sim list` also shows the dispatch-only ones)")
-    p.add_argument("--max-workers", type=positive_int, metavar="N", help="parallel workers (default 3)")
+    p.add_argument("--max-workers", type=worker_count, metavar="N", help="parallel workers (default 3)")
     p.set_defaults(func=_demo)
 
 

@@ -174,16 +174,12 @@ def job_states(layout: Any, with_problems: bool = False) -> Any:
     import json
     import sqlite3
 
-    from pilothouse.core.state.store import StateDamaged, connect
+    from pilothouse.core.state.store import open_reader, unusable
 
     empty: Any = ({}, {}, {}) if with_problems else ({}, {})
-    if not layout.state_db.exists():
-        return empty
-    try:
-        conn = connect(layout.state_db, readonly=True)
-    except StateDamaged:
-        raise  # "not started" would be a lie: say what happened and what to run
-    except sqlite3.Error:
+    # a store that is lost, damaged or locked is said as such: "not started" would be a lie
+    conn = open_reader(layout.state_db)
+    if conn is None:
         return empty
     try:
         from pilothouse.core.queries.work import usage_label, usage_sql
@@ -210,8 +206,8 @@ def job_states(layout: Any, with_problems: bool = False) -> Any:
                 item["replies"] = []
             problems.setdefault(r["job"], []).append(item)
         return states, tasks, problems
-    except sqlite3.Error:
-        return empty
+    except sqlite3.Error as exc:
+        raise unusable(layout.state_db, exc) from None
     finally:
         conn.close()
 
@@ -227,13 +223,18 @@ def supervisor_info(layout: Any) -> dict[str, Any]:
     except (sqlite3.Error, OSError):  # an unreadable store must not hide the jobs
         row = None
     if row is None:
-        return {"running": False, "pid": None, "heartbeat_at": None, "heartbeat_age_s": None}
+        from pilothouse.core.supervisor.health import last_stop
+
+        return {"running": False, "pid": None, "heartbeat_at": None, "heartbeat_age_s": None,
+                "stopped_because": last_stop(layout)}
     return {"running": True, "pid": row["pid"], "heartbeat_at": row["heartbeat_at"],
             "heartbeat_age_s": row["heartbeat_age_s"]}
 
 
 def supervisor_line(sup: dict[str, Any]) -> str:
     if not sup["running"]:
+        if sup.get("stopped_because"):
+            return f"supervisor: not running: {sup['stopped_because']}"
         return "supervisor: not running (start it: pilothouse job start)"
     age = sup["heartbeat_age_s"]
     beat = f", heartbeat {age:.0f}s ago" if age is not None else ", no heartbeat yet"
@@ -246,7 +247,9 @@ def list_rows(layout: Any) -> list[dict[str, Any]]:
 
     states, tasks = job_states(layout)
     rows = []
-    for j in jobs.list_jobs(layout):
+    listed = jobs.list_jobs(layout)
+    _require_rows(layout, [j.name for j in listed], states)
+    for j in listed:
         st = states.get(j.name)
         ts = tasks.get(j.name, [])
         done = sum(1 for t in ts if t["state"] == "done")
@@ -306,6 +309,23 @@ def _status(args: Any) -> int:
     return 0
 
 
+def _require_rows(layout: Any, names: list[str], states: dict[str, Any]) -> None:
+    """A job without a state row is "not started" only if the supervisor never took it up: the
+    event log says which it did (one read of it, and only when some row is missing)."""
+    if all(n in states for n in names):
+        return
+    from pilothouse.core.records import state_witness
+    from pilothouse.core.state.store import StateDamaged
+
+    taken, _ = state_witness.expected(layout)
+    lost = [n for n in names if n not in states and n in taken]
+    if lost:  # read again: a row written after the first read and evented before the log was read
+        again = job_states(layout)[0]
+        lost = [f"job {n}" for n in lost if n not in again]
+    if lost:
+        raise StateDamaged(state_witness.lost_line(layout, lost))
+
+
 def status_rows(layout: Any, name: str | None = None) -> list[dict[str, Any]]:
     """The state of one job (or every job): its tasks, open problems and the supervisor; what
     `job status --json` prints and the MCP server's job_status returns."""
@@ -313,6 +333,7 @@ def status_rows(layout: Any, name: str | None = None) -> list[dict[str, Any]]:
 
     selected = [jobs.load_job(layout, name)] if name else jobs.list_jobs(layout)
     states, tasks, problems = job_states(layout, with_problems=True)
+    _require_rows(layout, [j.name for j in selected], states)
     sup = supervisor_info(layout)
     out = []
     for j in selected:

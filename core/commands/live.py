@@ -211,7 +211,9 @@ def _no_events(layout: Any, job: str | None, task: str | None, events: Any, quie
 
 
 def _job_known(layout: Any, job: str, events: Any) -> bool:
-    if (layout.jobs_dir / f"{job}.json").is_file():
+    from pilothouse.core.records.jobs import validate_name
+
+    if (layout.jobs_dir / f"{validate_name(job)}.json").is_file():
         return True
     if isinstance(events, list):
         return any(e.get("job") == job for e in events)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-from pilothouse.core.commands._out import positive_int, seconds
+from pilothouse.core.commands._out import seconds, worker_count
 
 TYPE_CHECKING = False  # typing costs ~2 ms on every command; annotations are strings here
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ def add_watch_options(p: Any) -> None:
                    "it plans, builds, gates, reviews and integrates every open job")
     g.add_argument("--once", action="store_true", help="run the supervisor until no job can progress without "
                    "the operator, then exit (implies --watch)")
-    g.add_argument("--max-workers", type=positive_int, metavar="N", help="with --watch: parallel workers "
+    g.add_argument("--max-workers", type=worker_count, metavar="N", help="with --watch: parallel workers "
                    "(default: project.yaml max_workers)")
     g.add_argument("--quiet", action="store_true", help="with --watch: print nothing (the events are still "
                    "in pilothouse live)")
@@ -100,7 +100,7 @@ def _print_events(layout: Any, tailer: Any, done: Any) -> None:
 def register_job_subcommands(job_sub: Any) -> None:
     s = job_sub.add_parser("start", help="start the supervisor for this repository, detached")
     s.add_argument("name", nargs="?", help="a job to check exists first")
-    s.add_argument("--max-workers", type=positive_int, metavar="N",
+    s.add_argument("--max-workers", type=worker_count, metavar="N",
                    help="parallel workers (default: project.yaml max_workers); applies when it starts")
     _add_repo(s)
     s.set_defaults(func=_start)

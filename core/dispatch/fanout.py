@@ -27,9 +27,11 @@ _FLAGS = {"provider": "--provider", "mode": "--mode", "workdir": "--workdir", "t
 
 
 def load_jobs(path: str) -> list[dict[str, Any]]:
+    from pilothouse.providers.userfile import read_text
+
     p = Path(path)
     try:
-        jobs = json.loads(p.read_text())
+        jobs = json.loads(read_text(p, f"jobs file {p}"))
     except FileNotFoundError:
         raise UserError(f"jobs file {p} does not exist") from None
     except ValueError as exc:

@@ -70,6 +70,43 @@ def _fields(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
+# a call's arguments, all together, and any one text in them: a host's model sends what it likes
+MAX_ARGUMENTS = 1 << 20
+MAX_STRING = 256 * 1024
+# an error names what it refuses, never the whole of it
+MAX_MESSAGE = 400
+
+
+def check_arguments(name: str, arguments: Any) -> None:
+    """Refuse (UserError, one line) arguments past the size limits, or with a NUL or a control
+    character in any text (newlines and tabs aside), before any tool sees them."""
+    import json
+
+    from pilothouse.providers.argcheck import check_text
+
+    try:
+        size = len(json.dumps(arguments, default=str))
+    except (TypeError, ValueError, RecursionError):
+        raise UserError(f"{name}: arguments that are not JSON: send JSON values") from None
+    if size > MAX_ARGUMENTS:
+        raise UserError(f"{name}: the arguments are {size} bytes, more than the limit of {MAX_ARGUMENTS}: "
+                        "send less at once")
+
+    def walk(value: Any, where: str) -> None:
+        if isinstance(value, str):
+            check_text(value, where, MAX_STRING, lines=True)
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                walk(str(k), f"{where} key")
+                walk(v, f"{where}.{k}"[:80])
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                walk(v, f"{where}[{i}]")
+
+    for key, value in (arguments or {}).items():
+        walk(value, str(key)[:40])
+
+
 def one_line(name: str, exc: ToolError) -> str | None:
     """The message for a failed call, or None for a crash (reported by name only)."""
     cause = exc.__cause__
@@ -81,11 +118,16 @@ def one_line(name: str, exc: ToolError) -> str | None:
         return None
     else:
         text = str(exc).removeprefix(f"Error executing tool {name}: ")
-    return " ".join(text.split())
+    text = " ".join(text.split())
+    return text if len(text) <= MAX_MESSAGE else text[:MAX_MESSAGE - 1] + "…"
 
 
 class PilotServer(MCPServer[Any]):
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            check_arguments(name, arguments)
+        except UserError as exc:
+            raise ToolError(" ".join(str(exc).split())[:MAX_MESSAGE]) from None
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:

@@ -76,9 +76,10 @@ def register(server: PilotServer, host: Host) -> None:
 
 def _known(layout: Any, job: str | None, task: str | None, lookup: Any) -> None:
     """An unknown job or task is a mistake the model should hear of; a known one may have no new events."""
+    from pilothouse.core.records.jobs import validate_name
     from pilothouse.core.records.taskgraph import load_tasks
 
-    if job and not (layout.jobs_dir / f"{job}.json").is_file() and not lookup.has_job(job):
+    if job and not (layout.jobs_dir / f"{validate_name(job)}.json").is_file() and not lookup.has_job(job):
         raise UserError(f"no job named {job!r}: job_list shows the jobs")
     if task and not lookup.jobs_of(task) and not any(t.id == task for t in load_tasks(layout, job)):
         raise UserError(f"no task {task!r}" + (f" in job {job}" if job else "") + ": job_status lists the tasks")

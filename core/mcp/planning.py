@@ -20,7 +20,12 @@ def register(server: PilotServer, host: Host) -> None:
                     replace: bool = False) -> list[dict[str, Any]]:
         from pilothouse.core.commands.tasks import define_tasks
         from pilothouse.core.records.project import load_project
+        from pilothouse.core.records.taskgraph import MAX_TASKS
+        from pilothouse.providers.errors import UserError
 
+        if len(tasks) > MAX_TASKS:  # the limit the tasks.yaml reader holds to, said before any work
+            raise UserError(f"{len(tasks)} tasks, more than the limit of {MAX_TASKS} a tasks.yaml holds: define "
+                            "fewer (split the work into several jobs)")
         check_text(json.dumps(tasks), "tasks")
         layout = host.layout()
         defined, _jobs = define_tasks(layout, load_project(layout), tasks, job, replace, "tasks", "mcp")
@@ -36,7 +41,7 @@ def register(server: PilotServer, host: Host) -> None:
     @server.tool(description="Start the repository's supervisor (detached; a running one is kept). It plans, "
                  "builds, gates, reviews and merges every open job.")
     def job_start(name: str | None = None,
-                  max_workers: Annotated[int | None, Field(gt=0)] = None) -> dict[str, Any]:
+                  max_workers: Annotated[int | None, Field(gt=0, le=64)] = None) -> dict[str, Any]:
         from pilothouse.core.records.jobs import load_job
         from pilothouse.core.records.project import load_project
         from pilothouse.core.supervisor import control as supervisor_ctl

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from pilothouse.core.records.layout import RepoLayout
-from pilothouse.core.state.store import connect
+from pilothouse.core.state.store import StateBusy, StateDamaged, open_reader
 from pilothouse.core.stops.problems import Problem, row_to_problem
 
 
@@ -74,13 +74,21 @@ class StoreReader:
     def __init__(self, layout: RepoLayout) -> None:
         self.layout = layout
         self._conn: sqlite3.Connection | None = None
+        # why the store cannot be read (lost, damaged, locked), one line for the status bar; None
+        # when it reads, or when there is none yet
+        self.damage: str | None = None
 
     @property
     def conn(self) -> sqlite3.Connection | None:
-        if self._conn is None and self.layout.state_db.exists():
+        if self._conn is None:
             try:
-                self._conn = connect(self.layout.state_db, readonly=True)
-            except sqlite3.Error:
+                self._conn = open_reader(self.layout.state_db)
+                self.damage = None
+            except (StateDamaged, StateBusy) as exc:
+                self.damage = str(exc)
+                return None
+            except sqlite3.Error as exc:
+                self.damage = f"{self.layout.state_db}: {exc}"
                 return None
         return self._conn
 

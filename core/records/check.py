@@ -3,7 +3,7 @@
 Loading project.yaml already refuses what the file alone can show (unknown keys, bad values, NUL
 bytes in commands, duplicate keys). This adds what needs the rest of the machine: the providers
 the policy names exist, the simulator scenario is a scenario file where scenarios may live,
-tasks.yaml reads, and with `executor: ray` Ray is installed and the cluster's head answers. Each finding is one line with the fix; `job start` refuses to start on any.
+tasks.yaml reads, the runtime store is sound and holds what the event log says it does, and with `executor: ray` Ray is installed and the cluster's head answers. Each finding is one line with the fix; `job start` refuses to start on any.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ def check_repo(layout: RepoLayout) -> list[str]:
     if project.sim_scenario:
         found += _scenario(layout, project.sim_scenario)
     found += _tasks(layout)
+    found += _state(layout)
     if project.executor == "ray":
         found += _cluster(str(project.ray.address))
     return found
@@ -124,6 +125,17 @@ def _scenario(layout: RepoLayout, spec: str) -> list[str]:
     except UserError as exc:
         return [f"{field}: {exc}"]
     return []
+
+
+def _state(layout: RepoLayout) -> list[str]:
+    """The runtime store's damage, or the work it lost (read only: a check creates nothing)."""
+    from pilothouse.core.records import state_witness
+
+    try:
+        missing = state_witness.lost(layout)
+    except UserError as exc:  # StateDamaged, StateBusy: one line naming the damage and the repair
+        return [str(exc)]
+    return [state_witness.lost_line(layout, missing)] if missing else []
 
 
 def _tasks(layout: RepoLayout) -> list[str]:

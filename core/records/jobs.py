@@ -110,7 +110,7 @@ def _path(layout: RepoLayout, name: str) -> Path:
 def _locked(layout: RepoLayout, name: str) -> Iterator[None]:
     lock_dir = layout.runtime / "locks"
     lock_dir.mkdir(parents=True, exist_ok=True)
-    with open(lock_dir / f"job-{name}.lock", "a") as fh:
+    with open(lock_dir / f"job-{validate_name(name)}.lock", "a") as fh:
         fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
         try:
             yield
@@ -227,9 +227,12 @@ def _check_request(request: str, what: str = "request", acceptance: str | None =
 
 
 def load_job(layout: RepoLayout, name: str) -> Job:
+    from pilothouse.providers.userfile import read_text
+
     path = _path(layout, name)
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        # bounded, and a regular file only: a record that is a FIFO or a link to /dev/zero is refused
+        raw = json.loads(read_text(path, f".ai/jobs/{name}.json", not_text_fix="restore it from git"))
     except FileNotFoundError:
         raise UserError(f"no job named {name!r}: `pilothouse job list` shows the jobs") from None
     except ValueError as exc:

@@ -22,6 +22,9 @@ KINDS = ("SAFE_PARALLEL", "DEPENDENT", "HOTSPOT", "CONTRACT_CHANGE", "DECOUPLE",
 Kind = Literal["SAFE_PARALLEL", "DEPENDENT", "HOTSPOT", "CONTRACT_CHANGE", "DECOUPLE", "TEST_ONLY", "RESEARCH"]
 ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 FILE = ".ai/tasks.yaml"
+# task entries the file may hold, all jobs together: what a writer refuses before writing and the
+# reader refuses on reading, so no writer leaves a file every reader then rejects
+MAX_TASKS = 2000
 
 
 def _q(value: object) -> str:
@@ -276,6 +279,9 @@ def _read_entries(layout: RepoLayout) -> list[dict[str, Any]]:
         data = data.get("tasks") or []
     if not isinstance(data, list):
         raise UserError(f"{FILE}: expected `tasks:` with a list of task entries: fix the file")
+    if len(data) > MAX_TASKS:
+        raise UserError(f"{FILE}: {len(data)} task entries, more than the limit of {MAX_TASKS}: split the work "
+                        "into several jobs, or remove the entries of finished ones")
     return [e for e in data if isinstance(e, dict)]
 
 
@@ -319,8 +325,20 @@ def save_tasks(layout: RepoLayout, tasks: Iterable[TaskDef], *, replace_job: str
             elif replace_job is None or e.get("job_id") != replace_job:
                 merged.append(e)
         merged.extend(t.to_yaml_dict() for t in new if (t.job_id, t.id) in index)
+        if len(merged) > MAX_TASKS:
+            raise UserError(f"{FILE} would hold {len(merged)} task entries, more than the limit of {MAX_TASKS}: "
+                            "define fewer tasks (split the work into several jobs); nothing was written")
         text = "# task definitions (no status here: see `pilothouse job status`)\n" + yaml.safe_dump(
             {"tasks": merged}, sort_keys=False, allow_unicode=True, width=100)
+        from pilothouse.providers.userfile import MAX_BYTES
+
+        try:  # the reader's own limits (size, nodes): what is written here, every reader reads
+            if len(text.encode()) > MAX_BYTES:
+                raise UserError(f"{len(text.encode())} bytes, more than {MAX_BYTES}")
+            parse_yaml(text, FILE)
+        except UserError as exc:
+            raise UserError(f"the task definitions would make a file the reader refuses ({exc}): define fewer or "
+                            "shorter tasks; nothing was written") from None
         atomic_write_text(layout.tasks_yaml, text)
 
 

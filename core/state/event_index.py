@@ -65,8 +65,10 @@ class EventIndex:
         self.skipped = 0
         self.first_skip: str | None = None
         self._names: dict[str, int] = {}
+        if not self.events.parent.is_dir():
+            # nothing was ever logged here: an index would be the first file a reader created
+            raise IndexUnavailable(f"{self.events.parent} does not exist")
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, timeout=120, isolation_level=None)
             use_wal(self._db)
             self._db.execute("PRAGMA synchronous=NORMAL")

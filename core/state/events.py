@@ -209,36 +209,51 @@ class EventTailer:
 
     def tail(self, n: int) -> list[dict[str, Any]]:
         """The last n events, read backwards from the end; leaves the tailer positioned at the end.
-        Lines that are not events do not count: it reads further back until it has n or the start."""
+        Lines that are not events do not count: it reads further back until it has n or the start.
+
+        Backwards, only where lines end is kept; each line is then read on its own, and one longer
+        than MAX_LINE is skipped (with the others' note) without being read: a 50 MB line costs one
+        pass over it, not one per chunk."""
         skipped, first = self.skipped, self.first_skip
         want = n
+        events: list[dict[str, Any]] = []
         try:
             with open(self.path, "rb") as fh:
                 st = os.fstat(fh.fileno())
                 end = st.st_size
                 pos = end
-                buf = b""
+                ends: list[int] = []  # offsets of the newlines seen, last first
                 while True:
-                    while pos > 0 and buf.count(b"\n") <= want:
+                    while pos > 0 and len(ends) <= want:
                         step = min(_TAIL_CHUNK, pos)
                         pos -= step
                         fh.seek(pos)
-                        buf = fh.read(step) + buf
+                        chunk = fh.read(step)
+                        i = len(chunk)
+                        while (i := chunk.rfind(b"\n", 0, i)) != -1:
+                            ends.append(pos + i)
                     self.skipped, self.first_skip = skipped, first  # each look counts the same lines anew
-                    complete_end = buf.rfind(b"\n") + 1
-                    lines = buf[:complete_end].split(b"\n")
-                    start = pos
-                    if pos > 0:
-                        start += len(lines[0]) + 1
-                        lines = lines[1:]
-                    events = self._decode_lines(lines, start)
+                    bounds = ends[::-1]
+                    # the first line is whole only when the start of the file was reached
+                    begin, closing = (0, bounds) if pos == 0 else ((bounds[0] + 1, bounds[1:]) if bounds else (0, []))
+                    events = []
+                    for nl in closing:
+                        if nl - begin > MAX_LINE:
+                            self._skip(begin, f"longer than {MAX_LINE} bytes")
+                        else:
+                            fh.seek(begin)
+                            events += self._decode_lines([fh.read(nl - begin)], begin)
+                        begin = nl + 1
                     if len(events) >= n or pos == 0:
                         break
-                    want = buf.count(b"\n") + (n - len(events)) * 2
+                    want = len(ends) + (n - len(events)) * 2
+                complete_end = ends[0] + 1 if ends else 0
+                fh.seek(complete_end)
+                partial = fh.read(min(end - complete_end, MAX_LINE + 1))
                 self._place(fh, end, st.st_ino)
         except FileNotFoundError:
             return []
-        self._partial = buf[complete_end:]
+        self._partial = partial if len(partial) <= MAX_LINE else b""
         return events[-n:] if n else []
 
     def read_new(self) -> list[dict[str, Any]]:

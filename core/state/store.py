@@ -8,6 +8,7 @@ Every state change is one transaction, paired with one events.jsonl line by the 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -128,55 +129,284 @@ class StateDamaged(UserError, sqlite3.DatabaseError):
     view that already tolerates a store it cannot read goes on tolerating it)."""
 
 
+class StateBusy(UserError, sqlite3.OperationalError):
+    """Another process held state.db's lock longer than a reader waits: one line naming it."""
+
+
 REPAIR = "`pilothouse maintain repair` rebuilds it from .ai/ and events.jsonl"
+# "PHST" in the file's header (PRAGMA application_id): what tells this store from any other SQLite file
+APPLICATION_ID = 0x50485354
+TABLES = ("meta", "jobs_state", "tasks", "runs", "problems", "replies", "quota_windows", "supervisor")
+# how long a reader waits for a writer's lock before it names the holder (a writer waits longer)
+READ_WAIT_S = 5.0
+WRITE_WAIT_S = 10.0
 
 
-def connect(path: Path, readonly: bool = False) -> sqlite3.Connection:
+def connect(path: Path, readonly: bool = False, *, rebuild: bool = False) -> sqlite3.Connection:
     """Open state.db in WAL mode (creating the schema unless readonly). A file that is not a
-    pilothouse store of this version raises StateDamaged."""
+    pilothouse store of this version raises StateDamaged; a lock held past the wait, StateBusy.
+    A new store is made only where the event log shows none existed, or by `maintain repair`
+    (`rebuild`): anything else would start from nothing where there was work."""
     path = Path(path)
+    _check_file(path)
+    if not readonly and not rebuild and not path.exists():
+        _refuse_if_lost(path, "missing")
+    wait = READ_WAIT_S if readonly else WRITE_WAIT_S
     try:
         if readonly:
-            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10, isolation_level=None)
+            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=wait, isolation_level=None)
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(path, timeout=10, isolation_level=None)
-            use_wal(conn)
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.executescript(SCHEMA)
-            conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+            conn = sqlite3.connect(path, timeout=wait, isolation_level=None)
         conn.row_factory = sqlite3.Row
-        conn.execute("PRAGMA busy_timeout=10000")
-        _check_version(conn, path, readonly)
-    except sqlite3.DatabaseError as exc:
-        if isinstance(exc, StateDamaged) or "locked" in str(exc) or "busy" in str(exc):
+        conn.execute(f"PRAGMA busy_timeout={int(wait * 1000)}")
+        try:
+            fresh = _check_identity(conn, path, rebuild)
+            if not readonly:
+                use_wal(conn)
+                conn.execute("PRAGMA synchronous=NORMAL")
+                _stamp(conn, path, fresh)
+        except BaseException:
+            conn.close()
             raise
-        if readonly and "unable to open" in str(exc):
+    except sqlite3.DatabaseError as exc:
+        if isinstance(exc, (StateDamaged, StateBusy, StateDisk)):
+            raise
+        if "locked" in str(exc) or "busy" in str(exc):
+            raise busy(path, wait) from None
+        if readonly and "unable to open" in str(exc) and not path.exists():
             raise  # no store yet: each reader says what that means for it
+        fault = disk_fault(path, exc)
+        if fault:
+            raise StateDisk(fault) from None
         raise StateDamaged(f"{path}: not a usable state database ({exc}): {REPAIR}") from None
     return conn
+
+
+class StateDisk(UserError, sqlite3.OperationalError):
+    """The disk under state.db is full or read-only: the store is fine, the machine is not."""
+
+
+def disk_fault(path: Path, exc: BaseException) -> str | None:
+    """One line for a store SQLite cannot open or write because its disk is full or read-only
+    (not damage: repairing would not help), or None."""
+    from pilothouse.providers.errors import disk_error_line
+
+    text = str(exc)
+    if not any(w in text for w in ("unable to open", "disk I/O", "readonly", "read-only", "full")) \
+            and not isinstance(exc, OSError):
+        return None  # the file's own fault (not a database, malformed): damage, whatever the disk
+    folder = Path(path).parent
+    try:
+        vfs = os.statvfs(folder if folder.exists() else folder.parent)
+    except OSError:
+        vfs = None
+    if (vfs is not None and vfs.f_flag & os.ST_RDONLY) or "readonly" in text or "read-only" in text:
+        return (f"{path}: the file system is read-only ({text}; SQLite writes state.db-shm beside the store "
+                "even to read it): remount it read-write, or work in a writable copy")
+    if (vfs is not None and vfs.f_bavail == 0) or "full" in text:
+        return f"{path}: no space left on the device ({text}): free some space, then run it again"
+    return disk_error_line(exc) if isinstance(exc, OSError) else None
+
+
+def _check_file(path: Path) -> None:
+    """Refuse what SQLite would hang on or misread: a FIFO, a device, a directory, an unreadable file."""
+    import stat
+
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        if path.is_symlink():
+            raise StateDamaged(f"{path} is a link to nothing: {REPAIR}") from None
+        return
+    except OSError as exc:
+        raise StateDamaged(f"{path} cannot be examined ({exc.strerror}): check its folder's permissions") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("a FIFO" if stat.S_ISFIFO(st.st_mode) else "a directory" if stat.S_ISDIR(st.st_mode)
+                else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "not a regular file")
+        raise StateDamaged(f"{path} is {kind}, not a database file: {REPAIR} (keeping this aside)")
+    if not os.access(path, os.R_OK):
+        raise StateDamaged(f"{path} cannot be read (permission denied): give it back its owner's read and "
+                           f"write permission (chmod u+rw {path})")
+
+
+def _refuse_if_lost(path: Path, what: str) -> None:
+    witness = history(path)
+    if witness:
+        raise StateDamaged(f"{path} is {what} but {witness}: {REPAIR}")
+
+
+def _check_identity(conn: sqlite3.Connection, path: Path, rebuild: bool) -> bool:
+    """Raise StateDamaged unless `conn` is this repository's pilothouse store of this version, or a
+    new, empty file (then True: its schema is still to be made)."""
+    app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if not tables and app_id == 0:
+        if not rebuild:  # emptied (truncated, or all its tables dropped): lost, unless nothing ran here
+            _refuse_if_lost(path, "empty")
+        return True
+    if app_id not in (0, APPLICATION_ID):
+        raise StateDamaged(f"{path} belongs to another program (SQLite application id {app_id:#010x}), not "
+                           f"pilothouse: {REPAIR} (keeping this file aside)")
+    if app_id == 0 and "meta" not in tables:
+        names = ", ".join(sorted(tables)[:4]) + (", …" if len(tables) > 4 else "")
+        raise StateDamaged(f"{path} is another program's SQLite database (tables: {names}), not a pilothouse "
+                           f"store: {REPAIR} (keeping this file aside)")
+    if version not in (0, SCHEMA_VERSION):
+        raise StateDamaged(f"{path}: made by another pilothouse version (store schema {version}, this one "
+                           f"reads {SCHEMA_VERSION}): {REPAIR}, or run the version that made it")
+    _check_version(conn, path)
+    lost = [t for t in TABLES if t not in tables]
+    if lost:
+        raise StateDamaged(f"{path} has lost its table(s) {', '.join(lost)}: {REPAIR}")
+    _check_repo(conn, path)
+    return False
+
+
+def _stamp(conn: sqlite3.Connection, path: Path, fresh: bool) -> None:
+    """Make the schema of a new store, and give it (or one made before stores had one) its identity."""
+    root = repo_of(path)
+    if not fresh:
+        have = {r[0]: r[1] for r in conn.execute("SELECT key, value FROM meta WHERE key IN ('schema', 'repo')")}
+        indexes = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='index'")}
+        if (have.get("schema") is not None and (root is None or have.get("repo") == str(root))
+                and "runs_by_task" in indexes and conn.execute("PRAGMA application_id").fetchone()[0]
+                == APPLICATION_ID and conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION):
+            return  # it has its identity: opening it writes nothing (no write lock for a mere answer)
+    if fresh:
+        conn.executescript(SCHEMA)
+    else:
+        # columns and indexes added since (CREATE … IF NOT EXISTS): a table that is gone stays gone,
+        # _check_identity refused it
+        conn.executescript("\n".join(s for s in SCHEMA.split(";\n") if "CREATE INDEX" in s) + ";")
+    conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+    if root is not None:
+        conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('repo', ?)", (str(root),))
+    if conn.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
+        conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
+    if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+        conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+
+def repo_of(path: Path) -> Path | None:
+    """The repository a state.db at `path` serves (…/REPO/.ai/runtime/state.db), or None elsewhere."""
+    path = Path(os.path.abspath(path))
+    if path.parent.name == "runtime" and path.parent.parent.name == ".ai":
+        return path.parent.parent.parent
+    return None
+
+
+def _check_repo(conn: sqlite3.Connection, path: Path) -> None:
+    """A store copied from another repository that still has its own is that one's, not this one's;
+    a repository that was moved keeps its store (the next writer records the new place)."""
+    row = conn.execute("SELECT value FROM meta WHERE key='repo'").fetchone()
+    here = repo_of(path)
+    if row is None or here is None or row[0] == str(here):
+        return
+    theirs = Path(row[0]) / ".ai" / "runtime" / "state.db"
+    try:
+        copied = theirs.is_file() and not theirs.samefile(path)
+    except OSError:
+        copied = False
+    if copied:
+        raise StateDamaged(f"{path} is the store of {row[0]} (copied here?), not of {here}: "
+                           f"{REPAIR} (keeping this file aside)")
+
+
+def busy(path: Path, waited: float) -> StateBusy:
+    holder = lock_holder(path)
+    who = f" (held by {holder})" if holder else ""
+    return StateBusy(f"{path} is locked by another process{who} for more than {waited:g} s: wait for it to "
+                     "finish, or stop it, then run this again")
+
+
+def lock_holder(path: Path) -> str | None:
+    """"pid N (command)" of a process holding a lock on the store or its WAL index, from /proc/locks."""
+    inodes = set()
+    for suffix in ("", "-shm", "-wal"):
+        try:
+            inodes.add(os.stat(f"{path}{suffix}").st_ino)
+        except OSError:
+            pass
+    try:
+        lines = Path("/proc/locks").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        parts = line.split()
+        if len(parts) < 6 or parts[1] == "->":
+            continue
+        try:
+            pid, ino = int(parts[4]), int(parts[5].rsplit(":", 1)[-1])
+        except ValueError:
+            continue
+        if ino in inodes and pid != os.getpid():
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                cmd = ""
+            cmd = "".join(c if c.isprintable() else " " for c in " ".join(cmd.split()))[:80]
+            return f"pid {pid}" + (f": {cmd}" if cmd else "")
+    return None
+
+
+def history(path: Path) -> str | None:
+    """What in the event log beside `path` shows a store existed here ("events.jsonl shows a
+    supervisor ran here"), or None when nothing does."""
+    from pilothouse.core.state.events import EventTailer
+
+    events = Path(path).with_name("events.jsonl")
+    try:
+        if not events.is_file():
+            return None
+        for ev in EventTailer(events).iter_new():
+            if ev["type"] == "supervisor.started":
+                return f"{events} shows a supervisor ran here"
+    except OSError:
+        return None
+    return None
+
+
+def open_reader(path: Path) -> sqlite3.Connection | None:
+    """A read-only connection to the store, or None when there truly is none yet (no file, and
+    nothing in the event log says there was one). Never None for a store that was lost or damaged."""
+    path = Path(path)
+    if not path.exists() and not path.is_symlink():
+        _refuse_if_lost(path, "missing")
+        return None
+    conn = connect(path, readonly=True)
+    if not {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}:
+        conn.close()
+        return None  # a new file its supervisor is making right now (`connect` checked the log)
+    return conn
+
+
+def unusable(path: Path, exc: sqlite3.Error) -> Exception:
+    """What a reader raises for an sqlite error in the middle of reading: a held lock names its
+    holder, a full or read-only disk stays itself (said as such), anything else is damage."""
+    if isinstance(exc, (StateDamaged, StateBusy, StateDisk)):
+        return exc
+    text = str(exc)
+    if "locked" in text or "busy" in text:
+        return busy(path, READ_WAIT_S)
+    fault = disk_fault(path, exc)
+    if fault:
+        return StateDisk(fault)
+    return StateDamaged(f"{path}: not a usable state database ({exc}): {REPAIR}")
 
 
 def require_usable(db: Path, events: Path) -> None:
     """Raise StateDamaged when a supervisor could not work with `db`: unreadable, from another
     version, or missing although `events` shows a supervisor ran here (a fresh store would forget
     every job, task and open problem)."""
-    from pilothouse.core.state.events import EventTailer
-
-    if db.exists():
-        connect(db, readonly=True).close()
-        return
-    if any(ev["type"] == "supervisor.started" for ev in EventTailer(events).iter_new()):
-        raise StateDamaged(f"{db} is missing but {events} shows a supervisor ran here: {REPAIR}")
+    conn = open_reader(db)
+    if conn is not None:
+        conn.close()
 
 
-def _check_version(conn: sqlite3.Connection, path: Path, readonly: bool) -> None:
-    try:
-        row = conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
-    except sqlite3.OperationalError as exc:
-        if readonly and "no such table" in str(exc) and path.stat().st_size == 0:
-            return  # being created by a supervisor this very moment
-        raise
+def _check_version(conn: sqlite3.Connection, path: Path) -> None:
+    row = conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
     if row is None:
         return
     try:

@@ -178,6 +178,16 @@ def open_problem(layout: Any, job: str, task: str | None, kind: str, summary: st
 
 def get_problem(layout: RepoLayout, code: str, *, conn: sqlite3.Connection | None = None) -> Problem:
     code = normalise_code(code)
+    if conn is None:
+        # read-only: a look (or an answer) at a code creates no store; a lost one is said as such
+        reader = store.open_reader(layout.state_db)
+        if reader is None:
+            raise UserError(f"no problem with code {code} in {layout.root}: no job has run here yet "
+                            "(see `pilothouse job status`)")
+        try:
+            return get_problem(layout, code, conn=reader)
+        finally:
+            reader.close()
     with _db(layout, conn) as db:
         row = db.execute("SELECT * FROM problems WHERE code = ?", (code,)).fetchone()
         if row is None:
@@ -199,8 +209,20 @@ def list_problems(layout: RepoLayout, open_only: bool = True, *, job: str | None
     """Problems, oldest first. open_only keeps those still waiting for the supervisor to finish
     with them (open, or answered and not yet closed); an answer the supervisor has not taken yet
     is in `pending`."""
-    if conn is None and not layout.state_db.exists():
-        return []
+    if conn is None:
+        # read-only: listing creates no store, and tells a lost or damaged one from an empty one
+        reader = store.open_reader(layout.state_db)
+        if reader is None:
+            return []
+        try:
+            found = list_problems(layout, open_only, job=job, conn=reader)
+            if not found:
+                _require_not_lost(layout, reader, job)
+            return found
+        except sqlite3.Error as exc:
+            raise store.unusable(layout.state_db, exc) from None
+        finally:
+            reader.close()
     sql = "SELECT * FROM problems"
     where, args = [], []
     if open_only:
@@ -220,6 +242,19 @@ def list_problems(layout: RepoLayout, open_only: bool = True, *, job: str | None
         if r is not None:
             p.pending = {"reply": r["reply"], "words": r["words"], "who": r["who"], "at": r["at"]}
     return problems
+
+
+def _require_not_lost(layout: RepoLayout, conn: sqlite3.Connection, job: str | None) -> None:
+    """"No open problems" only if the event log agrees: a problem it shows open and the store has
+    no row of is lost state (read only when the answer would be none)."""
+    from pilothouse.core.records import state_witness
+
+    _, opened = state_witness.expected(layout)
+    codes = {r[0] for r in conn.execute("SELECT code FROM problems")}
+    lost = [f"open problem {c} ({p['job']})" for c, p in sorted(opened.items())
+            if c not in codes and (job is None or p["job"] == job)]
+    if lost:
+        raise store.StateDamaged(state_witness.lost_line(layout, lost))
 
 
 def _dependents(conn: sqlite3.Connection, job: str, task: str) -> list[str]:
@@ -269,16 +304,12 @@ def act(layout: RepoLayout, code: str, reply: str, words: str | None = None, who
     words = (words or "").strip() or None
     who = who or default_who()
     at = utc_now_iso(now)
+    if conn is None:
+        get_problem(layout, code)  # no store: no such problem, and none is created to say so
     with _db(layout, conn) as db:
         problem = get_problem(layout, code, conn=db)
         fits = ", ".join(problem.replies)
-        if problem.state != "open":
-            raise UserError(f"problem {problem.code} was already answered ({problem.answer}); "
-                            "see `pilothouse problem list` for open ones")
-        if problem.pending is not None:
-            p = problem.pending
-            raise UserError(f"problem {problem.code} already has an answer waiting for the supervisor "
-                            f"({p['reply']} by {p['who']} at {p['at']})")
+        _still_open(problem)
         if reply not in REPLIES:
             raise UserError(f"'{reply}' is not a reply; problem {problem.code} ({problem.kind}) takes: {fits}")
         if reply not in problem.replies:
@@ -301,7 +332,10 @@ def act(layout: RepoLayout, code: str, reply: str, words: str | None = None, who
             data["cancels"] = cancels
 
         def commit() -> None:
+            # compare-and-set: the problem must still be open with no answer waiting, read again
+            # inside the write transaction, so of two operators answering at once exactly one wins
             with _tx(db):
+                _still_open(get_problem(layout, problem.code, conn=db))
                 db.execute("INSERT INTO replies(code, reply, words, who, at) VALUES (?, ?, ?, ?, ?)",
                            (problem.code, reply, words, who, at))
 
@@ -310,6 +344,30 @@ def act(layout: RepoLayout, code: str, reply: str, words: str | None = None, who
         (log or EventLog(layout.events)).append("problem.answered", job=problem.job, task=problem.task,
                                                  data=data, commit=commit)
     return data
+
+
+class AlreadyAnswered(UserError):
+    """Another answer to this problem won: the one line names it, who gave it and when."""
+
+
+def _still_open(problem: Problem) -> None:
+    if problem.pending is not None:
+        p = problem.pending
+        raise AlreadyAnswered(f"problem {problem.code} was already answered: {_answer_text(p)}, waiting for the "
+                              "supervisor; yours was not recorded")
+    if problem.state != "open":
+        won = {"reply": problem.answer, "words": problem.words, "who": problem.who, "at": problem.answered_at}
+        text = _answer_text(won) if problem.answer else f"it is {problem.state}"
+        raise AlreadyAnswered(f"problem {problem.code} was already answered: {text}; yours was not recorded "
+                              "(see `pilothouse problem list` for open ones)")
+
+
+def _answer_text(answer: dict[str, Any]) -> str:
+    words = answer.get("words")
+    said = f" {words!r}" if words else ""
+    if len(said) > 60:
+        said = said[:57] + "…'"
+    return f"{answer.get('reply')}{said} by {answer.get('who') or 'someone'} at {answer.get('at') or '?'}"
 
 
 def _check_budget_raised(layout: RepoLayout, problem: Problem) -> None:

@@ -89,7 +89,9 @@ def start(layout: RepoLayout, max_workers: int | None = None) -> int:
     current = status(layout)
     if current is not None:
         return int(current["pid"])
-    store.require_usable(layout.state_db, layout.events)  # said now, not after the start timeout
+    from pilothouse.core.records.state_witness import require_consistent
+
+    require_consistent(layout)  # said now, not after the start timeout
     layout.runtime.mkdir(parents=True, exist_ok=True)
     started = time.time()
     from pilothouse.providers.hostpython import host_env, python_argv

@@ -37,8 +37,11 @@ def lost_store(layout: RepoLayout, identity: tuple[int, int]) -> str | None:
     wrote next would land in a file nobody reads."""
     try:
         if store_identity(layout) == identity:
-            return None
-        what = "replaced"
+            if os.stat(layout.state_db).st_size > 0:
+                return None
+            what = "emptied (truncated to 0 bytes)"
+        else:
+            what = "replaced"
     except FileNotFoundError:
         what = "deleted"
     return f"{layout.state_db} was {what} while the supervisor ran, so it stopped: {store.REPAIR}, then " \
@@ -49,10 +52,69 @@ def damaged_store(layout: RepoLayout, exc: BaseException) -> str | None:
     """The line to stop with when `exc` says the store itself is damaged, or None."""
     if not isinstance(exc, sqlite3.DatabaseError):
         return None
+    if isinstance(exc, store.StateDisk):
+        return f"{exc}; the supervisor stopped: `pilothouse job start` once it is fixed"
     if not isinstance(exc, store.StateDamaged) and not any(w in str(exc) for w in _DAMAGE):
         return None
+    fault = store.disk_fault(layout.state_db, exc)
+    if fault:  # a full or read-only disk: repairing the store would not help
+        return f"{fault}; the supervisor stopped: `pilothouse job start` once it is fixed"
     return f"{layout.state_db} is damaged ({exc}), so the supervisor stopped: {store.REPAIR}, then " \
            "`pilothouse job start`"
+
+
+# how long the supervisor goes on while another process holds state.db's write lock (each try
+# waits the store's busy timeout first), before it stops and says who holds it
+LOCK_GIVE_UP_S = 120.0
+STOP_FILE = "supervisor.stopped"
+
+
+def lock_held_too_long(sup: Supervisor, exc: sqlite3.OperationalError) -> str | None:
+    """None while a held write lock is still worth waiting for (the next heartbeat tries again);
+    the line to stop with once it has been held past LOCK_GIVE_UP_S. Other errors are raised."""
+    import time
+
+    if "locked" not in str(exc) and "busy" not in str(exc):
+        raise exc
+    now = time.monotonic()
+    if sup._locked_since is None:
+        sup._locked_since = now
+    held = now - sup._locked_since + store.WRITE_WAIT_S
+    holder = store.lock_holder(sup.layout.state_db)
+    who = f" by {holder}" if holder else " by another process"
+    if held < LOCK_GIVE_UP_S:
+        sup.log.warning("%s is locked%s (%.0f s so far): trying again", sup.layout.state_db, who, held)
+        sup._next_heartbeat = now + store.WRITE_WAIT_S
+        return None
+    return (f"{sup.layout.state_db} was locked{who} for over {held:.0f} s, so the supervisor stopped: end "
+            "that process (or let it finish), then `pilothouse job start`")
+
+
+def record_stop(layout: RepoLayout, why: str | None) -> None:
+    """Keep why the supervisor stopped on its own beside the store (`job status` and the cockpit
+    say it: the store may be the very thing that cannot be written); a clean stop removes it."""
+    from pilothouse.providers.fsutil import atomic_write_text
+
+    path = layout.runtime / STOP_FILE
+    try:
+        if why:
+            atomic_write_text(path, why[:2000] + "\n", durable=False)
+        else:
+            path.unlink(missing_ok=True)
+    except OSError:
+        pass  # a read-only or full disk: supervisor.log and the event already say it
+
+
+def last_stop(layout: RepoLayout) -> str | None:
+    """Why the last supervisor stopped on its own, or None (one line, bounded)."""
+    from pilothouse.providers.userfile import read_text
+
+    try:
+        text = read_text(layout.runtime / STOP_FILE, STOP_FILE, 4096)
+    except Exception:  # noqa: BLE001 - none, or not a file we wrote: nothing to say
+        return None
+    line = " ".join(text.split())
+    return line or None
 
 
 def unreadable_lines(layout: RepoLayout, data: dict[str, Any]) -> str | None:

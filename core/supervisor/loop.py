@@ -23,6 +23,7 @@ from typing import Any
 
 from pilothouse.core.dispatch import runs
 from pilothouse.core.git.worktrees import GitError
+from pilothouse.core.records import state_witness
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.state import store
 from pilothouse.core.state.events import EventLog, utc_now_iso
@@ -67,7 +68,7 @@ class Supervisor(SupervisorRuns):
         self.once = once
         self.integrate_only = integrate_only
         self.log = setup_logging(layout)
-        store.require_usable(layout.state_db, layout.events)
+        state_witness.require_consistent(layout)
         self.conn: sqlite3.Connection = store.connect(layout.state_db)
         _migrate(self.conn)
         self._store_id = health.store_identity(layout)
@@ -94,6 +95,7 @@ class Supervisor(SupervisorRuns):
         self._last_error: str | None = None
         self._timer: float | None = None
         self._data_version: int | None = None
+        self._locked_since: float | None = None  # when the store's write lock was first found held
 
     # --- the project ---------------------------------------------------------------------------
     @property
@@ -132,6 +134,7 @@ class Supervisor(SupervisorRuns):
             raise SupervisorRunning(f"a supervisor is already running for {self.layout.root}{who}: "
                                     "`pilothouse job stop` stops it") from None
         self._lock_fh = fh
+        health.record_stop(self.layout, None)  # why the last one stopped is no longer the news
         now = utc_now_iso()
         pid = os.getpid()
         # who holds the lock, readable without the store: `job stop` finds us even if state.db is damaged
@@ -154,10 +157,15 @@ class Supervisor(SupervisorRuns):
     def release(self) -> None:
         if self._lock_fh is None:
             return
-        self.conn.execute("UPDATE supervisor SET stopped_at=? WHERE id=1 AND pid=?", (utc_now_iso(), os.getpid()))
+        try:
+            self.conn.execute("UPDATE supervisor SET stopped_at=? WHERE id=1 AND pid=?",
+                              (utc_now_iso(), os.getpid()))
+        except sqlite3.Error:  # locked or gone: its lock (released below) is what says it stopped
+            pass
         data: dict[str, Any] = {"pid": os.getpid(), "running_dispatches": sorted(self.live_runs())}
         if self.lost:
             data["error"] = self.lost
+        health.record_stop(self.layout, self.lost)
         self.events.append("supervisor.stopped", data=data)
         self.log.info("supervisor stopped")
         fcntl.flock(self._lock_fh.fileno(), fcntl.LOCK_UN)
@@ -169,7 +177,16 @@ class Supervisor(SupervisorRuns):
         if now < self._next_heartbeat:
             return
         self._next_heartbeat = now + HEARTBEAT_S
-        self.conn.execute("UPDATE supervisor SET heartbeat_at=? WHERE id=1", (utc_now_iso(),))
+        try:
+            self.conn.execute("UPDATE supervisor SET heartbeat_at=? WHERE id=1", (utc_now_iso(),))
+        except sqlite3.OperationalError as exc:
+            # another process holds the store's write lock: wait it out a while, then stop saying who
+            self.lost = health.lock_held_too_long(self, exc)
+            if self.lost:
+                self.log.error("%s", self.lost)
+                self.stopping = True
+            return
+        self._locked_since = None
         self.events.append("supervisor.heartbeat", data={"pid": os.getpid(), "runs": len(self.live_runs()),
                                                          "inflight": len(self.inflight)})
         # keep the log's index a heartbeat behind at most, so `why` and `events` never index much
@@ -256,18 +273,30 @@ class Supervisor(SupervisorRuns):
         try:
             self.reconcile()
             self._last_error = None
-        except Exception as exc:  # noqa: BLE001 - a supervisor never dies of one bad record
-            self.lost = health.damaged_store(self.layout, exc)
-            if self.lost:  # every write would fail the same way: stop and say what to run
+            self._locked_since = None
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                self._reconcile_failed(exc)
+                return
+            self.lost = health.lock_held_too_long(self, exc)  # the next pass tries again
+            if self.lost:
                 self.log.error("%s", self.lost)
                 self.stopping = True
-                return
-            # e.g. a broken project.yaml or tasks.yaml: say so once and wait for the fix
-            message = str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
-            if message != self._last_error:
-                self.log.exception("cannot proceed: %s", message)
-                self.events.append("supervisor.heartbeat", data={"pid": os.getpid(), "error": message})
-                self._last_error = message
+        except Exception as exc:  # noqa: BLE001 - a supervisor never dies of one bad record
+            self._reconcile_failed(exc)
+
+    def _reconcile_failed(self, exc: Exception) -> None:
+        self.lost = health.damaged_store(self.layout, exc)
+        if self.lost:  # every write would fail the same way: stop and say what to run
+            self.log.error("%s", self.lost)
+            self.stopping = True
+            return
+        # e.g. a broken project.yaml or tasks.yaml: say so once and wait for the fix
+        message = str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
+        if message != self._last_error:
+            self.log.exception("cannot proceed: %s", message)
+            self.events.append("supervisor.heartbeat", data={"pid": os.getpid(), "error": message})
+            self._last_error = message
 
     def _news(self, kind: str, payload: Any) -> bool:
         """Whether a wake-up item can change what reconcile decides.

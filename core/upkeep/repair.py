@@ -15,6 +15,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from pilothouse.core.records import state_witness
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.state import store
 from pilothouse.core.state.events import EventTailer, utc_now_iso
@@ -34,10 +35,13 @@ class Report:
     problems: list[str] = field(default_factory=list)
     restarted: list[str] = field(default_factory=list)
     skipped_lines: int = 0
+    lost: list[str] = field(default_factory=list)   # what the store had lost although it opened
     not_recovered: tuple[str, ...] = NOT_RECOVERED
 
     def lines(self) -> list[str]:
         out = []
+        if self.lost:
+            out.append("the store had lost " + ", ".join(self.lost))
         if self.moved_to:
             out.append(f"the damaged store was kept as {self.moved_to}")
         out.append(f"rebuilt {len(self.jobs)} job(s) ({', '.join(self.jobs) or 'none'}), {self.tasks} task(s), "
@@ -57,13 +61,17 @@ def repair(layout: RepoLayout, *, force: bool = False) -> Report:
         raise UserError("a supervisor is running: `pilothouse job stop` first, then repair")
     report = Report()
     db = layout.state_db
-    if db.exists():
+    if not db.exists() and not db.is_symlink() and not layout.events.exists() and not layout.jobs_dir.is_dir():
+        raise UserError(f"nothing to repair in {layout.root}: pilothouse has kept no state here "
+                        "(`pilothouse init` sets a repository up)")
+    if db.exists() or db.is_symlink():
         try:
-            store.connect(db, readonly=True).close()
-            if not force:
-                raise UserError(f"{db} is readable and of this version: nothing to repair (--force rebuilds "
+            report.lost = state_witness.lost(layout)
+            if not report.lost and not force:
+                raise UserError(f"{db} is readable, of this version, and holds every job and open problem "
+                                "the records and the event log name: nothing to repair (--force rebuilds "
                                 "it anyway from .ai/ and the event log)")
-        except store.StateDamaged:
+        except store.StateDamaged:  # a held lock (StateBusy) is no damage: said as it is
             pass
         report.moved_to = _move_aside(layout)
     _rebuild(layout, report)
@@ -112,7 +120,7 @@ def _rebuild(layout: RepoLayout, report: Report) -> None:
     report.skipped_lines = tailer.skipped
     graph = {(t.job_id, t.id): t for t in load_tasks(layout)}
     now = utc_now_iso()
-    conn = store.connect(layout.state_db)
+    conn = store.connect(layout.state_db, rebuild=True)
     try:
         conn.execute("BEGIN IMMEDIATE")
         for name, j in jobs.items():

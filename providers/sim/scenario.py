@@ -139,7 +139,9 @@ def scenario_dirs() -> list[Path]:
 
 
 def _resolve(name_or_path: str | Path) -> Path:
-    text = str(name_or_path)
+    from pilothouse.providers.argcheck import check_path
+
+    text = check_path(str(name_or_path), "scenario")
     candidate = Path(text).expanduser()
     if "/" in text or text.endswith((".yaml", ".yml")) or candidate.is_file():
         if not candidate.is_file():

@@ -181,5 +181,10 @@ def test_without_a_writable_index_the_log_is_read_whole(tmp_path: Path) -> None:
 
 def test_a_missing_log_has_no_events(tmp_path: Path) -> None:
     path = tmp_path / "runtime" / "events.jsonl"
+    # where nothing was ever logged, a reader's index would be the first file made there: none is
+    with pytest.raises(IndexUnavailable):
+        EventIndex(path)
+    assert not path.parent.exists()
+    path.parent.mkdir()
     with EventIndex(path) as index:
         assert index.select("j1") == [] and index.jobs_of("a") == []

@@ -430,3 +430,23 @@ def test_an_event_after_a_torn_line_ending_in_a_control_byte_starts_its_own_line
     path.write_bytes(b'{"seq": 1, "ty\t')
     EventLog(path).append("job.created")
     assert [e["type"] for e in EventTailer(path).read_new()] == ["job.created"]
+
+
+def test_a_monster_line_is_skipped_with_a_note_and_read_past_once(tmp_path: Path) -> None:
+    from pilothouse.core.state.events import MAX_LINE
+
+    path = tmp_path / "events.jsonl"
+    log = EventLog(path)
+    for _ in range(5):
+        log.append("job.created", job="before")
+    with open(path, "ab") as fh:
+        fh.write(b'{"seq": 6, "type": "x", "data": {"junk": "' + b"x" * (MAX_LINE * 8) + b'"}}\n')
+    for _ in range(3):
+        log.append("job.created", job="after")
+    tailer = EventTailer(path)
+    got = tailer.tail(6)
+    assert [e["job"] for e in got] == ["before"] * 3 + ["after"] * 3
+    notice = tailer.skip_notice()
+    assert notice is not None and f"longer than {MAX_LINE} bytes" in notice
+    log.append("job.created", job="next")
+    assert [e["job"] for e in tailer.read_new()] == ["next"]

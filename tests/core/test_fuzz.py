@@ -256,6 +256,74 @@ def test_event_lines(tmp_path_factory: pytest.TempPathFactory, lines: list[bytes
     _events(tmp_path_factory.mktemp("ev"), lines)
 
 
+# ---------------------------------------------------------------- names, records and the store
+
+# what a person or a host types where a name is expected: long, with control characters, NULs
+typed = st.one_of(st.text(max_size=40), st.text(min_size=250, max_size=600),
+                  st.text(alphabet=st.characters(max_codepoint=0x3f), max_size=20), st.just("a" * 300 + "/x"))
+
+
+def _names(value: str) -> None:
+    from pilothouse.core.records.jobs import validate_name
+    from pilothouse.providers import argcheck
+
+    for check in (lambda: argcheck.check_text(value, "name"), lambda: argcheck.check_path(value, "--scenario"),
+                  lambda: argcheck.check_host(value), lambda: validate_name(value)):
+        only_user_errors(check)
+
+
+@QUICK
+@given(typed)
+def test_names_and_arguments(value: str) -> None:
+    from pilothouse.core.mcp.base import MAX_MESSAGE, check_arguments
+
+    _names(value)
+    try:
+        check_arguments("job_decide", {"name": value, "text": value, "nested": [{"k": value}]})
+    except UserError as exc:
+        assert "\n" not in str(exc) and len(str(exc)) <= MAX_MESSAGE + 200, str(exc)
+
+
+def _store(tmp: Path, data: bytes) -> None:
+    """state.db made of these bytes (its repository shows a supervisor ran): a reader gets the store or
+    one line naming its damage, never an empty answer, another exception or a hang."""
+    from pilothouse.core.state import store
+
+    runtime = tmp / ".ai" / "runtime"
+    runtime.mkdir(parents=True, exist_ok=True)
+    (runtime / "events.jsonl").write_text('{"seq":1,"ts":"t","type":"supervisor.started","data":{}}\n')
+    for p in runtime.glob("state.db*"):
+        p.unlink()
+    (runtime / "state.db").write_bytes(data)
+
+    def read() -> None:
+        conn = store.open_reader(runtime / "state.db")
+        assert conn is not None  # a supervisor ran here: "nothing yet" would be a lie
+        try:
+            conn.execute("SELECT count(*) FROM jobs_state").fetchone()
+        finally:
+            conn.close()
+    only_user_errors(read)
+
+
+@QUICK
+@given(st.one_of(st.binary(max_size=2048),
+                 st.builds(lambda head, tail: head + tail, st.just(b"SQLite format 3\x00"), st.binary(max_size=4096))))
+def test_state_db_bytes(tmp_path_factory: pytest.TempPathFactory, data: bytes) -> None:
+    _store(tmp_path_factory.mktemp("db"), data)
+
+
+@QUICK
+@given(st.binary(max_size=2048))
+def test_job_record_bytes(repo: RepoLayout, data: bytes) -> None:
+    from pilothouse.core.records.jobs import list_jobs, load_job
+
+    repo.jobs_dir.mkdir(parents=True, exist_ok=True)
+    (repo.jobs_dir / "fz.json").write_bytes(data)
+    only_user_errors(lambda: load_job(repo, "fz"))
+    only_user_errors(lambda: list_jobs(repo))
+
+
 # ---------------------------------------------------------------- the long run
 
 @pytest.mark.slow
@@ -270,3 +338,4 @@ def test_everything_long(repo: RepoLayout, tmp_path_factory: pytest.TempPathFact
     tmp = tmp_path_factory.mktemp("long")
     _scenario(tmp, scenario)
     _events(tmp, lines)
+    _store(tmp, project + tasks)

@@ -78,7 +78,7 @@ def test_act_records_who_and_when_then_the_supervisor_consumes(layout: RepoLayou
     answered = events(layout, "problem.answered")
     assert answered[-1]["data"]["reply"] == "hint" and answered[-1]["data"]["at"].startswith("2026-11-29T07:05")
     # a second answer before the supervisor took the first is refused
-    with pytest.raises(UserError, match="already has an answer"):
+    with pytest.raises(UserError, match="already answered: hint .use a dict, not a list. by ana@cockpit"):
         problems.act(layout, p.code, "skip")
     assert problems.list_problems(layout)[0].pending["reply"] == "hint"
     # operators wrote only `replies`: the problem row is untouched until consumed
@@ -252,3 +252,51 @@ def test_a_retry_after_the_newest_failure_releases_every_sibling(layout: RepoLay
     assert holds.job_hold(layout, "j1") == sorted(codes)
     problems.act(layout, codes[2], "retry", now=T0 + timedelta(minutes=1))
     assert holds.job_hold(layout, "j1") == []  # the others failed before the retry: they wait for its outcome
+
+
+def _flock_waiters(path: Path) -> int:
+    """How many processes wait on a flock of `path` now (the "->" lines of /proc/locks)."""
+    ino = path.stat().st_ino
+    return sum(1 for line in Path("/proc/locks").read_text().splitlines()
+               if line.split()[1] == "->" and line.split()[6].endswith(f":{ino}"))
+
+
+@pytest.mark.parametrize("trial", range(3))
+def test_four_operators_answering_at_once_record_exactly_one_answer(layout: RepoLayout, trial: int) -> None:
+    import fcntl
+    import subprocess
+    import sys
+    import time
+
+    subprocess.run(["git", "init", "-q", str(layout.root)], check=True)
+    p = problems.open_problem(layout, "j1", "b", "review_rejected", "rejected", now=T0)
+    answers = [("accept",), ("skip",), ("hint", "use a dict"), ("plan", "split it")]
+    # every process passes its first look (open, nothing waiting) and then waits on the log's lock,
+    # so all four race for the write: the case where two were both told "recorded"
+    with open(layout.events.with_name("events.jsonl.lock"), "a") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        procs = [subprocess.Popen([sys.executable, "-m", "pilothouse", "problem", "act", p.code, *a,
+                                   "--who", f"op{i}@cli", "--repo", str(layout.root)],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for i, a in enumerate(answers)]
+        deadline = time.monotonic() + 120
+        while _flock_waiters(Path(lock.name)) < len(procs):
+            assert all(pr.poll() is None for pr in procs), [pr.communicate() for pr in procs]
+            assert time.monotonic() < deadline, "the four answers never reached the log's lock"
+            time.sleep(0.05)
+        fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+    outs = [(pr.wait(timeout=120), *pr.communicate()) for pr in procs]
+    winners = [i for i, (rc, _, _) in enumerate(outs) if rc == 0]
+    assert len(winners) == 1, outs
+    won = answers[winners[0]][0]
+    for i, (rc, out, err) in enumerate(outs):
+        if i != winners[0]:
+            lines = err.strip().splitlines()
+            assert rc != 0 and len(lines) == 1, (rc, out, err)
+            assert f"already answered: {won}" in lines[0] and f"op{winners[0]}@cli" in lines[0]
+            assert "not recorded" in lines[0] and "Traceback" not in err
+    answered = events(layout, "problem.answered")
+    assert [(e["data"]["reply"], e["data"]["who"]) for e in answered] == [(won, f"op{winners[0]}@cli")]
+    conn = store.connect(layout.state_db)
+    assert [r["reply"] for r in conn.execute("SELECT reply FROM replies")] == [won]
+    conn.close()

@@ -143,3 +143,22 @@ def test_a_control_character_in_a_task_name_stays_escaped_in_one_line() -> None:
     assert errs and all("\n" not in e for e in errs), errs
     assert any("id: 'a\\nb' is not a valid id" in e for e in errs)
     assert any("unknown task 'x\\ny'" in e for e in errs)
+
+
+def test_a_definition_past_the_task_limit_is_refused_before_writing_and_the_file_stays_readable(
+        tmp_path: Path) -> None:
+    from pilothouse.core.records.taskgraph import MAX_TASKS
+    from pilothouse.providers.errors import UserError
+
+    layout = RepoLayout(tmp_path)
+    save_tasks(layout, validate_tasks([t("a")], PROJECT, job="j1"))
+    before = layout.tasks_yaml.read_text()
+    many = validate_tasks([t(f"t{i}") for i in range(MAX_TASKS + 1)], PROJECT, job="j2")
+    with pytest.raises(UserError, match=f"more than the limit of {MAX_TASKS}: define fewer tasks"):
+        save_tasks(layout, many)
+    assert layout.tasks_yaml.read_text() == before
+    assert [x.id for x in load_tasks(layout)] == ["a"]
+    # a file edited past the limit is refused by the reader with the same limit
+    layout.tasks_yaml.write_text("tasks:\n" + "".join(f"- {{id: t{i}, title: x}}\n" for i in range(MAX_TASKS + 1)))
+    with pytest.raises(UserError, match=f"more than the limit of {MAX_TASKS}"):
+        load_tasks(layout)

@@ -152,7 +152,7 @@ async def test_refused_reply_shows_cores_message(cockpit_repo, make_app, wait_fo
         await pilot.press("4", "a")
         await wait_for(pilot, lambda: app._notifications)
         message = next(iter(app._notifications)).message
-        assert "already has an answer waiting" in message
+        assert "was already answered" in message
         assert len(replies(cockpit_repo)) == 1
 
 
@@ -376,3 +376,24 @@ def test_gate_view_shows_what_the_gate_measured() -> None:
     counts = {"collected": 9, "passed": 3, "failed": 2, "skipped": 2, "xfailed": 1, "errors": 1, "source": "junit"}
     shown = gate_text([{"ts": 0, "data": {"level": "full", "passed": False, "exit_code": 1, "counts": counts}}]).plain
     assert "9 tests: 3 passed · 2 failed · 2 skipped · 1 xfailed · 1 errors (junit)" in shown
+
+
+async def test_a_damaged_store_and_why_the_supervisor_stopped_are_in_the_status_bar(cockpit_repo, make_app) -> None:
+    from pilothouse.core.supervisor import health
+
+    layout = cockpit_repo
+    health.record_stop(layout, f"{layout.state_db} was locked by pid 4242 for over 130 s, so the supervisor "
+                               "stopped")
+    app = make_app(cockpit_repo)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        assert "was locked by pid 4242" in app.status_line().plain
+    for p in layout.runtime.glob("state.db*"):
+        p.unlink()
+    layout.state_db.write_bytes(b"")  # emptied, while the event log shows a supervisor ran here
+    EventLog(layout.events).append("supervisor.started", data={"pid": 1})
+    app = make_app(cockpit_repo)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        line = app.status_line().plain
+        assert "state.db is empty" in line and "maintain repair" in line, line
