@@ -1,6 +1,6 @@
 """CLI group 'init': set a repository up for pilothouse.
 
-    pilothouse init [--gate-fast CMD --gate-full CMD] [--force] [--repo PATH] [--json]
+    pilothouse init [--gate-fast CMD --gate-full CMD] [--force] [--dry-run] [--repo PATH] [--json]
     pilothouse check [--repo PATH] [--json]
 """
 
@@ -21,6 +21,8 @@ def register(sub: Any) -> None:
     p.add_argument("--gate-full", metavar="CMD", help="command for the full gate (after each merge; "
                                                       "default: the fast one)")
     p.add_argument("--force", action="store_true", help="rewrite an existing .ai/project.yaml")
+    p.add_argument("--dry-run", action="store_true", help="write nothing: show every gate candidate found, "
+                                                          "which one would be chosen and why")
     p.add_argument("--repo", metavar="PATH", help="the repository (default: the one containing the current dir)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_init)
@@ -63,9 +65,12 @@ def _init(args: Any) -> int:
         if not args.gate_fast:
             raise UserError("--gate-full given without --gate-fast: pass both (they may be the same command)")
         gates = {"fast": args.gate_fast, "full": args.gate_full or args.gate_fast}
-    done = init_project(args.repo or os.getcwd(), gates, force=args.force)
+    done = init_project(args.repo or os.getcwd(), gates, force=args.force, dry_run=args.dry_run)
     if args.json:
         emit_json(done)
+        return 0
+    if args.dry_run:
+        _print_candidates(done)
         return 0
     if done["written"]:
         how = "detected" if done.get("detected") else "given"
@@ -73,6 +78,10 @@ def _init(args: Any) -> int:
               f"full = {done['gates']['full']!r})")
         if done.get("why"):
             print(f"  found: {done['why']} (change them in .ai/project.yaml if your CI runs more)")
+        for level, cmd in (done.get("resolved") or {}).items():
+            print(f"  gates.{level}: the bare program resolved to the repository's virtualenv: {cmd}")
+        for warning in done.get("warnings") or []:
+            print(f"  warning: {warning}")
         if done.get("sim_roles"):
             print("  roles: sim (simulator) — no model key is configured, so every role runs on the simulator's "
                   "scripted replies, not a real model; script it for this repository (docs/scenarios.md), or "
@@ -91,3 +100,21 @@ def _init(args: Any) -> int:
     print("next: commit .ai/project.yaml and .gitignore, then "
           "`pilothouse job create NAME --request-file request.md`")
     return 0
+
+
+def _print_candidates(done: dict[str, Any]) -> None:
+    """`init --dry-run`: what was found where, best first, and what init would write."""
+    print(f"gate candidates in {done['repo']} (best first; a step that runs no tests is never chosen):")
+    for c in done.get("candidates") or []:
+        mark = "  " if not (c["command"] and c["runs_tests"]) else "* " if c["command"] == done["gates"]["fast"] else "+ "
+        print(f"{mark}{c['where']}: {c['command'] or '(not a gate)'} — {c['why']}")
+    how = "detected" if done.get("detected") else "given"
+    print(f"would write {done['project_yaml']} (gates {how}: fast = {done['gates']['fast']!r}, "
+          f"full = {done['gates']['full']!r})")
+    if done.get("why"):
+        print(f"  chosen: {done['why']}")
+    for warning in done.get("warnings") or []:
+        print(f"  warning: {warning}")
+    if done.get("share"):
+        print(f"  sandbox.share: {', '.join(done['share'])}")
+    print("nothing written (--dry-run)")

@@ -119,7 +119,7 @@ def test_a_python_project_with_a_virtualenv_and_an_editable_install(tmp_path: Pa
               "pytest==7.4.4", "py==1.11.0", "-e", "."], repo, SETUPTOOLS_SCM_PRETEND_VERSION="1.1.1")
     r = cli("init", cwd=repo)
     assert r.returncode == 0, r.stderr
-    assert "tox.ini [testenv] runs pytest" in r.stdout and "sandbox.share: .venv" in r.stdout
+    assert "tox.ini [testenv] (env py27) runs 'pytest'" in r.stdout and "sandbox.share: .venv" in r.stdout
     old = "    def __init__(self, config, name):\n        self.config = config\n        self.name = name\n"
     new = old + "\n    def __repr__(self):\n        return '<SectionWrapper %r>' % (self.name,)\n"
     test = ("from iniconfig import IniConfig\n\n\ndef test_a_section_names_itself():\n"
@@ -142,11 +142,12 @@ def test_an_npm_package_with_dependencies_and_its_node_modules_shared(tmp_path: 
     repo = _fresh_repo(home_of_repos, "call-bind-1.0.2")
     # the operator's install: the package's dependencies and dev tools (tape) from npm
     _install(["npm", "install", "--no-package-lock", "--ignore-scripts", "--no-audit", "--no-fund"], repo)
-    # its `npm test` lints and audits online first (pretest, posttest): the gate runs its tests alone
-    r = cli("init", "--gate-fast", "node_modules/.bin/tape 'test/*'", "--gate-full",
-            "node_modules/.bin/tape 'test/*'", cwd=repo)
+    # its `npm test` lints and audits online first (pretest, posttest): init gives its tests alone
+    r = cli("init", cwd=repo)
     assert r.returncode == 0, r.stderr
-    assert "sandbox.share: node_modules" in r.stdout
+    assert "sandbox.share: node_modules" in r.stdout and "pretest runs 'npm run lint'" in r.stdout
+    gates = yaml.safe_load((repo / ".ai" / "project.yaml").read_text())["gates"]
+    assert gates == {"fast": "node_modules/.bin/tape 'test/*'", "full": "node_modules/.bin/tape 'test/*'"}
     old = "module.exports = function callBoundIntrinsic(name, allowMissing) {\n"
     new = old + ("\tif (typeof name !== 'string') {\n"
                  "\t\tthrow new TypeError('callBound: the intrinsic name must be a string');\n\t}\n")
@@ -181,9 +182,9 @@ def test_a_go_module_offline_with_its_own_go_test(tmp_path: Path, home_of_repos:
     subprocess.run(["git", "commit", "-qm", "go.mod"], cwd=repo, check=True)
     r = cli("init", cwd=repo)
     assert r.returncode == 0, r.stderr
-    assert "go.mod" in r.stdout and "go test ./..." in r.stdout, r.stdout
+    assert "go.mod" in r.stdout and "go test -v ./..." in r.stdout, r.stdout
     gates = yaml.safe_load((repo / ".ai" / "project.yaml").read_text())["gates"]
-    assert (gates["fast"], gates["full"]) == ("go test ./...", "go test ./...")
+    assert (gates["fast"], gates["full"]) == ("go test -v ./...", "go test -v ./...")
     old = "func SplitLines(s string) []string {\n"
     new = ("// SameLines reports whether a and b hold the same lines.\n"
            "func SameLines(a, b string) bool {\n"
