@@ -23,12 +23,16 @@ def register(sub: Any) -> None:
     p.add_argument("--force", action="store_true", help="rewrite an existing .ai/project.yaml")
     p.add_argument("--dry-run", action="store_true", help="write nothing: show every gate candidate found, "
                                                           "which one would be chosen and why")
+    p.add_argument("--no-prove", action="store_true", help="do not run the gates once on the base commit "
+                                                           "(they are by default: pass/fail, counts, time)")
     p.add_argument("--repo", metavar="PATH", help="the repository (default: the one containing the current dir)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_init)
 
     c = sub.add_parser("check", help="check the settings against what they name (providers, scenario, "
                                      "tasks.yaml) before a job runs; job start runs it too")
+    c.add_argument("--gates", action="store_true", help="also run each gate once on the base commit, confined "
+                                                        "(slow: as long as your tests take)")
     c.add_argument("--repo", metavar="PATH", help="the repository (default: the one containing the current dir)")
     c.add_argument("--json", action="store_true", help="machine-readable output")
     c.set_defaults(func=_check)
@@ -43,14 +47,38 @@ def _check(args: Any) -> int:
 
     layout = find_repo(args.repo)
     found = check_repo(layout)
+    proofs = _prove(layout) if args.gates and not found else []
+    from pilothouse.core.git.prove import findings
+
+    found += findings(proofs)
     if args.json:
-        emit_json({"repo": str(layout.root), "ok": not found, "findings": found})
-    elif found:
+        emit_json({"repo": str(layout.root), "ok": not found, "findings": found,
+                   "gates_proved": bool(proofs), "proofs": [p.to_dict() for p in proofs]})
+        return 2 if found else 0
+    _print_proofs(proofs)
+    if found:
         for line in found:
             print(f"pilothouse: {line}", file=sys.stderr)
+    elif proofs:
+        print(f"{layout.root}: settings fit to run a job; the gates pass on the base commit")
     else:
-        print(f"{layout.root}: settings fit to run a job")
+        print(f"{layout.root}: settings fit to run a job (gates not run: `pilothouse check --gates` runs each "
+              "once on the base commit)")
     return 2 if found else 0
+
+
+def _prove(layout: Any) -> list[Any]:
+    from pilothouse.core.git.prove import prove
+    from pilothouse.core.records.project import load_project
+
+    return prove(layout, load_project(layout))
+
+
+def _print_proofs(proofs: list[Any]) -> None:
+    for proof in proofs:
+        print(("  " if proof.finding is None else "  ✗ ") + proof.line())
+        for note in proof.notes:
+            print(f"    note: {note}")
 
 
 def _init(args: Any) -> int:
@@ -66,8 +94,12 @@ def _init(args: Any) -> int:
             raise UserError("--gate-full given without --gate-fast: pass both (they may be the same command)")
         gates = {"fast": args.gate_fast, "full": args.gate_full or args.gate_fast}
     done = init_project(args.repo or os.getcwd(), gates, force=args.force, dry_run=args.dry_run)
+    if not args.dry_run and not args.no_prove:
+        from pilothouse.core.records.layout import find_repo
+
+        done["proofs"] = _prove(find_repo(done["repo"]))
     if args.json:
-        emit_json(done)
+        emit_json({**done, "proofs": [p.to_dict() for p in done.get("proofs") or []]})
         return 0
     if args.dry_run:
         _print_candidates(done)
@@ -91,6 +123,12 @@ def _init(args: Any) -> int:
                   "worktree's code: no install per worktree; install again here after changing the lockfile)")
     else:
         print(f"kept {done['project_yaml']} (it exists; --force rewrites it)")
+    if done.get("proofs") is not None:
+        print("gates run once on the base commit, confined (--no-prove skips this):")
+        _print_proofs(done["proofs"])
+        for proof in done["proofs"]:
+            if proof.finding:
+                print(f"warning: {proof.finding}")
     if done["gitignore_updated"]:
         print("updated .gitignore: .ai/runtime/ is ignored, the records in .ai/ are not")
     if done.get("ignored_by"):
