@@ -38,7 +38,9 @@ def _describe_known(ev: dict[str, Any]) -> str:
         from pilothouse.providers.registry import labelled
 
         return f"{d.get('role', 'run')} ({d.get('mode', '?')}) on {labelled(str(d.get('provider', '?')) + model)}" + (
-            f", attempt {d['attempt']}" if d.get("attempt") else "")
+            f", attempt {d['attempt']}" if d.get("attempt") else "") + (
+            f", worktree {d.get('checkout') or 'set up'} in {d['worktree_ms']}ms" if d.get("worktree_ms") is not None
+            else "")
     if t == "run.finished":
         text = f"{d.get('role', 'run')} {d.get('verdict', '?')}, {tokens_text(d.get('tokens'), d.get('usage'))}"
         if d.get("duration_s") is not None:

@@ -301,11 +301,16 @@ def start_gate(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any) -> None:
                                                       base_fails=out[3] if out else None))
 
 
-def _counts_off(gate: dict[str, Any]) -> dict[str, str]:
-    """{"counts_off": why} for a gate that passed with no counts read: said, not silently skipped."""
+def gate_record(gate: dict[str, Any]) -> dict[str, Any]:
+    """What every gate.finished event keeps of a run, fast or full, worktree or integration: its
+    command, exit code, duration, counts and toolchain; `counts_off` when it passed with no counts
+    read (said, not silently skipped)."""
     from pilothouse.core.git.weakening import COUNTS_OFF
 
-    return {"counts_off": COUNTS_OFF} if gate.get("passed") and not gate.get("counts") else {}
+    out = {k: gate.get(k) for k in ("command", "exit_code", "duration_s", "counts", "holdout", "toolchain")}
+    if gate.get("passed") and not gate.get("counts"):
+        out["counts_off"] = COUNTS_OFF
+    return out
 
 
 def gate_done(sup: Supervisor, job: str, tid: str, level: str, res: Any, exc: BaseException | None, *,
@@ -321,9 +326,7 @@ def gate_done(sup: Supervisor, job: str, tid: str, level: str, res: Any, exc: Ba
     tail = str(gate.get("output_tail") or "")[-1500:]
     sup.events.append("gate.finished", job=job, task=tid, data={
         "level": level, "passed": bool(gate.get("passed")), "where": "worktree", "reason": gate.get("reason"),
-        "output_tail": tail, "exit_code": gate.get("exit_code"), "duration_s": gate.get("duration_s"),
-        "counts": gate.get("counts"), "holdout": gate.get("holdout"), "toolchain": gate.get("toolchain"),
-        "command": gate.get("command"), **_counts_off(gate)})
+        "output_tail": tail, **gate_record(gate)})
     d = stops.after_gate(gate, counters(r), base_fails=base_fails)
     if d.action == stops.PROCEED and weak:
         from pilothouse.core.git.weakening import summary

@@ -266,3 +266,11 @@ def test_a_gate_event_says_its_counts_or_that_the_count_checks_are_off() -> None
     failed = describe({"type": "gate.finished", "data": {"level": "fast", "passed": False, "exit_code": 1,
                                                          "reason": "gate 'fast' failed: exit 1"}})
     assert failed == "gate fast FAILED exit 1: gate 'fast' failed: exit 1"
+
+
+def test_a_builders_start_says_how_long_its_worktree_took_to_set_up() -> None:
+    from pilothouse.core.queries.describe import describe
+
+    line = describe({"type": "run.started", "data": {"role": "builder", "mode": "code", "provider": "sim",
+                                                     "worktree_ms": 41.5, "checkout": "pooled"}})
+    assert line.endswith(", worktree pooled in 41.5ms"), line
