@@ -17,6 +17,8 @@ from typing import Any
 
 # a report larger than this is not parsed (a worker's test could write one to exhaust memory)
 MAX_REPORT_BYTES = 32 << 20
+COUNTS_OFF = ("no test counts could be read from the gate's output: the weakened-test checks on counts "
+              "(fewer tests, more skipped) are off for it; the checks on the changed files still run")
 FIELDS = ("collected", "passed", "failed", "skipped", "xfailed", "errors")
 
 
@@ -243,3 +245,13 @@ def counts_of(output: str, junit: bytes | None = None) -> TestCounts | None:
         if found is not None:
             return found
     return None
+
+
+def gate_record(gate: dict[str, Any]) -> dict[str, Any]:
+    """What every gate.finished event keeps of a run (GateResult.to_dict()), fast or full, worktree
+    or integration: its command, exit code, duration, counts and toolchain; `counts_off` when it
+    passed with no counts read (said, not silently skipped)."""
+    out = {k: gate.get(k) for k in ("command", "exit_code", "duration_s", "counts", "holdout", "toolchain")}
+    if gate.get("passed") and not gate.get("counts"):
+        out["counts_off"] = COUNTS_OFF
+    return out

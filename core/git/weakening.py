@@ -115,10 +115,6 @@ def test_changes(cwd: str, base: str) -> list[str]:
             if path and (is_test_file(path) or is_settings_file(path))]
 
 
-COUNTS_OFF = ("no test counts could be read from the gate's output: the weakened-test checks on counts "
-              "(fewer tests, more skipped) are off for it; the checks on the changed files still run")
-
-
 def count_delta(before: dict[str, Any] | None, after: dict[str, Any] | None) -> list[Weakening]:
     """Fewer tests collected, or more skipped or xfailed, than the same gate on the base."""
     if not before or not after:

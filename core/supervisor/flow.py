@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from pilothouse.core.git import gate_counts
 from pilothouse.core.supervisor import launch as L
 from pilothouse.core.supervisor import review
 from pilothouse.core.supervisor.answers import apply_replies  # noqa: F401  (the loop calls it through here)
@@ -301,18 +302,6 @@ def start_gate(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any) -> None:
                                                       base_fails=out[3] if out else None))
 
 
-def gate_record(gate: dict[str, Any]) -> dict[str, Any]:
-    """What every gate.finished event keeps of a run, fast or full, worktree or integration: its
-    command, exit code, duration, counts and toolchain; `counts_off` when it passed with no counts
-    read (said, not silently skipped)."""
-    from pilothouse.core.git.weakening import COUNTS_OFF
-
-    out = {k: gate.get(k) for k in ("command", "exit_code", "duration_s", "counts", "holdout", "toolchain")}
-    if gate.get("passed") and not gate.get("counts"):
-        out["counts_off"] = COUNTS_OFF
-    return out
-
-
 def gate_done(sup: Supervisor, job: str, tid: str, level: str, res: Any, exc: BaseException | None, *,
               weak: list[Any] | None = None, base_counts: dict[str, Any] | None = None,
               base_fails: str | None = None) -> None:
@@ -326,7 +315,7 @@ def gate_done(sup: Supervisor, job: str, tid: str, level: str, res: Any, exc: Ba
     tail = str(gate.get("output_tail") or "")[-1500:]
     sup.events.append("gate.finished", job=job, task=tid, data={
         "level": level, "passed": bool(gate.get("passed")), "where": "worktree", "reason": gate.get("reason"),
-        "output_tail": tail, **gate_record(gate)})
+        "output_tail": tail, **gate_counts.gate_record(gate)})
     d = stops.after_gate(gate, counters(r), base_fails=base_fails)
     if d.action == stops.PROCEED and weak:
         from pilothouse.core.git.weakening import summary

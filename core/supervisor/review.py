@@ -222,7 +222,7 @@ def _job_gate_done(sup: Supervisor, job: str, res: Any, exc: BaseException | Non
     passed = bool(res is not None and res.passed)
     reason = (res.reason if res is not None else None) or (describe(exc) if exc else None)
     tail = (res.output_tail if res is not None else "")[-1500:]
-    from pilothouse.core.supervisor.flow import gate_record
+    from pilothouse.core.git.gate_counts import gate_record
 
     sup.events.append("gate.finished", job=job, data={
         "level": "full", "where": "integration", "passed": passed, "reason": reason, "output_tail": tail,
