@@ -1,7 +1,8 @@
 """CLI group 'init': set a repository up for pilothouse.
 
     pilothouse init [--gate-fast CMD --gate-full CMD] [--force] [--dry-run] [--repo PATH] [--json]
-    pilothouse check [--repo PATH] [--json]
+    pilothouse check [--gates] [--repo PATH] [--json]
+    pilothouse gate TASK [--job JOB] [--level fast] [--repo PATH] [--json]
 """
 
 from __future__ import annotations
@@ -36,6 +37,20 @@ def register(sub: Any) -> None:
     c.add_argument("--repo", metavar="PATH", help="the repository (default: the one containing the current dir)")
     c.add_argument("--json", action="store_true", help="machine-readable output")
     c.set_defaults(func=_check)
+
+    g = sub.add_parser("gate", help="run a task's gate in its worktree, confined like the real one (try a hand "
+                                    "fix before answering retry)",
+                       description="Runs gate LEVEL of .ai/project.yaml in TASK's worktree, confined and with the "
+                                   "shared folders (sandbox.share) exactly as the supervisor runs it, on what is "
+                                   "there now (your uncommitted edits included; the gate restores what it changes "
+                                   "itself). Exit 0 when it passes, 1 when it fails. It commits nothing and moves "
+                                   "no task: answer the task's problem with retry to take the fix.")
+    g.add_argument("task", metavar="TASK")
+    g.add_argument("--job", metavar="JOB", help="the task's job (needed when two jobs have a task by that name)")
+    g.add_argument("--level", default="fast", help="which gate (default: fast, the one a task's work passes)")
+    g.add_argument("--repo", metavar="PATH", help="the repository (default: the one containing the current dir)")
+    g.add_argument("--json", action="store_true", help="machine-readable output")
+    g.set_defaults(func=_gate)
 
 
 def _check(args: Any) -> int:
@@ -156,3 +171,56 @@ def _print_candidates(done: dict[str, Any]) -> None:
     if done.get("share"):
         print(f"  sandbox.share: {', '.join(done['share'])}")
     print("nothing written (--dry-run)")
+
+
+def _gate(args: Any) -> int:
+    from pathlib import Path
+
+    from pilothouse.core.commands._out import emit_json
+    from pilothouse.core.git.prove import counts_words
+    from pilothouse.core.records.layout import find_repo
+    from pilothouse.core.records.project import load_project
+    from pilothouse.core.state import store
+    from pilothouse.providers.errors import UserError
+
+    layout = find_repo(args.repo)
+    project = load_project(layout)
+    if args.level not in project.gates:
+        raise UserError(f"gate {args.level!r} is not defined in .ai/project.yaml (defined: "
+                        f"{', '.join(sorted(project.gates))}): pass --level with one of them")
+    if not layout.state_db.exists():
+        raise UserError(f"no task {args.task!r}: no job has run in {layout.root} yet (pilothouse job status)")
+    conn = store.connect(layout.state_db, readonly=True)
+    try:
+        rows = conn.execute("SELECT job, worktree, state FROM tasks WHERE task = ?" + (" AND job = ?" if args.job
+                            else ""), (args.task, args.job) if args.job else (args.task,)).fetchall()
+        open_codes = [r["code"] for r in conn.execute(
+            "SELECT code FROM problems WHERE task = ? AND state = 'open'" + (" AND job = ?" if args.job else ""),
+            (args.task, args.job) if args.job else (args.task,))]
+    finally:
+        conn.close()
+    if not rows:
+        raise UserError(f"no task {args.task!r}" + (f" in job {args.job!r}" if args.job else "")
+                        + ": `pilothouse job status` lists the tasks")
+    if len(rows) > 1:
+        raise UserError(f"task {args.task!r} exists in jobs {', '.join(r['job'] for r in rows)}: pass --job NAME")
+    row = rows[0]
+    wt = row["worktree"]
+    if not wt or not Path(wt).is_dir():
+        raise UserError(f"task {args.task!r} ({row['state']}) has no worktree now: nothing to gate "
+                        "(retry starts a builder on its branch)")
+    from pilothouse.core.git.gates import run_gate
+
+    res = run_gate(project, args.level, wt)
+    if args.json:
+        emit_json({"job": row["job"], "task": args.task, "worktree": wt, "problems": open_codes, **res.to_dict()})
+        return 0 if res.passed else 1
+    print(res.output_tail.rstrip()[-3000:])
+    counts = counts_words(res.counts) if res.counts else "no counts (the weakened-test count checks are off)"
+    print(f"gate {args.level} in {wt}: {'passed' if res.passed else 'FAILED'} — {counts} in {res.duration_s:.1f}s"
+          + (f", ran {res.toolchain}" if res.toolchain else ""))
+    if not res.passed and res.reason:
+        print(f"  {res.reason}")
+    for code in open_codes:
+        print(f"next: pilothouse problem act {code} retry   # commits what you left in the worktree, then gates it")
+    return 0 if res.passed else 1
