@@ -43,6 +43,12 @@ def _ignoring_rule(root: Path) -> tuple[str, str] | None:
     return f"{m.group(1)}:{m.group(2)}", m.group(3)
 
 
+def _is_ignored(root: Path) -> bool:
+    from pilothouse.core.git.worktrees import git_ok
+
+    return git_ok(root, "check-ignore", "-q", "--no-index", ".gitignore")
+
+
 def _gitignore_update(root: Path) -> str | None:
     """The new .gitignore text, or None when it already ignores .ai/runtime/ and lets the records in
     .ai/ be committed (writes nothing). A .gitignore that hides .ai (many projects ignore `.*`) gets
@@ -157,5 +163,7 @@ def init_project(root: Path | str, gates: dict[str, str] | None = None, *,
     # operator's to change: said, with the fix, instead of a refused `git add` later
     rule = _ignoring_rule(layout.root)
     done["ignored_by"] = f"{rule[0]} ({rule[1]!r})" if rule else None
+    # some projects' .gitignore ignores `.*`, itself included: a plain `git add .gitignore` refuses
+    done["gitignore_ignored"] = _is_ignored(layout.root)
     done["registered"] = repos.register_repo(layout.root)
     return done

@@ -150,7 +150,9 @@ def _init(args: Any) -> int:
         print(f"warning: git ignores .ai/project.yaml because of {done['ignored_by']}: remove that rule, or "
               "commit the records with git add -f .ai/ (builders' commits need .ai/ not ignored)")
     print(("registered " if done["registered"] else "already registered: ") + done["repo"])
-    print("next: commit .ai/project.yaml and .gitignore, then "
+    add = ("git add .ai/project.yaml && git add -f .gitignore   # your .gitignore ignores itself"
+           if done.get("gitignore_ignored") else "git add .ai/project.yaml .gitignore")
+    print(f"next: commit .ai/project.yaml and .gitignore ({add}), then "
           "`pilothouse job create NAME --request-file request.md`")
     return 0
 
