@@ -43,6 +43,12 @@ def _ignoring_rule(root: Path) -> tuple[str, str] | None:
     return f"{m.group(1)}:{m.group(2)}", m.group(3)
 
 
+def _is_ignored(root: Path) -> bool:
+    from pilothouse.core.git.worktrees import git_ok
+
+    return git_ok(root, "check-ignore", "-q", "--no-index", ".gitignore")
+
+
 def _gitignore_update(root: Path) -> str | None:
     """The new .gitignore text, or None when it already ignores .ai/runtime/ and lets the records in
     .ai/ be committed (writes nothing). A .gitignore that hides .ai (many projects ignore `.*`) gets
@@ -70,8 +76,9 @@ def _gitignore_update(root: Path) -> str | None:
 
 
 def init_project(root: Path | str, gates: dict[str, str] | None = None, *,
-                 stdin_is_tty: bool | None = None, force: bool = False) -> dict[str, Any]:
-    """Set a repository up for pilothouse; returns what was done (for the CLI to report)."""
+                 stdin_is_tty: bool | None = None, force: bool = False, dry_run: bool = False) -> dict[str, Any]:
+    """Set a repository up for pilothouse; returns what was done (for the CLI to report). With
+    `dry_run`, writes nothing: what it would write, and every gate candidate it found and why."""
     import os
     import sys
 
@@ -105,22 +112,31 @@ def init_project(root: Path | str, gates: dict[str, str] | None = None, *,
         raise UserError(f"{layout.project_yaml} is a directory, not a file: remove it, then run init again")
     repos.check_writable()
     text: str | None = None
-    if layout.project_yaml.exists() and not force:
+    if layout.project_yaml.exists() and not force and not dry_run:
         load_project(layout)  # an existing file must at least be valid
         done["written"] = False
     else:
-        if gates is None:
-            from pilothouse.core.records.detect import detect
+        from pilothouse.core.records.detect import candidates, detect, resolve_bare, share_of
 
+        if dry_run:
+            done["candidates"] = [c.to_dict() for c in candidates(layout.root)]
+        if gates is None:
             found = detect(layout.root)
             gates = found.gates() if found is not None else None
             done["detected"] = gates is not None
             done["why"] = found.why if found is not None else None
+            done["warnings"] = found.warnings if found is not None else []
             if gates is None:
+                if dry_run:
+                    raise UserError("no test command detected in this repository (nothing above runs tests): "
+                                    "pass --gate-fast CMD --gate-full CMD")
                 tty = sys.stdin.isatty() if stdin_is_tty is None else stdin_is_tty
                 gates = _ask_gates(tty)
-        from pilothouse.core.records.detect import share_of
-
+        else:
+            # a bare `python`/`pytest` would be the first on the supervisor's PATH: pilothouse's own venv
+            resolved = {level: resolve_bare(layout.root, cmd) for level, cmd in gates.items()}
+            done["resolved"] = {level: cmd for level, cmd in resolved.items() if cmd != gates[level]}
+            gates = resolved
         done["share"] = share_of(layout.root, gates)
         from pilothouse.providers import keys
 
@@ -131,8 +147,13 @@ def init_project(root: Path | str, gates: dict[str, str] | None = None, *,
             ProjectConfig.model_validate(parse_yaml(text, ".ai/project.yaml"))
         except ValidationError as exc:
             raise UserError(format_validation_error(exc, "--gate-fast/--gate-full")) from None
-        done["written"] = True
+        done["written"] = not dry_run
         done["gates"] = gates
+    if dry_run:
+        done["gitignore_updated"] = False
+        done["would_update_gitignore"] = gitignore is not None
+        done["registered"] = False
+        return done
     if text is not None:
         atomic_write_text(layout.project_yaml, text)
     if gitignore is not None:
@@ -142,5 +163,7 @@ def init_project(root: Path | str, gates: dict[str, str] | None = None, *,
     # operator's to change: said, with the fix, instead of a refused `git add` later
     rule = _ignoring_rule(layout.root)
     done["ignored_by"] = f"{rule[0]} ({rule[1]!r})" if rule else None
+    # some projects' .gitignore ignores `.*`, itself included: a plain `git add .gitignore` refuses
+    done["gitignore_ignored"] = _is_ignored(layout.root)
     done["registered"] = repos.register_repo(layout.root)
     return done

@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from pilothouse.core.dispatch.prepare import Prepared, compose_prompt, refuse_line
@@ -252,9 +253,13 @@ def _tell_supervisor() -> None:
 
 
 def _sim(prep: Prepared, sb: Any) -> Any:
+    from pilothouse.providers.sim.scenario import grounded_explore
     from pilothouse.providers.sim.server import SimServer, load_scenario
 
-    return SimServer(load_scenario(prep.scenario or "explore-basic"), api_key=prep.key,
+    name = prep.scenario or "explore-basic"
+    # the default's answer cites a file of this repository, not the demo's src/calc.py
+    scenario = (grounded_explore(Path(prep.workdir)) if name == "explore-basic" else None) or load_scenario(name)
+    return SimServer(scenario, api_key=prep.key,
                      served_log=sb.state / "served.jsonl", root=prep.workdir)
 
 

@@ -220,6 +220,12 @@ def _reason(verdict: str, parsed: Any, state: RunState, text: str | None, mode: 
     first = text.strip().splitlines()[0][:120] if text.strip() else ""
     if parsed.state == "unstructured" and _REFUSAL.match(text.strip()):
         return f"refusal: the model declined the task ({first!r})"
+    if parsed.state == "unstructured" and text.strip().endswith("sim: script finished"):
+        # the simulator's scripted worker ran out of turns (providers/sim/engine.FINISHED): its
+        # script is at fault, not a server that dropped `tools`
+        return ("script finished: the simulator's script for this run has no more turns and none gave a result "
+                "block; end the scenario's script with a turn that says <!--RESULT-->…<!--/RESULT--> "
+                "(docs/scenarios.md)")
     if parsed.state == "unstructured" and mode in TOOL_MODES and state.tool_events == 0:
         return ("no tool calls although the task needed them: the server likely dropped `tools` or calls "
                 "them only when forced (check with: pilothouse providers check PROVIDER)")

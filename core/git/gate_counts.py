@@ -1,8 +1,9 @@
 """What a gate measured: test outcome counts read from the runner's own output.
 
 Machine-readable forms first — a JUnit XML report (pytest, jest-junit, vitest's junit reporter,
-go-junit-report), `go test -json` event lines, cargo's per-binary `test result:` lines — then the
-summary line pytest, jest or vitest prints. Every input is written by code the worker controls
+go-junit-report), `go test -json` event lines, cargo's per-binary `test result:` lines, `go test -v`'s
+`--- PASS:` lines, a TAP stream (tape, node --test, tap) — then the summary line pytest, unittest,
+jest, vitest or mocha prints. Every input is written by code the worker controls
 (the gate runs its tests), so parsing is bounded in size and never raises: what can't be read
 gives None, never a guess.
 """
@@ -16,6 +17,8 @@ from typing import Any
 
 # a report larger than this is not parsed (a worker's test could write one to exhaust memory)
 MAX_REPORT_BYTES = 32 << 20
+COUNTS_OFF = ("no test counts could be read from the gate's output: the weakened-test checks on counts "
+              "(fewer tests, more skipped) are off for it; the checks on the changed files still run")
 FIELDS = ("collected", "passed", "failed", "skipped", "xfailed", "errors")
 
 
@@ -27,7 +30,7 @@ class TestCounts:
     skipped: int = 0
     xfailed: int = 0
     errors: int = 0
-    source: str = ""  # which form they were read from: junit, go-json, cargo, pytest, unittest, jest, vitest
+    source: str = ""  # which form they were read from: junit, go-json, go-v, cargo, tap, pytest, unittest, jest, vitest, mocha
 
     __test__ = False  # not a pytest test class, whatever its name
 
@@ -117,6 +120,54 @@ def parse_cargo(text: str) -> TestCounts | None:
     return c
 
 
+_GO_V = re.compile(r"^\s*--- (PASS|FAIL|SKIP): \S+", re.MULTILINE)
+
+
+def parse_go_verbose(text: str) -> TestCounts | None:
+    """Counts from `go test -v`: one `--- PASS/FAIL/SKIP: Name` line per test and subtest."""
+    found = _GO_V.findall(text)
+    if not found:
+        return None
+    c = TestCounts(source="go-v", collected=len(found))
+    c.passed, c.failed, c.skipped = found.count("PASS"), found.count("FAIL"), found.count("SKIP")
+    return c
+
+
+# tape / node --test (TAP) trailer: "# tests 12", "# pass 11", "# fail 1" (node: also skipped,
+# todo, cancelled; its spec reporter writes "ℹ tests 12")
+_TAP_TOTAL = re.compile(r"^(?:#|ℹ)\s*(tests|pass|fail|skip|skipped|todo|cancelled)\s+(\d+)\s*$", re.MULTILINE)
+_TAP_LINE = re.compile(r"^\s*(not ok|ok)\b(?: \d+)?[^#\n]*(?:#\s*(SKIP|TODO)\b)?", re.MULTILINE | re.IGNORECASE)
+
+
+def parse_tap(text: str) -> TestCounts | None:
+    """Counts from a TAP stream: the runner's trailer when it wrote one, else its `ok`/`not ok` lines."""
+    text = _ANSI.sub("", text)
+    totals: dict[str, int] = {}
+    for key, n in _TAP_TOTAL.findall(text):
+        if key == "tests" and totals:
+            totals = {}  # a later run's trailer: the last one is the gate's
+        totals[key] = int(n)
+    if "tests" in totals and ("pass" in totals or "fail" in totals):
+        c = TestCounts(source="tap", collected=totals["tests"], passed=totals.get("pass", 0),
+                       failed=totals.get("fail", 0) + totals.get("cancelled", 0),
+                       skipped=totals.get("skip", 0) + totals.get("skipped", 0) + totals.get("todo", 0))
+        if c.passed + c.failed + c.skipped > c.collected:
+            c.passed = max(0, c.collected - c.failed - c.skipped)  # tape counts a skip as a pass too
+        return c
+    if not re.search(r"^(TAP version \d+|1\.\.\d+)\s*$", text, re.MULTILINE):
+        return None
+    c = TestCounts(source="tap")
+    for verdict, directive in _TAP_LINE.findall(text):
+        c.collected += 1
+        if directive:
+            c.skipped += 1
+        elif verdict.lower() == "ok":
+            c.passed += 1
+        else:
+            c.failed += 1
+    return c if c.collected else None
+
+
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 # pytest: "=== 2 failed, 3 passed, 1 skipped, 1 xfailed, 1 error in 0.12s ===" (or -q: no rules)
 _PYTEST_LINE = re.compile(r"^=*\s*((?:\d+ \w+(?:, )?)+) in [\d.]+s", re.MULTILINE)
@@ -127,12 +178,14 @@ _JEST_LINE = re.compile(r"^Tests:\s+(.*\d+ total)\s*$", re.MULTILINE)
 _VITEST_LINE = re.compile(r"^\s*Tests\s+(.*?)\s*\((\d+)\)\s*$", re.MULTILINE)
 
 
+# mocha: "  3 passing (12ms)", "  1 pending", "  2 failing"
+_MOCHA = re.compile(r"^\s+(\d+) passing \(.*\)\s*$((?:\n\s+\d+ (?:pending|failing)\s*$)*)", re.MULTILINE)
 # unittest: "Ran 5 tests in 0.001s" then "OK (skipped=1)" or "FAILED (failures=1, errors=1, expected failures=1)"
 _UNITTEST = re.compile(r"^Ran (\d+) tests? in [\d.]+s\s*\n\s*\n(OK|FAILED)(?: \(([^)]*)\))?", re.MULTILINE)
 
 
 def parse_summary(text: str) -> TestCounts | None:
-    """Counts from the last summary line pytest, unittest, jest or vitest printed."""
+    """Counts from the last summary line pytest, unittest, mocha, jest or vitest printed."""
     text = _ANSI.sub("", text)
     best: tuple[int, TestCounts] | None = None
     for m in _UNITTEST.finditer(text):
@@ -154,6 +207,13 @@ def parse_summary(text: str) -> TestCounts | None:
                 setattr(c, key, getattr(c, key) + int(n))
         c.collected = c.passed + c.failed + c.skipped + c.xfailed + c.errors
         best = (m.start(), c)
+    for m in _MOCHA.finditer(text):
+        c = TestCounts(source="mocha", passed=int(m.group(1)))
+        for n, word in _PYTEST_ITEM.findall(m.group(2) or ""):
+            setattr(c, "failed" if word == "failing" else "skipped", int(n))
+        c.collected = c.passed + c.failed + c.skipped
+        if best is None or m.start() > best[0]:
+            best = (m.start(), c)
     for m in _JEST_LINE.finditer(text):
         c = TestCounts(source="jest")
         for n, word in _PYTEST_ITEM.findall(m.group(1)):
@@ -180,8 +240,18 @@ def counts_of(output: str, junit: bytes | None = None) -> TestCounts | None:
         found = parse_junit(junit)
         if found is not None:
             return found
-    for parse in (parse_go_json, parse_cargo, parse_summary):
+    for parse in (parse_go_json, parse_cargo, parse_go_verbose, parse_tap, parse_summary):
         found = parse(output)
         if found is not None:
             return found
     return None
+
+
+def gate_record(gate: dict[str, Any]) -> dict[str, Any]:
+    """What every gate.finished event keeps of a run (GateResult.to_dict()), fast or full, worktree
+    or integration: its command, exit code, duration, counts and toolchain; `counts_off` when it
+    passed with no counts read (said, not silently skipped)."""
+    out = {k: gate.get(k) for k in ("command", "exit_code", "duration_s", "counts", "holdout", "toolchain")}
+    if gate.get("passed") and not gate.get("counts"):
+        out["counts_off"] = COUNTS_OFF
+    return out

@@ -163,6 +163,28 @@ def confined_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def environment_path(cwd: Path, settings: dict[str, Any] | None, env: dict[str, str] | None = None) -> dict[str, str]:
+    """PATH (and VIRTUAL_ENV) for a gate: the bin/ of the repository's shared virtualenv first, and
+    never pilothouse's own venv (first on the supervisor's PATH after the README's install), so a
+    bare `python` or `pytest` in a gate is the project's. {} when the caller set PATH itself."""
+    import sys
+
+    if env and "PATH" in env:
+        return {}
+    own = Path(sys.prefix) / "bin" if sys.prefix != sys.base_prefix else None
+    parts = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p and (own is None or Path(p) != own)]
+    out: dict[str, str] = {}
+    share = [str(s) for s in (settings or {}).get("sandbox_share") or []]
+    for entry in share:
+        bin_dir = confine.host_path(cwd, Path(entry) / "bin", share)
+        if (bin_dir / "python").is_file():
+            parts.insert(0, str(bin_dir))
+            out["VIRTUAL_ENV"] = str(bin_dir.parent)
+            break
+    out["PATH"] = os.pathsep.join(parts)
+    return out
+
+
 def settings_of(project: ProjectConfig) -> dict[str, Any]:
     """The project's confinement settings, as prepare_command() takes them."""
     return {"confinement": project.confinement, "network": project.network, "sandbox_read": project.sandbox.read,
@@ -208,6 +230,7 @@ def run_command(command: str, cwd: Path | str, *, level: str = "command", timeou
     `on_start(pgid)` is called once the command runs in its own process group, so a caller that
     may be killed can record it and a successor can end an orphaned gate (`kill_orphan_gate`)."""
     cwd = Path(cwd)
+    env = {**(env or {}), **environment_path(cwd, settings, env)}
     full_env = gate_env(env)
     start = time.monotonic()
     setup = level.startswith("setup")

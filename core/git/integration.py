@@ -338,11 +338,13 @@ def integration_head(layout: RepoLayout, project: ProjectConfig) -> str | None:
 
 
 def run_integration_gate(layout: RepoLayout, project: ProjectConfig, level: str = "full", *,
-                         timeout: float = DEFAULT_TIMEOUT_S, env: dict[str, str] | None = None) -> GateResult:
-    """The combined gate on the integration head (before accepting a job)."""
+                         timeout: float = DEFAULT_TIMEOUT_S, env: dict[str, str] | None = None,
+                         log_to: Path | None = None) -> GateResult:
+    """The combined gate on the integration head (before accepting a job); `log_to`: where its whole
+    output is kept."""
     with _merge_lock(layout):
         checkout, _head = _integration_state(layout, project)
-        return run_gate(project, level, checkout, timeout=timeout, env=env)
+        return run_gate(project, level, checkout, timeout=timeout, env=env, log_to=log_to)
 
 
 def sync_integration(layout: RepoLayout, project: ProjectConfig, ref: str | None = None) -> dict[str, Any]:

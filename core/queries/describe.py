@@ -38,7 +38,9 @@ def _describe_known(ev: dict[str, Any]) -> str:
         from pilothouse.providers.registry import labelled
 
         return f"{d.get('role', 'run')} ({d.get('mode', '?')}) on {labelled(str(d.get('provider', '?')) + model)}" + (
-            f", attempt {d['attempt']}" if d.get("attempt") else "")
+            f", attempt {d['attempt']}" if d.get("attempt") else "") + (
+            f", worktree {d.get('checkout') or 'set up'} in {d['worktree_ms']}ms" if d.get("worktree_ms") is not None
+            else "")
     if t == "run.finished":
         text = f"{d.get('role', 'run')} {d.get('verdict', '?')}, {tokens_text(d.get('tokens'), d.get('usage'))}"
         if d.get("duration_s") is not None:
@@ -71,7 +73,13 @@ def _describe_known(ev: dict[str, Any]) -> str:
         # its end is what tells interpreters apart (which venv, which Python): a long path loses its start
         tool = str(d.get("toolchain") or "")
         ran = f" [ran {tool if len(tool) <= 140 else '…' + tool[-139:]}]" if tool else ""
-        return f"gate {d.get('level', '?')}{where} {verdict}{took}{ran}" + (
+        counts = d.get("counts")
+        counted = (f" {counts.get('passed', 0)}/{counts.get('collected', 0)} passed"
+                   + (f", {counts['failed']} failed" if counts.get("failed") else "")
+                   + (f", {counts['skipped']} skipped" if counts.get("skipped") else "")) \
+            if isinstance(counts, dict) else " no counts (weakened-test count checks off)" if d.get("counts_off") else ""
+        code = f" exit {d['exit_code']}" if d.get("exit_code") not in (None, 0) else ""
+        return f"gate {d.get('level', '?')}{where} {verdict}{code}{took}{counted}{ran}" + (
             f": {short(reason, 120)}" if reason and not d.get("passed") else "")
     if t == "merge.finished":
         if d.get("ok"):

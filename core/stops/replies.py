@@ -25,10 +25,13 @@ JOB_REPLIES = ("retry", "accept", "plan")
 KIND_REPLIES: dict[str, tuple[str, ...]] = {
     "gate_failed": ("retry", "skip", "hint", "plan"),
     "review_rejected": ("hint", "accept", "skip", "plan"),
-    # the gate passed on weakened tests: the builder restores them (hint), or the operator takes the
-    # change as it is (accept, recorded as a decision); retry would only measure the same commit again
-    "gate_weakened": ("hint", "accept", "skip", "plan"),
-    "unchanged_resubmission": ("hint", "accept", "skip", "plan"),
+    # the gate passed on weakened tests: the builder restores them (hint), the operator does in the
+    # worktree and retries (the fix is committed and gated; a retry with nothing changed is refused:
+    # it would only measure the same commit again), or takes the change as it is (accept, recorded)
+    "gate_weakened": ("hint", "retry", "accept", "skip", "plan"),
+    # retry after a hand fix in the worktree gates the fix, like every other task stop; with nothing
+    # changed, a fresh builder starts
+    "unchanged_resubmission": ("hint", "retry", "accept", "skip", "plan"),
     "reviewer_failed": ("retry", "accept", "skip"),
     "builder_blocked": ("retry", "hint", "skip", "plan", "dismiss"),
     "needs_files": ("dismiss", "hint", "skip", "plan"),

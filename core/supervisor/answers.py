@@ -20,7 +20,12 @@ if TYPE_CHECKING:
 RETRY_TO = {"gate_failed": "gating", "reviewer_failed": "gating", "merge_conflict": "approved",
             "merge_failed": "approved", "setup_failed": "ready", "model_unfit": "ready", "worktree_failed": "ready", "auth": "ready",
             "worker_crashed": "ready", "budget": "ready", "builder_blocked": "ready",
-            "no_changes": "ready", "secret_found": "gating"}
+            "no_changes": "ready", "secret_found": "gating", "unchanged_resubmission": "ready",
+            "gate_weakened": "gating"}
+
+# stops after the builder finished: what is uncommitted in the worktree then is the operator's
+# (after a crash or a usage limit it is the builder's half-done work, which its successor continues)
+AFTER_SUBMISSION = ("no_changes", "unchanged_resubmission", "gate_weakened")
 
 
 def apply_replies(sup: Supervisor) -> None:
@@ -102,14 +107,19 @@ def _apply(sup: Supervisor, p: Any, rep: Any) -> str:
         if p.evidence.get("step") == "commit" and r["worktree"] and Path(r["worktree"]).is_dir():
             target = "gating"  # the builder's work is there, uncommitted: commit it, not a second builder
             fields["commit_sha"] = _take_operator_fix(sup, p, r, str(p.evidence.get("commit_message") or ""))
+        elif r["worktree"] and Path(r["worktree"]).is_dir() and (target in ("gating", "approved")
+                                                                 or p.kind in AFTER_SUBMISSION):
+            # the same for every stop of a task (docs/own-repo.md): a fix the operator left in the
+            # worktree is committed and gated; what merges is what passed
+            now = _take_operator_fix(sup, p, r)
+            if now != r["commit_sha"]:
+                fields["commit_sha"] = now
+                target = "gating"
+            elif p.kind == "gate_weakened":
+                raise UserError(f"nothing changed in {r['worktree']} since the gate measured it: restore the "
+                                f"tests there (try it with `pilothouse gate {p.task}`), then retry; or hint")
         elif target in ("gating", "approved"):
-            if not r["worktree"] or not Path(r["worktree"]).is_dir():
-                target = "ready"  # its worktree is gone: a builder starts again on the task's branch
-            else:
-                now = _take_operator_fix(sup, p, r)
-                if now != r["commit_sha"]:
-                    fields["commit_sha"] = now
-                    target = "gating"  # what merges is what passed: the fix goes through the gate first
+            target = "ready"  # its worktree is gone: a builder starts again on the task's branch
         if target == "ready" and r["state"] == "stopped" and p.kind in ("auth", "budget", "worker_crashed"):
             fields["session_id"] = r["session_id"]
         sup.store.set_task(job, p.task, target, f"{who} ({p.kind})", **fields)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from pilothouse.core.git import gate_counts
 from pilothouse.core.supervisor import launch as L
 from pilothouse.core.supervisor import review
 from pilothouse.core.supervisor.answers import apply_replies  # noqa: F401  (the loop calls it through here)
@@ -325,8 +326,7 @@ def gate_done(sup: Supervisor, job: str, tid: str, level: str, res: Any, exc: Ba
     tail = str(gate.get("output_tail") or "")[-1500:]
     sup.events.append("gate.finished", job=job, task=tid, data={
         "level": level, "passed": bool(gate.get("passed")), "where": "worktree", "reason": gate.get("reason"),
-        "output_tail": tail, "exit_code": gate.get("exit_code"), "duration_s": gate.get("duration_s"),
-        "counts": gate.get("counts"), "holdout": gate.get("holdout"), "toolchain": gate.get("toolchain")})
+        "output_tail": tail, **gate_counts.gate_record(gate)})
     d = stops.after_gate(gate, counters(r), base_fails=base_fails)
     if d.action == stops.PROCEED and weak:
         from pilothouse.core.git.weakening import summary

@@ -205,7 +205,11 @@ def _start_job_gate(sup: Supervisor, job: str) -> None:
         return
     layout, project = sup.layout, sup.project
     sup.events.append("gate.started", job=job, data={"level": "full", "where": "integration"})
-    sup.work(key, lambda: run_integration_gate(layout, project, "full"),
+    from pilothouse.core.git.gates import gate_log
+
+    # the job's own gate: its whole output beside the tasks' (gate_log's task slot is the job's)
+    log = gate_log(layout.runtime, job, "_job", "full")
+    sup.work(key, lambda: run_integration_gate(layout, project, "full", log_to=log),
              lambda res, exc: _job_gate_done(sup, job, res, exc))
 
 
@@ -218,9 +222,11 @@ def _job_gate_done(sup: Supervisor, job: str, res: Any, exc: BaseException | Non
     passed = bool(res is not None and res.passed)
     reason = (res.reason if res is not None else None) or (describe(exc) if exc else None)
     tail = (res.output_tail if res is not None else "")[-1500:]
-    sup.events.append("gate.finished", job=job, data={"level": "full", "where": "integration", "passed": passed,
-                                                      "reason": reason, "output_tail": tail,
-                                                      "toolchain": res.toolchain if res is not None else None})
+    from pilothouse.core.git.gate_counts import gate_record
+
+    sup.events.append("gate.finished", job=job, data={
+        "level": "full", "where": "integration", "passed": passed, "reason": reason, "output_tail": tail,
+        **(gate_record(res.to_dict()) if res is not None else {})})
     if not passed:
         failed = "could not run" if res is None else "failed"
         sup.store.set_job(job, "job.blocked", reason=f"the full gate {failed} on the integration branch: {reason}",

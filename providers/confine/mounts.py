@@ -154,6 +154,9 @@ def _tool_roots(path_entries: list[str]) -> list[Path]:
         top = p.relative_to(home).parts[0]
         if top.startswith(".") and top not in _PRIVATE_DOTDIRS:
             roots.append(home / top)
+            # ~/.cargo/bin/cargo is rustup's proxy: the toolchains it runs are in ~/.rustup
+            if top == ".cargo" and (home / ".rustup").is_dir():
+                roots.append(home / ".rustup")
     return roots
 
 

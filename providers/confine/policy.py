@@ -170,7 +170,8 @@ def prepare_command(argv: list[str], env: dict[str, str], workdir: Path, scratch
     if in_tmp and confinement_off(spec):
         return LaunchSpec(argv=list(argv), env=dict(env), cwd=workdir)
     child_env = {**env, "HOME": str(sb.home), "XDG_CONFIG_HOME": str(sb.config), "XDG_DATA_HOME": str(sb.data),
-                 "XDG_STATE_HOME": str(sb.state), "XDG_CACHE_HOME": str(sb.cache), **_go_dirs(env, sb)}
+                 "XDG_STATE_HOME": str(sb.state), "XDG_CACHE_HOME": str(sb.cache), **_go_dirs(env, sb),
+                 **_rust_dirs(env, sb)}
     return prepare(LaunchSpec(argv=list(argv), env=child_env, cwd=workdir), spec, sandbox_in_tmp=in_tmp)
 
 
@@ -187,6 +188,19 @@ def _go_dirs(env: dict[str, str], sb: Sandbox) -> dict[str, str]:
         if value and any(Path(p).is_relative_to(home) for p in value.split(os.pathsep) if os.path.isabs(p)):
             out[var] = str(mine)
     return out
+
+
+def _rust_dirs(env: dict[str, str], sb: Sandbox) -> dict[str, str]:
+    """rustup's and cargo's per-user dirs for a gate, moved with its HOME: rustup's proxy (the
+    `cargo` in ~/.cargo/bin) finds its toolchains through RUSTUP_HOME, by default under the HOME the
+    gate no longer has — the operator's ~/.rustup, shown read-only (mounts._tool_roots), is named
+    instead; cargo's own cache and registry go to the gate's HOME, where it may write."""
+    home = Path(env.get("HOME") or os.path.expanduser("~"))
+    rustup = home / ".rustup"
+    on_path = any(Path(p) == home / ".cargo" / "bin" for p in env.get("PATH", "").split(os.pathsep) if p)
+    if not on_path or not rustup.is_dir() or env.get("RUSTUP_HOME"):
+        return {}
+    return {"RUSTUP_HOME": str(rustup), "CARGO_HOME": env.get("CARGO_HOME") or str(sb.home / ".cargo")}
 
 
 def wrap(launch: LaunchSpec, spec: RunSpec, *, extra_ro: list[Path] | None = None,

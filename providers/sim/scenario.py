@@ -308,3 +308,56 @@ def _explain(exc: ValidationError) -> str:
     got = err.get("input")
     shown = f" (got {got!r})" if isinstance(got, str | int | float | bool) or got is None else ""
     return f"{_path(loc)}: {msg}{shown}"
+
+
+# what the default explore answer may cite, first found first: a file every repository is likely
+# to have at its top, else any tracked-looking regular file
+_GROUNDING = ("README.md", "README.rst", "README.txt", "README", "pyproject.toml", "package.json", "go.mod",
+              "Cargo.toml", "setup.py", "Makefile")
+
+
+def _first_line(root: Path, rel: str) -> tuple[int, str] | None:
+    """(line number, text) of the first non-blank line of a regular file under root; None when it
+    is a link, not a file, not text or empty. Read bounded: the repository is the operator's, but a
+    default must never hang on a FIFO or a huge file."""
+    path = root / rel
+    if path.is_symlink() or not path.is_file():
+        return None
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8192)
+    except OSError:
+        return None
+    if b"\0" in head:
+        return None
+    for n, line in enumerate(head.decode("utf-8", errors="replace").splitlines(), 1):
+        if line.strip():
+            return n, line.strip()[:160]
+    return None
+
+
+def grounded_explore(root: Path) -> Scenario | None:
+    """The default explore scenario (explore-basic) for a repository that is not the demo's: the
+    same two turns, reading and citing a file that exists there (its first line), so
+    `dispatch --provider sim --mode explore --workdir .` completes on any repository. None when
+    the bundled one fits (src/calc.py is there) or no file can be cited."""
+    import json
+
+    if (root / "src" / "calc.py").is_file():
+        return None
+    names = [*_GROUNDING, *sorted(p.name for p in root.iterdir() if not p.name.startswith("."))] \
+        if root.is_dir() else []
+    for rel in names:
+        found = _first_line(root, rel)
+        if found is None:
+            continue
+        n, text = found
+        result = {"facts": [{"fact": f"{rel} begins with: {text}", "file_line": f"{rel}:{n}"}], "truncated": False}
+        return Scenario.model_validate({
+            "name": "explore-basic", "description": f"explore: reads {rel}, then cites its first line",
+            "scripts": [
+                {"match": {"mode": "explore"}, "turns": [
+                    {"say": f"Let me look at {rel}.", "actions": [{"read": {"path": rel}}]},
+                    {"say": f"{rel} begins with {text!r}.\n<!--RESULT-->{json.dumps(result)}<!--/RESULT-->"}]},
+                {"turns": [{"say": "sim (explore-basic): this scenario only scripts explore-mode prompts."}]}]})
+    return None

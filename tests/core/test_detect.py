@@ -17,6 +17,20 @@ def _venv(root: Path) -> Path:
     return root / ".venv" / "bin" / "python"
 
 
+def _copy_pytest_into(site: Path) -> None:
+    import importlib.util
+
+    for name in ("pytest", "_pytest", "pluggy", "iniconfig", "packaging", "py", "pygments"):
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.origin is None:
+            continue
+        origin = Path(spec.origin)
+        if origin.name == "__init__.py":
+            shutil.copytree(origin.parent, site / origin.parent.name)
+        else:
+            shutil.copy(origin, site / origin.name)
+
+
 def test_ci_workflow_wins_and_a_python_gate_names_the_repositorys_virtualenv(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text("[tool.pytest.ini_options]\naddopts = '-q'\n")
     wf = tmp_path / ".github" / "workflows"
@@ -37,7 +51,7 @@ jobs:
     found = detect(tmp_path)
     assert found is not None
     assert found.fast == found.full == f"{py.absolute()} -m pytest --doctest-modules --ignore benchmark"
-    assert ".github/workflows/ci.yml runs pytest" in found.why and "virtualenv .venv/" in found.why
+    assert ".github/workflows/ci.yml (job test) runs 'python -m pytest" in found.why and "virtualenv .venv/" in found.why
     done = subprocess.run(f"{found.fast} --version", shell=True, capture_output=True, text=True)
     assert "pytest" in (done.stdout + done.stderr) or "No module named pytest" in done.stderr  # that python ran
 
@@ -47,7 +61,8 @@ def test_tox_commands_give_the_pytest_arguments(tmp_path: Path) -> None:
                                       "commands =\n    pytest {posargs} -x tests/unit\n")
     found = detect(tmp_path)
     assert found is not None and found.fast.endswith("-m pytest -x tests/unit") and found.fast.startswith("/")
-    assert found.why.startswith("tox.ini [testenv] runs pytest")
+    assert found.why.startswith("tox.ini [testenv] (env py311) runs '-m pytest -x tests/unit'") or \
+        found.why.startswith("tox.ini [testenv] (env py311) runs 'pytest -x tests/unit'"), found.why
 
 
 def test_nox_makefile_node_by_lockfile_cargo_go(tmp_path: Path) -> None:
@@ -74,7 +89,7 @@ def test_nox_makefile_node_by_lockfile_cargo_go(tmp_path: Path) -> None:
     go = tmp_path / "go"
     go.mkdir()
     (go / "go.mod").write_text("module x\n")
-    assert detect(go).fast == "go test ./..."  # type: ignore[union-attr]
+    assert detect(go).fast == "go test -v ./..."  # type: ignore[union-attr]
     empty = tmp_path / "empty"
     empty.mkdir()
     (empty / "README.md").write_text("nothing to test\n")
@@ -113,9 +128,10 @@ def test_init_shares_the_virtualenv_its_gate_names_so_the_gate_runs_confined(git
     from pilothouse.providers import paths
 
     py = _venv(git_repo)
-    # this venv reaches pytest through pilothouse's own site-packages (a .pth: no install here)
+    # pytest installed into this venv (copied from pilothouse's: no index here). Not a .pth to
+    # pilothouse's own site-packages: a gate never sees pilothouse's venv
     site = next((git_repo / ".venv" / "lib").glob("python*/site-packages"))
-    (site / "outer.pth").write_text(next(p for p in sys.path if p.endswith("site-packages")) + "\n")
+    _copy_pytest_into(site)
     r = cli("init", cwd=git_repo)
     assert r.returncode == 0, r.stderr
     assert "sandbox.share: .venv" in r.stdout
@@ -165,3 +181,101 @@ def test_init_without_a_key_puts_every_role_on_the_simulator_labelled_so_a_job_r
     assert cli("key", "set", "glm", "--from-stdin", "--backend", "file", input="sk-test-0000\n").returncode == 0
     assert cli("init", "--force", cwd=other).returncode == 0
     assert yaml.safe_load((other / ".ai" / "project.yaml").read_text())["model_policy"]["roles"] == {}
+
+
+def _workflow(root: Path, name: str, run: str) -> None:
+    wf = root / ".github" / "workflows"
+    wf.mkdir(parents=True, exist_ok=True)
+    body = "\n".join(f"          {line}" for line in run.splitlines())
+    (wf / name).write_text(f"on: [push]\njobs:\n  main:\n    runs-on: ubuntu-latest\n    steps:\n"
+                           f"      - uses: actions/checkout@v4\n      - run: |\n{body}\n")
+
+
+def test_a_lint_workflow_is_passed_over_for_the_one_that_runs_the_tests(tmp_path: Path) -> None:
+    """lint.yml sorts first and runs `tox -e lint`; pytest.yml runs the tox env of the tests: the
+    gate is what that env runs (doctest flags kept), with the repository's venv, tox not needed."""
+    _workflow(tmp_path, "lint.yml", "pip install tox\ntox -e lint")
+    _workflow(tmp_path, "pytest.yml", "pip install tox\ntox -e py")
+    (tmp_path / "tox.ini").write_text("[tox]\nenvlist = lint,py{38,39,310}\n\n[testenv]\ndeps = pytest\n"
+                                      "commands =\n    pytest --doctest-modules --doctest-glob='*.rst' {posargs}\n\n"
+                                      "[testenv:lint]\ndeps = pre-commit\ncommands = pre-commit run --all-files\n")
+    py = _venv(tmp_path)
+    found = detect(tmp_path)
+    assert found is not None
+    assert found.fast == f"{py.absolute()} -m pytest --doctest-modules '--doctest-glob=*.rst'"
+    assert found.why.startswith(".github/workflows/pytest.yml (job main) runs `tox -e py`: tox.ini [testenv]")
+    assert "passed over: .github/workflows/lint.yml (job main), runs `tox -e lint`: tox.ini [testenv:lint] is lint-only" \
+        in found.why
+    from pilothouse.core.records.detect import share_of
+
+    assert share_of(tmp_path, found.gates()) == [".venv"]
+
+
+def test_tox_run_with_a_built_wheel_resolves_to_the_commands_of_its_default_env(tmp_path: Path) -> None:
+    _workflow(tmp_path, "ci.yml", "python -m build\ntox run --installpkg dist/*.whl")
+    (tmp_path / "tox.ini").write_text("[tox]\nenvlist = py{39,310}, mypy\n\n[testenv]\n"
+                                      "commands =\n    pytest {posargs:tests} -m \"not slow\" -p no:cacheprovider\n"
+                                      "\n[testenv:mypy]\ncommands = mypy src\n")
+    py = _venv(tmp_path)
+    found = detect(tmp_path)
+    assert found is not None and found.fast == f"{py.absolute()} -m pytest tests -m 'not slow' -p no:cacheprovider"
+    assert "dist/" not in found.fast and "(env py39)" in found.why
+
+
+def test_npm_test_that_lints_first_and_audits_after_gives_the_test_runner_alone(tmp_path: Path) -> None:
+    (tmp_path / "package.json").write_text(json.dumps({"scripts": {
+        "lint": "eslint --ext=.js,.mjs .", "pretest": "npm run lint", "tests-only": "nyc tape 'test/*'",
+        "test": "npm run tests-only", "posttest": "aud --production"}}))
+    found = detect(tmp_path)
+    assert found is not None and found.fast == "node_modules/.bin/tape 'test/*'"
+    assert "test → tests-only" in found.why and "pretest runs 'npm run lint'" in found.why
+    assert "posttest runs 'aud --production'" in found.why
+    # a plain test script stays `npm test`; one the runner cannot be told apart in is kept, with a warning
+    (tmp_path / "package.json").write_text(json.dumps({"scripts": {"test": "tape test/*.js"}}))
+    assert detect(tmp_path).fast == "npm test"  # type: ignore[union-attr]
+    (tmp_path / "package.json").write_text(json.dumps({"scripts": {"pretest": "eslint .", "test": "./run.sh"}}))
+    found = detect(tmp_path)
+    assert found is not None and found.fast == "npm test" and "also runs more than the tests" in found.warnings[0]
+
+
+def test_a_bare_python_given_to_init_is_the_repositorys_venv_and_the_venv_is_shared(git_repo: Path, cli) -> None:
+    import yaml
+
+    py = _venv(git_repo)
+    r = cli("init", "--gate-fast", "python -m pytest -q -x", "--gate-full", "pytest", cwd=git_repo)
+    assert r.returncode == 0, r.stderr
+    gates = yaml.safe_load((git_repo / ".ai" / "project.yaml").read_text())["gates"]
+    assert gates["fast"] == f"{py.absolute()} -m pytest -q -x"
+    assert gates["full"] == "pytest"  # no pytest in that venv: left as given (and proving would say so)
+    assert "sandbox.share: .venv" in r.stdout and "resolved to the repository's virtualenv" in r.stdout
+
+
+def test_a_gate_never_runs_pilothouses_own_venv_and_a_bare_python_is_the_shared_one(git_repo: Path) -> None:
+    import os
+
+    from pilothouse.core.git.gates import run_command
+
+    py = _venv(git_repo)
+    settings = {"confinement": "off", "sandbox_share": [".venv"]}
+    res = run_command("python -c 'import sys; print(sys.prefix)'; echo \"$PATH\"", git_repo, settings=settings)
+    assert res.passed, res.output_tail
+    prefix, path = res.output_tail.splitlines()[:2]
+    assert Path(prefix) == py.parent.parent.absolute()
+    own = Path(sys.prefix) / "bin"
+    assert str(own) not in path.split(os.pathsep) or sys.prefix == sys.base_prefix
+
+
+def test_init_dry_run_lists_every_candidate_and_why_and_writes_nothing(git_repo: Path, cli) -> None:
+    _workflow(git_repo, "lint.yml", "ruff check .")
+    _workflow(git_repo, "tests.yml", "python -m pytest -q tests")
+    r = cli("init", "--dry-run", cwd=git_repo)
+    assert r.returncode == 0, r.stderr
+    assert not (git_repo / ".ai" / "project.yaml").exists()
+    lines = r.stdout.splitlines()
+    assert any(line.startswith("* .github/workflows/tests.yml (job main):") for line in lines), r.stdout
+    assert any(".github/workflows/lint.yml (job main): (not a gate) — lint or build only" in line for line in lines)
+    assert any(line.startswith("+ tests/test_*.py:") for line in lines)  # found, ranked lower
+    assert lines[-1] == "nothing written (--dry-run)"
+    j = cli("init", "--dry-run", "--json", cwd=git_repo)
+    data = json.loads(j.stdout)
+    assert data["written"] is False and data["candidates"][0]["where"] == ".github/workflows/tests.yml (job main)"

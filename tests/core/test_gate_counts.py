@@ -44,6 +44,35 @@ def test_cargo_sums_every_test_binary_and_counts_ignored_as_skipped() -> None:
     assert counts(c) == {"collected": 6, "passed": 4, "failed": 1, "skipped": 1, "xfailed": 0, "errors": 0}
 
 
+def test_tape_and_node_test_tap_trailers_are_counted() -> None:
+    # tape 5 on a file with two assertions passing, one failing and a skipped test (assertions counted)
+    c = counts_of((FIX / "tape_output.txt").read_text())
+    assert counts(c) == {"collected": 3, "passed": 2, "failed": 1, "skipped": 0, "xfailed": 0, "errors": 0}
+    assert c is not None and c.source == "tap"
+    # node 20's --test-reporter=tap: one passes, one fails, one skipped, one todo
+    c = counts_of((FIX / "node_test_tap.txt").read_text())
+    assert counts(c) == {"collected": 4, "passed": 1, "failed": 1, "skipped": 2, "xfailed": 0, "errors": 0}
+
+
+def test_a_tap_stream_without_a_trailer_is_counted_by_its_ok_lines() -> None:
+    c = counts_of("TAP version 13\nok 1 - a\nnot ok 2 - b\nok 3 - c # SKIP later\n1..3\n")
+    assert counts(c) == {"collected": 3, "passed": 1, "failed": 1, "skipped": 1, "xfailed": 0, "errors": 0}
+
+
+def test_go_test_verbose_counts_every_test_and_subtest() -> None:
+    # go-difflib 1.0.0's own tests, `go test -v ./...` (what init proposes for a Go module)
+    c = counts_of((FIX / "go_test_v_output.txt").read_text())
+    assert c is not None and c.source == "go-v" and c.collected == c.passed == 17
+    c = counts_of("=== RUN   TestA\n--- PASS: TestA (0.00s)\n=== RUN   TestB\n=== RUN   TestB/x\n"
+                  "    --- SKIP: TestB/x (0.00s)\n--- FAIL: TestB (0.00s)\nFAIL\n")
+    assert counts(c) == {"collected": 3, "passed": 1, "failed": 1, "skipped": 1, "xfailed": 0, "errors": 0}
+
+
+def test_mocha_summary_is_counted() -> None:
+    c = counts_of("\n  3 passing (12ms)\n  1 pending\n  2 failing\n\n  1) x:\n")
+    assert counts(c) == {"collected": 6, "passed": 3, "failed": 2, "skipped": 1, "xfailed": 0, "errors": 0}
+
+
 def test_output_without_any_summary_gives_no_counts_rather_than_zeros() -> None:
     assert counts_of("compiling...\nall good\n") is None
     assert parse_junit(b"not xml <") is None
@@ -222,3 +251,26 @@ def test_live_vitest_gate_records_counts_from_its_junit_reporter_through_the_san
     assert not res.passed and res.changed_files == [], res.output_tail
     assert res.counts is not None and res.counts["source"] == "junit", res.output_tail
     assert {k: res.counts[k] for k in JS} == JS
+
+
+def test_a_gate_event_says_its_counts_or_that_the_count_checks_are_off() -> None:
+    from pilothouse.core.queries.describe import describe
+
+    counted = describe({"type": "gate.finished", "data": {
+        "level": "fast", "where": "worktree", "passed": True, "exit_code": 0, "duration_s": 1.5,
+        "counts": {"collected": 9, "passed": 8, "failed": 0, "skipped": 1}, "toolchain": "/usr/bin/go"}})
+    assert counted == "gate fast in worktree passed (1.5s) 8/9 passed, 1 skipped [ran /usr/bin/go]"
+    off = describe({"type": "gate.finished", "data": {"level": "full", "where": "integration", "passed": True,
+                                                      "counts_off": "…", "duration_s": 0.1}})
+    assert off == "gate full in integration passed (0.1s) no counts (weakened-test count checks off)"
+    failed = describe({"type": "gate.finished", "data": {"level": "fast", "passed": False, "exit_code": 1,
+                                                         "reason": "gate 'fast' failed: exit 1"}})
+    assert failed == "gate fast FAILED exit 1: gate 'fast' failed: exit 1"
+
+
+def test_a_builders_start_says_how_long_its_worktree_took_to_set_up() -> None:
+    from pilothouse.core.queries.describe import describe
+
+    line = describe({"type": "run.started", "data": {"role": "builder", "mode": "code", "provider": "sim",
+                                                     "worktree_ms": 41.5, "checkout": "pooled"}})
+    assert line.endswith(", worktree pooled in 41.5ms"), line

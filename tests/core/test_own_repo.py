@@ -2,9 +2,13 @@
 repository → `init` → a job with scripted simulator builders → the project's own tests as the gate,
 in a confined worktree sharing the checkout's dependency folders → `ship` onto its main branch.
 
+In each, `init` alone proposes the gate the project itself runs for its tests (no --gate-fast),
+proves it on the base with counts, `check --gates` proves it again, and the job ships with zero
+edits to project.yaml.
+
 Each project's dependencies come from its registry in the test's setup (pip / npm, cached in
 PILOTHOUSE_TEST_CACHE, else /var/tmp/pilothouse-test-cache), as its operator would install them;
-the Go module has none and its gate runs with the module proxy off.
+the Go module and the Rust crate have none, and their gates run offline.
 """
 
 from __future__ import annotations
@@ -84,8 +88,13 @@ def _events(repo: Path, kind: str) -> list[dict[str, object]]:
 
 def _job_to_main(repo: Path, tmp_path: Path, cli, scenario: Path, job: str) -> str:
     """docs/own-repo.md steps 1 (commit), 2 and 5 with step 6's scripted simulator: the live log."""
-    subprocess.run(["git", "add", ".ai/project.yaml", ".gitignore"], cwd=repo, check=True)
+    # -f: as init's next: line says when the project's .gitignore ignores itself (tabulate's `.*`)
+    subprocess.run(["git", "add", "-f", ".ai/project.yaml", ".gitignore"], cwd=repo, check=True)
     subprocess.run(["git", "commit", "-qm", "pilothouse init"], cwd=repo, check=True)
+    # proved on the committed base with zero edits to project.yaml, counts read (weakening checks on)
+    c = cli("check", "--gates", cwd=repo, timeout=600)
+    assert c.returncode == 0 and "the gates pass on the base commit" in c.stdout, (c.stdout, c.stderr)
+    assert " tests: " in c.stdout and "no counts" not in c.stdout, c.stdout
     (tmp_path / "request.md").write_text(f"{job}: see the task.\n")
     r = cli("job", "create", job, "--request-file", str(tmp_path / "request.md"), "--sim-scenario", str(scenario),
             cwd=repo)
@@ -117,9 +126,10 @@ def test_a_python_project_with_a_virtualenv_and_an_editable_install(tmp_path: Pa
     _install([base_python, "-m", "venv", ".venv"], repo)
     _install([".venv/bin/python", "-m", "pip", "install", "-q", "--disable-pip-version-check",
               "pytest==7.4.4", "py==1.11.0", "-e", "."], repo, SETUPTOOLS_SCM_PRETEND_VERSION="1.1.1")
-    r = cli("init", cwd=repo)
+    r = cli("init", cwd=repo, timeout=600)
     assert r.returncode == 0, r.stderr
-    assert "tox.ini [testenv] runs pytest" in r.stdout and "sandbox.share: .venv" in r.stdout
+    assert "tox.ini [testenv] (env py27) runs 'pytest'" in r.stdout and "sandbox.share: .venv" in r.stdout
+    assert ": passed on " in r.stdout and "(junit) in " in r.stdout, r.stdout  # init proved it
     old = "    def __init__(self, config, name):\n        self.config = config\n        self.name = name\n"
     new = old + "\n    def __repr__(self):\n        return '<SectionWrapper %r>' % (self.name,)\n"
     test = ("from iniconfig import IniConfig\n\n\ndef test_a_section_names_itself():\n"
@@ -142,11 +152,13 @@ def test_an_npm_package_with_dependencies_and_its_node_modules_shared(tmp_path: 
     repo = _fresh_repo(home_of_repos, "call-bind-1.0.2")
     # the operator's install: the package's dependencies and dev tools (tape) from npm
     _install(["npm", "install", "--no-package-lock", "--ignore-scripts", "--no-audit", "--no-fund"], repo)
-    # its `npm test` lints and audits online first (pretest, posttest): the gate runs its tests alone
-    r = cli("init", "--gate-fast", "node_modules/.bin/tape 'test/*'", "--gate-full",
-            "node_modules/.bin/tape 'test/*'", cwd=repo)
+    # its `npm test` lints and audits online first (pretest, posttest): init gives its tests alone
+    r = cli("init", cwd=repo, timeout=600)
     assert r.returncode == 0, r.stderr
-    assert "sandbox.share: node_modules" in r.stdout
+    assert "sandbox.share: node_modules" in r.stdout and "pretest runs 'npm run lint'" in r.stdout
+    assert ": passed on " in r.stdout and "(tap) in " in r.stdout, r.stdout  # init proved it, TAP counted
+    gates = yaml.safe_load((repo / ".ai" / "project.yaml").read_text())["gates"]
+    assert (gates["fast"], gates["full"]) == ("node_modules/.bin/tape 'test/*'", "node_modules/.bin/tape 'test/*'")
     old = "module.exports = function callBoundIntrinsic(name, allowMissing) {\n"
     new = old + ("\tif (typeof name !== 'string') {\n"
                  "\t\tthrow new TypeError('callBound: the intrinsic name must be a string');\n\t}\n")
@@ -179,11 +191,12 @@ def test_a_go_module_offline_with_its_own_go_test(tmp_path: Path, home_of_repos:
     _install(["go", "mod", "init", "github.com/pmezard/go-difflib"], repo)
     subprocess.run(["git", "add", "go.mod"], cwd=repo, check=True)
     subprocess.run(["git", "commit", "-qm", "go.mod"], cwd=repo, check=True)
-    r = cli("init", cwd=repo)
+    r = cli("init", cwd=repo, timeout=600)
     assert r.returncode == 0, r.stderr
-    assert "go.mod" in r.stdout and "go test ./..." in r.stdout, r.stdout
+    assert "go.mod" in r.stdout and "go test -v ./..." in r.stdout, r.stdout
+    assert ": passed on " in r.stdout and "(go-v) in " in r.stdout, r.stdout  # init proved it, counted
     gates = yaml.safe_load((repo / ".ai" / "project.yaml").read_text())["gates"]
-    assert (gates["fast"], gates["full"]) == ("go test ./...", "go test ./...")
+    assert (gates["fast"], gates["full"]) == ("go test -v ./...", "go test -v ./...")
     old = "func SplitLines(s string) []string {\n"
     new = ("// SameLines reports whether a and b hold the same lines.\n"
            "func SameLines(a, b string) bool {\n"
@@ -207,3 +220,78 @@ def test_a_go_module_offline_with_its_own_go_test(tmp_path: Path, home_of_repos:
     shipped = subprocess.run(["git", "show", "main:difflib/difflib.go"], cwd=repo, capture_output=True, text=True,
                              check=True).stdout
     assert "func SameLines(a, b string) bool" in shipped and (repo / "difflib" / "same_test.go").is_file()
+
+
+def test_a_rust_crate_offline_with_its_own_cargo_test(tmp_path: Path, home_of_repos: Path, cli,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    cargo = shutil.which("cargo")
+    if cargo is None:
+        pytest.skip("no cargo on PATH")
+    # the operator's rustup: its toolchains where they installed them (their HOME is the test's now)
+    rustup = Path(os.path.realpath(cargo)).parent.parent.parent / ".rustup"
+    if Path(os.path.realpath(cargo)).name == "rustup" and rustup.is_dir():
+        monkeypatch.setenv("RUSTUP_HOME", str(rustup))
+    repo = _fresh_repo(home_of_repos, "fnv-1.0.7")
+    r = cli("init", cwd=repo, timeout=600)
+    assert r.returncode == 0, r.stderr
+    gates = yaml.safe_load((repo / ".ai" / "project.yaml").read_text())["gates"]
+    assert (gates["fast"], gates["full"]) == ("cargo test", "cargo test")
+    # proved on the base before any worker: the crate's own unit and doc tests, counted
+    proved = next(line for line in r.stdout.splitlines() if line.startswith("  gate fast/full (cargo test)"))
+    assert ": passed on " in proved and " tests: " in proved and "(cargo)" in proved, r.stdout
+    old = "/// A builder for default FNV hashers.\n"
+    new = ("/// The 64-bit FNV-1a hash of `bytes`.\npub fn hash(bytes: &[u8]) -> u64 {\n"
+           "    let mut hasher = FnvHasher::default();\n    hasher.write(bytes);\n    hasher.finish()\n}\n\n" + old)
+    test = ("extern crate fnv;\n\n#[test]\nfn hash_of_nothing_is_the_offset_basis() {\n"
+            "    assert_eq!(fnv::hash(b\"\"), 0xcbf29ce484222325);\n    assert_eq!(fnv::hash(b\"a\"), 0xaf63dc4c8601ec8c);\n}\n")
+    scenario = _scenario(tmp_path / "hash.yaml", "hash", ["lib.rs", "tests/hash.rs"], [
+        {"say": "Adding hash().", "actions": [{"edit": {"path": "lib.rs", "old": old, "new": new}},
+                                              {"write": {"path": "tests/hash.rs", "content": test}}]}])
+    _job_to_main(repo, tmp_path, cli, scenario, "hash")
+    finished = _events(repo, "gate.finished")
+    assert {"fast", "full"} <= {e["data"]["level"] for e in finished}
+    # every run counted, the new integration test among them, on the task's code and on the integration branch
+    assert all(e["data"]["counts"] and e["data"]["counts"]["source"] == "cargo" for e in finished)
+    base = int(proved.split(" tests: ")[0].rsplit(" ", 1)[-1])
+    assert all(e["data"]["counts"]["collected"] == base + 1 for e in finished), [e["data"]["counts"] for e in finished]
+    shipped = subprocess.run(["git", "show", "main:lib.rs"], cwd=repo, capture_output=True, text=True,
+                             check=True).stdout
+    assert "pub fn hash(bytes: &[u8]) -> u64" in shipped and (repo / "tests" / "hash.rs").is_file()
+
+
+def test_a_python_library_whose_tox_runs_doctests_and_lists_a_lint_env_first(tmp_path: Path, home_of_repos: Path,
+                                                                             cli) -> None:
+    """tabulate 0.9.0: tox's envlist starts with `lint` (pre-commit); its test env runs
+    `pytest -v --doctest-modules --ignore benchmark.py`. init gates on that, with the checkout's venv
+    (tox not installed), proves it on the base, and the job's new doctest runs in the gate."""
+    repo = _fresh_repo(home_of_repos, "tabulate-0.9.0")
+    base_python = getattr(sys, "_base_executable", sys.executable)
+    _install([base_python, "-m", "venv", ".venv"], repo)
+    _install([".venv/bin/python", "-m", "pip", "install", "-q", "--disable-pip-version-check", "pytest==7.4.4"], repo)
+    r = cli("init", cwd=repo, timeout=600)
+    assert r.returncode == 0, r.stderr
+    gates = yaml.safe_load((repo / ".ai" / "project.yaml").read_text())["gates"]
+    gate = f"{repo}/.venv/bin/python -m pytest -v --doctest-modules --ignore benchmark.py"
+    assert (gates["fast"], gates["full"]) == (gate, gate)
+    assert "sandbox.share: .venv" in r.stdout and "tox.ini [testenv:py37]" in r.stdout, r.stdout
+    proved = next(line for line in r.stdout.splitlines() if line.startswith("  gate fast/full ("))
+    assert ": passed on " in proved and "(junit)" in proved, r.stdout
+    base = int(proved.split(" tests: ")[0].rsplit(" ", 1)[-1])
+    old = "def simple_separated_format(separator):\n"
+    new = ('def pipe_row(cells):\n    """One row of cells as a pipe-separated line.\n\n'
+           '    >>> pipe_row(["a", 1])\n    \'a | 1\'\n    """\n'
+           '    return " | ".join(str(c) for c in cells)\n\n\n' + old)
+    test = ("from tabulate import pipe_row\n\n\ndef test_pipe_row_of_nothing_is_empty():\n"
+            "    assert pipe_row([]) == ''\n")
+    scenario = _scenario(tmp_path / "pipe.yaml", "pipe", ["tabulate/__init__.py", "test/test_pipe_row.py"], [
+        {"say": "Adding pipe_row.", "actions": [{"edit": {"path": "tabulate/__init__.py", "old": old, "new": new}},
+                                                {"write": {"path": "test/test_pipe_row.py", "content": test}}]}])
+    _job_to_main(repo, tmp_path, cli, scenario, "pipe")
+    finished = _events(repo, "gate.finished")
+    # the new doctest and the new test, counted in the task's worktree and on the integration branch
+    assert {"fast", "full"} <= {e["data"]["level"] for e in finished}
+    assert all(e["data"]["counts"]["collected"] - base == 2 for e in finished if e["data"]["passed"]), \
+        [(e["data"]["counts"], base) for e in finished]
+    shipped = subprocess.run(["git", "show", "main:tabulate/__init__.py"], cwd=repo, capture_output=True,
+                             text=True, check=True).stdout
+    assert "def pipe_row(cells):" in shipped

@@ -277,7 +277,7 @@ def test_weakened_gates_stop_each_task_and_honest_fixes_merge(demo: Demo) -> Non
     # (d) pytest's settings relaxed (and the deselected test is one fewer collected)
     assert kinds["add-words"] >= {"settings_changed"}
     assert "tests/test_spaces.py" in by_task["add-squash"]["summary"]
-    assert by_task["add-title"]["replies"] == ["hint", "accept", "skip", "plan"]
+    assert by_task["add-title"]["replies"] == ["hint", "retry", "accept", "skip", "plan"]
     for p in open_:
         demo.act(p["code"], "hint", "make the gate pass by fixing the code; restore the tests and settings")
     _accepted(demo)

@@ -409,6 +409,15 @@ def test_a_failed_final_gate_waits_for_the_operator_and_retry_runs_it_again(tmp_
     assert why.returncode == 0, why.stderr
     assert why.stdout.startswith("demo: blocked — the full gate failed") and "tasks: 2 done" in why.stdout
     assert f"pilothouse problem act {problem.code} retry" in why.stdout and "gate.finished" in why.stdout
+    # the job's full gate is a record like a task's: command, exit code, duration, its whole output kept
+    from pilothouse.core.git.gates import gate_log
+
+    [final] = [e["data"] for e in map(json.loads, layout.events.read_text().splitlines())
+               if e["type"] == "gate.finished" and e["data"].get("where") == "integration"][-1:]
+    assert final["command"] == "echo x >> .tally; test $(wc -l < .tally) -ne 3" and final["exit_code"] == 1
+    assert final["duration_s"] is not None and "counts" in final
+    assert gate_log(layout.runtime, "demo", "_job", "full").is_file()
+    assert "gate full in integration FAILED exit 1 (" in why.stdout, why.stdout
     _once(layout)
     assert full_gates() == 1  # not again by itself
     problems.act(layout, problem.code, "retry")

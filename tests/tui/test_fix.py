@@ -157,7 +157,8 @@ async def test_gate_log_lists_every_run_searchable_and_printable(hostile_task, c
     from textual.widgets import RichLog
 
     EventLog(cockpit_repo.events).append("gate.finished", job="first-draft", task="calendar-ui", data={
-        "level": "fast", "passed": False, "exit_code": 1, "command": "python -m pytest -q",
+        "level": "fast", "passed": False, "exit_code": 1, "command": "python -m pytest -q", "duration_s": 2.5,
+        "counts": {"collected": 2, "passed": 1, "failed": 1},
         "output_tail": "collected 2\n\x1b[31mE   assert 6 == 7\x1b[0m\n[red]1 failed[/red], 1 passed"})
     app = make_app(cockpit_repo)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -167,6 +168,7 @@ async def test_gate_log_lists_every_run_searchable_and_printable(hostile_task, c
         log = app.screen.query_one("#gatelog-text", RichLog)
         text = _drawn(log)
         assert text.count("── ") == 2  # both runs of the gate, oldest first
+        assert "failed (exit 1) 2.5s 1/2 passed" in text  # each run's record: exit code, time, counts
         assert "E   assert 6 == 7" in text and "\x1b" not in text and "[red]1 failed[/red]" in text
         await pilot.press("slash", *"assert")
         await pilot.pause()

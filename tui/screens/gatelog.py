@@ -30,6 +30,13 @@ def gate_lines(events: list[dict[str, Any]], evidence_tail: str | None = None, f
         head.append("passed" if ok else "failed", style="green" if ok else "bold red")
         if data.get("exit_code") is not None:
             head.append(f" (exit {data['exit_code']})", style="dim")
+        if data.get("duration_s") is not None:
+            head.append(f" {data['duration_s']}s", style="dim")
+        counts = data.get("counts")
+        if isinstance(counts, dict):
+            head.append(f" {counts.get('passed', 0)}/{counts.get('collected', 0)} passed", style="dim")
+        elif data.get("counts_off"):
+            head.append(" no counts (weakened-test count checks off)", style="dim")
         if data.get("reason"):
             head.append(f"  {printable(str(data['reason']))}", style="dim")
         lines.append(head)

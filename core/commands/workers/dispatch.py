@@ -41,6 +41,9 @@ def _run_options(p: argparse.ArgumentParser, task_required: bool = True, with_pr
     p.add_argument("--idle-timeout", type=positive_seconds, help="end the run after N s without output (default 300)")
     p.add_argument("--job", help="the job the run works for: an agent CLI worker can read its request, "
                    "decisions and screenshots through a read-only MCP server")
+    p.add_argument("--in-place", action="store_true", help="code/resume/test: let the worker write into a "
+                   "repository's own checkout set up for pilothouse (else refused, or asked on a terminal: "
+                   "a worktree is the place to try)")
 
 
 def register(sub: Any) -> None:
@@ -118,7 +121,50 @@ def _dispatch(opts: Any, on_event: Any = None, emit: Any = None) -> dict[str, An
     return execute(prep, **kwargs)
 
 
+def writes_into_checkout(mode: str, workdir: str, in_place: bool, *, ask: bool | None = None) -> str | None:
+    """Refuse (or ask on a terminal) a dispatch that would write into the operator's own checkout
+    of a repository set up for pilothouse (.ai/project.yaml): jobs work in worktrees, and a
+    rehearsal there edits the operator's files without a word. Any other checkout gets a note on
+    stderr, returned for the caller to show. None: nothing to say."""
+    import os
+    import subprocess
+    from pathlib import Path
+
+    from pilothouse.providers.errors import UserError
+
+    if mode not in ("code", "resume", "test") or in_place:
+        return None
+    where = Path(workdir).resolve()
+    probe = subprocess.run(["git", "-C", str(where), "rev-parse", "--show-toplevel", "--git-dir",
+                            "--git-common-dir"], capture_output=True, text=True)
+    lines = probe.stdout.splitlines()
+    if probe.returncode != 0 or len(lines) != 3:
+        return None  # not a git checkout: nothing of the operator's is tracked there
+    top, git_dir, common = lines
+    linked = (where / git_dir).resolve() != (where / common).resolve()
+    if linked:
+        return None  # a worktree: the place for it
+    hint = (f"try it in a worktree instead: git -C {top} worktree add ../{Path(top).name}-try -b try "
+            f"&& pilothouse dispatch … --workdir ../{Path(top).name}-try")
+    if not (Path(top) / ".ai" / "project.yaml").is_file():
+        return f"note: {mode} dispatch writes into {top} itself, not a worktree; {hint}"
+    tty = sys.stdin.isatty() if ask is None else ask
+    if tty:
+        answer = input(f"{mode} dispatch writes into your checkout {top} (not a worktree). Go on? [y/N] ")
+        if answer.strip().lower() in ("y", "yes"):
+            return None
+    raise UserError(f"{mode} dispatch would write into your own checkout {top}: pass --in-place to allow it, or "
+                    f"{hint}" + ("" if tty else f" (set up for pilothouse: {os.path.join(top, '.ai/project.yaml')})"))
+
+
+def _say_where(args: argparse.Namespace, mode: str | None = None, workdir: str | None = None) -> None:
+    note = writes_into_checkout(str(mode or args.mode), str(workdir or args.workdir), bool(args.in_place))
+    if note:
+        print(f"pilothouse: {note}", file=sys.stderr)
+
+
 def cmd_dispatch(args: argparse.Namespace) -> int:
+    _say_where(args)
     _dispatch(_options(args))
     return 0
 
@@ -130,6 +176,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
     prev = find_previous_run(args.resume_of)
     workdir = prev["workdir"] or os.getcwd()
+    _say_where(args, "resume", workdir)
     _dispatch(_options(args, provider=prev["provider"], mode="resume", workdir=workdir,
                        session=prev["session_id"]))
     return 0
@@ -148,6 +195,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UserError(f"run needs {', '.join(missing)} (or --watch to run the supervisor)")
     if not args.task_file and not args.task:
         raise UserError("no task given; pass --task-file FILE or --task TEXT")
+    _say_where(args)
 
     def show(ev: Any) -> None:
         k = ev.kind
