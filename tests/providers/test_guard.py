@@ -17,6 +17,9 @@ CREDENTIALS = [
      "an OpenAI/Anthropic-style key (sk-…)"),
     ("token ghp_abcdefghijklmnopqrstuvwxyz0123 here", "ghp_abcdefghijklmnopqrstuvwxyz0123",
      "a GitHub token (ghp_…)"),
+    # OAuth, user-to-server, server-to-server (an Actions GITHUB_TOKEN) and refresh tokens
+    *[(f"token {p}_abcdefghijklmnopqrstuvwxyz0123 here", f"{p}_abcdefghijklmnopqrstuvwxyz0123",
+       "a GitHub token (ghp_…)") for p in ("gho", "ghu", "ghs", "ghr")],
     ("pat github_pat_11ABCDEFG0123456789_abcdefghij here", "github_pat_11ABCDEFG0123456789_abcdefghij",
      "a GitHub fine-grained token"),
     ("aws AKIAABCDEFGHIJKLMNOP here", "AKIAABCDEFGHIJKLMNOP", "an AWS access key id (AKIA…)"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import itertools
 import json
 import os
@@ -112,6 +113,45 @@ def test_every_request_without_the_token_is_refused(cockpit_repo) -> None:
 
     with served(cockpit_repo, "--port", "0") as (address, token):
         asyncio.run(check("http://" + address, token))
+
+
+def test_an_empty_or_partial_token_opens_nothing(cockpit_repo) -> None:
+    async def check(base: str, token: str) -> None:
+        cookie = "pilothouse-" + hashlib.sha256(token.encode()).hexdigest()[:12]
+        wrong = ["", token[:1], token[:len(token) // 2], token[:-1], token + "0", token.upper()]
+        async with aiohttp.ClientSession() as s:
+            for offered in wrong:
+                quoted = urllib.parse.quote(offered)
+                assert await status(s, f"{base}/?token={quoted}") == 403, offered
+                assert await status(s, f"{base}/static/js/textual.js?token={quoted}") == 403, offered
+                with pytest.raises(aiohttp.WSServerHandshakeError) as ws:
+                    await s.ws_connect(base.replace("http", "ws") + f"/ws?token={quoted}")
+                assert ws.value.status == 403, offered
+                # the cookie is checked as strictly as the query: a forged one with part of the token
+                assert await status(s, base + "/", headers={"Cookie": f"{cookie}={quoted}"}) == 403, offered
+            assert await status(s, f"{base}/?token=") == 403
+            assert await status(s, f"{base}/?token={token}") == 303
+
+    with served(cockpit_repo, "--port", "0") as (address, token):
+        asyncio.run(check("http://" + address, token))
+
+
+def test_an_origin_with_a_path_on_the_same_host_is_refused(cockpit_repo) -> None:
+    # no browser sends an Origin with a path: one that does is made up, and is not this page
+    async def check(address: str, token: str) -> None:
+        ws_url = f"ws://{address}/ws?token={token}&width=80&height=24"
+        async with aiohttp.ClientSession() as s:
+            for origin in (f"http://{address}/evil", f"http://{address}/ws", f"http://{address}//x"):
+                assert await status(s, f"http://{address}/?token={token}", headers={"Origin": origin}) == 403, origin
+                with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+                    await s.ws_connect(ws_url, origin=origin)
+                assert refused.value.status == 403, origin
+            # the same origin, with or without its root slash, is this page
+            for origin in (f"http://{address}", f"http://{address}/"):
+                assert await status(s, f"http://{address}/?token={token}", headers={"Origin": origin}) == 303, origin
+
+    with served(cockpit_repo, "--port", "0") as (address, token):
+        asyncio.run(check(address, token))
 
 
 def test_foreign_host_and_foreign_origin_are_refused(cockpit_repo) -> None:
