@@ -50,5 +50,8 @@ def test_a_kill_is_put_down_to_the_first_test_that_failed() -> None:
               " - AssertionError: x\n!!!!!!! stopping after 1 failures !!!!!!!\n1 failed, 1 passed in 2.1s\n")
     assert mutation.killed_by(output) == "test_seal.py::test_any_changed_or_missing_byte_is_refused"
     assert mutation.killed_by("ERROR tests/core/test_seal.py - ImportError\n") == "test_seal.py"
+    # a parametrized test counts once, whatever its parameters hold (spaces too)
+    assert mutation.killed_by("FAILED tests/providers/test_guard.py::test_refused[use sk-x to call-sk-x] - E\n") \
+        == "test_guard.py::test_refused"
     assert mutation.killed_by("Traceback (most recent call last):\n") == "(no test named: the test command failed)"
     assert mutation.killed_by(None) == "(no test named: the test command failed)"
