@@ -199,6 +199,25 @@ def test_a_pass_for_a_parent_domain_of_the_senders_is_proof_by_whole_labels() ->
         assert (judged.refused is None) == bool(proof), (signer, judged.refused)
 
 
+def test_a_spf_failure_beside_the_servers_dkim_pass_is_still_proof(box: Box) -> None:
+    # a forwarded mail fails SPF at the last hop, while the operator's DKIM signature still passes
+    raw = (f"Authentication-Results: {SERVER}; spf=fail smtp.mailfrom=list@lists.test; "
+           "dkim=pass header.d=example.org\r\n").encode() + mail(OPERATOR, BOX, f"{box.problem.code} retry")
+    answer = box.handle(raw)
+    assert answer is not None and "recorded" in answer, answer
+    assert box.obeyed() == [f"retry {OPERATOR} (email)"]
+
+
+def test_the_operators_signature_counts_below_another_domains(box: Box) -> None:
+    # a mailing list or a relay signs the mail again, on top of the operator's own signature
+    relay = DkimKey("relay.test")
+    box.watcher.dnsfunc = lambda name, timeout=5: relay.dns(name) or box.key.dns(name)
+    raw = relay.sign(box.signed(f"{box.problem.code} retry"))
+    answer = box.handle(raw)
+    assert answer is not None and "recorded" in answer, answer
+    assert box.obeyed() == [f"retry {OPERATOR} (email)"]
+
+
 def test_a_dkim_signature_of_a_domain_that_only_ends_the_same_is_refused(box: Box) -> None:
     # ample.org's key verifies, but ample.org is not example.org nor a parent of it
     other = DkimKey("ample.org")

@@ -101,6 +101,9 @@ def test_every_request_without_the_token_is_refused(cockpit_repo) -> None:
             with pytest.raises(aiohttp.WSServerHandshakeError) as wrong:
                 await s.ws_connect(base.replace("http", "ws") + "/ws?token=not-the-token")
             assert wrong.value.status == 403
+            # only the page's GET trades the token for a cookie and a redirect; other methods get the handler's answer
+            async with s.delete(base + "/?token=" + token, allow_redirects=False) as resp:
+                assert resp.status == 405
             # the token once: a cookie, the address bar cleaned, then the page and its assets
             async with s.get(base + "/?token=" + token, allow_redirects=False) as resp:
                 assert resp.status == 303 and resp.headers["Location"] == "./"
@@ -165,6 +168,9 @@ def test_foreign_host_and_foreign_origin_are_refused(cockpit_repo) -> None:
             with pytest.raises(aiohttp.WSServerHandshakeError) as host:
                 await s.ws_connect(ws_url, headers={"Host": f"evil.example:{port}"})
             assert host.value.status == 403
+            # a Host or an Origin no URL parser reads is refused like any other, never an error
+            assert await status(s, f"http://{address}/?token={token}", headers={"Host": "[::1"}) == 403
+            assert await status(s, f"http://{address}/?token={token}", headers={"Origin": "http://[::1"}) == 403
             # a page on another local port holds the owner's cookie, but not the owner's origin
             for origin in ("http://evil.example", f"http://localhost:{int(port) + 1}", "null"):
                 with pytest.raises(aiohttp.WSServerHandshakeError) as foreign:
