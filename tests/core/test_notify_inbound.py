@@ -293,6 +293,29 @@ def test_huge_or_malformed_mime_is_refused_without_a_crash(box: Box) -> None:
     assert box.obeyed() == []
 
 
+def test_a_mail_of_too_many_parts_is_refused(box: Box) -> None:
+    from email.message import EmailMessage
+
+    for extra, refused in ((29, False), (30, False), (31, True), (40, True)):  # the root and its text count too
+        m = EmailMessage()
+        m["From"], m["To"], m["Subject"] = OPERATOR, BOX, "Re: [pilothouse]"
+        m["Message-ID"] = f"<parts-{extra}@example.org>"
+        m.set_content(f"{box.problem.code} hint keep going")
+        for i in range(extra):
+            m.add_attachment(b"x", maintype="application", subtype="octet-stream", filename=f"{i}.bin")
+        answer = box.handle(box.key.sign(m.as_bytes()))
+        assert answer is not None and ("more than 32 MIME parts" in answer) == refused, (extra, answer)
+
+
+def test_a_mail_with_two_message_ids_is_refused(box: Box) -> None:
+    # which one is "the" mail? a second delivery under the other id would be obeyed again
+    raw = mail(OPERATOR, BOX, f"{box.problem.code} retry", msg_id="<one@example.org>")
+    raw = raw.replace(b"Message-ID: <one@example.org>", b"Message-ID: <one@example.org>\r\nMessage-ID: <two@example.org>")
+    answer = box.handle(box.key.sign(raw))
+    assert answer is not None and "no single Message-ID" in answer, answer
+    assert box.obeyed() == []
+
+
 def test_status_lists_the_open_problems(box: Box) -> None:
     answer = box.handle(box.signed("Status\n"))
     assert answer is not None and "supervisor stopped, 1 open problem(s)" in answer

@@ -107,6 +107,9 @@ def test_every_request_without_the_token_is_refused(cockpit_repo) -> None:
             # the token once: a cookie, the address bar cleaned, then the page and its assets
             async with s.get(base + "/?token=" + token, allow_redirects=False) as resp:
                 assert resp.status == 303 and resp.headers["Location"] == "./"
+                # no script of the page can read it, and no other site's request carries it
+                assert {"HttpOnly", "SameSite=Strict", "Path=/"} <= {
+                    p.strip() for p in resp.headers["Set-Cookie"].split(";")}, resp.headers["Set-Cookie"]
             async with s.get(base + "/") as resp:
                 page = await resp.text()
                 assert resp.status == 200
@@ -172,7 +175,9 @@ def test_foreign_host_and_foreign_origin_are_refused(cockpit_repo) -> None:
             assert await status(s, f"http://{address}/?token={token}", headers={"Host": "[::1"}) == 403
             assert await status(s, f"http://{address}/?token={token}", headers={"Origin": "http://[::1"}) == 403
             # a page on another local port holds the owner's cookie, but not the owner's origin
-            for origin in ("http://evil.example", f"http://localhost:{int(port) + 1}", "null"):
+            host = address.rsplit(":", 1)[0]
+            for origin in ("http://evil.example", f"http://localhost:{int(port) + 1}", "null",
+                           f"http://{host}:{int(port) - 1}", f"http://{host}", "http://127.0.0.0:" + port):
                 with pytest.raises(aiohttp.WSServerHandshakeError) as foreign:
                     await s.ws_connect(ws_url, origin=origin)
                 assert foreign.value.status == 403, origin
@@ -225,6 +230,21 @@ def test_an_idle_session_is_ended(cockpit_repo) -> None:
 
     with served(cockpit_repo, "--port", "0", "--idle-timeout", "1") as (address, token):
         asyncio.run(check(address, token))
+
+
+def test_a_request_without_a_host_is_refused(cockpit_repo) -> None:
+    # HTTP/1.0 needs no Host header: such a request cannot show it is meant for loopback
+    with served(cockpit_repo, "--port", "0") as (address, token):
+        name, port = address.rsplit(":", 1)
+        with socket.create_connection((name, int(port)), timeout=30) as conn:
+            conn.sendall(f"GET /?token={token} HTTP/1.0\r\n\r\n".encode())
+            answer = b""
+            while b"\r\n" not in answer:
+                chunk = conn.recv(4096)
+                if not chunk:
+                    break
+                answer += chunk
+    assert answer.split(b"\r\n", 1)[0].split(b" ")[1] == b"403", answer[:200]
 
 
 def test_unix_socket_mode_is_owner_only_and_still_wants_the_token(cockpit_repo, tmp_path: Path) -> None:
