@@ -304,7 +304,8 @@ def test_a_mail_of_too_many_parts_is_refused(box: Box) -> None:
         for i in range(extra):
             m.add_attachment(b"x", maintype="application", subtype="octet-stream", filename=f"{i}.bin")
         answer = box.handle(box.key.sign(m.as_bytes()))
-        assert answer is not None and ("more than 32 MIME parts" in answer) == refused, (extra, answer)
+        assert answer is not None, extra
+        assert ("more than 32 MIME parts" if refused else "recorded") in answer, (extra, answer)
 
 
 def test_a_mail_with_two_message_ids_is_refused(box: Box) -> None:
