@@ -8,9 +8,17 @@
     python bench/mutation.py --sample 60 git    # 60 mutants, a fixed random choice; 90 later adds 30
 
 For each module: copy the tree (so a mutant never sits in the working tree, even if this is
-killed), check the module's tests pass unmutated, then let cosmic-ray apply one mutation at a
-time and run those tests (never the whole suite), under `nice -n 19` and one mutant at a time.
-Prints the kill rate per module and every surviving mutant with its diff; a survivor listed in
+killed) and install the copy the way the product runs: a venv of its own whose only pilothouse is
+an editable install of the copy (`pip install --no-deps -e COPY`), its dependencies shared from
+this interpreter's site-packages by a .pth. pilothouse starts its own processes (the supervisor,
+a dispatch, the builtin worker, the net relay) with `python -I`, which ignores PYTHONPATH: only an
+install makes those children import the mutant too. Then check the module's tests pass unmutated,
+let cosmic-ray apply one mutation at a time and run those tests (never the whole suite) with the
+copy's Python, under `nice -n 19` (--nice) and one mutant at a time.
+
+Prints the kill rate per module, which test killed how many, every surviving mutant with its
+diff, and the mutants whose tests ran out of time apart (a timeout is not counted as a kill: on a
+loaded machine it says nothing of the mutant). A survivor listed in
 bench/mutation_equivalent.yaml (it changes no behaviour) is reported as such and left out of the
 rate. Goal: ≥ 90 %. A module's session (.mutation/NAME/session.sqlite) is kept: run again, it
 resumes where it stopped, as long as the mutated files are unchanged. Where a module has too many
@@ -18,15 +26,16 @@ mutants for the time there is, --sample runs a seeded random choice and the repo
 
 Why cosmic-ray: mutmut 3 copies `src/` (or the package dir) into `mutants/` and imports the
 package from there, which this flat layout (the repo root *is* `pilothouse` via package-dir)
-does not fit; cosmic-ray mutates the file in place and runs any test command, so the copy below
-plus PYTHONPATH is all it needs. The copy lives under the repo (`.mutation/`, ignored by git),
-not in /tmp: a worker under bubblewrap gets a private /tmp and must still see the package.
+does not fit; cosmic-ray mutates the file in place and runs any test command, so the installed
+copy below is all it needs. The copy lives under the repo (`.mutation/`, ignored by git), not in
+/tmp: a worker under bubblewrap gets a private /tmp and must still see the package.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -44,8 +53,31 @@ class Target:
     tests: tuple[str, ...]  # the test files that judge them
 
 
-# smallest and most valuable first
+# smallest and most valuable first: the safety checks, then the rest
 TARGETS: dict[str, Target] = {
+    "seal": Target(("core/executor/seal.py",), ("tests/core/test_seal.py",)),
+    "hostpython": Target(("providers/hostpython.py",), ("tests/providers/test_hostpython.py",)),
+    # a test id, not a file, where the file's other tests judge something else: the fast ones first,
+    # since -x stops at the first that kills
+    "leaks": Target(("core/git/leaks.py",), tuple(f"tests/core/test_leaks.py::{t}" for t in (
+        "test_a_literal_password_or_token_assignment_gets_no_commit", "test_every_kind_of_github_token_gets_no_commit",
+        "test_a_file_marked_binary_in_gitattributes_is_scanned_as_text",
+        "test_work_whose_diff_git_cannot_make_is_not_committed",
+        "test_the_scan_catches_base64_forms_and_shapes_but_not_code_that_reads_a_key",
+        "test_a_marked_line_lets_a_fake_token_through_but_never_a_configured_key",
+        "test_a_builder_that_writes_its_credential_gets_no_commit_and_a_hint_fixes_it",
+        "test_a_retry_commits_the_operators_cleaned_worktree_only_once_no_key_is_left"))),
+    "serveguard": Target(("tui/serve/guard.py",), tuple(f"tests/tui/test_serve.py::{t}" for t in (
+        "test_every_request_without_the_token_is_refused", "test_an_empty_or_partial_token_opens_nothing",
+        "test_an_origin_with_a_path_on_the_same_host_is_refused", "test_foreign_host_and_foreign_origin_are_refused",
+        "test_unix_socket_mode_is_owner_only_and_still_wants_the_token"))),
+    "claims": Target(("core/dispatch/claims.py",), ("tests/core/test_claims.py",)),
+    "scrub": Target(("providers/scrub.py",), ("tests/providers/test_scrub.py",)),
+    "inbound": Target(("core/notify/inbound.py",), ("tests/core/test_notify_inbound.py",)),
+    "fsutil": Target(("providers/fsutil.py",), ("tests/providers/test_fsutil.py",)),
+    "weakening": Target(("core/git/weakening.py", "core/git/holdout.py"),
+                        ("tests/core/test_weakening.py", "tests/core/test_holdout.py")),
+    "policy": Target(("providers/confine/policy.py",), ("tests/providers/test_confine_dispatch.py",)),
     "guard": Target(("providers/guard.py",), ("tests/providers/test_guard.py",)),
     "redact": Target(("providers/redact.py",), ("tests/providers/test_redact.py",)),
     "budgets": Target(("core/stops/budgets.py",), ("tests/core/test_budgets.py",)),
@@ -70,6 +102,10 @@ EQUIVALENT_FILE = ROOT / "bench" / "mutation_equivalent.yaml"
 SAMPLE_SEED = 22  # fixed, so a sample is the same mutants on every machine, and grows by adding to them
 OUTSIDE_SAMPLE = "outside the sample"  # the output of a mutant a sampled run leaves out
 IN_ANNOTATION = "in an annotation"
+NICENESS = [19]  # --nice: how far the runs step back for other work on the machine
+TIMEOUT = "timeout"  # cosmic-ray's output for a test command it stopped at its time limit
+# the test's id up to its parameters (which may hold spaces): a parametrized test counts as one
+_FAILED = re.compile(r"^(?:FAILED|ERROR) ([^\s\[]+)", re.MULTILINE)
 
 
 def equivalent() -> list[tuple[str, str, str]]:
@@ -106,25 +142,69 @@ def _copy_tree(dest: Path) -> None:
             shutil.copy2(src, dest / rel)
 
 
-def _env(pkgroot: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(pkgroot)  # `import pilothouse` finds the copy, ahead of the editable install
+def _shared_site_dirs() -> list[str]:
+    """The site-packages this interpreter imports its dependencies from (a venv of its own, or one
+    that shares another's by a .pth): the copy's venv reads the same ones, so nothing is installed twice."""
+    return [p for p in sys.path if os.path.basename(p) in ("site-packages", "dist-packages") and os.path.isdir(p)]
+
+
+def _installed_from(python: Path) -> str | None:
+    """Where `python -I` imports pilothouse from (as a child of the product would), or None."""
+    out = subprocess.run([str(python), "-I", "-c", "import pilothouse, sys; sys.stdout.write(pilothouse.__file__)"],
+                         capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    return out.stdout if out.returncode == 0 else None
+
+
+def _install(venv: Path, tree: Path) -> Path:
+    """A venv whose pilothouse is an editable install of `tree` (deps shared): its python. Raises
+    SystemExit with pip's words when the install fails."""
+    python = venv / "bin" / "python"
+    want = str(tree / "__init__.py")
+    if python.exists() and _installed_from(python) == want:
+        return python  # the copy is laid anew each run, at the same place: the install still points at it
+    if venv.exists():
+        shutil.rmtree(venv)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, stdin=subprocess.DEVNULL)
+    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               check=True, capture_output=True, text=True).stdout.strip())
+    # a path line in a .pth joins sys.path (the .pth files there are not run: their editable
+    # finders, pointing at the working tree, stay out)
+    (site / "_mutation_shared_deps.pth").write_text("".join(d + "\n" for d in _shared_site_dirs()))
+    # -I drops PYTHONDONTWRITEBYTECODE: a child must never write (then read) byte code of a mutant
+    # whose source has the size and mtime second of the one before
+    (site / "_mutation_no_bytecode.pth").write_text("import sys; sys.dont_write_bytecode = True\n")
+    pip = subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--disable-pip-version-check",
+                          "-e", str(tree)], capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    got = _installed_from(python) if pip.returncode == 0 else None
+    if got != want:
+        raise SystemExit(f"cannot install the copy in {venv} (`pip install --no-deps -e {tree}`): "
+                         f"{(pip.stderr or pip.stdout).strip()[-1500:] or f'a -I child imports pilothouse from {got}'}")
+    return python
+
+
+def _env(venv: Path) -> dict[str, str]:
+    from pilothouse.providers.hostpython import CODE_VARS
+
+    # nothing points Python elsewhere: the copy's venv alone says where pilothouse is
+    env = {k: v for k, v in os.environ.items() if k not in CODE_VARS}
+    env["VIRTUAL_ENV"] = str(venv)
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     env.setdefault("PILOTHOUSE_TEST_RUNNERS", str(ROOT / ".runners"))
     env["PYTHONDONTWRITEBYTECODE"] = "1"  # a stale .pyc of a mutant must never be imported
     return env
 
 
-def _config(name: str, target: Target, timeout: float) -> str:
+def _config(name: str, target: Target, timeout: float, python: Path) -> str:
     tests = " ".join(target.tests)
     modules = ", ".join(f'"{m}"' for m in target.modules)
     return (f"# {name}: written by bench/mutation.py\n[cosmic-ray]\nmodule-path = [{modules}]\n"
             f"timeout = {timeout:.0f}\nexcluded-modules = []\n"
-            f'test-command = "{sys.executable} -m pytest -q -x -p no:cacheprovider -p no:xdist {tests}"\n\n'
+            f'test-command = "{python} -m pytest -q -x -p no:cacheprovider -p no:xdist {tests}"\n\n'
             '[cosmic-ray.distributor]\nname = "local"\n')
 
 
 def _run(argv: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["nice", "-n", "19", *argv], cwd=cwd, env=env, capture_output=True, text=True)
+    return subprocess.run(["nice", "-n", str(NICENESS[0]), *argv], cwd=cwd, env=env, capture_output=True, text=True)
 
 
 def _line(tree: Path, module: str, lineno: int) -> str:
@@ -217,7 +297,7 @@ def _mutated_line(diff: str) -> str:
 
 
 def _forget_survivors(db: Path) -> int:
-    """Drop the results of the mutants that survived (not the equivalent ones), so the next exec
+    """Drop the results of the mutants that survived (not the equivalent ones) or timed out, so the next exec
     runs just those against the tests as they are now. The module itself must be unchanged."""
     from cosmic_ray.work_db import WorkDB, use_db
     from cosmic_ray.work_item import WorkerOutcome
@@ -225,7 +305,8 @@ def _forget_survivors(db: Path) -> int:
     known = {(f, line) for f, line, _ in equivalent()}
     with use_db(str(db), WorkDB.Mode.open) as work_db:
         again = [item.job_id for item, result in work_db.completed_work_items
-                 if result.worker_outcome != WorkerOutcome.SKIPPED and not result.is_killed
+                 if result.worker_outcome != WorkerOutcome.SKIPPED
+                 and (not result.is_killed or result.output == TIMEOUT)
                  and (str(item.mutations[0].module_path), _mutated_line(result.diff or "")) not in known]
         _drop_results(work_db, again)
     return len(again)
@@ -249,17 +330,13 @@ def mutate(name: str, target: Target, show_diffs: bool, survivors_only: bool = F
     that many mutants, a fixed random choice, instead of all."""
 
     tree = WORK / name / "tree"
-    pkgroot = WORK / name / "pkgroot"
     _copy_tree(tree)
-    pkgroot.mkdir(parents=True, exist_ok=True)
-    link = pkgroot / "pilothouse"
-    if link.is_symlink() or link.exists():
-        link.unlink()
-    link.symlink_to(tree, target_is_directory=True)
-    env = _env(pkgroot)
+    venv = WORK / name / "venv"
+    python = _install(venv, tree)
+    env = _env(venv)
 
     t0 = time.monotonic()
-    base = _run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-p", "no:xdist",
+    base = _run([str(python), "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-p", "no:xdist",
                  *target.tests], tree, env)
     took = time.monotonic() - t0
     if base.returncode != 0:  # every mutant would look killed: refuse to count anything
@@ -267,7 +344,7 @@ def mutate(name: str, target: Target, show_diffs: bool, survivors_only: bool = F
         return 0, 0, 0
     cfg, db = WORK / name / "cosmic-ray.toml", WORK / name / "session.sqlite"
     stamp = WORK / name / "modules.sha256"
-    cfg.write_text(_config(name, target, max(30.0, took * 5)))
+    cfg.write_text(_config(name, target, max(30.0, took * 5), python))
     cr = str(Path(sys.executable).with_name("cosmic-ray"))
     same = db.exists() and stamp.exists() and stamp.read_text() == _fingerprint(target)
     if survivors_only and not same:
@@ -297,10 +374,19 @@ def mutate(name: str, target: Target, show_diffs: bool, survivors_only: bool = F
     return report(name, target, show_diffs)
 
 
+def killed_by(output: str | None) -> str:
+    """The test that killed a mutant, from pytest's short summary (-x: the first that failed)."""
+    found = _FAILED.search(output or "")
+    if found is None:
+        return "(no test named: the test command failed)"
+    return found.group(1).rsplit("/", 1)[-1]
+
+
 def report(name: str, target: Target, show_diffs: bool) -> tuple[int, int, int]:
-    """(killed, survived, equivalent) from the module's last session; prints them and the survivors."""
+    """(killed, survived, equivalent) from the module's last session; prints them, the tests that
+    killed, the survivors and the mutants whose tests timed out (counted neither way)."""
     from cosmic_ray.work_db import WorkDB, use_db
-    from cosmic_ray.work_item import WorkerOutcome
+    from cosmic_ray.work_item import TestOutcome, WorkerOutcome
 
     tree, db = WORK / name / "tree", WORK / name / "session.sqlite"
     if not db.exists():
@@ -309,20 +395,27 @@ def report(name: str, target: Target, show_diffs: bool) -> tuple[int, int, int]:
     known = equivalent()
     killed = survived = equivalent_n = in_annotations = outside = 0
     rows = []
+    timeouts: list[tuple[str, int, str, str]] = []
+    by_test: dict[str, int] = {}
     with use_db(str(db), WorkDB.Mode.open) as work_db:
         pending = work_db.num_work_items - work_db.num_results
         for item, result in work_db.completed_work_items:
+            m = item.mutations[0]
+            module = str(m.module_path)
             if result.worker_outcome == WorkerOutcome.SKIPPED:
                 if result.output == OUTSIDE_SAMPLE:
                     outside += 1
                 else:
                     in_annotations += 1
                 continue
+            if result.test_outcome == TestOutcome.KILLED and result.output == TIMEOUT:
+                timeouts.append((module, m.start_pos[0], m.operator_name, _line(tree, module, m.start_pos[0])))
+                continue
             if result.is_killed:
                 killed += 1
+                test = killed_by(result.output)
+                by_test[test] = by_test.get(test, 0) + 1
                 continue
-            m = item.mutations[0]
-            module = str(m.module_path)
             text = _line(tree, module, m.start_pos[0])
             mutated = _mutated_line(result.diff or "")
             why = next((w for f, line, w in known if f == module and line == mutated), None)
@@ -333,17 +426,23 @@ def report(name: str, target: Target, show_diffs: bool) -> tuple[int, int, int]:
             rows.append((module, m.start_pos[0], m.operator_name, text, why, result.diff))
     counted = killed + survived
     rate = 100.0 * killed / counted if counted else 0.0
-    sampled = (f"; a random sample of {counted + equivalent_n + pending} of "
-               f"{counted + equivalent_n + pending + outside} mutants, seed {SAMPLE_SEED}" if outside else "")
+    sampled = (f"; a random sample of {counted + equivalent_n + pending + len(timeouts)} of "
+               f"{counted + equivalent_n + pending + len(timeouts) + outside} mutants, seed {SAMPLE_SEED}"
+               if outside else "")
     print(f"{name:9} {rate:5.1f}% killed  ({killed} of {counted}; {equivalent_n} equivalent, "
           f"{survived} survived; {in_annotations} in annotations not run{sampled}"
+          + (f"; {len(timeouts)} TIMED OUT, not counted" if timeouts else "")
           + (f"; {pending} NOT RUN YET" if pending else "") + f")  {', '.join(target.modules)}")
+    if by_test:
+        print("    killed by: " + ", ".join(f"{t} {n}" for t, n in sorted(by_test.items(), key=lambda kv: (-kv[1], kv[0]))))
     for module, line, op, text, why, diff in sorted(rows, key=lambda r: (r[0], r[1], r[2])):
         tag = f"equivalent: {why}" if why else "SURVIVED"
         print(f"    {module}:{line} {op} [{tag}]\n        {text}")
         if show_diffs and not why and diff:
             print("".join(f"        {d}\n" for d in diff.splitlines() if d.startswith(("+", "-"))
                           and not d.startswith(("+++", "---"))), end="")
+    for module, line, op, text in sorted(timeouts):
+        print(f"    {module}:{line} {op} [TIMED OUT: run again with --survivors]\n        {text}")
     return killed, survived, equivalent_n
 
 
@@ -362,7 +461,12 @@ def main(argv: list[str] | None = None) -> int:
                          "a larger N later adds to the same ones")
     ap.add_argument("--fresh", action="store_true",
                     help="start a module's session over (by default one of the same module text resumes)")
+    ap.add_argument("--nice", type=int, default=19, metavar="N",
+                    help="the niceness the runs get (default 19: any other work on the machine goes first)")
     args = ap.parse_args(argv)
+    if not 0 <= args.nice <= 19:
+        ap.error(f"--nice {args.nice}: give a niceness from 0 to 19")
+    NICENESS[0] = args.nice
     if args.list:
         for name, t in TARGETS.items():
             print(f"{name:9} {', '.join(t.modules)}\n          judged by {', '.join(t.tests)}")

@@ -117,8 +117,9 @@ def enforce(layout: RepoLayout, job: str, cap: int | None = None, *, now: dateti
 
 def settle(layout: RepoLayout, job: str, outcome: str, *, conn: sqlite3.Connection | None = None,
            log: EventLog | None = None) -> list[str]:
-    """The job ended (accepted): its budget problem held launches that no longer come, so it is
-    closed with `outcome` instead of waiting for a retry that has nothing left to start."""
+    """The job ended (accepted, or failed with every task skipped): its budget problem held launches
+    that no longer come, so it is closed with `outcome` instead of waiting for a retry that has
+    nothing left to start."""
     with _db(layout, conn) as db:
         codes = [r["code"] for r in db.execute(
             "SELECT code FROM problems WHERE job = ? AND kind = 'budget' AND state != 'closed'", (job,))]

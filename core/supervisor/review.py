@@ -168,6 +168,10 @@ def finish_job(sup: Supervisor, job: str, planned: bool, hold: str | None = None
     if not any(st == "done" for _, st, _ in scan):
         sup.store.set_job(job, "job.failed", reason="every task was skipped or cancelled", state="failed",
                           finished_at=utc_now_iso())
+        from pilothouse.core.stops import budgets
+
+        # ended as surely as an accepted job: a budget problem would wait for a retry with nothing to start
+        budgets.settle(sup.layout, job, "the job failed: nothing is left to launch", conn=sup.conn, log=sup.events)
         return
     if state == "blocked" and str(jr["reason"] or "").startswith(_END_REASONS) and _job_problem_open(sup, job):
         return  # the full gate or the combined review stopped the job: it waits for the operator's reply

@@ -191,3 +191,88 @@ def test_a_job_on_a_server_that_reports_no_usage_still_meets_its_budget(tmp_path
     assert [p["kind"] for p in open_] == ["budget"]
     assert "(estimated), past its budget of 500" in open_[0]["summary"]
     assert "pilothouse counted their text at 4 characters a token" in open_[0]["summary"]
+
+
+SPENDS_ITS_BUDGET = """
+name: spends-its-budget
+description: one task whose builder passes the job's budget as it finishes; nothing is left to launch after it
+scripts:
+  - match: {mode: plan}
+    turns:
+      - say: |
+          <!--RESULT-->{"tasks":[{"id":"one","title":"One","kind":"SAFE_PARALLEL","expected_paths":{"write":["one.txt"]}}]}<!--/RESULT-->
+        usage: {input: 300, output: 50}
+  - match: {mode: code}
+    turns:
+      - say: "Writing one.txt"
+        actions:
+          - write: {path: one.txt, content: "one\\n"}
+        usage: {input: 4000, output: 500}
+      - say: |
+          <!--RESULT-->{"status":"complete","files_changed":["one.txt"],"validation":{"commands":[],"passed":true},"risks":[]}<!--/RESULT-->
+        usage: {input: 100, output: 50}
+"""
+
+
+def test_the_budget_problem_of_a_job_that_is_accepted_is_closed(tmp_path: Path) -> None:
+    """Past its budget as its last builder finished, the job still merges what it has and is
+    accepted: its budget problem held launches that will never come, so it is closed with the job,
+    not left open asking for a retry."""
+    import subprocess
+    import sys
+
+    import yaml
+    from pilothouse.core import demo
+
+    scenario = tmp_path / "spends.yaml"
+    scenario.write_text(SPENDS_ITS_BUDGET)
+    layout = demo.prepare(tmp_path / "repo", str(scenario))
+    data = yaml.safe_load(layout.project_yaml.read_text())
+    data["workflow"]["review"] = "off"
+    data["gates"] = {"fast": "true", "full": "true"}
+    data["budgets"] = {"job_tokens": 2000}  # past it only once the builder has run
+    layout.project_yaml.write_text(yaml.safe_dump(data))
+    done = subprocess.run([sys.executable, "-m", "pilothouse.core.supervisor.loop", "--repo", str(layout.root),
+                           "--once"], capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    conn = store.connect(layout.state_db, readonly=True)
+    job = conn.execute("SELECT state FROM jobs_state WHERE job = 'demo'").fetchone()
+    budget = [dict(r) for r in conn.execute("SELECT * FROM problems WHERE kind = 'budget'")]
+    conn.close()
+    assert job["state"] == "accepted"
+    assert [(p["job"], p["state"]) for p in budget] == [("demo", "closed")], budget
+    events = [e for e in layout.events.read_text().splitlines() if budget[0]["code"] in e]
+    assert any('"problem.closed"' in e and "the job was accepted: nothing is left to launch" in e for e in events), \
+        events
+
+
+def test_the_budget_problem_of_a_job_whose_every_task_is_skipped_is_closed(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    import yaml
+    from pilothouse.core import demo
+
+    scenario = tmp_path / "gives-up.yaml"
+    scenario.write_text(SPENDS_ITS_BUDGET.replace('"status":"complete","files_changed":["one.txt"]',
+                                                  '"status":"blocked","files_changed":[]'))
+    layout = demo.prepare(tmp_path / "repo", str(scenario))
+    data = yaml.safe_load(layout.project_yaml.read_text())
+    data["workflow"]["review"] = "off"
+    data["gates"] = {"fast": "true", "full": "true"}
+    data["budgets"] = {"job_tokens": 2000}
+    layout.project_yaml.write_text(yaml.safe_dump(data))
+    loop = [sys.executable, "-m", "pilothouse.core.supervisor.loop", "--repo", str(layout.root), "--once"]
+    done = subprocess.run(loop, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    stops = [p for p in problems.list_problems(layout, True, job="demo") if p.kind != "budget"]
+    assert [p.task for p in stops] == ["one"], [p.summary for p in problems.list_problems(layout, True)]
+    problems.act(layout, stops[0].code, "skip")
+    done = subprocess.run(loop, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    conn = store.connect(layout.state_db, readonly=True)
+    job = conn.execute("SELECT state FROM jobs_state WHERE job = 'demo'").fetchone()
+    budget = [dict(r) for r in conn.execute("SELECT * FROM problems WHERE kind = 'budget'")]
+    conn.close()
+    assert job["state"] == "failed"
+    assert [(p["job"], p["state"]) for p in budget] == [("demo", "closed")], budget

@@ -39,6 +39,18 @@ def test_the_prompts_own_placeholder_block_is_not_a_result(cli, git_repo, tmp_pa
     assert v["reason"] == f"result block rejected: {v['parse_error']}"
 
 
+def test_a_placeholder_in_any_field_not_only_the_first_is_not_a_result(cli, git_repo, tmp_path):
+    # a worker that answers the first field and copies the rest of the example has not answered
+    facts = [{"fact": "adds", "file_line": "src/calc.py:2"}, {"fact": "<one finding>", "file_line": "src/calc.py:1"}]
+    v = _dispatch(cli, git_repo, tmp_path, "explore", _say(json.dumps({"facts": facts, "truncated": False})))
+    assert (v["verdict"], v["parse_state"]) == ("partial", "malformed"), v
+    assert v["parse_error"] == ("field 'facts[1].fact' still holds the prompt's placeholder '<one finding>': "
+                                "the block is the example, not an answer")
+    facts = [{"fact": "adds", "file_line": "src/calc.py:2"}, {"fact": "returns", "file_line": "<path>:<line>"}]
+    v = _dispatch(cli, git_repo, tmp_path, "explore", _say(json.dumps({"facts": facts, "truncated": False})))
+    assert v["parse_error"].startswith("field 'facts[1].file_line' still holds the prompt's placeholder"), v
+
+
 def test_an_empty_required_field_is_not_a_result(cli, git_repo, tmp_path):
     v = _dispatch(cli, git_repo, tmp_path, "explore", _say('{"facts": [], "truncated": false}'))
     assert (v["verdict"], v["parse_state"]) == ("partial", "malformed")

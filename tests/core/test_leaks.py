@@ -9,11 +9,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 from pilothouse.core import demo
 from pilothouse.core.git.leaks import SecretInDiff, check_branch, check_staged
+from pilothouse.core.git.worktrees import commit_all
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.stops import problems
+from pilothouse.providers.errors import UserError
 from pilothouse.providers.redact import secret_forms
 
 CANARY = "sk-canary-leak-5e4d3c2b1a09"
@@ -163,3 +166,54 @@ def test_a_marked_line_lets_a_fake_token_through_but_never_a_configured_key(git_
         assert [h.kind for h in exc.hits] == ["configured provider key"]
     else:
         raise AssertionError("a configured key went through")
+
+
+def _refused_commit(repo: Path, name: str, text: str) -> SecretInDiff:
+    """commit_all of `text` in `name`: the SecretInDiff it raised; no commit made, the file left unstaged."""
+    before = _git(repo, "rev-parse", "HEAD")
+    (repo / name).write_text(text)
+    try:
+        commit_all(repo, "the work")
+    except SecretInDiff as exc:
+        assert _git(repo, "rev-parse", "HEAD") == before and _git(repo, "diff", "--cached", "--name-only") == ""
+        assert (repo / name).read_text() == text
+        return exc
+    raise AssertionError(f"{name}: committed as {_git(repo, 'rev-parse', 'HEAD')}")
+
+
+@pytest.mark.parametrize("line", ['DB_PASSWORD = "hunter2hunter2"\n', "export DEPLOY_TOKEN=abcdefgh12345678\n",
+                                  "SMTP_PASSWORD: s3cr3tvalue99\n", "APP_SECRET='qwertyuiop123'\n",
+                                  "STRIPE_API_KEY=rk_live_0123456789\n"])
+def test_a_literal_password_or_token_assignment_gets_no_commit(git_repo: Path, line: str) -> None:
+    exc = _refused_commit(git_repo, "settings.env", "name = demo\n" + line)
+    assert [(h.path, h.line, h.kind) for h in exc.hits] == [
+        ("settings.env", 2, "a *_TOKEN= / *_KEY= / *_SECRET= assignment")]
+    assert line.split("=")[-1].split(":")[-1].strip(" '\"\n") not in str(exc)
+
+
+@pytest.mark.parametrize("token", ["ghp_", "gho_", "ghu_", "ghs_", "ghr_"])
+def test_every_kind_of_github_token_gets_no_commit(git_repo: Path, token: str) -> None:
+    exc = _refused_commit(git_repo, "ci.yml", f"env:\n  TOKEN: {token}abcdefghijklmnopqrstuvwxyz0123\n")
+    assert [h.kind for h in exc.hits] == ["a GitHub token (ghp_…)"]
+
+
+def test_a_file_marked_binary_in_gitattributes_is_scanned_as_text(git_repo: Path) -> None:
+    # the worker writes the attributes too: `-diff` would make git print "Binary files differ"
+    (git_repo / ".gitattributes").write_text("*.cfg -diff\nsecret.dat binary\n")
+    exc = _refused_commit(git_repo, "deploy.cfg", "host = example.org\ntoken ghs_abcdefghijklmnopqrstuvwxyz0123\n")
+    assert [(h.path, h.line) for h in exc.hits] == [("deploy.cfg", 2)]
+    (git_repo / "deploy.cfg").unlink()
+    exc = _refused_commit(git_repo, "secret.dat", "DB_PASSWORD=hunter2hunter2\n")
+    assert [(h.path, h.line) for h in exc.hits] == [("secret.dat", 1)]
+
+
+def test_work_whose_diff_git_cannot_make_is_not_committed(git_repo: Path) -> None:
+    # a worker that switches its worktree to an orphan branch leaves no HEAD to diff against:
+    # the scan cannot run, so nothing is committed (fail closed), secret or not
+    _git(git_repo, "checkout", "-q", "--orphan", "loose")
+    (git_repo / "key.txt").write_text("token ghp_abcdefghijklmnopqrstuvwxyz0123\n")
+    with pytest.raises(UserError) as exc:
+        commit_all(git_repo, "the work")
+    assert "cannot scan the changes" in str(exc.value) and "git diff --cached failed" in str(exc.value)
+    assert subprocess.run(["git", "rev-parse", "-q", "--verify", "refs/heads/loose"], cwd=git_repo,
+                          capture_output=True).returncode != 0, "a commit was made"

@@ -158,12 +158,73 @@ def test_the_trusted_servers_topmost_pass_is_obeyed(box: Box) -> None:
     (["mx.evil.test; dkim=pass header.d=example.org"], f"the topmost Authentication-Results header is not {SERVER}'s"),
     # the server's pass is for another domain than the From address's
     ([f"{SERVER}; dkim=pass header.d=evil.test"], f"{SERVER} reports no dkim or spf pass for example.org"),
+    # the server's one verdict is a failure: that is no proof, whatever it names
+    ([f"{SERVER}; dkim=fail header.d=example.org"], f"{SERVER} reports no dkim or spf pass for example.org"),
+    ([f"{SERVER}; spf=softfail smtp.mailfrom={OPERATOR}; dkim=neutral header.d=example.org"],
+     f"{SERVER} reports no dkim or spf pass for example.org"),
+    # a hop after the server put its own on top: only the topmost counts, even with the server's pass below
+    (["mx.evil.test; dkim=pass header.d=example.org", f"{SERVER}; dkim=pass header.d=example.org"],
+     f"the topmost Authentication-Results header is not {SERVER}'s"),
+    # alignment is by whole labels: ample.org is not a parent of example.org
+    ([f"{SERVER}; dkim=pass header.d=ample.org"], f"{SERVER} reports no dkim or spf pass for example.org"),
+    ([f"{SERVER}; spf=pass smtp.mailfrom=mallory@ample.org"], f"{SERVER} reports no dkim or spf pass for example.org"),
 ])
 def test_an_authentication_result_the_server_did_not_give_is_refused(box: Box, headers: list[str], why: str) -> None:
     raw = b"".join(f"Authentication-Results: {h}\r\n".encode() for h in headers) + \
         mail(OPERATOR, BOX, f"{box.problem.code} retry")
     answer = box.handle(raw)
     assert answer is not None and why in answer, answer
+    assert box.obeyed() == []
+
+
+def test_the_topmost_pass_is_obeyed_with_other_hops_headers_below_it(box: Box) -> None:
+    # the sender's own relays add theirs first; the trusted server puts its verdict on top of them
+    raw = (f"Authentication-Results: {SERVER}; dkim=pass header.d=example.org\r\n"
+           "Authentication-Results: relay.example.org; none\r\n").encode() + \
+        mail(OPERATOR, BOX, f"{box.problem.code} retry")
+    answer = box.handle(raw)
+    assert answer is not None and "recorded" in answer, answer
+    assert box.obeyed() == [f"retry {OPERATOR} (email)"]
+
+
+def test_a_pass_for_a_parent_domain_of_the_senders_is_proof_by_whole_labels() -> None:
+    # mail from a subdomain, signed by the organisation's domain: aligned (DMARC's relaxed alignment)
+    sender = "me@mail.example.org"
+    settings = email_settings(operator=sender)
+    for signer, proof in (("example.org", f"dkim=pass by {SERVER}"), ("ample.org", ""), ("il.example.org", "")):
+        raw = f"Authentication-Results: {SERVER}; dkim=pass header.d={signer}\r\n".encode() + \
+            mail(sender, BOX, "ACDEFH retry")
+        judged = read_mail(raw, settings)
+        assert judged.proof == proof, (signer, judged)
+        assert (judged.refused is None) == bool(proof), (signer, judged.refused)
+
+
+def test_a_spf_failure_beside_the_servers_dkim_pass_is_still_proof(box: Box) -> None:
+    # a forwarded mail fails SPF at the last hop, while the operator's DKIM signature still passes
+    raw = (f"Authentication-Results: {SERVER}; spf=fail smtp.mailfrom=list@lists.test; "
+           "dkim=pass header.d=example.org\r\n").encode() + mail(OPERATOR, BOX, f"{box.problem.code} retry")
+    answer = box.handle(raw)
+    assert answer is not None and "recorded" in answer, answer
+    assert box.obeyed() == [f"retry {OPERATOR} (email)"]
+
+
+def test_the_operators_signature_counts_below_another_domains(box: Box) -> None:
+    # a mailing list or a relay signs the mail again, on top of the operator's own signature
+    relay = DkimKey("relay.test")
+    box.watcher.dnsfunc = lambda name, timeout=5: relay.dns(name) or box.key.dns(name)
+    raw = relay.sign(box.signed(f"{box.problem.code} retry"))
+    answer = box.handle(raw)
+    assert answer is not None and "recorded" in answer, answer
+    assert box.obeyed() == [f"retry {OPERATOR} (email)"]
+
+
+def test_a_dkim_signature_of_a_domain_that_only_ends_the_same_is_refused(box: Box) -> None:
+    # ample.org's key verifies, but ample.org is not example.org nor a parent of it
+    other = DkimKey("ample.org")
+    box.watcher.dnsfunc = lambda name, timeout=5: other.dns(name) or box.key.dns(name)
+    raw = other.sign(mail(OPERATOR, BOX, f"{box.problem.code} retry"))
+    answer = box.handle(raw)
+    assert answer is not None and "no DKIM signature of example.org verifies" in answer, answer
     assert box.obeyed() == []
 
 
@@ -229,6 +290,30 @@ def test_huge_or_malformed_mime_is_refused_without_a_crash(box: Box) -> None:
     assert answer is not None and "malformed MIME" in answer
     for junk in (b"\x00\xff" * 500, b"From: \xff\xfe\r\n\r\n", b"", f"From: {OPERATOR}\r\n\r\n{code} retry".encode()):
         box.handle(junk)  # no Message-ID, no From, no authentication: each refused, none raises
+    assert box.obeyed() == []
+
+
+def test_a_mail_of_too_many_parts_is_refused(box: Box) -> None:
+    from email.message import EmailMessage
+
+    for extra, refused in ((31, True), (40, True), (30, False)):  # the root and its text count too
+        m = EmailMessage()
+        m["From"], m["To"], m["Subject"] = OPERATOR, BOX, "Re: [pilothouse]"
+        m["Message-ID"] = f"<parts-{extra}@example.org>"
+        m.set_content(f"{box.problem.code} hint keep going")
+        for i in range(extra):
+            m.add_attachment(b"x", maintype="application", subtype="octet-stream", filename=f"{i}.bin")
+        answer = box.handle(box.key.sign(m.as_bytes()))
+        assert answer is not None, extra
+        assert ("more than 32 MIME parts" if refused else "recorded") in answer, (extra, answer)
+
+
+def test_a_mail_with_two_message_ids_is_refused(box: Box) -> None:
+    # which one is "the" mail? a second delivery under the other id would be obeyed again
+    raw = mail(OPERATOR, BOX, f"{box.problem.code} retry", msg_id="<one@example.org>")
+    raw = raw.replace(b"Message-ID: <one@example.org>", b"Message-ID: <one@example.org>\r\nMessage-ID: <two@example.org>")
+    answer = box.handle(box.key.sign(raw))
+    assert answer is not None and "no single Message-ID" in answer, answer
     assert box.obeyed() == []
 
 

@@ -1,4 +1,5 @@
-"""A run's secrets sealed to the run's own key (core/executor/seal.py)."""
+"""A run's secrets sealed to the run's own key (core/executor/seal.py), without a cluster: each seal
+has a key of its own, opens only for its run and its recipient, and refuses any changed byte."""
 
 from __future__ import annotations
 
@@ -6,20 +7,77 @@ import json
 
 import pytest
 
-pytest.importorskip("cryptography", reason="sealing needs the cryptography package: pip install 'pilothouse[ray]'")
+try:
+    import cryptography  # noqa: F401
+except ImportError:  # the [ray] extra: scripts/test installs it, so a missing one is a broken setup
+    pytest.fail("sealing needs the cryptography package: pip install -e '.[dev,ray]' (scripts/test does)",
+                pytrace=False)
+
+from pilothouse.core.executor.seal import keypair, open_sealed, seal
 
 SECRET = "sk-sim-" + "7f3a9c" * 6
 
 
 def test_the_sealed_key_opens_only_for_its_run() -> None:
-    from pilothouse.core.executor.seal import keypair, open_sealed, seal
-
     private, public = keypair()
     sealed = seal(public, json.dumps({"key": SECRET}).encode(), "run-1")
     assert SECRET.encode() not in sealed
     assert json.loads(open_sealed(private, sealed, "run-1"))["key"] == SECRET
-    with pytest.raises(ValueError, match="do not open"):
-        open_sealed(private, sealed, "run-2")
+    for other_run in ("run-2", "run-10", "run-", "", "RUN-1"):
+        with pytest.raises(ValueError, match="do not open"):
+            open_sealed(private, sealed, other_run)
     other, _ = keypair()
     with pytest.raises(ValueError, match="do not open"):
         open_sealed(other, sealed, "run-1")
+
+
+def test_every_seal_has_a_fresh_ephemeral_key_so_no_keystream_is_used_twice() -> None:
+    # one key for every seal, with the fixed nonce, would repeat the keystream: XOR of two sealed
+    # secrets would be the XOR of the secrets, and anyone holding two blobs could read both
+    private, public = keypair()
+    a, b = b"A" * 40, b"B" * 40
+    sealed = [seal(public, a, "run-1"), seal(public, a, "run-1"), seal(public, b, "run-1")]
+    ephemerals = {s[:32] for s in sealed}
+    assert len(ephemerals) == 3 and public not in ephemerals
+    assert len({s[32:] for s in sealed}) == 3, "the same secret sealed twice gives the same bytes"
+    xor_sealed = bytes(x ^ y for x, y in zip(sealed[0][32:72], sealed[2][32:72], strict=True))
+    assert xor_sealed != bytes(x ^ y for x, y in zip(a, b, strict=True))
+    assert [open_sealed(private, s, "run-1") for s in sealed] == [a, a, b]
+    assert [len(s) for s in sealed] == [32 + 40 + 16] * 3  # ephemeral key, ciphertext, tag
+
+
+def test_any_changed_or_missing_byte_is_refused() -> None:
+    private, public = keypair()
+    sealed = seal(public, SECRET.encode(), "run-1")
+    for pos in (0, 31, 32, len(sealed) - 17, len(sealed) - 1):
+        tampered = bytearray(sealed)
+        tampered[pos] ^= 0x01
+        with pytest.raises(ValueError, match="do not open"):
+            open_sealed(private, bytes(tampered), "run-1")
+    with pytest.raises(ValueError, match="do not open"):
+        open_sealed(private, sealed + b"\0", "run-1")
+    with pytest.raises(ValueError, match="do not open"):
+        open_sealed(private, sealed[:-1], "run-1")
+    for short in (b"", sealed[:32], sealed[:47]):
+        with pytest.raises(ValueError, match="cut short"):
+            open_sealed(private, short, "run-1")
+    assert open_sealed(private, sealed[:48] + sealed[48:], "run-1") == SECRET.encode()
+    empty = seal(public, b"", "run-1")
+    assert len(empty) == 48 and open_sealed(private, empty, "run-1") == b""
+
+
+def test_the_blob_is_the_documented_construction() -> None:
+    """X25519 with the ephemeral key in front, HKDF-SHA256 (salt: ephemeral then recipient key),
+    ChaCha20-Poly1305 with the run id as associated data: a supervisor and a node of different
+    versions must agree on every part."""
+    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
+    from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+    from cryptography.hazmat.primitives.hashes import SHA256
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+    private, public = keypair()
+    sealed = seal(public, SECRET.encode(), "run-7")
+    shared = private.exchange(X25519PublicKey.from_public_bytes(sealed[:32]))
+    key = HKDF(algorithm=SHA256(), length=32, salt=sealed[:32] + public,
+               info=b"pilothouse run secrets v1").derive(shared)
+    assert ChaCha20Poly1305(key).decrypt(bytes(12), sealed[32:], b"run-7") == SECRET.encode()

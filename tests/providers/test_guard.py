@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from pilothouse.providers.errors import UserError
-from pilothouse.providers.guard import check_task, find_credentials
+from pilothouse.providers.guard import check_task, check_words, find_credentials
 
 PEM_HEAD = "-----BEGIN RSA PRIVATE KEY-----"
 PEM = f"{PEM_HEAD}\nMIIEpAIBAAKCAQEA\n-----END RSA PRIVATE KEY-----"
@@ -17,6 +17,9 @@ CREDENTIALS = [
      "an OpenAI/Anthropic-style key (sk-…)"),
     ("token ghp_abcdefghijklmnopqrstuvwxyz0123 here", "ghp_abcdefghijklmnopqrstuvwxyz0123",
      "a GitHub token (ghp_…)"),
+    # OAuth, user-to-server, server-to-server (an Actions GITHUB_TOKEN) and refresh tokens
+    *[(f"token {p}_abcdefghijklmnopqrstuvwxyz0123 here", f"{p}_abcdefghijklmnopqrstuvwxyz0123",
+       "a GitHub token (ghp_…)") for p in ("gho", "ghu", "ghs", "ghr")],
     ("pat github_pat_11ABCDEFG0123456789_abcdefghij here", "github_pat_11ABCDEFG0123456789_abcdefghij",
      "a GitHub fine-grained token"),
     ("aws AKIAABCDEFGHIJKLMNOP here", "AKIAABCDEFGHIJKLMNOP", "an AWS access key id (AKIA…)"),
@@ -101,3 +104,20 @@ def test_a_configured_key_is_found_base64_encoded():
     key = "my-own-custom-key-42"
     text = "header: Basic " + base64.b64encode(f"me:{key}".encode()).decode()
     assert find_credentials(text, [key]) == ["a configured provider key on line 1"]
+
+
+def test_a_configured_key_found_many_times_is_reported_once():
+    text = "key-42-abcdefg here\nand key-42-abcdefg there\nand again key-42-abcdefg"
+    assert find_credentials(text, ["key-42-abcdefg"]) == ["a configured provider key on line 1"]
+
+
+def test_what_the_operator_types_into_a_job_is_checked_against_every_configured_key(cli):
+    assert cli("key", "set", "sim", "--from-stdin", "--backend", "file", input="sk-op-typed-9f8e7d6c5b\n").returncode == 0
+    for words, kind in (("retry with sk-op-typed-9f8e7d6c5b please", "a configured provider key"),
+                        ("use ghs_abcdefghijklmnopqrstuvwxyz0123", "a GitHub token (ghp_…)")):
+        with pytest.raises(UserError) as exc:
+            check_words(words, "the hint")
+        assert str(exc.value).startswith(f"the hint contains {kind} on line 1; "), str(exc.value)
+        assert "sk-op-typed" not in str(exc.value)
+    for nothing in (None, "", "fold accents first"):
+        check_words(nothing, "the hint")

@@ -3,6 +3,8 @@ merged into the operator's checkout, is never imported outside the sandbox."""
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -89,3 +91,28 @@ def test_python_m_pilothouse_drops_its_working_directory_before_any_lazy_import(
     out = subprocess.run([sys.executable, "-m", "pilothouse", "status"], cwd=tmp_path, capture_output=True, text=True,
                          timeout=60)
     assert "planted yaml ran" not in out.stdout + out.stderr
+
+
+def test_only_the_working_directory_leaves_the_import_path(tmp_path: Path) -> None:
+    # as `python -m pilothouse` starts in a worker's repository: its folder, by any spelling, goes;
+    # every other entry (the standard library, site-packages) stays, in order
+    code = ("import json, os, sys; from pilothouse.providers.hostpython import drop_cwd_from_path; "
+            "sys.path[1:1] = ['.', os.getcwd(), os.getcwd() + '/']; before = list(sys.path); drop_cwd_from_path(); "
+            "print(json.dumps([before, sys.path]))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    before, after = json.loads(out.stdout)
+    assert after == [p for p in before if p not in ("", ".") and os.path.abspath(p) != os.path.realpath(tmp_path)]
+    assert after and os.path.realpath(tmp_path) not in after and "" not in after and after == [p for p in before if p in after]
+    assert len(after) == len(before) - 4, (before, after)
+
+
+def test_a_host_python_carries_the_no_byte_code_choice_over_to_its_children(tmp_path: Path) -> None:
+    # -I ignores PYTHONDONTWRITEBYTECODE: the child gets -B exactly when this process writes no byte code
+    code = "import json; from pilothouse.providers.hostpython import python_argv; print(json.dumps(python_argv('-m', 'x')))"
+    for flags, want in ((["-B"], ["-I", "-B", "-m", "x"]), ([], ["-I", "-m", "x"])):
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        out = subprocess.run([sys.executable, *flags, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                             env=env, timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert json.loads(out.stdout)[1:] == want, flags

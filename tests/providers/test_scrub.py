@@ -118,3 +118,34 @@ def test_a_sqlite_write_ahead_log_is_folded_in_so_no_transaction_is_lost(tmp_pat
         rows = [v for (v,) in conn.execute("SELECT v FROM part ORDER BY id")]
     assert rows == ["before", "tool output: " + "*" * len(KEY), "after"]
     assert not any(KEY.encode() in f.read_bytes() for f in copy.iterdir())
+
+
+def test_a_resumed_runs_link_is_followed_only_to_a_sibling_run_folder(tmp_path: Path) -> None:
+    """A resumed run's id is a link to the original run's folder. The link sits where the worker's
+    files do: one pointing out of the runs directory must not make the scrub rewrite that folder."""
+    from pilothouse.providers.sandbox import runs_dir
+    from pilothouse.providers.scrub import scrub_run
+
+    runs = runs_dir("sim")
+    (runs / "run-1" / "home").mkdir(parents=True)
+    (runs / "run-1" / "home" / "session.json").write_text(json.dumps({"out": KEY}))
+    (runs / "run-1" / "credential").write_text(KEY)  # the run's own key file is left to its owner
+    (runs / "run-2").symlink_to(runs / "run-1")
+    outside = tmp_path / "elsewhere"
+    (outside / "home").mkdir(parents=True)
+    (outside / "notes.txt").write_text(KEY)
+    (runs / "run-3").symlink_to(outside)
+    (runs / "run-4").symlink_to(runs / "run-1" / "home")  # inside the runs dir, but no run folder
+    other = runs_dir("other") / "run-9"
+    other.mkdir(parents=True)
+    (other / "notes.txt").write_text(KEY)
+    (runs / "run-5").symlink_to(other)  # another provider's run
+    redactor = Redactor([KEY])
+    for run_id in ("run-3", "run-4", "run-5", "../other/runs/run-9", ".", ""):
+        assert scrub_run("sim", run_id, redactor) == [], run_id
+    assert (outside / "notes.txt").read_text() == KEY
+    assert (other / "notes.txt").read_text() == KEY
+    assert json.loads((runs / "run-1" / "home" / "session.json").read_text()) == {"out": KEY}
+    assert scrub_run("sim", "run-2", redactor) == ["home/session.json"]
+    assert json.loads((runs / "run-1" / "home" / "session.json").read_text()) == {"out": REDACTED}
+    assert (runs / "run-1" / "credential").read_text() == KEY

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import itertools
 import json
 import os
@@ -100,9 +101,15 @@ def test_every_request_without_the_token_is_refused(cockpit_repo) -> None:
             with pytest.raises(aiohttp.WSServerHandshakeError) as wrong:
                 await s.ws_connect(base.replace("http", "ws") + "/ws?token=not-the-token")
             assert wrong.value.status == 403
+            # only the page's GET trades the token for a cookie and a redirect; other methods get the handler's answer
+            async with s.delete(base + "/?token=" + token, allow_redirects=False) as resp:
+                assert resp.status == 405
             # the token once: a cookie, the address bar cleaned, then the page and its assets
             async with s.get(base + "/?token=" + token, allow_redirects=False) as resp:
                 assert resp.status == 303 and resp.headers["Location"] == "./"
+                # no script of the page can read it, and no other site's request carries it
+                assert {"HttpOnly", "SameSite=Strict", "Path=/"} <= {
+                    p.strip() for p in resp.headers["Set-Cookie"].split(";")}, resp.headers["Set-Cookie"]
             async with s.get(base + "/") as resp:
                 page = await resp.text()
                 assert resp.status == 200
@@ -112,6 +119,45 @@ def test_every_request_without_the_token_is_refused(cockpit_repo) -> None:
 
     with served(cockpit_repo, "--port", "0") as (address, token):
         asyncio.run(check("http://" + address, token))
+
+
+def test_an_empty_or_partial_token_opens_nothing(cockpit_repo) -> None:
+    async def check(base: str, token: str) -> None:
+        cookie = "pilothouse-" + hashlib.sha256(token.encode()).hexdigest()[:12]
+        wrong = ["", token[:1], token[:len(token) // 2], token[:-1], token + "0", token.upper()]
+        async with aiohttp.ClientSession() as s:
+            for offered in wrong:
+                quoted = urllib.parse.quote(offered)
+                assert await status(s, f"{base}/?token={quoted}") == 403, offered
+                assert await status(s, f"{base}/static/js/textual.js?token={quoted}") == 403, offered
+                with pytest.raises(aiohttp.WSServerHandshakeError) as ws:
+                    await s.ws_connect(base.replace("http", "ws") + f"/ws?token={quoted}")
+                assert ws.value.status == 403, offered
+                # the cookie is checked as strictly as the query: a forged one with part of the token
+                assert await status(s, base + "/", headers={"Cookie": f"{cookie}={quoted}"}) == 403, offered
+            assert await status(s, f"{base}/?token=") == 403
+            assert await status(s, f"{base}/?token={token}") == 303
+
+    with served(cockpit_repo, "--port", "0") as (address, token):
+        asyncio.run(check("http://" + address, token))
+
+
+def test_an_origin_with_a_path_on_the_same_host_is_refused(cockpit_repo) -> None:
+    # no browser sends an Origin with a path: one that does is made up, and is not this page
+    async def check(address: str, token: str) -> None:
+        ws_url = f"ws://{address}/ws?token={token}&width=80&height=24"
+        async with aiohttp.ClientSession() as s:
+            for origin in (f"http://{address}/evil", f"http://{address}/ws", f"http://{address}//x"):
+                assert await status(s, f"http://{address}/?token={token}", headers={"Origin": origin}) == 403, origin
+                with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+                    await s.ws_connect(ws_url, origin=origin)
+                assert refused.value.status == 403, origin
+            # the same origin, with or without its root slash, is this page
+            for origin in (f"http://{address}", f"http://{address}/"):
+                assert await status(s, f"http://{address}/?token={token}", headers={"Origin": origin}) == 303, origin
+
+    with served(cockpit_repo, "--port", "0") as (address, token):
+        asyncio.run(check(address, token))
 
 
 def test_foreign_host_and_foreign_origin_are_refused(cockpit_repo) -> None:
@@ -125,8 +171,13 @@ def test_foreign_host_and_foreign_origin_are_refused(cockpit_repo) -> None:
             with pytest.raises(aiohttp.WSServerHandshakeError) as host:
                 await s.ws_connect(ws_url, headers={"Host": f"evil.example:{port}"})
             assert host.value.status == 403
+            # a Host or an Origin no URL parser reads is refused like any other, never an error
+            assert await status(s, f"http://{address}/?token={token}", headers={"Host": "[::1"}) == 403
+            assert await status(s, f"http://{address}/?token={token}", headers={"Origin": "http://[::1"}) == 403
             # a page on another local port holds the owner's cookie, but not the owner's origin
-            for origin in ("http://evil.example", f"http://localhost:{int(port) + 1}", "null"):
+            host = address.rsplit(":", 1)[0]
+            for origin in ("http://evil.example", f"http://localhost:{int(port) + 1}", "null",
+                           f"http://{host}:{int(port) - 1}", f"http://{host}", "http://127.0.0.0:" + port):
                 with pytest.raises(aiohttp.WSServerHandshakeError) as foreign:
                     await s.ws_connect(ws_url, origin=origin)
                 assert foreign.value.status == 403, origin
@@ -179,6 +230,21 @@ def test_an_idle_session_is_ended(cockpit_repo) -> None:
 
     with served(cockpit_repo, "--port", "0", "--idle-timeout", "1") as (address, token):
         asyncio.run(check(address, token))
+
+
+def test_a_request_without_a_host_is_refused(cockpit_repo) -> None:
+    # HTTP/1.0 needs no Host header: such a request cannot show it is meant for loopback
+    with served(cockpit_repo, "--port", "0") as (address, token):
+        name, port = address.rsplit(":", 1)
+        with socket.create_connection((name, int(port)), timeout=30) as conn:
+            conn.sendall(f"GET /?token={token} HTTP/1.0\r\n\r\n".encode())
+            answer = b""
+            while b"\r\n" not in answer:
+                chunk = conn.recv(4096)
+                if not chunk:
+                    break
+                answer += chunk
+    assert answer.split(b"\r\n", 1)[0].split(b" ")[1] == b"403", answer[:200]
 
 
 def test_unix_socket_mode_is_owner_only_and_still_wants_the_token(cockpit_repo, tmp_path: Path) -> None:
