@@ -104,6 +104,10 @@ def execute(prep: Prepared, on_event: EventHook | None = None,
         # pydantic + YAML); it gets its config once the sim listens.
         deferred = prep.scenario is not None and prov.runner == "builtin"
         extra = {**_project(prep), **opts.extra}
+        if prov.runner == "builtin" and prep.scenario is None:
+            counting = _counting(prov.key, prep.model)
+            if counting:
+                extra["counting"] = counting
         # (helper F) under `network: none` the sandbox relays exactly the model's port (providers/
         # netrelay.py), which must be known when the launch is wrapped: no early start then
         if str(extra.get("network", "")).lower() == "none":
@@ -347,3 +351,16 @@ def _judge(prep: Prepared, state: RunState, out: ProcOutcome, redactor: Any, log
         "error": redactor.redact(d["error"]) if d["error"] else None, "quota": state.quota,
         "reason": redactor.redact(d["reason"]) if d["reason"] else None,
     }
+
+
+def _counting(provider: str, model: str) -> dict[str, Any] | None:
+    """How the capability probe found this server's turns can be counted when its stream reports
+    no usage (providers/capabilities.py `counting`); None when it was not probed or need not be."""
+    from pilothouse.providers import capability_store
+
+    try:
+        caps = capability_store.get(provider, model)
+    except Exception:  # noqa: BLE001 - an unreadable probe record only costs the count's precision
+        return None
+    found = (caps or {}).get("counting")
+    return found if isinstance(found, dict) else None

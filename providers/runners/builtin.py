@@ -75,20 +75,6 @@ def fresh_bytecode() -> None:
             pass  # the worker then compiles it itself, as before
 
 
-def _counting(spec: RunSpec) -> dict[str, Any] | None:
-    """How the capability probe found this server's turns can be counted when its stream reports
-    no usage (providers/capabilities.py `counting`); None when it was not probed or need not be."""
-    from pilothouse.providers import capability_store
-
-    key = getattr(spec.provider, "key", None)
-    try:
-        caps = capability_store.get(str(key), spec.model) if key else None
-    except Exception:  # noqa: BLE001 - an unreadable probe record only costs the count's precision
-        return None
-    found = (caps or {}).get("counting")
-    return found if isinstance(found, dict) else None
-
-
 class BuiltinRunner(Runner):
     name = "builtin"
 
@@ -106,9 +92,9 @@ class BuiltinRunner(Runner):
         from pilothouse.providers.runners.builtin_net import network_config
 
         cfg.update(network_config(spec))
-        counting = _counting(spec)
-        if counting:
-            cfg["counting"] = counting
+        # filled by the dispatch from the capability probe (core/dispatch/run.py `_counting`)
+        if isinstance(spec.extra.get("counting"), dict):
+            cfg["counting"] = spec.extra["counting"]
         # The worker is stdlib-only and runs as a script: `-I` keeps the (untrusted) workdir and any
         # PYTHON* variables off its import path; `-S` skips site-packages and the editable-install
         # finder (~15-60 ms of start-up the worker does not need). `python -m pilothouse...` works too.

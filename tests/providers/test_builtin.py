@@ -7,9 +7,9 @@ import time
 from pathlib import Path
 
 import pytest
-from support import one_shot_http
 from pilothouse.providers.runners import get_runner
 from pilothouse.providers.runners.builtin_tools import MODE_TOOLS, Tools, tool_schemas
+from support import one_shot_http
 
 
 def tools(tmp_path: Path, mode: str = "code") -> Tools:
