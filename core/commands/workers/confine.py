@@ -75,7 +75,7 @@ def cmd_scan(args: Any) -> int:
         ours, others = scan.branch_split(repo, _integration_branch(repo))
         found, commits = scan.scan_commits(repo, ours, others, redactor)
         hits += found
-        branches = [b.removeprefix("refs/heads/") for b in ours]
+        branches = [scan.masked(b.removeprefix("refs/heads/"), redactor) for b in ours]  # a name can hold a key
     if args.json:
         emit_json({"roots": [str(r) for r in roots], "files": count, "branches": branches, "commits": commits,
                    "hits": [h.as_dict() for h in hits]})
