@@ -199,6 +199,7 @@ def _checks_in(base: Path, visible: Path | None) -> list[dict[str, Any]]:
                         "child": child, "reached_host": target.exists(), "pass": not target.exists()})
         results += probe_reads.read_checks(spec, main, own, tag, _child_env(spec))
         results.append(probe_reads.shadow_check(own, tag))
+        results.append(probe_reads.package_check(own, tag))
         return results
     finally:
         for p in (home / f"{tag}.txt", host_tmp):

@@ -33,6 +33,7 @@ def test_probe_cli_passes_and_records(cli):
                   "/proc/self/root", "another provider's key"):
         assert f"read: {route}" in checks
     assert checks["a module planted in the worktree is not imported by pilothouse"]["pass"]
+    assert checks["a pilothouse/ package planted in the worktree is not run by pilothouse or its MCP registration"]["pass"]
     on_disk = json.loads(probe.record_path().read_text())
     assert on_disk["bwrap"]["sha256"] == probe.file_sha256(confine.bwrap_path() or "")
     assert on_disk["bwrap"]["version"]
