@@ -6,6 +6,10 @@ a bidi override). Through the real `pilothouse run` on the simulator, its report
 from __future__ import annotations
 
 import json
+import os
+import pty
+import subprocess
+import sys
 import unicodedata
 from pathlib import Path
 
@@ -60,6 +64,44 @@ def test_pilothouse_run_shows_a_hostile_builders_escapes_inert(cli, git_repo, tm
     shown = report.read_text()
     assert "csi8" in shown and "<!--RESULT-->" in shown
     assert_inert(shown, "report.md")
+
+
+def test_pilothouse_run_on_a_terminal_writes_no_escape_byte(git_repo, tmp_path) -> None:
+    """The same run with a real terminal (a pty) for stdout and stderr: the bytes the terminal gets."""
+    task = tmp_path / "task.md"
+    task.write_text("Say hello.\n")
+    ours, theirs = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "pilothouse", "run", "--provider", "sim", "--mode", "code",
+                             "--workdir", str(git_repo), "--task-file", str(task), "--scenario",
+                             hostile_scenario(tmp_path), "--run-id", "hostile-text-tty"],
+                            stdin=subprocess.DEVNULL, stdout=theirs, stderr=theirs, cwd=tmp_path)
+    os.close(theirs)
+    got = b""
+    while True:
+        try:
+            chunk = os.read(ours, 65536)
+        except OSError:  # EIO: the other end closed, the run is over
+            break
+        if not chunk:
+            break
+        got += chunk
+    os.close(ours)
+    assert proc.wait(timeout=120) in (0, 1)
+    assert b"report:" in got and b"csi8" in got, got
+    assert b"\x1b" not in got and b"\x07" not in got and b"\x9b" not in got
+    assert_inert(got.decode("utf-8").replace("\r\n", "\n"), "run on a tty")
+
+
+def test_dispatch_prints_hostile_text_only_escaped(cli, git_repo, tmp_path) -> None:
+    task = tmp_path / "task.md"
+    task.write_text("Say hello.\n")
+    r = cli("dispatch", "--provider", "sim", "--mode", "code", "--workdir", str(git_repo), "--task-file", str(task),
+            "--scenario", hostile_scenario(tmp_path), "--run-id", "hostile-text-2", timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert_inert(r.stdout, "dispatch stdout")  # JSON: a control character is a \u escape
+    assert_inert(r.stderr, "dispatch stderr")
+    verdict = json.loads(r.stdout.splitlines()[-1])
+    assert_inert(Path(verdict["final_text_path"]).read_text(), "dispatch report.md")
 
 
 def test_live_events_and_why_show_a_hostile_event_inert(cli, git_repo) -> None:
