@@ -69,7 +69,7 @@ def key(cli) -> str:
     return CANARY
 
 
-def test_a_builder_that_names_a_file_after_its_key_gets_no_commit(tmp_path: Path, key: str) -> None:
+def test_a_builder_that_names_a_file_after_its_key_gets_no_commit(tmp_path: Path, key: str, cli) -> None:
     scenario = tmp_path / "named.yaml"
     scenario.write_text(NAMED)
     layout = demo.prepare(tmp_path / "repo", str(scenario))
@@ -92,10 +92,13 @@ def test_a_builder_that_names_a_file_after_its_key_gets_no_commit(tmp_path: Path
     assert problems.list_problems(layout, True, job="demo") == []
     assert _git(layout.root, "show", "pilothouse/integration:conf/app.txt") == "name = demo"
     assert not any(f.encode() in _everything_git_holds(layout.root) for f in forms)
-    # nothing the next job's planner is shown lists the file: no run record holds the key either
+    # nothing the next job's planner is shown lists the file: no record, log or run folder holds the
+    # key either (scan-secrets reads them all, the run folders' prompts and specs included)
     for run in (layout.root / ".ai").rglob("*"):
         if run.is_file() and not run.is_symlink():
             assert not any(f.encode() in run.read_bytes() for f in forms), run
+    swept = cli("scan-secrets", str(layout.root), "--json")
+    assert swept.returncode == 0, swept.stdout
 
 
 def _hostile_branch(repo: Path, key: str) -> str:
