@@ -32,7 +32,11 @@ _REMNANT = r"\][0-9]*;[^\x00-\x08\x0a-\x1f\x7f-\x9f]*(?:\x07|\x1b\\|\x9c)"
 # C0 and C1 controls but \t and \n; DEL; bidi embeddings, overrides, isolates and marks.
 _CONTROL = r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
 
-_INERT = re.compile(f"{_REMNANT}|{_STRING}|{_CSI}|{_ESC}|{_CONTROL}")
+# (the lookahead first: a position that is neither `]` nor a control is passed over at once)
+_INERT = re.compile(f"(?=[]]|{_CONTROL})(?:{_REMNANT}|{_STRING}|{_CSI}|{_ESC}|{_CONTROL})")
+# every pattern above needs a control character (a remnant its terminator): text without one,
+# nearly all text, is left as it is after one fast scan of a character class
+_ANY_CONTROL = re.compile(_CONTROL)
 _LINEBREAKS = re.compile(r"[\t\n]+")
 
 
@@ -59,7 +63,8 @@ def inert(text: object, *, lines: bool = True) -> UntrustedText:
     if isinstance(text, UntrustedText) and lines:
         return text
     s = text if isinstance(text, str) else str(text)
-    s = _INERT.sub("", s)
+    if _ANY_CONTROL.search(s):
+        s = _INERT.sub("", s)
     if not lines:
         s = _LINEBREAKS.sub(" ", s)
     return UntrustedText(s)
@@ -67,7 +72,7 @@ def inert(text: object, *, lines: bool = True) -> UntrustedText:
 
 def is_inert(text: str) -> bool:
     """True when `text` holds nothing `inert()` would take out (the tests' check on rendered output)."""
-    return _INERT.search(text) is None
+    return _ANY_CONTROL.search(text) is None
 
 
 _ZERO_WIDTH_CONTROL = re.compile(f"\\x1b|{_CONTROL}")
