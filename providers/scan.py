@@ -169,6 +169,25 @@ def _header_path(rest: str) -> str:
     return rest[2:2 + n] if rest[2 + n:] == f" b/{rest[2:2 + n]}" else rest
 
 
+def link_hits(roots: Iterable[Path], redactor: Redactor) -> list[Hit]:
+    """Credentials in the targets of the links under `roots` (a worker's `ln -s <KEY> x`): read with
+    readlink, never followed. A walk of its own, so the file walk's rules stay where they are."""
+    hits: list[Hit] = []
+    for root in roots:
+        for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+            base = Path(dirpath)
+            dirnames[:] = [d for d in dirnames if not _skip(base / d)]
+            for name in (*dirnames, *filenames):
+                p = base / name
+                if p.is_symlink():
+                    try:
+                        target = os.readlink(p)
+                    except OSError:
+                        continue
+                    hits += scan_name(target, redactor, str(p), "the link's target")
+    return hits
+
+
 def scan_diff(diff: str, redactor: Redactor) -> list[Hit]:
     """Credentials a unified diff (`git diff -U0 --text`) adds, as (file, line in the new file,
     kind): on its added lines (a link's target is its one line) and in the name of every file it

@@ -146,6 +146,7 @@ def test_scan_secrets_reports_names_messages_and_branches_never_the_key(cli, git
     run_home = git_repo / ".ai" / "runtime"
     run_home.mkdir(parents=True)
     (run_home / f"left_{key}.txt").write_text("")
+    (run_home / "pointer").symlink_to(f"/nowhere/{key}")
     res = cli("scan-secrets", str(git_repo), "--json")
     assert res.returncode == 1
     assert not any(f in res.stdout + res.stderr for f in secret_forms(key))
@@ -154,6 +155,8 @@ def test_scan_secrets_reports_names_messages_and_branches_never_the_key(cli, git
     assert {"configured provider key in the file's name", "configured provider key in its message",
             "configured provider key in the branch's name", "configured provider key"} <= kinds, out["hits"]
     assert any(h["path"].endswith("left_[REDACTED].txt") for h in out["hits"])
+    assert {"path": str(run_home / "pointer"), "line": 0, "kind": "configured provider key in the link's target"} \
+        in out["hits"]
     assert out["branches"] == ["ph/demo/[REDACTED]"]
     human = cli("scan-secrets", str(git_repo))
     assert human.returncode == 1 and not any(f in human.stdout + human.stderr for f in secret_forms(key))

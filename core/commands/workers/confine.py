@@ -70,6 +70,7 @@ def cmd_scan(args: Any) -> int:
     roots = scan.default_roots(target)
     redactor = redactor_for_configured()
     hits, count = scan.scan(roots, redactor=redactor)
+    hits += scan.link_hits(roots, redactor)
     repo, branches, commits = scan.repo_of(target), [], 0
     if repo is not None:
         ours, others = scan.branch_split(repo, _integration_branch(repo))
