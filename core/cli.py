@@ -92,21 +92,20 @@ class _OneCommand:
         return getattr(self._action, name)
 
 
-def printable(text: str) -> str:
-    """providers.terminal.printable, imported when first needed (the CLI's start stays small)."""
-    from pilothouse.providers.terminal import printable as clean
-
-    return clean(text)
-
-
-class TerminalOut:
-    """stdout when it is a terminal: everything written passes through printable()."""
+class InertOut:
+    """stdout or stderr of a command: everything written passes providers.untrusted.inert, a pipe
+    included (`| less -R` or a log `cat` later would still obey an escape sequence). A command's own
+    text holds none; what it quotes of a worker's (event text, a report, a name) loses them here
+    even where its formatter forgot. JSON output is unaffected: json.dumps writes controls as \\u escapes."""
 
     def __init__(self, stream: Any) -> None:
+        from pilothouse.providers.untrusted import inert  # imported when first needed (a small start)
+
         self._stream = stream
+        self._inert = inert
 
     def write(self, text: str) -> int:
-        return self._stream.write(printable(text))
+        return self._stream.write(self._inert(text))
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
@@ -166,8 +165,10 @@ def main(argv: list[str] | None = None) -> int:
         else:
             parser.parse_args([args.command, "--help"])
             return 2
-    if args.command not in (None, "view", "mcp", "serve") and sys.stdout.isatty():
-        sys.stdout = TerminalOut(sys.stdout)  # type: ignore[assignment]
+    if args.command not in (None, "view", "mcp", "serve"):
+        # the cockpit draws through its own filter; mcp speaks JSON-RPC; serve hands bytes to a browser
+        sys.stdout = InertOut(sys.stdout)  # type: ignore[assignment]
+        sys.stderr = InertOut(sys.stderr)  # type: ignore[assignment]
     try:
         _check_args(args)
         rc = func(args)

@@ -102,7 +102,9 @@ def check_dest(dest: Path) -> None:
 def test_command() -> str:
     """The demo's gate: its tests with this Python (pytest when installed, else unittest)."""
     py = shlex.quote(sys.executable)
-    probe = subprocess.run([sys.executable, "-c", "import pytest"], capture_output=True)
+    # -P: the working directory (wherever the operator stands) stays off the path, the user's
+    # site-packages (where pytest may be) on it
+    probe = subprocess.run([sys.executable, "-P", "-c", "import pytest"], capture_output=True)
     if probe.returncode == 0:
         # the scratch project needs no pytest plugins; loading the user's would only slow each gate
         return f"PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 {py} -m pytest -q"

@@ -42,11 +42,17 @@ def config_path(host: str) -> Path:
 
 def server_command() -> list[str]:
     """The argv that starts this installation's server: the `pilothouse` script installed beside
-    this Python (what a host's PATH may not have), else this Python running the package."""
+    this Python, by its absolute path (what a host's PATH may not have), else this Python running
+    the package isolated. The host agent starts it in the repository, a tree workers' branches were
+    merged into: plain `python -m pilothouse` puts that directory first on the import path, and a
+    planted `pilothouse/` package there would run as the operator before pilothouse's own code could
+    drop it. A console script's path starts with its own folder instead; `-I` leaves the cwd out."""
+    from pilothouse.providers.hostpython import python_argv
+
     script = Path(sys.executable).parent / "pilothouse"
     if script.is_file() and os.access(script, os.X_OK):
-        return [str(script), "mcp"]
-    return [sys.executable, "-m", "pilothouse", "mcp"]
+        return [str(script.absolute()), "mcp"]
+    return python_argv("-m", "pilothouse", "mcp")
 
 
 def register(host: str) -> list[str]:

@@ -132,29 +132,90 @@ def scan(roots: Iterable[Path], secrets: Iterable[str] | None = None, *,
     count = 0
     for root, rel in iter_files(roots, on_skip):
         count += 1
-        hits += scan_file(root, rel, redactor)
+        # a file can be called after a key (a worker's `kc_name_<KEY>.txt`): its name is looked at
+        # too, and every hit's path is masked, so the report never prints the key it found
+        hits += [Hit(masked(h.path, redactor), h.line, h.kind) for h in scan_file(root, rel, redactor)]
+        hits += scan_name(Path(rel).name, redactor, str(root / rel), "the file's name")
     return hits, count
 
 
+def masked(name: str, redactor: Redactor) -> str:
+    """`name` with every configured key and every credential shape in it replaced: a hit says where
+    a credential is, and a name can be where (a file called after a key)."""
+    out = redactor.redact(name)
+    for _kind, pattern in CREDENTIAL_PATTERNS:
+        out = pattern.sub(REDACTED, out)
+    return out
+
+
+def scan_name(name: str, redactor: Redactor, where: str, what: str) -> list[Hit]:
+    """Credentials in one name or message a worker chose (a file's name, a commit message, a branch
+    name): Hits at `where` (masked), kind "... in `what`". A line of it marked ALLOW_MARK lets a fake
+    token through, never a configured key."""
+    lines = name.split("\n")
+    return [Hit(masked(where, redactor), line if len(lines) > 1 else 0, f"{kind} in {what}")
+            for line, kind in scan_text(name, redactor)
+            if kind == KEY_KIND or ALLOW_MARK not in lines[line - 1]]
+
+
+def _header_path(rest: str) -> str:
+    """The file of a `diff --git a/P b/P` header (no renames: both sides name the same file); git
+    C-quotes a name with a control character, a quote or a backslash in it."""
+    if rest.startswith('"'):
+        import codecs
+
+        quoted = rest.rsplit(' "b/', 1)[-1].removesuffix('"')
+        try:
+            raw = codecs.escape_decode(quoted.encode("utf-8"))[0]
+        except ValueError:
+            return quoted
+        return bytes(raw).decode("utf-8", "replace")
+    n = (len(rest) - 5) // 2
+    return rest[2:2 + n] if rest[2 + n:] == f" b/{rest[2:2 + n]}" else rest
+
+
+def link_hits(roots: Iterable[Path], redactor: Redactor) -> list[Hit]:
+    """Credentials in the targets of the links under `roots` (a worker's `ln -s <KEY> x`): read with
+    readlink, never followed. A walk of its own, so the file walk's rules stay where they are."""
+    hits: list[Hit] = []
+    for root in roots:
+        for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+            base = Path(dirpath)
+            dirnames[:] = [d for d in dirnames if not _skip(base / d)]
+            for name in (*dirnames, *filenames):
+                p = base / name
+                if p.is_symlink():
+                    try:
+                        target = os.readlink(p)
+                    except OSError:
+                        continue
+                    hits += scan_name(target, redactor, str(p), "the link's target")
+    return hits
+
+
 def scan_diff(diff: str, redactor: Redactor) -> list[Hit]:
-    """Credentials on the added lines of a unified diff (`git diff -U0 --text`), as (file, line in
-    the new file, kind). A credential in a file's name counts too, at line 0; the name in the hit
-    is redacted. Removed and context lines are not looked at: taking a key out is no leak.
+    """Credentials a unified diff (`git diff -U0 --text`) adds, as (file, line in the new file,
+    kind): on its added lines (a link's target is its one line) and in the name of every file it
+    adds or keeps, an empty one included (at line 0; the name in every hit is masked). Removed and
+    context lines are not looked at: taking a key out is no leak.
 
     A line that carries ALLOW_MARK is let through when what it holds only looks like a credential
     (a test fixture's fake token); a configured key never is."""
     hits: list[Hit] = []
-    path, line, header = "", 0, False
+    path, line, header, deleted = "", 0, False, False
+
+    def name_hits() -> None:
+        if path and not deleted:
+            hits.extend(scan_name(path, redactor, path, "the file's name"))
+
     for raw in diff.split("\n"):
         if raw.startswith("diff --git "):
-            header = True
+            name_hits()  # the file before this one: its header said by now whether it was deleted
+            path, header, deleted = _header_path(raw[len("diff --git "):]), True, False
             continue
         if header:
-            if raw.startswith("+++ "):
-                name = raw[4:].strip().strip('"')
-                path = name[2:] if name.startswith("b/") else name
-                if path != "/dev/null" and redactor and any(True for _ in redactor.finditer(path)):
-                    hits.append(Hit(redactor.redact(path), 0, "configured provider key in the file's name"))
+            if raw.startswith("deleted file mode"):
+                deleted = True
             elif raw.startswith("@@"):
                 header = False
             else:
@@ -168,9 +229,32 @@ def scan_diff(diff: str, redactor: Redactor) -> list[Hit]:
             allowed = ALLOW_MARK in raw
             for _n, kind in scan_text(raw[1:], redactor):
                 if not allowed or kind == KEY_KIND:
-                    hits.append(Hit(redactor.redact(path), line, kind))
+                    hits.append(Hit(masked(path, redactor), line, kind))
             line += 1
+    name_hits()
     return hits
+
+
+def message_hits(repo: Path | str, spec: list[str], redactor: Redactor) -> list[Hit]:
+    """Credentials in the messages of the commits `git log SPEC` lists, at `commit <sha>: message`."""
+    import subprocess
+
+    proc = subprocess.run(["git", "log", "--format=%H%x00%B%x00", *spec], cwd=repo, capture_output=True,
+                          stdin=subprocess.DEVNULL)
+    if proc.returncode != 0:
+        return []
+    fields = proc.stdout.decode("utf-8", "replace").split("\0")
+    hits: list[Hit] = []
+    for sha, message in zip(fields[0::2], fields[1::2], strict=False):
+        hits += scan_name(message, redactor, f"commit {sha.strip()[:10]}", "its message")
+    return hits
+
+
+def ref_hits(refs: Iterable[str], redactor: Redactor) -> list[Hit]:
+    """Credentials in branch names (a worker that ran git with confinement off chose them)."""
+    return [h for ref in refs
+            for h in scan_name(ref.removeprefix("refs/heads/"), redactor, ref.removeprefix("refs/heads/"),
+                               "the branch's name")]
 
 
 # the worker's repo config must not choose what we read (see core/git/leaks.py)
@@ -180,13 +264,14 @@ _LOG = ("-c", "core.quotePath=false", "log", "--no-color", "--no-ext-diff", "--n
 
 def scan_commits(repo: Path, refs: list[str], others: list[str], redactor: Redactor) -> tuple[list[Hit], int]:
     """(hits, commits scanned) in the commits reachable from `refs` and from none of `others`: what
-    pilothouse's branches added to the repository. A hit's path is `<branch>@<commit>:<file>`."""
+    pilothouse's branches added to the repository, their files' contents and names, their messages,
+    and the branches' names. A hit's path is `<branch>@<commit>:<file>`."""
     import subprocess
 
     if not refs:
         return [], 0
-    argv = ["git", *_LOG, *refs, *(["--not", *others] if others else [])]
-    proc = subprocess.run(argv, cwd=repo, capture_output=True, stdin=subprocess.DEVNULL)
+    spec = [*refs, *(["--not", *others] if others else [])]
+    proc = subprocess.run(["git", *_LOG, *spec], cwd=repo, capture_output=True, stdin=subprocess.DEVNULL)
     if proc.returncode != 0:
         return [], 0
     hits: list[Hit] = []
@@ -194,8 +279,9 @@ def scan_commits(repo: Path, refs: list[str], others: list[str], redactor: Redac
     for chunk in chunks:
         head, _, diff = chunk.partition("\n")
         sha, _, ref = head.partition(" ")
-        where = f"{ref.removeprefix('refs/heads/') or '?'}@{sha[:10]}"
+        where = f"{masked(ref.removeprefix('refs/heads/'), redactor) or '?'}@{sha[:10]}"
         hits += [Hit(f"{where}:{h.path}", h.line, h.kind) for h in scan_diff(diff, redactor)]
+    hits += message_hits(repo, spec, redactor) + ref_hits(refs, redactor)
     return hits, len(chunks)
 
 

@@ -8,7 +8,7 @@ are drawn when their events come back, never optimistically.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,17 +22,20 @@ from pilothouse.tui.actions import ActionsMixin
 from pilothouse.tui.bindings import FIX_BINDINGS, JOB_BINDINGS, REPLY_BINDINGS
 from pilothouse.tui.collector import Collector
 from pilothouse.tui.fix import FixMixin
+from pilothouse.tui.inert_screen import InertLines
 from pilothouse.tui.live import Follower
 from pilothouse.tui.screens.dashboard import Dashboard, status_text
 from textual import events
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.css.query import NoMatches
+from textual.filter import LineFilter
 from textual.message import Message
 from textual.screen import Screen
 from textual.timer import Timer
 
 TAIL_EVENTS = 500
+_INERT_LINES = InertLines()
 
 
 class EventsArrived(Message):
@@ -80,6 +83,11 @@ class CockpitApp(ActionsMixin, FixMixin, App[None]):
         self._saved_theme = conf.theme or "textual-dark"
         self.theme = self._saved_theme
         self.watch_theme(self.theme)
+
+
+    def get_line_filters(self) -> Sequence[LineFilter]:
+        """Textual's filters, then InertLines over every line drawn (tui/inert_screen.py)."""
+        return [*super().get_line_filters(), _INERT_LINES]
 
     def scopes(self) -> list[tuple[str, tuple[type, ...]]]:
         return binding_scopes()

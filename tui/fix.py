@@ -25,6 +25,12 @@ if TYPE_CHECKING:
     from pilothouse.tui.app import CockpitApp
 
 FIX_ACTIONS = {"shell", "edit_file", "diff", "gate_log"}
+# what the operator reads as the shell opens: it is theirs, unconfined, in a tree a worker wrote
+SHELL_BANNER = ("an UNCONFINED shell in the worktree of {where}\n"
+                "  {cwd}\n"
+                "  it is yours, outside the sandbox, every key readable; the files are a worker's: run nothing you\n"
+                "  have not read. git here runs with fsmonitor, hooks and external diff off; a repository nested\n"
+                "  in the worktree keeps its own drivers, so run no git inside one. Exit to go back to the cockpit.")
 
 
 class FixMixin:
@@ -93,10 +99,12 @@ class FixMixin:
     def lend_terminal(self, argv: list[str], cwd: Path, banner: str) -> int | None:
         """Run `argv` in `cwd` with the operator's terminal; its exit code, or None when this
         cockpit has no terminal to lend (in a browser)."""
+        from pilothouse.core.git.shell_env import shell_env
         from textual.app import SuspendNotSupported
 
         app = self._app()
-        env = {**os.environ, "PILOTHOUSE_WORKTREE": str(cwd)}
+        # the shell and the editor (its git plugins, a git-aware prompt) run git in the worker's tree
+        env = shell_env({**os.environ, "PILOTHOUSE_WORKTREE": str(cwd)})
         try:
             with app.suspend():
                 sys.__stdout__.write(f"\npilothouse: {banner}\n")  # type: ignore[union-attr]
@@ -125,8 +133,7 @@ class FixMixin:
                        severity="error")
             return
         shell = os.environ.get("SHELL") or "/bin/sh"
-        code = self.lend_terminal([shell], cwd, f"a shell in the worktree of {task.job}/{task.task} "
-                                                f"({cwd}); exit to go back to the cockpit")
+        code = self.lend_terminal([shell], cwd, SHELL_BANNER.format(where=f"{task.job}/{task.task}", cwd=cwd))
         if code is None:
             self._no_terminal("shell")
             return

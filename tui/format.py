@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from pilothouse.core.state.events import parse_ts
+from pilothouse.providers.untrusted import inert
 from rich.text import Text
 
 # rich styles (Text objects cannot resolve Textual variables)
@@ -223,16 +224,21 @@ def _describe_known(ev: dict[str, Any]) -> str:
     return "  ".join(parts)
 
 
+def words(value: object) -> str:
+    """A worker-written value for one line of the cockpit: inert (providers/untrusted.py)."""
+    return inert(value, lines=False)
+
+
 def event_text(ev: dict[str, Any]) -> Text:
     etype = str(ev.get("type", "?"))
     noun = etype.split(".", 1)[0]
     style = {"problem": "bold red", "job": "bold", "quota": "yellow", "gate": "magenta",
              "review": "magenta", "merge": "green", "supervisor": "dim", "run": "cyan"}.get(noun, "")
-    where = "/".join(str(x) for x in (ev.get("job"), ev.get("task")) if x)
+    where = words("/".join(str(x) for x in (ev.get("job"), ev.get("task")) if x))
     line = styled(clock(ev.get("ts")), "dim") + " " + Text(f"{etype:<16}", style=style)
     if where:
         line += Text(f" {where}")
-    brief = describe(ev)
+    brief = words(describe(ev))
     if brief:
         line += Text(f"  {brief}", style="dim" if noun == "run" else "")
     return line
@@ -252,7 +258,7 @@ def activity_text(ev: dict[str, Any], totals: dict[str, int]) -> Text | None:
         return _activity_text(ev, totals)
     except (TypeError, ValueError, KeyError, IndexError, AttributeError):
         # the stream is the worker's to write: a line with odd values is shown raw, never fatal
-        return styled(_short(ev, 200), "dim")
+        return styled(words(_short(ev, 200)), "dim")
 
 
 def _activity_text(ev: dict[str, Any], totals: dict[str, int]) -> Text | None:
@@ -262,9 +268,9 @@ def _activity_text(ev: dict[str, Any], totals: dict[str, int]) -> Text | None:
         status = str(ev.get("status", ""))
         mark = {"started": "▶", "ok": "✓", "error": "✗", "denied": "⊘"}.get(status, "·")
         style = {"error": "red", "denied": "red", "ok": "green"}.get(status, "cyan")
-        return ts + Text(f"{mark} {ev.get('name', '')}", style=style) + Text(f" {ev.get('brief', '')}")
+        return ts + Text(f"{mark} {words(ev.get('name', ''))}", style=style) + Text(f" {words(ev.get('brief', ''))}")
     if kind in ("text", "reasoning"):
-        body = " ".join(str(ev.get("text", "")).split())
+        body = " ".join(words(ev.get("text", "")).split())
         if not body:
             return None
         return ts + Text(body, style="italic dim" if kind == "reasoning" else "")
@@ -280,10 +286,10 @@ def _activity_text(ev: dict[str, Any], totals: dict[str, int]) -> Text | None:
                          f"(total {tokens(totals.get('input', 0), label)} in, "
                          f"{tokens(totals.get('output', 0), label)} out)", style="dim")
     if kind == "quota":
-        return ts + Text(f"quota {ev.get('window')} {ev.get('used_pct')}% resets {ev.get('resets_at')}",
+        return ts + Text(words(f"quota {ev.get('window')} {ev.get('used_pct')}% resets {ev.get('resets_at')}"),
                          style="yellow")
     if kind == "error":
-        return ts + Text(f"error ({ev.get('error_class')}): {ev.get('message')}", style="bold red")
+        return ts + Text(words(f"error ({ev.get('error_class')}): {ev.get('message')}"), style="bold red")
     if kind == "session":
-        return ts + Text(f"session {ev.get('id')}", style="dim")
+        return ts + Text(words(f"session {ev.get('id')}"), style="dim")
     return None

@@ -68,8 +68,10 @@ def format_event(ev: dict[str, Any]) -> str:
     clock = _clock(str(ev.get("ts") or ""))
     where = "/".join(x for x in (ev.get("job"), ev.get("task")) if x) or "-"
     from pilothouse.core.queries.describe import describe
+    from pilothouse.providers.untrusted import inert
 
-    return f"{clock}  {ev.get('type', '?'):<18} {where:<28} {describe(ev)}".rstrip()
+    # one event, one line: a worker's newline must not forge the next event's line
+    return inert(f"{clock}  {ev.get('type', '?'):<18} {where:<28} {describe(ev)}", lines=False).rstrip()
 
 
 def _matches(ev: dict[str, Any], args: Any) -> bool:
@@ -243,12 +245,16 @@ def _why(args: Any) -> int:
     if args.json:
         emit_json(report)
         return 0
+    from pilothouse.providers.untrusted import inert
+
+    # the chain quotes events, reasons and hints the worker's words are in: one line each, inert
     where = report["job"] if report["task"] is None else f"{report['job']}/{report['task']}"
-    print(f"{where}: {report['state'] or 'unknown'}" + (f" — {report['now']}" if report["now"] else ""))
+    print(inert(f"{where}: {report['state'] or 'unknown'}" + (f" — {report['now']}" if report["now"] else ""),
+                lines=False))
     for step in report["chain"]:
-        print(f"  {_clock(step['ts'])}  {step['text']}")
+        print(inert(f"  {_clock(step['ts'])}  {step['text']}", lines=False))
     for hint in report["hints"]:
-        print(f"  → {hint}")
+        print(inert(f"  → {hint}", lines=False))
     if report.get("failure_output"):
         print("    its output ends:")
         for line in report["failure_output"]:

@@ -32,6 +32,7 @@ from pilothouse.core.state.events import utc_now_iso
 from pilothouse.providers import sandbox
 from pilothouse.providers.errors import UserError
 from pilothouse.providers.runners.base import RunSpec
+from pilothouse.providers.untrusted import inert
 
 EventHook = Callable[[Any], None]
 
@@ -331,7 +332,8 @@ def _judge(prep: Prepared, state: RunState, out: ProcOutcome, redactor: Any, log
     prov, mode = prep.provider, prep.opts.mode
     text = final_text(state, prep.runner)
     d = decide(state, out, mode, text, prep.step_cap, _work(prep, start))
-    sandbox.write_private(logs.report, redactor.redact(text or "(the worker produced no text)\n"))
+    # the report is the worker's words for the operator to read (`cat`, a pager, the cockpit): inert
+    sandbox.write_private(logs.report, inert(redactor.redact(text or "(the worker produced no text)\n")))
     cost: float | None = state.cost or cost_from_tokens(state.tokens, getattr(prov, "cost", None))
     usage = state.usage
     tokens: dict[str, int] | None = state.tokens

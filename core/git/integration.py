@@ -228,7 +228,8 @@ def merge_train(layout: RepoLayout, project: ProjectConfig, cars: list[tuple[str
     the last approved branch waited for nineteen merges and gates ahead of it.
 
     Git calls for each branch on the usual path: the credential scan, the merge, one log for the new
-    head — plus one gate (with its two tree snapshots) for the whole batch."""
+    head — plus one gate (with its two tree snapshots) for the whole batch. (The scan is two: the
+    branch's diff and its commits' messages.)"""
     with _merge_lock(layout):
         checkout = integration_path(layout)
         if checkout.exists():

@@ -4,8 +4,10 @@ A worker can read its own credential (it must, to call its model) and write it i
 commit would carry it to the task branch, the integration branch and every clone. So the staged
 diff of every commit pilothouse makes (the builder's work, the operator's fix taken by a retry)
 and the branch a merge brings in are scanned for every configured key in every form the redactor
-knows (raw, JSON, URL, base64) and for the shapes of common credentials (providers/guard.py).
-A hit is a SecretInDiff naming file and line, never the value.
+knows (raw, JSON, URL, base64) and for the shapes of common credentials (providers/guard.py):
+the lines added, and the names a worker chose too: a file's (an empty `kc_name_<KEY>.txt` adds no
+line, yet its name would then sit in every later prompt that lists the tree), a link's target,
+the commit's message, the branch's name. A hit is a SecretInDiff naming the place, never the value.
 
 Plain subprocess, not worktrees.git: that module commits through this one, and a diff of a binary
 file is bytes that text-mode git output would choke on.
@@ -17,7 +19,7 @@ import subprocess
 from pathlib import Path
 
 from pilothouse.providers.errors import UserError
-from pilothouse.providers.scan import Hit, scan_diff
+from pilothouse.providers.scan import Hit, message_hits, ref_hits, scan_diff, scan_name
 
 # the worker's repo config and attributes must not choose what we see: no external diff, no
 # textconv, every file as text (a `-diff` attribute would otherwise hide a file's content)
@@ -53,20 +55,37 @@ def diff_hits(cwd: Path | str, *spec: str) -> list[Hit] | None:
     return scan_diff(proc.stdout.decode("utf-8", "replace"), configured_redactor())
 
 
-def check_staged(cwd: Path | str, what: str) -> None:
-    """Raise SecretInDiff when the index of `cwd` adds a credential to HEAD (fail closed: a diff
-    that cannot be made is not committed either)."""
+def check_staged(cwd: Path | str, what: str, message: str | None = None) -> None:
+    """Raise SecretInDiff when the index of `cwd` adds a credential to HEAD, in a file or a file's
+    name, or when the commit's `message` holds one (fail closed: a diff that cannot be made is not
+    committed either)."""
+    from pilothouse.providers.redact import configured_redactor
+
     hits = diff_hits(cwd, "--cached", "HEAD")
     if hits is None:
         raise UserError(f"cannot scan the changes in {cwd} for credentials (git diff --cached failed): "
                         f"check the checkout with git -C {cwd} status")
+    if message is not None:
+        hits += scan_name(message, configured_redactor(), "the commit message", "its message")
     if hits:
         raise SecretInDiff(hits, what)
 
 
 def check_branch(cwd: Path | str, base: str, branch: str) -> None:
-    """Raise SecretInDiff when `branch` adds a credential since it left `base` (three-dot diff). A
-    branch git cannot diff is left to the merge, which says why it cannot take it."""
-    hits = diff_hits(cwd, f"{base}...{branch}", "--")
+    """Raise SecretInDiff when `branch` adds a credential since it left `base` (three-dot diff): in
+    its files, their names, its commits' messages or its own name. A branch git cannot diff is left
+    to the merge, which says why it cannot take it."""
+    from pilothouse.providers.redact import configured_redactor
+
+    redactor = configured_redactor()
+    hits = (diff_hits(cwd, f"{base}...{branch}", "--") or []) + ref_hits([branch], redactor)
+    hits += message_hits(cwd, [f"{base}..{branch}", "--"], redactor)
     if hits:
-        raise SecretInDiff(hits, branch, "nothing was merged")
+        raise SecretInDiff(hits, masked_name(branch), "nothing was merged")
+
+
+def masked_name(name: str) -> str:
+    from pilothouse.providers.redact import configured_redactor
+    from pilothouse.providers.scan import masked
+
+    return masked(name, configured_redactor())

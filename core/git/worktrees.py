@@ -326,7 +326,7 @@ def commit_all(path: Path | str, message: str, what: str = "the builder's work")
 
     stage_work(path)
     try:
-        check_staged(path, what)
+        check_staged(path, what, message)
     except SecretInDiff:
         git(path, "reset", "-q", check=False)  # the files stay in the worktree for the operator to see
         raise

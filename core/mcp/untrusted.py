@@ -20,9 +20,9 @@ MAX_CHARS = 2000
 def clean(text: str, limit: int = MAX_CHARS) -> str:
     """`text` without escape sequences or control characters (newlines and tabs kept), at most
     `limit` characters and a note of how many were cut."""
-    from pilothouse.providers.terminal import printable
+    from pilothouse.providers.untrusted import inert
 
-    text = printable(text)
+    text = inert(text)
     if len(text) > limit:
         text = f"{text[:limit]} … [{len(text) - limit} more characters cut]"
     return text

@@ -2,7 +2,7 @@
 
 A problem's summary and evidence are worker-touched text: they pass through the same redaction as
 the logs (every configured key, in its encoded forms too) and lose control characters before they
-go in a mail.
+go in a mail (providers/untrusted.py).
 """
 
 from __future__ import annotations
@@ -21,13 +21,15 @@ EVIDENCE_LINES = 8       # per evidence field
 EVIDENCE_TOTAL = 40
 LINE_CHARS = 200
 _MSG_ID = re.compile(r"^<[!-;=?-~]{1,240}>$")
-_CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def clean(text: str) -> str:
+    """Worker-touched `text` for a mail: keys redacted, then made inert (no escape sequence, nor
+    what one leaves behind: a mail client shown in a terminal obeys them too)."""
     from pilothouse.providers.redact import configured_redactor
+    from pilothouse.providers.untrusted import inert
 
-    return _CONTROL.sub("", configured_redactor()(text))
+    return inert(configured_redactor()(text))
 
 
 def _base(settings: EmailSettings, subject: str, body: str) -> EmailMessage:

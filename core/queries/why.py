@@ -179,10 +179,10 @@ def _last_lines(text: Any, count: int = 6, width: int = 160) -> list[str]:
 
     The output is what the worker's code printed: anything that is not printable (a terminal
     escape sequence among them) is dropped, so it cannot move the cursor or recolour the screen."""
-    from pilothouse.providers.terminal import printable
+    from pilothouse.providers.untrusted import inert
 
     if not isinstance(text, str):
         return []
     # also when stdout is a pipe (`| less -R` would still obey an escape sequence)
-    lines = printable(text.replace("\r", "\n")).splitlines()
+    lines = inert(text.replace("\r", "\n")).splitlines()
     return [short(line, width) for line in lines if line.strip()][-count:]

@@ -205,6 +205,7 @@ def _checks_in(base: Path, visible: Path | None) -> list[dict[str, Any]]:
         files = probe_spec(base / "files", own)
         results += probe_files.file_checks(files, base / "files", _child_env(files))
         results.append(probe_reads.shadow_check(own, tag))
+        results.append(probe_reads.package_check(own, tag))
         return results
     finally:
         for p in (home / f"{tag}.txt", host_tmp):

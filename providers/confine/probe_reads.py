@@ -131,3 +131,36 @@ def shadow_check(own: Path, tag: str) -> dict[str, Any]:
     finally:
         module.unlink(missing_ok=True)
         marker.unlink(missing_ok=True)
+
+
+def package_check(own: Path, tag: str) -> dict[str, Any]:
+    """A `pilothouse/` package planted in a worktree is not run by the commands pilothouse starts
+    itself (python_argv: dispatches, the supervisor, the cockpit's server) nor by the one it
+    registers with a host agent (mcp_hosts.server_command), which the host starts in the repository:
+    plain `python -m pilothouse` would import the planted package before pilothouse's own code ran."""
+    from pilothouse.providers.mcp_hosts import server_command
+
+    marker = own.parent / f"{tag}-package-ran"
+    package = own / "pilothouse"
+    package.mkdir(exist_ok=True)
+    for name in ("__init__.py", "__main__.py"):
+        (package / name).write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+    codes: list[int | None] = []
+    try:
+        for argv in (python_argv("-m", "pilothouse", "--version"), [*server_command()[:-1], "--version"]):
+            try:
+                codes.append(subprocess.run(argv, cwd=own, env=host_env(), capture_output=True, timeout=120,
+                                            stdin=subprocess.DEVNULL).returncode)
+            except subprocess.TimeoutExpired:
+                codes.append(None)
+        ran = marker.exists()
+        return {"check": "a pilothouse/ package planted in the worktree is not run by pilothouse or its MCP "
+                         "registration", "path": str(package), "expect": "not imported",
+                "child": "imported" if ran else ", ".join(f"exit {c}" for c in codes),
+                "reached_host": ran, "pass": not ran and codes == [0, 0]}
+    finally:
+        for name in ("__init__.py", "__main__.py"):
+            (package / name).unlink(missing_ok=True)
+        if package.exists() and not any(package.iterdir()):
+            package.rmdir()
+        marker.unlink(missing_ok=True)

@@ -35,6 +35,7 @@ def test_probe_cli_passes_and_records(cli):
     assert checks["a module planted in the worktree is not imported by pilothouse"]["pass"]
     host = [name for name in checks if name.startswith("host steps: ")]
     assert len(host) == 5 and all(checks[n]["pass"] for n in host), host
+    assert checks["a pilothouse/ package planted in the worktree is not run by pilothouse or its MCP registration"]["pass"]
     on_disk = json.loads(probe.record_path().read_text())
     assert on_disk["bwrap"]["sha256"] == probe.file_sha256(confine.bwrap_path() or "")
     assert on_disk["bwrap"]["version"]

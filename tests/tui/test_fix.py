@@ -96,6 +96,12 @@ def hostile_task(ui_worktree: Path, tmp_path: Path) -> Path:
     return wt
 
 
+def gate_log_drawn(app) -> bool:
+    """The gate log is in front and its lines are written (under load, the screen is pushed a
+    moment before its log is mounted and filled)."""
+    return type(app.screen).__name__ == "GateLog" and any(log.lines for log in app.screen.query("#gatelog-text"))
+
+
 def _drawn(log) -> str:
     return "\n".join(line.text for line in log.lines)
 
@@ -164,7 +170,7 @@ async def test_gate_log_lists_every_run_searchable_and_printable(hostile_task, c
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         await pilot.press("3", "j", "j", "G")
-        await wait_for(pilot, lambda: type(app.screen).__name__ == "GateLog")
+        await wait_for(pilot, lambda: gate_log_drawn(app))
         log = app.screen.query_one("#gatelog-text", RichLog)
         text = _drawn(log)
         assert text.count("── ") == 2  # both runs of the gate, oldest first
@@ -193,7 +199,7 @@ async def test_gate_log_shows_the_whole_kept_output_never_through_a_link(cockpit
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         await pilot.press("4", "G")  # KTRWMB: calendar-ui's failed gate
-        await wait_for(pilot, lambda: type(app.screen).__name__ == "GateLog")
+        await wait_for(pilot, lambda: gate_log_drawn(app))
         text = _drawn(app.screen.query_one("#gatelog-text", RichLog))
         assert "collecting line-1\n" in text and "FAILED the whole story" in text and "its whole output" in text
         await pilot.press("escape")
@@ -205,7 +211,7 @@ async def test_gate_log_shows_the_whole_kept_output_never_through_a_link(cockpit
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         await pilot.press("4", "G")
-        await wait_for(pilot, lambda: type(app.screen).__name__ == "GateLog")
+        await wait_for(pilot, lambda: gate_log_drawn(app))
         text = _drawn(app.screen.query_one("#gatelog-text", RichLog))
         assert "secret" not in text and "FAILED tests/test_ui.py::test_month" in text  # the event's tail
 
@@ -220,6 +226,6 @@ async def test_gate_log_finds_the_gate_however_much_the_log_grew_since(cockpit_r
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         await pilot.press("3", "j", "j", "G")  # calendar-ui (no problem in focus: only the log can tell)
-        await wait_for(pilot, lambda: type(app.screen).__name__ == "GateLog")
+        await wait_for(pilot, lambda: gate_log_drawn(app))
         text = _drawn(app.screen.query_one("#gatelog-text", RichLog))
         assert "fast failed" in text and "assert 6 == 7" in text

@@ -84,7 +84,7 @@ def test_shell_in_a_worktree_lends_the_terminal_and_offers_the_retry(cockpit_rep
             tmux.run("send-keys", "-t", tmux.name, key)
             time.sleep(0.3)
         tmux.run("send-keys", "-t", tmux.name, "!")
-        screen = tmux.wait_for("a shell in the worktree of first-draft/calendar-ui")
+        screen = tmux.wait_for("an UNCONFINED shell in the worktree of first-draft/calendar-ui")
         assert "3 Tasks" not in screen  # the cockpit has let go of the screen
         tmux.run("send-keys", "-t", tmux.name, "pwd; echo columns = 7 > src/ui.py; echo '# fixed' >> src/ui.py",
                  "Enter")

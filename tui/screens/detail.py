@@ -286,7 +286,7 @@ class RunDetail(Screen[None]):
         # the result block is the contract's, for the supervisor: the side panel shows what it says
         text, results = _RESULT_RE.subn("", self._text)
         if text.strip():
-            log.write(fmt.styled(fmt.clock(self._text_ts) + " ", "dim") + Text(" ".join(text.split())))
+            log.write(fmt.styled(fmt.clock(self._text_ts) + " ", "dim") + Text(" ".join(fmt.words(text).split())))
         if results:
             log.write(fmt.styled(fmt.clock(self._text_ts) + " result handed over", "dim"))
         self._text = ""

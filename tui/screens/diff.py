@@ -2,7 +2,7 @@
 
 The worktree is the worker's: git reads it as the rest of pilothouse does (SAFE_GIT), with no
 external diff driver or text conversion its attributes could ask for; every line passes
-`printable()` before it is drawn and is drawn as a Text (no markup), so nothing the work wrote
+`inert()` before it is drawn and is drawn as a Text (no markup), so nothing the work wrote
 can restyle the screen or move the terminal's cursor. A link is shown as git shows it (its
 target's name), never followed.
 """
@@ -40,9 +40,9 @@ class FileDiff:
 
 
 def _clean(line: str) -> str:
-    from pilothouse.providers.terminal import printable
+    from pilothouse.providers.untrusted import inert
 
-    return printable(line.replace("\t", "    "))
+    return inert(line.replace("\t", "    "))
 
 
 def split_files(text: str) -> list[FileDiff]:

@@ -1,6 +1,6 @@
 """A task's gate output, every run of it, with search (G on a task, a problem or a run detail).
 
-The output is what the work printed: each line passes `printable()` and is drawn as Text (no
+The output is what the work printed: each line passes `inert()` and is drawn as Text (no
 markup), so it can neither restyle the screen nor reach the terminal as an escape sequence.
 """
 
@@ -19,7 +19,7 @@ def gate_lines(events: list[dict[str, Any]], evidence_tail: str | None = None, f
     """One header per gate run (oldest first), then its output; a problem's own copy of the output
     when no gate event is left in the log's readable end. `full`: the last run's whole output, in
     place of the tail its event kept."""
-    from pilothouse.providers.terminal import printable
+    from pilothouse.providers.untrusted import inert
     from pilothouse.tui import format as fmt
 
     lines: list[Text] = []
@@ -38,18 +38,18 @@ def gate_lines(events: list[dict[str, Any]], evidence_tail: str | None = None, f
         elif data.get("counts_off"):
             head.append(" no counts (weakened-test count checks off)", style="dim")
         if data.get("reason"):
-            head.append(f"  {printable(str(data['reason']))}", style="dim")
+            head.append(f"  {inert(str(data['reason']))}", style="dim")
         lines.append(head)
         if data.get("command"):
-            lines.append(Text(f"$ {printable(str(data['command']))}", style="dim"))
+            lines.append(Text(f"$ {inert(str(data['command']))}", style="dim"))
         last = n == len(events) - 1 and full is not None
         if last:
             lines.append(Text("(its whole output, kept by the supervisor)", style="dim italic"))
         for line in str(full if last else data.get("output_tail") or "").splitlines():
-            lines.append(Text(printable(line.replace("\t", "    "))))
+            lines.append(Text(inert(line.replace("\t", "    "))))
     if not events and evidence_tail:
         lines.append(Text("── the problem's copy of the gate output", style="bold"))
-        lines += [Text(printable(line.replace("\t", "    "))) for line in evidence_tail.splitlines()]
+        lines += [Text(inert(line.replace("\t", "    "))) for line in evidence_tail.splitlines()]
     return lines
 
 

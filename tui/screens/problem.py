@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from pilothouse.core.stops.problems import Problem
 from pilothouse.core.stops.replies import REPLY_HELP
+from pilothouse.providers.untrusted import inert
 from pilothouse.tui import format as fmt
 from pilothouse.tui import keymap
 from rich.text import Text
@@ -27,7 +28,7 @@ def evidence_text(evidence: dict[str, Any]) -> Text:
         if isinstance(value, str) and "\n" in value:
             out.append(f"{key}:\n", style="bold")
             for line in value.rstrip().splitlines()[-12:]:
-                out.append(f"  {line}\n", style="dim")
+                out.append(f"  {fmt.words(line)}\n", style="dim")
         elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
             # findings, weakened tests: one line each, not a JSON list
             out.append(f"{key}:\n", style="bold")
@@ -38,7 +39,7 @@ def evidence_text(evidence: dict[str, Any]) -> Text:
             if not isinstance(shown, str):
                 shown = json.dumps(shown, default=str)
             out.append(f"{key}: ", style="bold")
-            out.append(f"{shown}\n")
+            out.append(f"{fmt.words(shown)}\n")
     return out
 
 
@@ -48,18 +49,18 @@ def item_line(item: dict[str, Any]) -> Text:
     if "severity" in item or "summary" in item:
         line.append(f"[{item.get('severity', '?')}] ", style="yellow")
         if item.get("file_line"):
-            line.append(f"{item['file_line']} ", style="dim")
-        line.append(str(item.get("summary", "")))
+            line.append(fmt.words(f"{item['file_line']} "), style="dim")
+        line.append(fmt.words(item.get("summary", "")))
         if item.get("suggested_fix"):
-            line.append(f" (fix: {item['suggested_fix']})", style="dim")
+            line.append(fmt.words(f" (fix: {item['suggested_fix']})"), style="dim")
     else:
-        line.append(" · ".join(f"{k} {v}" for k, v in item.items() if v not in (None, "", [], {})))
+        line.append(fmt.words(" · ".join(f"{k} {v}" for k, v in item.items() if v not in (None, "", [], {}))))
     return line.append("\n")
 
 
 def problem_context(p: Problem) -> Text:
     """What a hint or a plan answers: the reason, then the evidence (findings, the gate's output)."""
-    out = fmt.styled(p.summary + "\n", "bold")  # the reason alone: Text(style=) would embolden the rest
+    out = fmt.styled(inert(p.summary) + "\n", "bold")  # the reason alone: Text(style=) would embolden the rest
     if p.evidence:
         out.append_text(evidence_text(p.evidence))
     out.rstrip()
@@ -94,7 +95,7 @@ class ProblemDialog(ModalScreen[None]):
             yield Static(head)
             # the answer keys first: at 80x24 the evidence pushes anything after it below the fold
             yield Label(self._keys(), classes="keys", id="dialog-keys")
-            yield Static(Text(p.summary), classes="body")
+            yield Static(Text(inert(p.summary)), classes="body")
             if p.evidence:
                 yield Static(evidence_text(p.evidence), classes="evidence")
         yield Footer()  # over the dashboard's: the keys shown are this dialog's

@@ -44,9 +44,9 @@ def head_text(task: TaskRow, run_id: str | None, totals: dict[str, int], now: da
               f"tokens {fmt.tokens(max(task.tokens, streamed), task.usage)}"
               f"  elapsed {fmt.worked(task.started_at, end, now, pauses) or '—'}")
     if task.activity:
-        t += Text(f"  now: {task.activity}", style="cyan")
+        t += Text(f"  now: {fmt.words(task.activity)}", style="cyan")
     if task.reason:
-        t += Text(f"\n{task.reason}", style="yellow")
+        t += Text(f"\n{fmt.words(task.reason)}", style="yellow")
     return t
 
 

@@ -82,11 +82,12 @@ class TasksTable(KeyedTable):
     def cells(self, t: TaskRow, now: datetime) -> dict[str, Cell]:
         d = self._depth.get(t.task, 0)
         name = ("  " * (d - 1) + "└ " if d > 0 else "") + t.task
-        activity: Cell = t.activity or ""
+        # activity and reason quote the worker's words
+        activity: Cell = fmt.words(t.activity or "")
         if t.state in ("stopped", "waiting", "blocked", "needs_replan") and t.reason:
-            activity = Text(t.reason, style="yellow" if t.state == "waiting" else "red")
+            activity = Text(fmt.words(t.reason), style="yellow" if t.state == "waiting" else "red")
         elif t.state not in TASK_ACTIVE and not t.activity:
-            activity = Text(t.reason or "", style="dim")
+            activity = Text(fmt.words(t.reason or ""), style="dim")
         return {"task": name, "kind": t.kind, "state": fmt.state_text(t.state), "worker": t.worker,
                 "att": str(t.attempt) if t.attempt else "", "activity": activity,
                 "tokens": fmt.tokens(t.tokens, t.usage) if t.tokens or t.usage == "unknown" else "",
@@ -205,8 +206,8 @@ def headline(p: Problem) -> str:
     if isinstance(tail, str):
         failing = [ln.strip() for ln in tail.splitlines() if _FAILING.match(ln.strip())]
         if failing:
-            return failing[-1 if failing[-1].startswith("E ") else 0]
-    return " ".join(re.sub(r"`[^`]*`", "", p.summary).split())
+            return fmt.words(failing[-1 if failing[-1].startswith("E ") else 0])
+    return " ".join(re.sub(r"`[^`]*`", "", fmt.words(p.summary)).split())
 
 
 class ProblemsTable(KeyedTable):

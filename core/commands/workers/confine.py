@@ -71,12 +71,13 @@ def cmd_scan(args: Any) -> int:
     redactor = redactor_for_configured()
     skipped: list[str] = []
     hits, count = scan.scan(roots, redactor=redactor, on_skip=lambda s: skipped.append(s.line()))
+    hits += scan.link_hits(roots, redactor)
     repo, branches, commits = scan.repo_of(target), [], 0
     if repo is not None:
         ours, others = scan.branch_split(repo, _integration_branch(repo))
         found, commits = scan.scan_commits(repo, ours, others, redactor)
         hits += found
-        branches = [b.removeprefix("refs/heads/") for b in ours]
+        branches = [scan.masked(b.removeprefix("refs/heads/"), redactor) for b in ours]  # a name can hold a key
     if args.json:
         emit_json({"roots": [str(r) for r in roots], "files": count, "branches": branches, "commits": commits,
                    "hits": [h.as_dict() for h in hits], "skipped": skipped})

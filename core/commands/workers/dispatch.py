@@ -197,14 +197,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UserError("no task given; pass --task-file FILE or --task TEXT")
     _say_where(args)
 
+    from pilothouse.providers.untrusted import inert
+
     def show(ev: Any) -> None:
+        # every field is the worker's (its text, its tool calls' names): inert, a tool line one line
         k = ev.kind
         if k == "text":
-            print(ev.text.rstrip(), flush=True)
+            print(inert(ev.text).rstrip(), flush=True)
         elif k == "tool" and ev.status != "started":
-            print(f"  · {ev.name} {ev.brief} [{ev.status}]", flush=True)
+            print(inert(f"  · {ev.name} {ev.brief} [{ev.status}]", lines=False), flush=True)
         elif k == "error":
-            print(f"  ! {ev.error_class}: {ev.message}", flush=True)
+            print(inert(f"  ! {ev.error_class}: {ev.message}", lines=False), flush=True)
         elif k == "quota":
             print(f"  ! quota window {ev.window} resets at {ev.resets_at or 'unknown'}", flush=True)
 
@@ -217,7 +220,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                   flush=True)
 
     v = _dispatch(_options(args), on_event=show, emit=emit)
-    print(f"■ {human_summary(v)}" + (f" — {v['error']}" if v.get("error") else ""))
+    print(inert(f"■ {human_summary(v)}" + (f" — {v['error']}" if v.get("error") else ""), lines=False))
     print(f"  report: {v['final_text_path']}")
     return 0 if v["verdict"] in ("completed", "partial") else 1
 
