@@ -54,6 +54,9 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("providers/confine/probe.py", "probe_spec", ""): "the probe's own throwaway sandbox, made before anything runs",
     ("providers/confine/probe.py", "_checks_in", ""): "removes probe litter from the operator's places",
     ("providers/confine/probe_reads.py", "read_checks", ""): "removes the probe's own planted files",
+    ("core/git/prove.py", "prove", "shutil.rmtree"):
+        "init/check's own throwaway checkout of the base commit (no worker wrote it), removed only when "
+        "`git worktree remove` fails; rmtree removes links, never follows them",
 }
 
 
