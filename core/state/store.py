@@ -13,7 +13,18 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from pilothouse.providers.errors import UserError
+from pilothouse.core.state.store_faults import (  # noqa: F401  (every reader imports them from here)
+    READ_WAIT_S,
+    REPAIR,
+    WRITE_WAIT_S,
+    StateBusy,
+    StateDamaged,
+    StateDisk,
+    busy,
+    disk_fault,
+    lock_holder,
+    unusable,
+)
 from pilothouse.providers.fsutil import use_wal
 
 SCHEMA_VERSION = 1
@@ -123,23 +134,9 @@ CREATE TABLE IF NOT EXISTS supervisor (
 """
 
 
-class StateDamaged(UserError, sqlite3.DatabaseError):
-    """state.db cannot be used: missing where history says it existed, not a database, damaged, or
-    from another version. A UserError (one line with what to run) and an sqlite3 error (so every
-    view that already tolerates a store it cannot read goes on tolerating it)."""
-
-
-class StateBusy(UserError, sqlite3.OperationalError):
-    """Another process held state.db's lock longer than a reader waits: one line naming it."""
-
-
-REPAIR = "`pilothouse maintain repair` rebuilds it from .ai/ and events.jsonl"
 # "PHST" in the file's header (PRAGMA application_id): what tells this store from any other SQLite file
 APPLICATION_ID = 0x50485354
 TABLES = ("meta", "jobs_state", "tasks", "runs", "problems", "replies", "quota_windows", "supervisor")
-# how long a reader waits for a writer's lock before it names the holder (a writer waits longer)
-READ_WAIT_S = 5.0
-WRITE_WAIT_S = 10.0
 
 
 def connect(path: Path, readonly: bool = False, *, rebuild: bool = False) -> sqlite3.Connection:
@@ -181,32 +178,6 @@ def connect(path: Path, readonly: bool = False, *, rebuild: bool = False) -> sql
             raise StateDisk(fault) from None
         raise StateDamaged(f"{path}: not a usable state database ({exc}): {REPAIR}") from None
     return conn
-
-
-class StateDisk(UserError, sqlite3.OperationalError):
-    """The disk under state.db is full or read-only: the store is fine, the machine is not."""
-
-
-def disk_fault(path: Path, exc: BaseException) -> str | None:
-    """One line for a store SQLite cannot open or write because its disk is full or read-only
-    (not damage: repairing would not help), or None."""
-    from pilothouse.providers.errors import disk_error_line
-
-    text = str(exc)
-    if not any(w in text for w in ("unable to open", "disk I/O", "readonly", "read-only", "full")) \
-            and not isinstance(exc, OSError):
-        return None  # the file's own fault (not a database, malformed): damage, whatever the disk
-    folder = Path(path).parent
-    try:
-        vfs = os.statvfs(folder if folder.exists() else folder.parent)
-    except OSError:
-        vfs = None
-    if (vfs is not None and vfs.f_flag & os.ST_RDONLY) or "readonly" in text or "read-only" in text:
-        return (f"{path}: the file system is read-only ({text}; SQLite writes state.db-shm beside the store "
-                "even to read it): remount it read-write, or work in a writable copy")
-    if (vfs is not None and vfs.f_bavail == 0) or "full" in text:
-        return f"{path}: no space left on the device ({text}): free some space, then run it again"
-    return disk_error_line(exc) if isinstance(exc, OSError) else None
 
 
 def _check_file(path: Path) -> None:
@@ -314,43 +285,6 @@ def _check_repo(conn: sqlite3.Connection, path: Path) -> None:
                            f"{REPAIR} (keeping this file aside)")
 
 
-def busy(path: Path, waited: float) -> StateBusy:
-    holder = lock_holder(path)
-    who = f" (held by {holder})" if holder else ""
-    return StateBusy(f"{path} is locked by another process{who} for more than {waited:g} s: wait for it to "
-                     "finish, or stop it, then run this again")
-
-
-def lock_holder(path: Path) -> str | None:
-    """"pid N (command)" of a process holding a lock on the store or its WAL index, from /proc/locks."""
-    inodes = set()
-    for suffix in ("", "-shm", "-wal"):
-        try:
-            inodes.add(os.stat(f"{path}{suffix}").st_ino)
-        except OSError:
-            pass
-    try:
-        lines = Path("/proc/locks").read_text().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        parts = line.split()
-        if len(parts) < 6 or parts[1] == "->":
-            continue
-        try:
-            pid, ino = int(parts[4]), int(parts[5].rsplit(":", 1)[-1])
-        except ValueError:
-            continue
-        if ino in inodes and pid != os.getpid():
-            try:
-                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            except OSError:
-                cmd = ""
-            cmd = "".join(c if c.isprintable() else " " for c in " ".join(cmd.split()))[:80]
-            return f"pid {pid}" + (f": {cmd}" if cmd else "")
-    return None
-
-
 def history(path: Path) -> str | None:
     """What in the event log beside `path` shows a store existed here ("events.jsonl shows a
     supervisor ran here"), or None when nothing does."""
@@ -380,20 +314,6 @@ def open_reader(path: Path) -> sqlite3.Connection | None:
         conn.close()
         return None  # a new file its supervisor is making right now (`connect` checked the log)
     return conn
-
-
-def unusable(path: Path, exc: sqlite3.Error) -> Exception:
-    """What a reader raises for an sqlite error in the middle of reading: a held lock names its
-    holder, a full or read-only disk stays itself (said as such), anything else is damage."""
-    if isinstance(exc, (StateDamaged, StateBusy, StateDisk)):
-        return exc
-    text = str(exc)
-    if "locked" in text or "busy" in text:
-        return busy(path, READ_WAIT_S)
-    fault = disk_fault(path, exc)
-    if fault:
-        return StateDisk(fault)
-    return StateDamaged(f"{path}: not a usable state database ({exc}): {REPAIR}")
 
 
 def require_usable(db: Path, events: Path) -> None:
