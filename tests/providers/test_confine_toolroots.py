@@ -34,3 +34,24 @@ def test_shims_under_home_run_confined_and_private_dirs_stay_hidden(tmp_path: Pa
     assert "LEAKED" not in out.stdout
     assert "WROTE" not in out.stdout  # the tool root is bound read-only
     assert not (root / "written").exists()
+
+
+def test_a_rustup_cargo_in_the_home_finds_its_toolchains_in_a_gate(tmp_path: Path, isolated_home: Path,
+                                                                   monkeypatch) -> None:
+    """~/.cargo/bin/cargo is rustup's proxy: a gate gets ~/.rustup read-only and RUSTUP_HOME naming
+    it (its own HOME has none), and a CARGO_HOME of its own to write its cache in."""
+    (isolated_home / ".cargo" / "bin").mkdir(parents=True)
+    (isolated_home / ".rustup" / "toolchains").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(isolated_home))
+    path = f"{isolated_home}/.cargo/bin{os.pathsep}{os.environ.get('PATH', '/usr/bin')}"
+    env = {"HOME": str(isolated_home), "PATH": path}
+    launch = confine.prepare_command(["/bin/true"], env, tmp_path)
+    assert launch.env["RUSTUP_HOME"] == str(isolated_home / ".rustup")
+    assert launch.env["CARGO_HOME"].endswith("/home/.cargo") and not launch.env["CARGO_HOME"].startswith(
+        str(isolated_home))
+    rustup = str(os.path.realpath(isolated_home / ".rustup"))
+    assert any(a == "--ro-bind" and b == rustup for a, b in zip(launch.argv, launch.argv[1:], strict=False)), \
+        launch.argv
+    # the operator's own RUSTUP_HOME wins
+    launch = confine.prepare_command(["/bin/true"], {**env, "RUSTUP_HOME": "/opt/rustup"}, tmp_path)
+    assert launch.env["RUSTUP_HOME"] == "/opt/rustup"
