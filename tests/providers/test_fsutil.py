@@ -138,3 +138,23 @@ def test_connections_opening_a_new_database_at_once_all_get_it_in_wal_mode(tmp_p
         for t in threads:
             t.join()
     assert failures == []
+
+
+def test_an_atomic_write_replaces_a_hard_link_and_gets_its_mode_whatever_the_umask(tmp_path: Path) -> None:
+    from pilothouse.providers.fsutil import atomic_write_bytes, atomic_write_json, atomic_write_text
+
+    outside = tmp_path / "outside.txt"
+    outside.write_text("theirs\n")
+    os.link(outside, tmp_path / "linked.txt")  # a worker's hard link to a file elsewhere
+    old = os.umask(0o077)
+    try:
+        atomic_write_text(tmp_path / "linked.txt", "ours\n")
+        atomic_write_json(tmp_path / "data.json", {"a": 1})
+        atomic_write_bytes(tmp_path / "key", b"k", 0o600)
+    finally:
+        os.umask(old)
+    assert outside.read_text() == "theirs\n" and (tmp_path / "linked.txt").read_text() == "ours\n"
+    assert json.loads((tmp_path / "data.json").read_text()) == {"a": 1}
+    modes = {n: (tmp_path / n).stat().st_mode & 0o777 for n in ("linked.txt", "data.json", "key")}
+    assert modes == {"linked.txt": 0o644, "data.json": 0o644, "key": 0o600}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.json", "key", "linked.txt", "outside.txt"]
