@@ -70,7 +70,7 @@ TARGETS: dict[str, Target] = {
     "serveguard": Target(("tui/serve/guard.py",), tuple(f"tests/tui/test_serve.py::{t}" for t in (
         "test_every_request_without_the_token_is_refused", "test_an_empty_or_partial_token_opens_nothing",
         "test_an_origin_with_a_path_on_the_same_host_is_refused", "test_foreign_host_and_foreign_origin_are_refused",
-        "test_unix_socket_mode_is_owner_only_and_still_wants_the_token"))),
+        "test_a_request_without_a_host_is_refused", "test_unix_socket_mode_is_owner_only_and_still_wants_the_token"))),
     "claims": Target(("core/dispatch/claims.py",), ("tests/core/test_claims.py",)),
     "scrub": Target(("providers/scrub.py",), ("tests/providers/test_scrub.py",)),
     "inbound": Target(("core/notify/inbound.py",), ("tests/core/test_notify_inbound.py",)),

@@ -55,6 +55,17 @@ def test_an_empty_required_field_is_not_a_result(cli, git_repo, tmp_path):
     v = _dispatch(cli, git_repo, tmp_path, "explore", _say('{"facts": [], "truncated": false}'))
     assert (v["verdict"], v["parse_state"]) == ("partial", "malformed")
     assert v["parse_error"] == "field 'facts' is empty: a result needs it filled in"
+    # a required field inside each fact counts too
+    v = _dispatch(cli, git_repo, tmp_path, "explore",
+                  _say('{"facts": [{"fact": "adds", "file_line": "src/calc.py:1"}, {"fact": " ", "file_line": "src/calc.py:2"}]}'))
+    assert v["parse_error"] == "field 'facts[1].fact' is empty: a result needs it filled in", v
+
+
+def test_the_facts_that_cite_nothing_are_named_up_to_three(cli, git_repo, tmp_path):
+    facts = [{"fact": f"claim {i}", "file_line": f"nope{i}.py:1"} for i in range(5)]
+    v = _dispatch(cli, git_repo, tmp_path, "explore", _say(json.dumps({"facts": facts})))
+    assert v["parse_error"] == ("5 of 5 facts cite no line of a file in the workdir: "
+                                "'nope0.py:1', 'nope1.py:1', 'nope2.py:1'")
 
 
 def test_explore_facts_must_cite_real_files_inside_the_workdir_and_links_are_not_followed(cli, git_repo, tmp_path):

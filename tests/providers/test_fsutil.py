@@ -138,3 +138,46 @@ def test_connections_opening_a_new_database_at_once_all_get_it_in_wal_mode(tmp_p
         for t in threads:
             t.join()
     assert failures == []
+
+
+def test_an_atomic_write_replaces_a_hard_link_and_gets_its_mode_whatever_the_umask(tmp_path: Path) -> None:
+    from pilothouse.providers.fsutil import atomic_write_bytes, atomic_write_json, atomic_write_text
+
+    outside = tmp_path / "outside.txt"
+    outside.write_text("theirs\n")
+    os.link(outside, tmp_path / "linked.txt")  # a worker's hard link to a file elsewhere
+    old = os.umask(0o077)
+    try:
+        atomic_write_text(tmp_path / "linked.txt", "ours\n")
+        atomic_write_json(tmp_path / "data.json", {"a": 1})
+        atomic_write_bytes(tmp_path / "key", b"k", 0o600)
+    finally:
+        os.umask(old)
+    assert outside.read_text() == "theirs\n" and (tmp_path / "linked.txt").read_text() == "ours\n"
+    assert json.loads((tmp_path / "data.json").read_text()) == {"a": 1}
+    modes = {n: (tmp_path / n).stat().st_mode & 0o777 for n in ("linked.txt", "data.json", "key")}
+    assert modes == {"linked.txt": 0o644, "data.json": 0o644, "key": 0o600}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.json", "key", "linked.txt", "outside.txt"]
+
+
+def test_a_database_locked_past_every_try_is_an_error_not_a_silent_journal(tmp_path: Path) -> None:
+    import sqlite3
+
+    from pilothouse.providers.fsutil import use_wal
+
+    db = tmp_path / "state.db"
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("CREATE TABLE t (v)")
+    holder.execute("BEGIN EXCLUSIVE")  # another process mid-write, for longer than the tries last
+    try:
+        conn = sqlite3.connect(db, timeout=0, isolation_level=None)
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            use_wal(conn, tries=3)
+        conn.close()
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    conn = sqlite3.connect(db, isolation_level=None)
+    use_wal(conn, tries=3)  # once free, the switch holds
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    conn.close()
