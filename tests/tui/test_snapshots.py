@@ -235,3 +235,17 @@ def test_repo_picker(snap_compare, cockpit_repo, make_app, size) -> None:
     git(notes, "init", "-q")
     app = make_app(None, repos=[cockpit_repo, RepoLayout(notes)])
     assert snap_compare(app, terminal_size=size)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_accept_weakened_confirm(snap_compare, weakened_problems, ui_worktree, make_app, size) -> None:
+    # 4: Problems; WKUIQM (calendar-ui's weakened gate) under the cursor; a: merge it? names the tests and files
+    async def run_before(pilot) -> None:
+        await pilot.pause()
+        await pilot.press("4")
+        pilot.app.dashboard.problems.select_key("WKUIQM")
+        await pilot.pause()
+        await pilot.press("a")
+        await pilot.pause()
+
+    assert snap_compare(make_app(weakened_problems), run_before=run_before, terminal_size=size)
