@@ -24,6 +24,7 @@ from pilothouse.tui.collector import Collector
 from pilothouse.tui.fix import FixMixin
 from pilothouse.tui.live import Follower
 from pilothouse.tui.screens.dashboard import Dashboard, status_text
+from pilothouse.tui.typeahead import KeyGate
 from textual import events
 from textual.app import App, SystemCommand
 from textual.binding import Binding
@@ -68,6 +69,7 @@ class CockpitApp(ActionsMixin, FixMixin, App[None]):
         self.setup_error: str | None = None  # why .ai/project.yaml does not load (None: set up)
         self._ticks = 0
         self.collector = Collector()
+        self._keys = KeyGate(self)
         self.on_batch: Callable[[list[dict[str, Any]]], None] | None = None  # bench/test hook
         from pilothouse.tui import config
 
@@ -174,7 +176,12 @@ class CockpitApp(ActionsMixin, FixMixin, App[None]):
     async def on_event(self, event: events.Event) -> None:
         if isinstance(event, events.InputEvent):
             self.collector.input()  # the operator is here: no full collection now
-        await super().on_event(event)
+        if self._keys.admit(event):  # a key typed ahead waits for the one before (tui/typeahead.py)
+            await super().on_event(event)
+
+    async def _forward_key(self, key: events.Key) -> None:
+        """A held key, let in once the key before it has been applied."""
+        await super().on_event(key)
 
     def on_events_arrived(self, message: EventsArrived) -> None:
         if self.follower is None:
