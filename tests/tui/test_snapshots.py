@@ -249,3 +249,10 @@ def test_accept_weakened_confirm(snap_compare, weakened_problems, ui_worktree, m
         await pilot.pause()
 
     assert snap_compare(make_app(weakened_problems), run_before=run_before, terminal_size=size)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_dashboard_with_problems_told_apart(snap_compare, weakened_problems, make_app, size) -> None:
+    # four open problems, two of them weakened gates whose summaries start alike: each row leads with what
+    # tells it apart (the files and counts, the failing test, the budget), and the panels share the height
+    assert snap_compare(make_app(weakened_problems), terminal_size=size)
