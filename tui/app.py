@@ -310,7 +310,13 @@ class CockpitApp(ActionsMixin, FixMixin, App[None]):
             self.push_screen(HelpScreen())
 
     def action_toggle_theme(self) -> None:
-        self.theme = "textual-light" if self.theme == "textual-dark" else "textual-dark"
+        # to the other side of the current theme: from nord (dark) to light, not to textual-dark first
+        self.theme = "textual-light" if self.current_theme.dark else "textual-dark"
+
+    def _on_dashboard(self, action: Callable[[], None]) -> None:
+        """A palette command about the Tasks panel's task: as its key would, from the Tasks panel."""
+        self.dashboard.tasks.focus()
+        self.call_later(action)
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
@@ -323,6 +329,24 @@ class CockpitApp(ActionsMixin, FixMixin, App[None]):
                                 self.action_supervisor)
             yield SystemCommand("Follow events", "Jump to the newest event and follow",
                                 self.dashboard.action_follow)
+            yield SystemCommand("Settings", "Every setting of .ai/project.yaml and the email notices",
+                                self.action_settings)
+            yield SystemCommand("Usage", "Tokens and money per provider, job and task; each job's budget",
+                                self.action_usage)
+            # the ones that act on the dashboard's selection, offered only when there is one (as their
+            # keys are); `screen` is the one the palette was opened on (app.screen is the palette now)
+            if screen is self.screen_stack[0]:
+                dash = self.dashboard
+                job = dash.jobs.jobs.get(dash.selected_job or "")
+                if job is not None and job.state == "accepted":
+                    yield SystemCommand("Ship", f"Put job {job.job}'s accepted work onto the base branch "
+                                        "(asks first)", self.action_ship)
+                task = dash.current_task
+                if task is not None:
+                    yield SystemCommand("Diff", f"{task.task}'s change against its base",
+                                        lambda: self._on_dashboard(self.action_diff))
+                    yield SystemCommand("Gate log", f"Every run of {task.task}'s gate, with search",
+                                        lambda: self._on_dashboard(self.action_gate_log))
 
 
 def binding_scopes() -> list[tuple[str, tuple[type, ...]]]:

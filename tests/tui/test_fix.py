@@ -242,3 +242,15 @@ async def test_gate_log_scrolls_with_j_and_k(cockpit_repo, make_app, wait_for) -
         await wait_for(pilot, lambda: log.scroll_y == bottom - 3)
         await pilot.press("j")
         await wait_for(pilot, lambda: log.scroll_y == bottom - 2)
+
+
+async def test_edit_on_a_merged_task_says_why_it_opens_nothing(cockpit_repo, make_app, wait_for) -> None:
+    app = make_app(cockpit_repo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("3")  # calendar-store: done, its worktree gone with the merge
+        await wait_for(pilot, lambda: app.dashboard.current_task.task == "calendar-store")
+        await pilot.press("E")
+        await wait_for(pilot, lambda: app._notifications)
+        assert "calendar-store is merged: its worktree was removed" in next(iter(app._notifications)).message
+        assert type(app.screen).__name__ == "Dashboard"
