@@ -33,6 +33,8 @@ KIND_REPLIES: dict[str, tuple[str, ...]] = {
     "builder_blocked": ("retry", "hint", "skip", "plan", "dismiss"),
     "needs_files": ("dismiss", "hint", "skip", "plan"),
     "worker_crashed": ("retry", "hint", "skip", "plan"),
+    # the operator stopped the worker (`x`, `pilothouse task abort`): no crash, nothing to diagnose
+    "operator_aborted": ("retry", "hint", "skip", "plan"),
     "no_changes": ("hint", "retry", "skip", "plan"),
     "setup_failed": ("retry", "skip"),
     "worktree_failed": ("retry", "skip"),

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 # where `retry` sends a stopped task back to, by the kind of stop
 RETRY_TO = {"gate_failed": "gating", "reviewer_failed": "gating", "merge_conflict": "approved",
             "merge_failed": "approved", "setup_failed": "ready", "worktree_failed": "ready", "auth": "ready",
-            "worker_crashed": "ready", "budget": "ready", "builder_blocked": "ready",
+            "worker_crashed": "ready", "operator_aborted": "ready", "budget": "ready", "builder_blocked": "ready",
             "no_changes": "ready", "secret_found": "gating"}
 
 
@@ -110,7 +110,7 @@ def _apply(sup: Supervisor, p: Any, rep: Any) -> str:
                 if now != r["commit_sha"]:
                     fields["commit_sha"] = now
                     target = "gating"  # what merges is what passed: the fix goes through the gate first
-        if target == "ready" and r["state"] == "stopped" and p.kind in ("auth", "budget", "worker_crashed"):
+        if target == "ready" and r["state"] == "stopped" and p.kind in ("auth", "budget", "worker_crashed", "operator_aborted"):
             fields["session_id"] = r["session_id"]
         sup.store.set_task(job, p.task, target, f"{who} ({p.kind})", **fields)
         if p.kind == "setup_failed":
@@ -168,7 +168,7 @@ def _apply_job(sup: Supervisor, p: Any, reply: str, words: str | None) -> str:
         return "no such job"
     planning = jr["state"] == "blocked" and str(jr["reason"] or "").startswith("planning")
     if reply == "plan" or (reply == "retry" and (p.kind == "plan_invalid" or
-                                                 (p.kind in ("auth", "worker_crashed") and planning))):
+                                                 (p.kind in ("auth", "worker_crashed", "operator_aborted") and planning))):
         _request_replan(sup, p.job, words)
         return "re-planning"
     if reply == "accept":
