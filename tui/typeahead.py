@@ -34,24 +34,41 @@ def _busy(pump: MessagePump) -> bool:
 
 
 class KeyGate:
+    """Only keys typed ahead pay for the wait: a key that finds the app idle goes on at once, and the
+    queues are looked at only while a key is held."""
+
     def __init__(self, app: App[object]) -> None:
         self.app = app
         self.held: deque[events.Key] = deque()
-        self.in_flight = False
+        self.in_flight = False  # a key went on and the app has not been seen idle since
+        self.polling = False
 
     def admit(self, event: events.Event) -> bool:
         """True when `event` may go on now; a key read while the last one is still in flight is held."""
         if not isinstance(event, events.Key) or event.is_forwarded:
             return True
-        if self.in_flight:
+        if self.held or (self.in_flight and self._busy()):
             self.held.append(event)
+            if not self.polling:
+                self.polling = True
+                self.app.call_later(self._settle, 0)
             return False
-        self.in_flight = True
-        self.app.call_later(self._settle, 0)
+        self._went_on()
         return True
 
-    def _others_busy(self) -> bool:
+    def _went_on(self) -> None:
+        self.in_flight = True
+        self.app.call_after_refresh(self._look)
+
+    def _look(self) -> None:
+        """Once after a key's frame: idle by then, the next key need not look at the queues."""
+        if not self.held and not self._busy():
+            self.in_flight = False
+
+    def _busy(self) -> bool:
         app = self.app
+        if not app._message_queue.empty() or app._next_callbacks:
+            return True
         for screen in app.screen_stack:
             if _busy(screen):
                 return True
@@ -64,20 +81,18 @@ class KeyGate:
         app = self.app
         while turns < _MAX_TURNS:
             if not app._message_queue.empty() or app._next_callbacks:
-                # the app's own queue holds more of this key's work (its bubbled copy, a focus
+                # the app's own queue holds more of the last key's work (its bubbled copy, a focus
                 # change): let it run first, then look again
                 app.call_later(self._settle, turns + 1)
                 return
-            if not self._others_busy():
+            if not self._busy():
                 break
             turns += 1
             await asyncio.sleep(0)  # the widgets' queues run in their own tasks
-        await self._release()
-
-    async def _release(self) -> None:
-        if not self.held:
-            self.in_flight = False
-            return
         key = self.held.popleft()
-        self.app.call_later(self._settle, 0)
-        await self.app._forward_key(key)  # type: ignore[attr-defined]
+        if self.held:
+            app.call_later(self._settle, 0)
+        else:
+            self.polling = False
+        self._went_on()
+        await app._forward_key(key)  # type: ignore[attr-defined]
