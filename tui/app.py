@@ -358,7 +358,7 @@ def binding_scopes() -> list[tuple[str, tuple[type, ...]]]:
     from pilothouse.tui.screens.gatelog import GateLog
     from pilothouse.tui.screens.help import HelpScreen
     from pilothouse.tui.screens.jobform import JobForm
-    from pilothouse.tui.screens.modals import ConfirmModal, PickModal, WordsModal
+    from pilothouse.tui.screens.modals import ConfirmModal, PickModal, ValueModal, WordsModal
     from pilothouse.tui.screens.picker import RepoPicker
     from pilothouse.tui.screens.problem import ProblemDialog
     from pilothouse.tui.screens.settings import SettingsScreen
@@ -370,7 +370,8 @@ def binding_scopes() -> list[tuple[str, tuple[type, ...]]]:
             ("run detail", (RunDetail, KeyedTable)),
             ("problem dialog", (ProblemDialog,)), ("help", (HelpScreen,)), ("settings", (SettingsScreen, KeyedTable)),
             ("usage", (UsageScreen, KeyedTable)), ("diff", (DiffScreen,)), ("gate log", (GateLog,)),
-            ("new job", (JobForm,)), ("confirm", (ConfirmModal,)), ("words", (WordsModal,)), ("pick", (PickModal,)),
+            ("new job", (JobForm,)), ("confirm", (ConfirmModal,)), ("words", (WordsModal,)), ("value", (ValueModal,)),
+            ("pick", (PickModal,)),
             ("repository picker", (RepoPicker,)), ("password", (PasswordModal,))]
 
 
