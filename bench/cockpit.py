@@ -1,14 +1,16 @@
 """Cockpit figures: first paint on a 1,000,000-line events.jsonl, and the delay from an event appended
 by another process to it being drawn.
 
-    python bench/cockpit.py [--lines 1000000] [--events 300] [--keys 200] [--repeat 1]
+    python bench/cockpit.py [--lines 1000000] [--events 300] [--keys 200] [--repeat 1] [--load [N]]
 
 Goals (issues 5 and 15): first paint ≤ 0.5 s with RSS ≤ 200 MB; p99 append→screen ≤ 100 ms; p99
 keystroke→screen updated ≤ 100 ms.
 Prints figures; asserts nothing. On a shared, busy machine wall-clock figures measure the queue for
 the CPU: the load average is printed, and the first paint's CPU time too. `nice -n -19` (as root)
 approximates a quiet machine. `--repeat N` measures N rounds on the same repository and ends with
-the median of each figure.
+the median of each figure. `--load N` (N = 1 when not given) runs N CPU hogs beside the app for the
+whole measurement (each a process spinning at the same priority as the app): the feel on a busy
+machine, with each hog's share of a core printed at the end.
 
 A keystroke is timed from the key event reaching the app to the first frame painted after the key
 had its effect (the cursor moved, the panel has focus, the screen is in front): Pilot.press is not
@@ -288,25 +290,64 @@ def keystrokes(repo: Path, count: int) -> None:
               f"p99 {q[98] * 1000:.1f} ms (goal p99 ≤ 100 ms)")
 
 
+HOG = "while True:\n    pass\n"
+
+
+class Hogs:
+    """N processes that keep a core each busy while the figures are taken."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def __enter__(self) -> Hogs:
+        self.t0 = time.perf_counter()
+        self.procs = [subprocess.Popen([sys.executable, "-c", HOG]) for _ in range(self.count)]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        wall = time.perf_counter() - self.t0
+        shares = []
+        for proc in self.procs:
+            shares.append(_cpu_seconds(proc.pid) / wall if wall else 0.0)
+            proc.kill()
+            proc.wait()
+        if self.procs:
+            print(f"load: {self.count} CPU hog(s) beside the app for {wall:.0f} s, each had "
+                  + ", ".join(f"{s * 100:.0f}%" for s in shares) + " of a core "
+                  f"(load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cpu)")
+
+
+def _cpu_seconds(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--lines", type=int, default=1_000_000)
     ap.add_argument("--events", type=int, default=300)
     ap.add_argument("--keys", type=int, default=200, help="j/k keystrokes timed (and a share of the others)")
     ap.add_argument("--repeat", type=int, default=1, help="rounds on the same repository; medians at the end")
+    ap.add_argument("--load", type=int, nargs="?", const=1, default=0, metavar="N",
+                    help="run N busy CPU hogs beside the app while measuring (default 1 when given)")
     args = ap.parse_args()
     load = os.getloadavg()[0]
     print(f"machine: {os.cpu_count()} cpu, load average {load:.1f}")
     with tempfile.TemporaryDirectory(prefix="ph-bench-cockpit-") as tmp:
         os.environ["PILOTHOUSE_HOME"] = str(Path(tmp) / "home")
         repo = build_repo(Path(tmp), args.lines)
-        for n in range(args.repeat):
-            if args.repeat > 1:
-                print(f"--- round {n + 1} of {args.repeat}, load average {os.getloadavg()[0]:.1f}")
-            first_paint(repo)
-            terminal_paint(repo)
-            latency(repo, args.events)
-            keystrokes(repo, args.keys)
+        with Hogs(args.load):
+            for n in range(args.repeat):
+                if args.repeat > 1:
+                    print(f"--- round {n + 1} of {args.repeat}, load average {os.getloadavg()[0]:.1f}")
+                first_paint(repo)
+                terminal_paint(repo)
+                latency(repo, args.events)
+                keystrokes(repo, args.keys)
     if args.repeat > 1:
         print(f"--- medians over {args.repeat} rounds (load average now {os.getloadavg()[0]:.1f}):")
         for name, values in FIGURES.items():

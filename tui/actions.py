@@ -126,36 +126,23 @@ class ActionsMixin:
             app.push_screen(WordsModal(f"{reply} · {problem.code} · {problem.task or problem.job}", prompt,
                                        context=problem_context(problem)), got)
             return
-        if reply == "skip":
-            try:
-                from pilothouse.core.stops import problems
+        from pilothouse.tui.consequences import ASKS_FIRST, consequence
 
-                cancels = problems.skip_preview(layout, problem.code)
+        if reply in ASKS_FIRST:
+            # merges or cancels work: one line says what, and only `y` sends it (Enter means no)
+            try:
+                line = consequence(app, problem, reply)
             except UserError as exc:
-                app.notify(str(exc), title=f"skip {problem.code}", severity="error")
+                app.notify(str(exc), title=f"{reply} {problem.code}", severity="error")
                 return
-            except ImportError:
-                cancels = [problem.task] if problem.task else []
-            lines = [f"Skip {problem.task or problem.job} ({problem.code})? These tasks are cancelled:", ""]
-            lines += [f"  • {t}" for t in cancels] or ["  (none)"]
 
             def confirmed(ok: bool | None) -> None:
                 if ok:
                     send()
 
-            app.push_screen(ConfirmModal(f"skip · {problem.code}", "\n".join(lines), "Skip"), confirmed)
-            return
-        if reply == "accept" and problem.kind == "review_rejected":
-            # the reviewer said no every round: merging it anyway is worth a second keystroke
-            def accepted(ok: bool | None) -> None:
-                if ok:
-                    send()
-
-            app.push_screen(ConfirmModal(f"accept · {problem.code}",
-                                         f"Accept {problem.task or problem.job} as it is? The reviewer rejected "
-                                         "it every round; its change merges with the findings open.", "Accept"),
-                            accepted)
-            return
+            if line is not None:
+                app.push_screen(ConfirmModal(f"{reply} · {problem.code}", line, reply.capitalize()), confirmed)
+                return
         send()
 
     def open_problem(self, code: str) -> None:

@@ -25,6 +25,7 @@ from pilothouse.tui.fix import FixMixin
 from pilothouse.tui.inert_screen import InertLines
 from pilothouse.tui.live import Follower
 from pilothouse.tui.screens.dashboard import Dashboard, status_text
+from pilothouse.tui.typeahead import KeyGate
 from textual import events
 from textual.app import App, SystemCommand
 from textual.binding import Binding
@@ -71,6 +72,7 @@ class CockpitApp(ActionsMixin, FixMixin, App[None]):
         self.setup_error: str | None = None  # why .ai/project.yaml does not load (None: set up)
         self._ticks = 0
         self.collector = Collector()
+        self._keys = KeyGate(self)
         self.on_batch: Callable[[list[dict[str, Any]]], None] | None = None  # bench/test hook
         from pilothouse.tui import config
 
@@ -182,7 +184,12 @@ class CockpitApp(ActionsMixin, FixMixin, App[None]):
     async def on_event(self, event: events.Event) -> None:
         if isinstance(event, events.InputEvent):
             self.collector.input()  # the operator is here: no full collection now
-        await super().on_event(event)
+        if self._keys.admit(event):  # a key typed ahead waits for the one before (tui/typeahead.py)
+            await super().on_event(event)
+
+    async def _forward_key(self, key: events.Key) -> None:
+        """A held key, let in once the key before it has been applied."""
+        await super().on_event(key)
 
     def on_events_arrived(self, message: EventsArrived) -> None:
         if self.follower is None:
@@ -319,7 +326,13 @@ class CockpitApp(ActionsMixin, FixMixin, App[None]):
             self.push_screen(HelpScreen())
 
     def action_toggle_theme(self) -> None:
-        self.theme = "textual-light" if self.theme == "textual-dark" else "textual-dark"
+        # to the other side of the current theme: from nord (dark) to light, not to textual-dark first
+        self.theme = "textual-light" if self.current_theme.dark else "textual-dark"
+
+    def _on_dashboard(self, action: Callable[[], None]) -> None:
+        """A palette command about the Tasks panel's task: as its key would, from the Tasks panel."""
+        self.dashboard.tasks.focus()
+        self.call_later(action)
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
@@ -332,6 +345,24 @@ class CockpitApp(ActionsMixin, FixMixin, App[None]):
                                 self.action_supervisor)
             yield SystemCommand("Follow events", "Jump to the newest event and follow",
                                 self.dashboard.action_follow)
+            yield SystemCommand("Settings", "Every setting of .ai/project.yaml and the email notices",
+                                self.action_settings)
+            yield SystemCommand("Usage", "Tokens and money per provider, job and task; each job's budget",
+                                self.action_usage)
+            # the ones that act on the dashboard's selection, offered only when there is one (as their
+            # keys are); `screen` is the one the palette was opened on (app.screen is the palette now)
+            if screen is self.screen_stack[0]:
+                dash = self.dashboard
+                job = dash.jobs.jobs.get(dash.selected_job or "")
+                if job is not None and job.state == "accepted":
+                    yield SystemCommand("Ship", f"Put job {job.job}'s accepted work onto the base branch "
+                                        "(asks first)", self.action_ship)
+                task = dash.current_task
+                if task is not None:
+                    yield SystemCommand("Diff", f"{task.task}'s change against its base",
+                                        lambda: self._on_dashboard(self.action_diff))
+                    yield SystemCommand("Gate log", f"Every run of {task.task}'s gate, with search",
+                                        lambda: self._on_dashboard(self.action_gate_log))
 
 
 def binding_scopes() -> list[tuple[str, tuple[type, ...]]]:
@@ -343,7 +374,7 @@ def binding_scopes() -> list[tuple[str, tuple[type, ...]]]:
     from pilothouse.tui.screens.gatelog import GateLog
     from pilothouse.tui.screens.help import HelpScreen
     from pilothouse.tui.screens.jobform import JobForm
-    from pilothouse.tui.screens.modals import ConfirmModal, PickModal, WordsModal
+    from pilothouse.tui.screens.modals import ConfirmModal, PickModal, ValueModal, WordsModal
     from pilothouse.tui.screens.picker import RepoPicker
     from pilothouse.tui.screens.problem import ProblemDialog
     from pilothouse.tui.screens.settings import SettingsScreen
@@ -355,7 +386,8 @@ def binding_scopes() -> list[tuple[str, tuple[type, ...]]]:
             ("run detail", (RunDetail, KeyedTable)),
             ("problem dialog", (ProblemDialog,)), ("help", (HelpScreen,)), ("settings", (SettingsScreen, KeyedTable)),
             ("usage", (UsageScreen, KeyedTable)), ("diff", (DiffScreen,)), ("gate log", (GateLog,)),
-            ("new job", (JobForm,)), ("confirm", (ConfirmModal,)), ("words", (WordsModal,)), ("pick", (PickModal,)),
+            ("new job", (JobForm,)), ("confirm", (ConfirmModal,)), ("words", (WordsModal,)), ("value", (ValueModal,)),
+            ("pick", (PickModal,)),
             ("repository picker", (RepoPicker,)), ("password", (PasswordModal,))]
 
 

@@ -33,6 +33,15 @@ SHELL_BANNER = ("an UNCONFINED shell in the worktree of {where}\n"
                 "  in the worktree keeps its own drivers, so run no git inside one. Exit to go back to the cockpit.")
 
 
+def no_worktree(task: TaskRow) -> str:
+    """Why a task has no worktree to edit in, and what shows its work instead."""
+    if task.merged_sha or task.state == "done":
+        return f"{task.task} is merged: its worktree was removed after the merge (D shows its change)"
+    if not task.worktree:
+        return f"{task.task} has no worktree yet: it gets one when its builder starts"
+    return f"the worktree of {task.task} is gone (cleaned up); D shows its change from its branch"
+
+
 class FixMixin:
     """Mixed into CockpitApp; its BINDINGS list FIX_BINDINGS (tui/bindings.py)."""
 
@@ -88,8 +97,10 @@ class FixMixin:
         if target is None:
             return False
         task, _ = target
-        if action in ("shell", "edit_file"):
+        if action == "shell":
             return bool(task.worktree) and Path(task.worktree).is_dir()
+        if action == "edit_file":
+            return True  # without a worktree it says why (merged, not started) rather than nothing
         if action == "diff":
             return bool(task.worktree or task.branch)
         return True  # the gate log says so when no gate ran
@@ -144,9 +155,12 @@ class FixMixin:
 
         app = self._app()
         target = self.fix_target()
-        if target is None or not target[0].worktree:
+        if target is None:
             return
         task, _ = target
+        if not task.worktree or not Path(task.worktree).is_dir():
+            app.notify(no_worktree(task), title="edit", severity="warning")
+            return
         try:
             files = task_files(task, self._base(task))
         except UserError as exc:

@@ -229,11 +229,38 @@ def words(value: object) -> str:
     return inert(value, lines=False)
 
 
+_FAMILY_STYLE = {"problem": "bold red", "job": "bold", "quota": "yellow", "gate": "magenta",
+                 "review": "magenta", "merge": "green", "supervisor": "dim", "run": "cyan"}
+_TYPE_STYLE = {"problem.answered": "yellow", "problem.closed": "green", "job.accepted": "bold green",
+               "job.failed": "bold red", "job.blocked": "bold yellow", "budget.exceeded": "bold red"}
+
+
+def event_style(ev: dict[str, Any]) -> str:
+    """An event's colour by its outcome, not its family: a passed gate green and a failed one red, a
+    problem red only while it is open, a quota window yellow only while it blocks."""
+    etype = str(ev.get("type", "?"))
+    d = ev.get("data") if isinstance(ev.get("data"), dict) else {}
+    d = d or {}
+    if etype == "gate.finished":
+        return "green" if d.get("passed") else "bold red"
+    if etype == "merge.finished" and d.get("ok") is False:
+        return "bold red"
+    if etype == "review.finished":
+        overall = str(d.get("overall") or "").upper()
+        return "green" if overall == "PASS" else "yellow" if overall == "CHANGES" else "red" if overall else "magenta"
+    if etype == "quota.changed":
+        pct = d.get("used_pct")
+        full = d.get("blocked") or (isinstance(pct, int | float) and pct >= 100)
+        return "yellow" if full else "green" if d.get("blocked") is False else ""
+    if etype == "run.finished" and d.get("verdict") not in (None, "completed"):
+        return "red"
+    return _TYPE_STYLE.get(etype) or _FAMILY_STYLE.get(etype.split(".", 1)[0], "")
+
+
 def event_text(ev: dict[str, Any]) -> Text:
     etype = str(ev.get("type", "?"))
     noun = etype.split(".", 1)[0]
-    style = {"problem": "bold red", "job": "bold", "quota": "yellow", "gate": "magenta",
-             "review": "magenta", "merge": "green", "supervisor": "dim", "run": "cyan"}.get(noun, "")
+    style = event_style(ev)
     where = words("/".join(str(x) for x in (ev.get("job"), ev.get("task")) if x))
     line = styled(clock(ev.get("ts")), "dim") + " " + Text(f"{etype:<16}", style=style)
     if where:

@@ -55,7 +55,12 @@ def _demo(args: Any) -> int:
     from pilothouse.core.supervisor import control as supervisor_ctl
 
     supervisor_ctl.start(layout)
-    if not args.follow and demo.tty() and _cockpit(layout):
+    try:
+        opened = not args.follow and demo.tty() and _cockpit(layout)
+    except BaseException:
+        _stop(layout)  # a cockpit that could not open must not leave the job's supervisor behind
+        raise
+    if opened:
         from pilothouse.core.commands.job_end import job_outcome
 
         outcome, _ = job_outcome(layout, demo.JOB)
@@ -65,17 +70,13 @@ def _demo(args: Any) -> int:
 
 def _cockpit(layout: Any) -> bool:
     """Open the cockpit on the scratch repo; False when there is none to open."""
-    import argparse
     import importlib.util
 
-    from pilothouse.core.commands import view
+    from pilothouse.core.commands.view import open_cockpit
 
     if importlib.util.find_spec("textual") is None:  # looked up, not imported: core stays Textual-free
         return False
-    handler = getattr(view, "_view", None)
-    if handler is None:
-        return False
-    handler(argparse.Namespace(repo=str(layout.root)))
+    open_cockpit(str(layout.root))
     return True
 
 

@@ -102,7 +102,13 @@ def _view(args: Any) -> int:
         from pilothouse.providers.errors import UserError
 
         raise UserError("view: --json goes with --keys (the cockpit itself has no JSON)")
-    layout, choices = resolve(args.repo)
+    return open_cockpit(args.repo)
+
+
+def open_cockpit(repo: str | None) -> int:
+    """The one way into the cockpit: `pilothouse`, `pilothouse view`, `pilothouse demo` (and each browser
+    tab of `pilothouse serve`, which runs `pilothouse view`) all open it here."""
+    layout, choices = resolve(repo)
     from pilothouse.tui.app import run_cockpit
 
     return run_cockpit(layout, choices)

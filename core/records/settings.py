@@ -10,6 +10,7 @@ the change (a launch, a gate, a merge); work already going keeps what it started
 from __future__ import annotations
 
 import io
+import re
 from typing import Any
 
 from pilothouse.core.records.layout import RepoLayout
@@ -59,6 +60,33 @@ def when(path: str) -> str:
     return "at once" if path.startswith(AT_ONCE) else "to what starts next (work already going keeps its own)"
 
 
+_COMMENT = re.compile(r"^(?P<code>.*?\S)(?P<gap>\s+)(?P<comment>#.*)$")
+
+
+def _splice(original: str, before: str, after: str) -> str:
+    """`after` (ruamel's dump with the one change) with every line the change did not touch taken as
+    the operator wrote it: the round trip alone rewrites `null` and `~` as nothing and moves a changed
+    line's inline comment to its old column. `before` is the dump without the change; ruamel keeps
+    the lines, so its lines are the original's one for one (else `after` is taken as it is)."""
+    import difflib
+
+    orig, old, new = original.splitlines(keepends=True), before.splitlines(keepends=True), after.splitlines(keepends=True)
+    if len(orig) != len(old):
+        return after
+    out: list[str] = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes():
+        if op == "equal":
+            out += orig[i1:i2]
+            continue
+        for n, line in enumerate(new[j1:j2]):
+            was = _COMMENT.match(orig[i1 + n].rstrip("\n")) if op == "replace" and i1 + n < i2 else None
+            now = _COMMENT.match(line.rstrip("\n"))
+            if was and now and was["comment"] == now["comment"]:
+                line = f"{now['code']}{was['gap']}{now['comment']}\n"  # the operator's gap before the comment
+            out.append(line)
+    return "".join(out)
+
+
 def set_value(layout: RepoLayout, path: str, raw: str) -> str:
     """Set `path` (dotted) to `raw` read as YAML (`5000`, `off`, `[a, b]`, a string), check the whole
     file as load_project does, write it atomically. Returns when it applies; raises UserError (one
@@ -80,10 +108,12 @@ def set_value(layout: RepoLayout, path: str, raw: str) -> str:
         if key not in node or not hasattr(node[key], "keys"):
             node[key] = {}
         node = node[key]
+    before = io.StringIO()
+    yaml.dump(doc, before)
     node[keys[-1]] = value
     buf = io.StringIO()
     yaml.dump(doc, buf)
-    new = buf.getvalue()
+    new = _splice(text, before.getvalue(), buf.getvalue())
     data = parse_yaml(new, FILE)
     try:
         ProjectConfig.model_validate(data)

@@ -97,6 +97,7 @@ def enforce(layout: RepoLayout, job: str, cap: int | None = None, *, now: dateti
     budget problem (opened, with a budget.exceeded event, the first time)."""
     state = budget_state(layout, job, cap, conn=conn)
     if not state.over:
+        lifted(layout, job, state.cap, conn=conn, log=log)
         return None
     with _db(layout, conn) as db:
         existing = db.execute("SELECT code FROM problems WHERE job = ? AND kind = 'budget' AND state != 'closed'",
@@ -113,6 +114,21 @@ def enforce(layout: RepoLayout, job: str, cap: int | None = None, *, now: dateti
     if existing is None:
         log.append("budget.exceeded", job=job, data={**state.as_dict(), "code": problem.code})
     return problem
+
+
+def lifted(layout: RepoLayout, job: str, cap: int | None, *, conn: sqlite3.Connection | None = None,
+           log: EventLog | None = None) -> list[str]:
+    """The job is under its budget again (the operator raised budgets.job_tokens, or removed it): its
+    open budget problem closes as soon as the supervisor sees it, without waiting for a retry. One
+    already answered is left to its answer."""
+    with _db(layout, conn) as db:
+        codes = [r["code"] for r in db.execute(
+            "SELECT code FROM problems WHERE job = ? AND kind = 'budget' AND state = 'open'", (job,))]
+        outcome = (f"the budget was raised to {cap} tokens (budgets.job_tokens): the job goes on" if cap is not None
+                   else "the budget was removed (budgets.job_tokens): the job goes on")
+        for code in codes:
+            close_problem(layout, code, outcome, conn=db, log=log or EventLog(layout.events))
+    return codes
 
 
 def settle(layout: RepoLayout, job: str, outcome: str, *, conn: sqlite3.Connection | None = None,

@@ -30,7 +30,9 @@ def launch_hold(layout: RepoLayout, job: str, cap: int | None, *, now: datetime 
     if held:
         return (f"held: the same setup failure stopped {len(held)} tasks ({', '.join(held)}); "
                 f"fix the cause, then retry one of them (pilothouse problem act {held[0]} retry)")
-    if cap is not None:
+    if cap is None:
+        budgets.lifted(layout, job, None, conn=conn, log=log)
+    else:
         problem = budgets.enforce(layout, job, cap, now=now, conn=conn, log=log)
         if problem is not None:
             return (f"held: job {job} used {problem.evidence.get('used_tokens')} tokens, past its budget of "

@@ -36,6 +36,8 @@ KIND_REPLIES: dict[str, tuple[str, ...]] = {
     "builder_blocked": ("retry", "hint", "skip", "plan", "dismiss"),
     "needs_files": ("dismiss", "hint", "skip", "plan"),
     "worker_crashed": ("retry", "hint", "skip", "plan"),
+    # the operator stopped the worker (`x`, `pilothouse task abort`): no crash, nothing to diagnose
+    "operator_aborted": ("retry", "hint", "skip", "plan"),
     "no_changes": ("hint", "retry", "skip", "plan"),
     "setup_failed": ("retry", "skip"),
     # no model the policy allows has what the role needs: change model_policy (or probe again), retry

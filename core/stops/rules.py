@@ -96,7 +96,7 @@ def _common(verdict: dict[str, Any], counters: dict[str, Any], role: str, log: s
     if cls == "crash" and verdict.get("interrupted"):
         # the operator aborted it (`x`, abort_run): a rerun would undo that within a second
         return Decision(STOP, f"The {role} was aborted by the operator; retry runs it again.",
-                        kind="worker_crashed", counters=counters, evidence=_evidence(verdict, log))
+                        kind="operator_aborted", counters=counters, evidence=_evidence(verdict, log))
     if cls == "crash":
         if int(counters.get("crash", 0)) < MAX_CRASH_RETRIES:
             return Decision(RERUN, f"the {role} run ended without a result ({verdict.get('error') or verdict.get('verdict')}); "

@@ -18,8 +18,9 @@ if TYPE_CHECKING:
 
 # where `retry` sends a stopped task back to, by the kind of stop
 RETRY_TO = {"gate_failed": "gating", "reviewer_failed": "gating", "merge_conflict": "approved",
-            "merge_failed": "approved", "setup_failed": "ready", "model_unfit": "ready", "worktree_failed": "ready", "auth": "ready",
-            "worker_crashed": "ready", "budget": "ready", "builder_blocked": "ready",
+            "merge_failed": "approved", "setup_failed": "ready", "model_unfit": "ready", "worktree_failed": "ready",
+            "auth": "ready",
+            "worker_crashed": "ready", "operator_aborted": "ready", "budget": "ready", "builder_blocked": "ready",
             "no_changes": "ready", "secret_found": "gating", "unchanged_resubmission": "ready",
             "gate_weakened": "gating"}
 
@@ -120,7 +121,8 @@ def _apply(sup: Supervisor, p: Any, rep: Any) -> str:
                                 f"tests there (try it with `pilothouse gate {p.task}`), then retry; or hint")
         elif target in ("gating", "approved"):
             target = "ready"  # its worktree is gone: a builder starts again on the task's branch
-        if target == "ready" and r["state"] == "stopped" and p.kind in ("auth", "budget", "worker_crashed"):
+        if target == "ready" and r["state"] == "stopped" and p.kind in ("auth", "budget", "worker_crashed",
+                                                                               "operator_aborted"):
             fields["session_id"] = r["session_id"]
         sup.store.set_task(job, p.task, target, f"{who} ({p.kind})", **fields)
         if p.kind == "setup_failed":
@@ -186,7 +188,7 @@ def _apply_job(sup: Supervisor, p: Any, reply: str, words: str | None) -> str:
         return "no such job"
     planning = jr["state"] == "blocked" and str(jr["reason"] or "").startswith("planning")
     if reply == "plan" or (reply == "retry" and (p.kind == "plan_invalid" or
-                                                 (p.kind in ("auth", "worker_crashed") and planning))):
+                                                 (p.kind in ("auth", "worker_crashed", "operator_aborted") and planning))):
         _request_replan(sup, p.job, words)
         return "re-planning"
     if reply == "accept":

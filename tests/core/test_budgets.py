@@ -276,3 +276,26 @@ def test_the_budget_problem_of_a_job_whose_every_task_is_skipped_is_closed(tmp_p
     conn.close()
     assert job["state"] == "failed"
     assert [(p["job"], p["state"]) for p in budget] == [("demo", "closed")], budget
+
+
+@pytest.mark.parametrize("raised", [5000, None])
+def test_a_raised_or_removed_cap_closes_the_budget_problem_when_the_supervisor_looks(layout: RepoLayout,
+                                                                                     raised) -> None:
+    """The operator raises budgets.job_tokens (or removes it): the next launch check closes the budget
+    problem and the job goes on, without waiting for a retry."""
+    import json
+
+    from pilothouse.core.stops import holds
+
+    conn = store.connect(layout.state_db)
+    conn.execute("INSERT INTO runs(run_id, job, task, role, provider, mode, state, tokens, started_at)"
+                 " VALUES ('r1', 'j', 't', 'builder', 'sim', 'code', 'finished', 1100, 'x')")
+    conn.close()
+    assert holds.launch_hold(layout, "j", 1000, now=T0) is not None
+    p = next(q for q in problems.list_problems(layout) if q.kind == "budget")
+    assert holds.launch_hold(layout, "j", raised, now=T0) is None
+    assert problems.get_problem(layout, p.code).state == "closed"
+    closed = [json.loads(line) for line in layout.events.read_text().splitlines() if '"problem.closed"' in line]
+    assert [e["data"]["code"] for e in closed] == [p.code]
+    assert closed[0]["data"]["outcome"].endswith("(budgets.job_tokens): the job goes on")
+    assert ("raised to 5000" in closed[0]["data"]["outcome"]) == (raised is not None)

@@ -45,3 +45,16 @@ def test_a_value_that_does_not_fit_is_refused_in_one_line_and_the_file_stays(tmp
         settings.set_value(layout, path, raw)
     assert said in str(refused.value) and ".ai/project.yaml" in str(refused.value) and "\n" not in str(refused.value)
     assert layout.project_yaml.read_text() == PROJECT
+
+
+def test_saving_one_setting_leaves_every_other_line_as_written(tmp_path: Path) -> None:
+    """Untouched nulls stay `null` and `~` (the round trip wrote them as nothing), and the changed
+    line keeps the operator's gap before its comment (it moved to the old column)."""
+    written = PROJECT.replace("job_tokens: 1000  # raise when needed", "job_tokens: null  # none yet") \
+        + "base_branch: ~\n"
+    layout = project_layout(tmp_path, written)
+    settings.set_value(layout, "workflow.review", "off")
+    assert layout.project_yaml.read_text() == written.replace("review: ai   #", "review: off   #")
+    settings.set_value(layout, "budgets.job_tokens", "600000")
+    assert layout.project_yaml.read_text() == written.replace("review: ai   #", "review: off   #").replace(
+        "job_tokens: null  # none yet", "job_tokens: 600000  # none yet")

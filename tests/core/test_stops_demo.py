@@ -242,8 +242,14 @@ def test_budget_stops_new_launches_until_the_cap_is_raised(demo: Demo) -> None:
     assert exceeded and exceeded[0]["data"]["used_tokens"] > 8000 == exceeded[0]["data"]["cap"]
     refused = demo.cli("problem", "act", open_[0]["code"], "retry")
     assert refused.returncode == 2 and "budgets.job_tokens" in refused.stderr
+    from pilothouse.core.records.layout import RepoLayout
+    from support import Events
+
+    seen = Events(RepoLayout(demo.root))
     _set_project(demo, budgets__job_tokens=200000)
-    demo.act(open_[0]["code"], "retry")
+    # no retry needed: the supervisor sees the raised cap, closes the problem and the job goes on
+    closed = seen.wait(lambda e: e["type"] == "problem.closed" and e["data"]["code"] == open_[0]["code"])
+    assert closed["data"]["outcome"] == "the budget was raised to 200000 tokens (budgets.job_tokens): the job goes on"
     out = demo.wait()
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     assert demo.tasks()["export-api"]["state"] == "done"

@@ -248,7 +248,7 @@ def test_abort_run_stops_the_task_until_the_operator_retries(tmp_path: Path, cli
         while not opened and time.monotonic() < deadline:
             opened = problems.list_problems(layout, job="demo")
             time.sleep(0.1)
-        assert [(p.task, p.kind) for p in opened] == [("one", "worker_crashed")]
+        assert [(p.task, p.kind) for p in opened] == [("one", "operator_aborted")]  # no crash: the operator's
         assert "aborted by the operator" in opened[0].summary
         conn = store.connect(layout.state_db, readonly=True)
         assert conn.execute("SELECT count(*) FROM runs WHERE role='builder'").fetchone()[0] == 1  # no rerun

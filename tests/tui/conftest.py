@@ -222,3 +222,34 @@ def wait_for_input() -> Callable[[Any, str], Awaitable[None]]:
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+WEAKENED_UI = {"level": "fast", "command": "python -m pytest -q", "weakened": [
+    {"kind": "assertions_removed", "path": "tests/test_ui.py", "detail": "3 assertion line(s) fewer"},
+    {"kind": "test_deleted", "path": "tests/test_month.py", "detail": "deleted"}]}
+WEAKENED_API = {"level": "fast", "command": "python -m pytest -q", "weakened": [
+    {"kind": "skip_added", "path": "tests/test_api.py", "detail": "@pytest.mark.skip(reason='flaky')"}]}
+
+
+@pytest.fixture
+def weakened_problems(cockpit_repo: RepoLayout) -> RepoLayout:
+    """Beside KTRWMB, two gate_weakened problems whose summaries start alike (only the files and the
+    counts tell them apart) and a job-level budget stop: four open problems."""
+    rows = [
+        ("WKUIQM", "calendar-ui", "gate_weakened", "The gate passed, but the work weakened it: assertions removed "
+         "(tests/test_ui.py: 3 assertion line(s) fewer); test deleted (tests/test_month.py: deleted).",
+         WEAKENED_UI, ["hint", "accept", "skip", "plan"], 28),
+        ("WKAPZX", "calendar-api", "gate_weakened", "The gate passed, but the work weakened it: skip added "
+         "(tests/test_api.py: @pytest.mark.skip(reason='flaky')).", WEAKENED_API,
+         ["hint", "accept", "skip", "plan"], 28.5),
+        ("BDGTHN", None, "budget", "Job first-draft has used 44,520 tokens, past its budget of 40000 "
+         "(budgets.job_tokens): nothing new launches; the work so far is kept.",
+         {"used_tokens": 44520, "cap": 40000, "file": ".ai/project.yaml", "field": "budgets.job_tokens"},
+         ["retry"], 29)]
+    db = connect(cockpit_repo.state_db)
+    with db:
+        for code, task, kind, summary, evidence, replies, at in rows:
+            db.execute("INSERT INTO problems VALUES (?,'first-draft',?,?,?,?,?,'open',?,NULL,NULL,NULL)",
+                       (code, task, kind, summary, json.dumps(evidence), json.dumps(replies), ts(at)))
+    db.close()
+    return cockpit_repo

@@ -55,6 +55,71 @@ async def test_accepting_a_thrice_rejected_commit_asks_first(cockpit_repo, make_
         assert [(r["code"], r["reply"]) for r in replies(cockpit_repo)] == [(rejected.code, "accept")]
 
 
+WEAKENED = {"level": "fast", "weakened": [
+    {"kind": "assertions_removed", "path": "tests/test_ui.py", "detail": "3 assertion line(s) fewer"},
+    {"kind": "test_deleted", "path": "tests/test_month.py", "detail": "deleted"}]}
+
+
+@pytest.mark.parametrize("kind", ["gate_weakened", "unchanged_resubmission"])
+async def test_accept_that_merges_asks_first_naming_what_merges_and_enter_means_no(
+        cockpit_repo, ui_worktree, make_app, wait_for, kind) -> None:
+    """`a` on weakened or unchanged work, from the Problems panel and from the problem dialog: one line
+    names the weakened tests and the files that merge; Enter (and n) send nothing, only y does."""
+    from pilothouse.core.stops import problems
+    from pilothouse.tui.screens.modals import ConfirmModal
+    from pilothouse.tui.screens.problem import ProblemDialog
+
+    opened = problems.open_problem(cockpit_repo, "first-draft", "calendar-ui", kind, "The gate passed, but...",
+                                   WEAKENED if kind == "gate_weakened" else {}, ["hint", "accept", "skip", "plan"])
+    app = make_app(cockpit_repo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("4")
+        app.dashboard.problems.select_key(opened.code)
+        await pilot.pause()
+        await pilot.press("a")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal))
+        body = str(app.screen.body)
+        assert "\n" not in body and "src/ui.py +1 -1" in body and "1 file" in body
+        if kind == "gate_weakened":
+            assert "tests/test_ui.py: 3 assertion line(s) fewer" in body
+            assert "tests/test_month.py: test file deleted" in body
+        await pilot.press("enter")
+        await pilot.pause(0.3)
+        assert not isinstance(app.screen, ConfirmModal) and not replies(cockpit_repo)
+        await pilot.press("enter")  # the problem dialog: the same reply asks the same question
+        await wait_for(pilot, lambda: isinstance(app.screen, ProblemDialog))
+        await pilot.press("a")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal))
+        assert str(app.screen.body) == body
+        await pilot.press("n")
+        await pilot.pause(0.3)
+        assert not replies(cockpit_repo)
+        await pilot.press("a")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal))
+        await pilot.press("y")
+        await wait_for(pilot, lambda: replies(cockpit_repo))
+        assert [(r["code"], r["reply"]) for r in replies(cockpit_repo)] == [(opened.code, "accept")]
+
+
+async def test_skip_says_in_one_line_which_tasks_it_cancels(cockpit_repo, make_app, wait_for) -> None:
+    from pilothouse.tui.screens.modals import ConfirmModal
+
+    app = make_app(cockpit_repo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("4")
+        app.dashboard.problems.select_key("KTRWMB")
+        await pilot.pause()
+        await pilot.press("s")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal))
+        body = str(app.screen.body)
+        assert "\n" not in body and "cancels calendar-ui, calendar-docs" in body
+        await pilot.press("enter")
+        await pilot.pause(0.3)
+        assert not replies(cockpit_repo)
+
+
 async def test_abort_is_offered_in_the_footer_on_a_running_task(cockpit_repo, make_app) -> None:
     from textual.widgets._footer import FooterKey
 

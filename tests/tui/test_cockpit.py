@@ -150,6 +150,8 @@ async def test_refused_reply_shows_cores_message(cockpit_repo, make_app, wait_fo
         await pilot.pause()
         problems.act(cockpit_repo, "KTRWMB", "retry", who="someone@cli")
         await pilot.press("4", "a")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "ConfirmModal")  # accept merges: it asks
+        await pilot.press("y")
         await wait_for(pilot, lambda: app._notifications)
         message = next(iter(app._notifications)).message
         assert "was already answered" in message

@@ -186,3 +186,21 @@ async def test_one_run_detail_serves_every_task_and_shows_nothing_of_the_last(co
         assert str(detail.query_one("#runs").border_title) == "runs of calendar-ui"
         assert "fast failed" in str(detail.query_one("#gate").render())
         assert app.focused is log
+
+
+@pytest.mark.parametrize("keys", [("3", "enter"), ("3", "j", "j", "D"), ("3", "j", "j", "G"), ("4", "enter"),
+                                  ("question_mark",), ("C",), ("dollar_sign",)])
+async def test_q_goes_back_everywhere_but_the_dashboard(cockpit_repo, ui_worktree, make_app, wait_for, keys) -> None:
+    """q on the run detail (it quit the whole cockpit), the diff, the gate log, the problem dialog, the
+    help, the settings and the usage screen goes back to the dashboard; only there does q quit."""
+    app = make_app(cockpit_repo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press(*keys)
+        await wait_for(pilot, lambda: type(app.screen).__name__ != "Dashboard")
+        opened = type(app.screen).__name__
+        await pilot.press("q")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "Dashboard")
+        assert app.is_running, opened
+        await pilot.press("q")
+        await wait_for(pilot, lambda: not app.is_running)

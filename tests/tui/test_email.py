@@ -17,9 +17,20 @@ async def _set(pilot, app, wait_for, wait_for_input, key: str, value: str) -> st
     app.clear_notifications()
     app.screen.query_one("#settings-table").select_key(key)
     await pilot.press("enter")
-    await wait_for_input(pilot, "WordsModal")
-    await pilot.press("ctrl+a", "ctrl+k", *value, "ctrl+s")
-    await wait_for(pilot, lambda: app._notifications and type(app.screen).__name__ == "SettingsScreen")
+    await wait_for_input(pilot, "ValueModal")
+    await pilot.press("ctrl+u", *value, "enter")  # the cursor starts after the value: ctrl+u clears it
+
+    def refusal() -> str:
+        return str(app.screen.query_one("#value-error").render()) if type(app.screen).__name__ == "ValueModal" else ""
+
+    await wait_for(pilot, lambda: (app._notifications and type(app.screen).__name__ == "SettingsScreen")
+                   or refusal())
+    if refusal():  # core said no: the dialog stays with what was typed
+        said = refusal()
+        assert app.screen.query_one("#value").value == value
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "SettingsScreen")
+        return said
     return next(iter(app._notifications)).message
 
 

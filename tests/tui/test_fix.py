@@ -229,3 +229,36 @@ async def test_gate_log_finds_the_gate_however_much_the_log_grew_since(cockpit_r
         await wait_for(pilot, lambda: gate_log_drawn(app))
         text = _drawn(app.screen.query_one("#gatelog-text", RichLog))
         assert "fast failed" in text and "assert 6 == 7" in text
+
+
+async def test_gate_log_scrolls_with_j_and_k(cockpit_repo, make_app, wait_for) -> None:
+    from pilothouse.core.git.gates import gate_log
+    from textual.widgets import RichLog
+
+    kept = gate_log(cockpit_repo.runtime, "first-draft", "calendar-ui", "fast")
+    kept.parent.mkdir(parents=True)
+    kept.write_text("".join(f"collecting line-{n}\n" for n in range(1, 201)) + "FAILED the whole story\n")
+    app = make_app(cockpit_repo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("4", "G")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "GateLog")
+        log = app.screen.query_one("#gatelog-text", RichLog)
+        await wait_for(pilot, lambda: log.scroll_y == log.max_scroll_y > 0)  # opened on the failure, at the end
+        bottom = log.scroll_y
+        await pilot.press("k", "k", "k")
+        await wait_for(pilot, lambda: log.scroll_y == bottom - 3)
+        await pilot.press("j")
+        await wait_for(pilot, lambda: log.scroll_y == bottom - 2)
+
+
+async def test_edit_on_a_merged_task_says_why_it_opens_nothing(cockpit_repo, make_app, wait_for) -> None:
+    app = make_app(cockpit_repo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("3")  # calendar-store: done, its worktree gone with the merge
+        await wait_for(pilot, lambda: app.dashboard.current_task.task == "calendar-store")
+        await pilot.press("E")
+        await wait_for(pilot, lambda: app._notifications)
+        assert "calendar-store is merged: its worktree was removed" in next(iter(app._notifications)).message
+        assert type(app.screen).__name__ == "Dashboard"

@@ -25,3 +25,25 @@ def test_event_lines_say_when_usage_was_not_reported_or_estimated():
     line = fmt.activity_text({"kind": "usage", "input": 40, "output": 1, "source": "estimated"}, totals)
     assert line is not None and "usage +40 in / +1 out (estimated)  (total ~70 in, ~10 out)" in line.plain
     assert fmt.usage_label(totals) == "estimated"
+
+
+@pytest.mark.parametrize(("event", "style"), [
+    ({"type": "problem.opened", "data": {"code": "KTRWMB"}}, "bold red"),
+    ({"type": "problem.answered", "data": {"code": "KTRWMB", "reply": "retry"}}, "yellow"),
+    ({"type": "problem.closed", "data": {"code": "KTRWMB", "outcome": "back to gating"}}, "green"),
+    ({"type": "gate.finished", "data": {"level": "fast", "passed": True}}, "green"),
+    ({"type": "gate.finished", "data": {"level": "fast", "passed": False}}, "bold red"),
+    ({"type": "quota.changed", "data": {"provider": "sim-b", "used_pct": 100}}, "yellow"),
+    ({"type": "quota.changed", "data": {"provider": "sim-b", "blocked": False,
+                                        "reason": "sim-b answered a request (probe): available again"}}, "green"),
+    ({"type": "review.finished", "data": {"overall": "PASS"}}, "green"),
+    ({"type": "review.finished", "data": {"overall": "CHANGES"}}, "yellow"),
+    ({"type": "run.finished", "data": {"verdict": "error"}}, "red"),
+    ({"type": "run.finished", "data": {"verdict": "completed"}}, "cyan"),
+    ({"type": "job.accepted"}, "bold green"),
+])
+def test_an_events_colour_follows_its_outcome_not_its_family(event, style) -> None:
+    from pilothouse.tui.format import event_style, event_text
+
+    assert event_style(event) == style
+    assert event_text({**event, "ts": "2026-11-29T07:00:00Z"}).spans[1].style == style

@@ -60,3 +60,23 @@ async def test_state_colours_are_readable_on_every_theme_and_on_the_cursor_row(c
                     assert ratio >= 3.0, f"{theme}: {word} {'on the cursor row ' if on_cursor else ''}{ratio:.2f}"
     assert len({t for t, *_ in measured}) >= len(themes) - 2
     assert {w for _, w, on_cursor, _ in measured if on_cursor} >= {"stopped", "waiting", "running", "done"}
+
+
+@pytest.mark.parametrize(("words", "screen"), [("Settings", "SettingsScreen"), ("Usage", "UsageScreen"),
+                                               ("Gate log", "GateLog"), ("Diff", "DiffScreen"),
+                                               ("Ship", "ConfirmModal")])
+async def test_the_palette_reaches_settings_usage_ship_diff_and_the_gate_log(cockpit_repo, ui_worktree, make_app,
+                                                                             wait_for, words, screen) -> None:
+    app = make_app(cockpit_repo)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        if words == "Ship":
+            await pilot.press("1", "k")  # hello-world: accepted
+        else:
+            await pilot.press("3", "j", "j")  # calendar-ui: its worktree, its failed gate
+        await pilot.press("ctrl+p")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "CommandPalette")
+        await pilot.press(*words)
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == screen)

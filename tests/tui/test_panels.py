@@ -234,3 +234,43 @@ async def test_problems_say_the_reason_and_every_reply_and_names_fit(cockpit_rep
         width = dict(tasks._layout)["task"]
         assert width >= len("  └ calendar-docs")  # the deepest name, whole
         assert str(app.dashboard.problems.get_cell(blocked.code, "replies")) == "retry hint skip plan dismiss"
+
+
+async def test_a_problem_row_leads_with_what_tells_it_apart(weakened_problems, make_app) -> None:
+    """Two weakened gates whose summaries start alike, a gate failure and a budget stop: each row's
+    `what happened` starts with its own files and counts, failing test or figures, on one line."""
+    app = make_app(weakened_problems)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        table = app.dashboard.problems
+        what = {code: str(cells["what"]) for code, cells in table._rows}
+        assert what["KTRWMB"].startswith("tests/test_ui.py::test_month - assert 6 == 7")
+        assert what["WKUIQM"].startswith("tests/test_ui.py -3 asserts, tests/test_month.py deleted")
+        assert what["WKAPZX"].startswith("tests/test_api.py skip added")
+        assert what["BDGTHN"].startswith("44.5k of 40.0k tokens")
+        assert len(set(w[:30] for w in what.values())) == 4
+
+
+async def test_tasks_and_problems_share_the_height_by_what_they_hold(cockpit_repo, weakened_problems,
+                                                                     make_app) -> None:
+    """At 80x24, four problems beside five tasks: neither keeps empty rows while the other hides rows it
+    holds; with fewer tasks, Problems shows all four."""
+
+    app = make_app(weakened_problems)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        tasks, problems = app.dashboard.tasks, app.dashboard.problems
+        shown_p, shown_t = problems.size.height - 1, tasks.size.height - 1  # less the header row
+        assert shown_p >= 3 and shown_t >= 3 and abs(shown_p - shown_t) <= 1
+        await pilot.press("4")  # the focused panel shows all it holds
+        await pilot.pause()
+        assert problems.size.height - 1 == 4
+    db = connect(cockpit_repo.state_db)
+    with db:
+        db.execute("DELETE FROM tasks WHERE task IN ('calendar-sync', 'calendar-docs', 'calendar-store')")
+    db.close()
+    app = make_app(weakened_problems)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert app.dashboard.problems.size.height - 1 == 4
+        assert app.dashboard.tasks.size.height - 1 >= 2

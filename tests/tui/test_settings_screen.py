@@ -26,17 +26,17 @@ async def test_settings_lists_every_choice_and_edits_one_keeping_comments(cockpi
         assert str(table.get_cell("max_workers", "applies")) == "next start"
         table.select_key("budgets.job_tokens")
         await pilot.press("enter")
-        await wait_for_input(pilot, "WordsModal")
-        await pilot.press("ctrl+a", "ctrl+k", *"lots", "ctrl+s")
-        await wait_for(pilot, lambda: app._notifications)
-        refused = next(iter(app._notifications)).message
+        await wait_for_input(pilot, "ValueModal")
+        box = app.screen.query_one("#value")
+        assert (box.value, box.cursor_position) == ("100000", 6)  # the cursor after the value, to change it
+        await pilot.press("backspace", *"x lots", "enter")  # Enter saves
+        error = app.screen.query_one("#value-error")
+        await wait_for(pilot, lambda: str(error.render()))
+        refused = str(error.render())
         assert "budgets.job_tokens" in refused and "\n" not in refused
         assert cockpit_repo.project_yaml.read_text() == before  # untouched
-        app.clear_notifications()
-        await wait_for(pilot, lambda: type(app.screen).__name__ == "SettingsScreen")
-        await pilot.press("enter")
-        await wait_for_input(pilot, "WordsModal")
-        await pilot.press("ctrl+a", "ctrl+k", *"250000", "ctrl+s")
+        assert type(app.screen).__name__ == "ValueModal" and box.value == "10000x lots"  # what was typed stays
+        await pilot.press("ctrl+u", *"250000", "enter")
         await wait_for(pilot, lambda: str(table.get_cell("budgets.job_tokens", "value")) == "250000")
         assert cockpit_repo.project_yaml.read_text() == before.replace("100000", "250000")  # comments kept
         assert "applies at once" in next(iter(app._notifications)).message

@@ -109,7 +109,7 @@ async def _answer(layout: RepoLayout, reply: str, wait_for: Any) -> None:
             await wait_for(pilot, lambda: type(app.screen).__name__ == "WordsModal"
                            and app.focused is not None and app.focused.screen is app.screen)
             await pilot.press(*WORDS[reply], "ctrl+s")
-        if reply == "skip" or (reply, problem["kind"]) == ("accept", "review_rejected"):  # these ask first
+        if reply in ("skip", "accept"):  # these merge or cancel work: they ask first
             await wait_for(pilot, lambda: type(app.screen).__name__ == "ConfirmModal")
             await pilot.press("y")
         await wait_for(pilot, lambda: _rows(layout, "SELECT * FROM replies WHERE code=?", code))

@@ -235,3 +235,41 @@ def test_repo_picker(snap_compare, cockpit_repo, make_app, size) -> None:
     git(notes, "init", "-q")
     app = make_app(None, repos=[cockpit_repo, RepoLayout(notes)])
     assert snap_compare(app, terminal_size=size)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_accept_weakened_confirm(snap_compare, weakened_problems, ui_worktree, make_app, size) -> None:
+    # 4: Problems; WKUIQM (calendar-ui's weakened gate) under the cursor; a: merge it? names the tests and files
+    async def run_before(pilot) -> None:
+        await pilot.pause()
+        await pilot.press("4")
+        pilot.app.dashboard.problems.select_key("WKUIQM")
+        await pilot.pause()
+        await pilot.press("a")
+        await pilot.pause()
+
+    assert snap_compare(make_app(weakened_problems), run_before=run_before, terminal_size=size)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_dashboard_with_problems_told_apart(snap_compare, weakened_problems, make_app, size) -> None:
+    # four open problems, two of them weakened gates whose summaries start alike: each row leads with what
+    # tells it apart (the files and counts, the failing test, the budget), and the panels share the height
+    assert snap_compare(make_app(weakened_problems), terminal_size=size)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_setting_refused_keeps_what_was_typed(snap_compare, cockpit_repo, make_app, wait_for_input, size) -> None:
+    # C, enter on max_workers: one line, the cursor after the value; "lots" + Enter: core's one-line
+    # refusal under what was typed, the dialog still open
+    async def run_before(pilot) -> None:
+        await pilot.pause()
+        await pilot.press("C")
+        await wait_for_input(pilot, "SettingsScreen")
+        pilot.app.screen.query_one("#settings-table").select_key("max_workers")
+        await pilot.press("enter")
+        await wait_for_input(pilot, "ValueModal")
+        await pilot.press("ctrl+u", *"lots", "enter")
+        await pilot.pause()
+
+    assert snap_compare(make_app(cockpit_repo), run_before=run_before, terminal_size=size)

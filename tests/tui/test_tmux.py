@@ -5,43 +5,18 @@ from __future__ import annotations
 
 import json
 import shlex
-import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
 from pilothouse.core.state.store import connect
+from tmux_support import Tmux, need_tmux
 
 
 @pytest.fixture(autouse=True)
 def _tmux_installed() -> None:
-    # a failure, never a skip: the cockpit in a real terminal is what this file checks
-    if shutil.which("tmux") is None:
-        pytest.fail("tmux is not installed: run scripts/test (it installs tmux) or apt-get install tmux",
-                    pytrace=False)
-
-
-class Tmux:
-    def __init__(self, sock: Path, name: str = "cockpit") -> None:
-        self.sock, self.name = sock, name
-
-    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["tmux", "-S", str(self.sock), *args], capture_output=True, text=True, timeout=20)
-
-    def screen(self) -> str:
-        return self.run("capture-pane", "-t", self.name, "-p").stdout
-
-    def wait_for(self, *texts: str, timeout: float = 30) -> str:
-        deadline = time.monotonic() + timeout
-        while True:
-            screen = self.screen()
-            if all(t in screen for t in texts):
-                return screen
-            if time.monotonic() > deadline:
-                raise AssertionError(f"never saw {texts!r} on screen:\n{screen}")
-            time.sleep(0.1)
+    need_tmux()
 
 
 def test_cockpit_in_tmux(cockpit_repo, tmp_path: Path) -> None:

@@ -131,6 +131,7 @@ class Dashboard(Screen[None]):
         tasks = q.tasks(job) if (q is not None and job) else []
         self.tasks.show(job, tasks, now)
         self.tasks.border_title = f"3 Tasks · {job}" if job else "3 Tasks"
+        self.share_height()
 
     def _show_problems(self, problems: list[Problem]) -> None:
         q = self.cockpit.queries
@@ -147,6 +148,7 @@ class Dashboard(Screen[None]):
             title += f" · {len(pending)} answered" if pending else ""
         self.problems.border_title = title
         self.bindings_may_change()
+        self.share_height()
 
     def apply(self, changes: Changes, events: list[dict[str, Any]]) -> None:
         q, now = self.cockpit.queries, self.cockpit.clock()
@@ -268,6 +270,31 @@ class Dashboard(Screen[None]):
 
     def on_descendant_focus(self) -> None:
         self.bindings_may_change()  # the Tasks panel's stopped task may own the reply keys
+        self.share_height()
+
+    def on_resize(self) -> None:
+        self.share_height()
+
+    # --- the height Tasks and Problems share ------------------------------------------------------
+
+    def share_height(self) -> None:
+        """Once the current layout is done: split the rows Tasks and Problems hold between them."""
+        if not getattr(self, "_share_pending", False):
+            self._share_pending = True
+            self.call_after_refresh(self._share_now)
+
+    def _share_now(self) -> None:
+        self._share_pending = False
+        tasks, problems = self.tasks, self.problems
+        total = tasks.outer_size.height + problems.outer_size.height
+        if not total or not self.is_mounted:
+            return
+        height = split_height(total, tasks.row_count, problems.row_count, 1 + tasks.styles.gutter.height,
+                              1 + problems.styles.gutter.height,
+                              "problems" if self.focused is problems else "tasks" if self.focused is tasks else None)
+        if problems.styles.height is None or problems.styles.height.cells != height:
+            problems.styles.height = height
+            problems.styles.max_height = height  # the stylesheet's cap is for a panel sized by its rows
 
     def action_follow(self) -> None:
         self.events.follow = True
@@ -301,6 +328,24 @@ class Dashboard(Screen[None]):
             self.query_one(f"#{getattr(self, '_filter_target', 'events')}").focus()
             if self.events.follow:  # the layout changed under the log: settle at the newest line again
                 self.events.settle()
+
+
+def split_height(total: int, task_rows: int, problem_rows: int, task_chrome: int, problem_chrome: int,
+                 focused: object = None) -> int:
+    """The Problems panel's height when it and Tasks share `total` lines by what they hold (`chrome`:
+    each one's border and header): each its rows when they fit, else each in proportion to its rows,
+    with two rows at least (fewer if it holds fewer), the focused one first."""
+    need_t, need_p = task_chrome + max(task_rows, 1), problem_chrome + max(problem_rows, 1)
+    if need_t + need_p <= total:
+        return need_p
+    min_t, min_p = task_chrome + min(task_rows, 2), problem_chrome + min(problem_rows, 2)
+    if focused == "problems":
+        share = need_p
+    elif focused == "tasks":
+        share = total - need_t
+    else:
+        share = round(total * need_p / (need_t + need_p))
+    return max(min_p, min(share, total - min_t))
 
 
 def status_text(repo: str, supervisor: str, sup_style: str, problems: int) -> Text:

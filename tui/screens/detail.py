@@ -53,7 +53,7 @@ class RunLines(Message):
 class RunDetail(Screen[None]):
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
     BINDINGS = [
-        Binding("escape", "app.pop_screen", "Back", id="back"),
+        Binding("escape,q", "app.pop_screen", "Back", id="detail.back"),  # q goes back everywhere but the dashboard
         Binding("f", "follow", "Follow", id="detail.follow"),
         Binding("left_square_bracket", "run(-1)", "Prev run", id="detail.prev"),
         Binding("right_square_bracket", "run(1)", "Next run", id="detail.next"),

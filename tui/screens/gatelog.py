@@ -61,6 +61,8 @@ class GateLog(Screen[None]):
         Binding("slash", "search", "Search", id="gatelog.search"),
         Binding("n", "match(1)", "Next match", id="gatelog.next"),
         Binding("N", "match(-1)", "Prev match", id="gatelog.prev"),
+        Binding("j", "scroll(1)", "Down", show=False, id="gatelog.down"),
+        Binding("k", "scroll(-1)", "Up", show=False, id="gatelog.up"),
     ]
 
     def __init__(self, title: str, lines: list[Text]) -> None:
@@ -123,6 +125,10 @@ class GateLog(Screen[None]):
         self.at = (self.at + step) % len(self.matches)
         log = self.query_one("#gatelog-text", RichLog)
         log.scroll_to(y=max(0, self.matches[self.at] - log.size.height // 2), animate=False, immediate=True)
+
+    def action_scroll(self, step: int) -> None:
+        log = self.query_one("#gatelog-text", RichLog)
+        log.scroll_to(y=max(0, log.scroll_y + step), animate=False, immediate=True)
 
     def action_back(self) -> None:
         box = self.query_one("#gatelog-search", Input)

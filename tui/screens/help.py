@@ -34,7 +34,7 @@ NAVIGATION = [
 ]
 REPLY_HELP = {
     "retry": "run the stopped step again (fix the cause first)",
-    "accept": "take the builder's reviewed commit; checks must pass",
+    "accept": "take the builder's commit; checks must pass (asks first)",
     "skip": "cancel the task and its dependents (asks first)",
     "dismiss": "close a request for more files; scope stays",
     "hint": "the same builder continues with your words",
@@ -53,10 +53,10 @@ FIX_HELP = {
     "fix.shell": "a shell in the task's worktree; on exit, the retry that takes your fix",
     "fix.edit": "$EDITOR on a file the task changed (never through a link)",
     "fix.diff": "the task's change against its base, file by file ([ ] to move)",
-    "fix.gatelog": "every run of the task's gate, with search (/ n N)",
+    "fix.gatelog": "every run of the task's gate, with search (/ n N, j k scroll)",
 }
 DETAIL_HELP = {
-    "back": "back to the dashboard",
+    "detail.back": "back to the dashboard (q goes back on every screen but the dashboard)",
     "detail.follow": "follow the worker's output again",
     "detail.prev": "the task's previous run",
     "detail.next": "the task's next run",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pilothouse.tui.keymap import shown
@@ -77,6 +78,55 @@ class WordsModal(ModalScreen[str | None]):
         else:
             self.notify(f"type the words first ({shown(self.app, 'words.cancel', 'escape')[0]} cancels)",
                         severity="warning")
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class ValueModal(ModalScreen[str | None]):
+    """One value on one line (a setting): the cursor after what is there, Enter saves, Esc cancels.
+    `save` runs on Enter; a value it refuses (UserError) is said in the dialog, which stays open with
+    what was typed so the operator corrects it instead of typing it again."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="value.cancel")]
+
+    def __init__(self, title: str, prompt: str, value: str = "",
+                 save: Callable[[str], str | None] | None = None) -> None:
+        super().__init__()
+        self.title_text, self.prompt, self.value = title, prompt, value
+        self.save = save
+
+    def compose(self) -> ComposeResult:
+        from textual.widgets import Input
+
+        with Vertical(classes="dialog value") as box:
+            box.border_title = self.title_text
+            yield Static(self.prompt, classes="body")
+            yield Input(self.value, id="value")
+            yield Static("", id="value-error")
+            yield Label(Text.assemble(("enter", "bold"), " save   ",
+                                      (shown(self.app, "value.cancel", "escape")[0], "bold"), " cancel"),
+                        classes="keys")
+
+    def on_mount(self) -> None:
+        from textual.widgets import Input
+
+        box = self.query_one("#value", Input)
+        box.cursor_blink = not self.app.is_headless
+        box.focus()
+        box.cursor_position = len(box.value)  # to change the value, not to type before it
+
+    def on_input_submitted(self, event: Any) -> None:
+        from pilothouse.providers.errors import UserError
+
+        event.stop()
+        raw = event.value
+        try:
+            said = self.save(raw) if self.save is not None else raw
+        except UserError as exc:
+            self.query_one("#value-error", Static).update(Text(str(exc), style="bold red"))
+            return
+        self.dismiss(said if said is not None else "")
 
     def action_cancel(self) -> None:
         self.dismiss(None)

@@ -75,7 +75,7 @@ class SettingsScreen(Screen[None]):
                                                           "watcher starts", style="dim"))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        from pilothouse.tui.screens.modals import WordsModal
+        from pilothouse.tui.screens.modals import ValueModal
 
         path = event.row_key.value
         if not path:
@@ -83,35 +83,32 @@ class SettingsScreen(Screen[None]):
         if path.startswith(PREFIX):
             self.edit_email(path.removeprefix(PREFIX))
             return
-        current = self.values.get(path)
-
-        def got(words: str | None) -> None:
-            if words is not None:
-                self.save(path, words)
-
-        self.app.push_screen(WordsModal(f"set · {path}", "The new value, as you would write it in the file "
-                                        "(5000, off, [a, b], a command):",
-                                        value="" if current is None else shown(current)), got)
-
-    def save(self, path: str, raw: str) -> None:
-        from pilothouse.core.records import settings
-
         layout = self.cockpit.layout
         if layout is None:
             return
-        try:
-            applies = settings.set_value(layout, path, raw)
-        except UserError as exc:
-            self.notify(str(exc), title=f"set {path}", severity="error", timeout=10)
-            return
-        self.notify(f"{path} saved; it applies {applies}", title="settings", timeout=5)
-        self.reload()
-        self.query_one(SettingsTable).select_key(path)
+        current = self.values.get(path)
+
+        def save(raw: str) -> str:
+            """In the dialog: core checks and writes, or refuses in one line and the dialog stays."""
+            from pilothouse.core.records import settings
+
+            return settings.set_value(layout, path, raw)
+
+        def saved(applies: str | None) -> None:
+            if applies is None:
+                return
+            self.notify(f"{path} saved; it applies {applies}", title="settings", timeout=5)
+            self.reload()
+            self.query_one(SettingsTable).select_key(path)
+
+        self.app.push_screen(ValueModal(f"set · {path}", "The new value, as you would write it in the file "
+                                        "(5000, off, [a, b], a command; empty: the default):",
+                                        value="" if current is None else shown(current), save=save), saved)
 
     # --- email (the user's, not the repository's) ------------------------------------------------
 
     def edit_email(self, name: str) -> None:
-        from pilothouse.tui.screens.modals import ConfirmModal, WordsModal
+        from pilothouse.tui.screens.modals import ConfirmModal, ValueModal
 
         def done(what: str | None, key: str) -> None:
             if what:
@@ -138,17 +135,14 @@ class SettingsScreen(Screen[None]):
             self.app.push_screen(PasswordModal(), lambda pw: self._store_password(pw, done, refused))
             return
 
-        def got(words: str | None) -> None:
-            if words is None:
-                return
-            try:
-                done(self.email.set_field(name, words), PREFIX + name)
-            except UserError as exc:
-                refused(exc, PREFIX + name)
+        def got(what: str | None) -> None:
+            if what is not None:
+                done(what, PREFIX + name)
 
-        # empty clears an optional field (core refuses it for a required one)
-        self.app.push_screen(WordsModal(f"set · email.{name}", "The new value (empty: the default):",
-                                        value=self.email.current(name), allow_empty=True), got)
+        # empty clears an optional field (core refuses it for a required one); a refusal stays in the dialog
+        self.app.push_screen(ValueModal(f"set · email.{name}", "The new value (empty: the default):",
+                                        value=self.email.current(name),
+                                        save=lambda raw: self.email.set_field(name, raw)), got)
 
     def _store_password(self, password: str | None, done: Any, refused: Any) -> None:
         from pilothouse.providers.keys import NoKeyringBackend

@@ -199,21 +199,44 @@ def replies_text(replies: list[str], width: int = 0, keys: dict[str, str] | None
 _FAILING = re.compile(r"^(FAILED |FAIL:|ERROR:? |E +|.*Error: |error(\[\w+\])?: |.*panicked at |--- FAIL)")
 
 
+def _weakening(w: dict[str, object]) -> str:
+    path, detail, kind = str(w.get("path") or ""), str(w.get("detail") or ""), str(w.get("kind") or "")
+    count = re.match(r"(\d+) assertion", detail)
+    short = {"test_deleted": "deleted", "skip_added": "skip added", "settings_changed": "changed"}.get(kind)
+    if kind == "assertions_removed" and count:
+        short = f"-{count.group(1)} assert{'s' * (count.group(1) != '1')}"
+    text = short or detail or kind.replace("_", " ")
+    return f"{path} {text}" if path else text
+
+
 def headline(p: Problem) -> str:
-    """What happened, reason first, for one table cell: a gate's failing line when its output shows
-    one, else the summary without the `command` it quotes (a long command filled the cell)."""
-    tail = p.evidence.get("output_tail") or p.evidence.get("gate_output")
+    """What tells this problem apart from the others, first, for one table cell: the weakened files
+    and counts, the failing test, the budget's figures, the files asked for; else the summary
+    without the `command` it quotes (a long command filled the cell)."""
+    ev = p.evidence
+    weakened = [w for w in ev.get("weakened") or [] if isinstance(w, dict)]
+    if p.kind == "gate_weakened" and weakened:
+        more = f" +{len(weakened) - 2}" if len(weakened) > 2 else ""
+        return fmt.words(", ".join(_weakening(w) for w in weakened[:2])) + more + " · gate weakened"
+    tail = ev.get("output_tail") or ev.get("gate_output")
     if isinstance(tail, str):
         failing = [ln.strip() for ln in tail.splitlines() if _FAILING.match(ln.strip())]
         if failing:
-            return fmt.words(failing[-1 if failing[-1].startswith("E ") else 0])
+            line = fmt.words(failing[-1 if failing[-1].startswith("E ") else 0])
+            return re.sub(r"^(FAILED|FAIL:|ERROR:?) +", "", line)
+    if p.kind == "budget" and isinstance(ev.get("used_tokens"), int) and isinstance(ev.get("cap"), int):
+        return f"{fmt.tokens(ev['used_tokens'])} of {fmt.tokens(ev['cap'])} tokens · budget"
+    if p.kind == "needs_files" and isinstance(ev.get("needs_files"), list):
+        return "asks for " + ", ".join(fmt.words(f) for f in ev["needs_files"][:3])
+    if p.kind == "builder_blocked" and ev.get("blocked_reason"):
+        return f"blocked: {fmt.words(ev['blocked_reason'])}"
     return " ".join(re.sub(r"`[^`]*`", "", fmt.words(p.summary)).split())
 
 
 class ProblemsTable(KeyedTable):
     COLUMNS = (
-        Col("code", "code", 6), Col("job", "job", 10, flex=1, fit=True), Col("task", "task", 12, flex=1, fit=True),
-        Col("what", "what happened", 16, flex=3), Col("replies", "replies", 22, wide=28),
+        Col("code", "code", 6), Col("job", "job", 10, flex=1, fit=True, wide_only=True),
+        Col("task", "task", 12, fit=True), Col("what", "what happened", 16, flex=3), Col("replies", "replies", 8, wide=28),
     )
 
     def __init__(self, **kwargs: object) -> None:
@@ -236,11 +259,11 @@ class ProblemsTable(KeyedTable):
     def cells(self, p: Problem, answer: ReplyRow | None, stopped: bool) -> dict[str, Cell]:
         if answer is None:
             width = dict(self._layout).get("replies", 0)
-            return {"code": Text(p.code, style="bold"), "job": p.job, "task": p.task or "(job)",
+            return {"code": Text(p.code, style="bold"), "job": p.job, "task": p.task or f"({p.job})",
                     "what": headline(p), "replies": replies_text(p.replies, width, self._reply_keys())}
         # answered, not yet taken: the reply keys are gone; say who must act (S when it is stopped)
         waiting = "waiting for the supervisor" + (" (stopped)" if stopped else "")
-        return {"code": Text(p.code, style="dim"), "job": p.job, "task": p.task or "(job)",
+        return {"code": Text(p.code, style="dim"), "job": p.job, "task": p.task or f"({p.job})",
                 "what": fmt.styled(waiting, "yellow") + fmt.styled(f" · {headline(p)}", "dim"),
                 "replies": fmt.styled(f"✓ {answer.reply}", "green")
                 + fmt.styled(f" · {self._start_key()} starts it" if stopped else " · waiting", "yellow")}
