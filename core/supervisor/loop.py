@@ -90,7 +90,7 @@ class Supervisor(SupervisorRuns):
         self._project: Any = None
         self._project_mtime: float | None = None
         self._next_heartbeat = 0.0
-        self.good_head: str | None = None
+        self.good_heads: dict[str, str | None] = {}  # job -> the gated head of its line new checkouts start from
         self._last_error: str | None = None
         self._timer: float | None = None
         self._data_version: int | None = None

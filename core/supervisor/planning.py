@@ -133,7 +133,7 @@ def _adopt_defined(sup: Supervisor, job: Any, revision: int) -> None:
     from pilothouse.core.records.taskgraph import load_tasks
 
     defs = load_tasks(sup.layout, job.name)
-    if defs and sup.store.job(job.name)["planned_revision"] == 0 and not sup.inflight and not sup.live_runs():  # type: ignore[index]
+    if defs and sup.store.job(job.name)["planned_revision"] == 0 and _idle(sup, job.name):  # type: ignore[index]
         _sync(sup, job.name)  # a new job starts from the base branch's head, as an assigner's would
     if not defs:
         sup.store.set_job(job.name, None, reason="plan-ready, but .ai/tasks.yaml has no tasks for this job",
@@ -203,8 +203,8 @@ def _launch_assigner(sup: Supervisor, job: Any, revision: int, previous: sqlite3
             sup.store.set_job(job.name, "job.blocked", reason=hold, state="blocked")
         return
     provider, model = _coordinator(sup, job)
-    checkout = ensure_integration_checkout(sup.layout, sup.project)
-    if previous is None and not sup.inflight and not sup.live_runs():
+    checkout = ensure_integration_checkout(sup.layout, sup.project, job.name)
+    if previous is None and _idle(sup, job.name):
         _sync(sup, job.name)
     if previous is None:
         existing = [{"task": t["task"], "state": t["state"]} for t in sup.store.tasks(job.name)]
@@ -260,22 +260,30 @@ def _wait_for_quota(sup: Supervisor, job: Any, revision: int, provider: str) -> 
     return False
 
 
+def _idle(sup: Supervisor, job: str) -> bool:
+    """Nothing of the job under way (no work in flight, no run live): its line may move. Other
+    jobs are not asked: their lines are their own."""
+    if any(len(k) > 1 and k[1] == job for k in sup.inflight):
+        return False
+    return sup.conn.execute("SELECT 1 FROM runs WHERE job=? AND state='running' LIMIT 1", (job,)).fetchone() is None
+
+
 def _sync(sup: Supervisor, job: str) -> None:
-    """With nothing in flight, bring the base branch's newer commits into the integration branch
+    """With nothing of the job in flight, bring the base branch's newer commits into the job's line
     (fast-forward, or a merge commit when it has merges of its own), so a new plan builds on what
-    the operator committed since the last job. Said in an event either way: a base that could not
-    be brought in is why a job may fail the way the last one did."""
+    the operator committed, and the jobs shipped, since. Said in an event either way: a base that
+    could not be brought in is why a job may fail the way the last one did."""
     from pilothouse.core.git.integration import sync_integration
 
     try:
-        result = sync_integration(sup.layout, sup.project)
+        result = sync_integration(sup.layout, sup.project, job)
     except Exception as exc:  # noqa: BLE001 - planning goes on from the current integration head
         sup.log.warning("could not sync the integration branch: %s", exc)
         sup.events.append("integration.synced", job=job, data={"state": "error", "reason": str(exc)[:500]})
         return
     state = result.get("state")
     if state in ("fast-forwarded", "merged"):
-        sup.good_head = None  # recomputed at the next launch: the cached head is the old one
+        sup.good_heads.pop(job, None)  # recomputed at the next launch: the cached head is the old one
         sup.log.info("integration branch %s to %s", state, result.get("head"))
     if state != "up-to-date":
         reason = {"fast-forwarded": "the integration branch caught up with the base branch",

@@ -56,6 +56,7 @@ def after_gate(sup: Supervisor, job: str, r: sqlite3.Row) -> None:
 
 
 def launch_reviewer(sup: Supervisor, job: str, r: sqlite3.Row) -> None:
+    from pilothouse.core.git.integration import job_line
     from pilothouse.core.git.weakening import test_changes
     from pilothouse.core.git.worktrees import diff_stat
     from pilothouse.core.supervisor.context import launch_hold
@@ -73,7 +74,7 @@ def launch_reviewer(sup: Supervisor, job: str, r: sqlite3.Row) -> None:
         c.update(wait_then="gating", wait_for=[sup.project.model_policy.roles.reviewer or "sim"])
         sup.store.set_task(job, r["task"], "waiting", "the reviewer's provider is at a usage limit", counters=c)
         return
-    base = counters(r).get("base") or sup.project.integration_branch
+    base = counters(r).get("base") or job_line(sup.project, job)
     stat = diff_stat(r["worktree"], base).get("text", "")
     c = counters(r)
     delta = L.test_delta_text(c.get("gate_counts"), c.get("base_counts"), c.get("holdout"),
@@ -205,11 +206,12 @@ def _start_job_gate(sup: Supervisor, job: str) -> None:
         return
     layout, project = sup.layout, sup.project
     sup.events.append("gate.started", job=job, data={"level": "full", "where": "integration"})
-    sup.work(key, lambda: run_integration_gate(layout, project, "full"),
+    sup.work(key, lambda: run_integration_gate(layout, project, job, "full"),
              lambda res, exc: _job_gate_done(sup, job, res, exc))
 
 
 def _job_gate_done(sup: Supervisor, job: str, res: Any, exc: BaseException | None) -> None:
+    from pilothouse.core.git.integration import job_line
     from pilothouse.core.stops import problems
 
     jr = sup.store.job(job)
@@ -226,7 +228,7 @@ def _job_gate_done(sup: Supervisor, job: str, res: Any, exc: BaseException | Non
         sup.store.set_job(job, "job.blocked", reason=f"the full gate {failed} on the integration branch: {reason}",
                           state="blocked")
         problems.open_problem(sup.layout, job, None, "gate_failed", f"the full gate {failed} on "
-                              f"{sup.project.integration_branch}: {reason}", {"output_tail": tail},
+                              f"{job_line(sup.project, job)}: {reason}", {"output_tail": tail},
                               ["retry"], conn=sup.conn, log=sup.events)
         return
     if sup.project.workflow.review == "once":
@@ -242,7 +244,7 @@ def _launch_combined_review(sup: Supervisor, job: str) -> None:
     who = _reviewer(sup, job)
     if who is None:
         return
-    checkout = ensure_integration_checkout(sup.layout, sup.project)
+    checkout = ensure_integration_checkout(sup.layout, sup.project, job)
     rows = sup.store.tasks(job)
     base = next((counters(r).get("base") for r in rows if counters(r).get("base")), None) or "HEAD~1"
     stat = diff_stat(checkout, base).get("text", "")
@@ -282,7 +284,7 @@ def _combined_review_step(sup: Supervisor, job: str) -> None:
 
 
 def accept(sup: Supervisor, job: str) -> None:
-    from pilothouse.core.git.integration import integration_head
+    from pilothouse.core.git.integration import integration_head, job_line
     from pilothouse.core.git.worktrees import remove_job_worktrees
 
     rows = sup.store.tasks(job)
@@ -293,8 +295,8 @@ def accept(sup: Supervisor, job: str) -> None:
         " and the full gate passed"
     sup.store.set_job(job, "job.accepted", reason=reason, state="accepted",
                       finished_at=utc_now_iso(),
-                      event_data={"integration_branch": sup.project.integration_branch,
-                                  "head": integration_head(sup.layout, sup.project),
+                      event_data={"integration_branch": job_line(sup.project, job),
+                                  "head": integration_head(sup.layout, sup.project, job),
                                   "tasks": [r["task"] for r in rows if r["state"] == "done"],
                                   "tokens": jr["tokens"] if jr is not None else None,
                                   "usage": job_usage(sup.layout, job, conn=sup.conn)})

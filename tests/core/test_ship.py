@@ -86,7 +86,7 @@ def _ship(cli, layout: RepoLayout, *extra: str):
 def test_ship_merges_refuses_over_uncommitted_changes_squashes_and_branches(tmp_path: Path, cli) -> None:
     layout = _accepted(tmp_path)
     root = layout.root
-    head = _git(root, "rev-parse", "pilothouse/integration")
+    head = _git(root, "rev-parse", "pilothouse/integration/demo")
     main = _git(root, "rev-parse", "main")
 
     # --branch: a new branch for a pull request; the base branch and the checkout stay as they are
@@ -143,7 +143,7 @@ def test_ship_merges_refuses_over_uncommitted_changes_squashes_and_branches(tmp_
 def test_ship_fast_forwards_and_the_next_job_starts_from_the_new_head(tmp_path: Path, cli) -> None:
     layout = _accepted(tmp_path)
     root = layout.root
-    head = _git(root, "rev-parse", "pilothouse/integration")
+    head = _git(root, "rev-parse", "pilothouse/integration/demo")
     r = _ship(cli, layout)
     assert r.returncode == 0, r.stderr
     assert "fast-forwarded" in r.stdout and _git(root, "rev-parse", "main") == head
@@ -162,7 +162,7 @@ def test_ship_fast_forwards_and_the_next_job_starts_from_the_new_head(tmp_path: 
     _once(layout)
     assert _job_state(layout, "second") == "accepted"
     assert _git(root, "show", "ph/second/three:three.txt") == "the fix"
-    assert _git(root, "merge-base", "--is-ancestor", "main", "pilothouse/integration") == ""
+    assert _git(root, "merge-base", "--is-ancestor", "main", "pilothouse/integration/demo") == ""
     events = [json.loads(x) for x in layout.events.read_text().splitlines()]
     synced = [e for e in events if e["type"] == "integration.synced"]
     assert [e["data"]["state"] for e in synced] == ["fast-forwarded"]

@@ -81,7 +81,7 @@ async def test_ship_an_accepted_job_asks_then_refuses_over_uncommitted_changes_t
 
     layout = accepted_sim_job(tmp_path, OVER_BUDGET.replace("usage: {input: 4000, output: 900}", ""))
     root = layout.root
-    head, main = git(root, "rev-parse", "pilothouse/integration"), git(root, "rev-parse", "main")
+    head, main = git(root, "rev-parse", "pilothouse/integration/demo"), git(root, "rev-parse", "main")
     assert head != main
     (root / "one.txt").write_text("the operator's own draft\n")  # uncommitted, in the file the job adds
     app = CockpitApp(layout, live=True)
