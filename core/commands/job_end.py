@@ -119,7 +119,7 @@ def job_outcome(layout: Any, name: str) -> tuple[str | None, str]:
     if row is None:
         return None, ""
     state = row["state"]
-    if state == "accepted":
+    if state in ("accepted", "shipped"):
         return "accepted", row["reason"] or ""
     if state in ("failed", "cancelled"):
         return "failed", row["reason"] or ""

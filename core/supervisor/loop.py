@@ -36,7 +36,7 @@ from pilothouse.providers.errors import UserError
 HEARTBEAT_S = dispatches.HEARTBEAT_S
 # passes run back to back while each moves a task (see loop)
 MAX_PASSES_IN_A_ROW = 8
-FINISHED_JOB_STATES = ("accepted", "failed", "cancelled")
+FINISHED_JOB_STATES = ("accepted", "shipped", "failed", "cancelled")
 
 
 class SupervisorRunning(UserError):
