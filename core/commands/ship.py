@@ -85,7 +85,8 @@ def _reviews(layout: Any, job: str) -> dict[str | None, str]:
 def job_message(job: Any, tasks: list[tuple[str, str]], reviews: dict[str | None, str], review_mode: str,
                 head: str, line: str) -> str:
     """The job's commit message: the job, what it was asked, each task and its review."""
-    first = next((ln.strip() for ln in job.request.splitlines() if ln.strip()), job.name)
+    # the request's first line, without a markdown heading's marks
+    first = next((ln.strip().lstrip("#").strip() for ln in job.request.splitlines() if ln.strip("# \t")), job.name)
     subject = f"{job.name}: {first}"
     subject = subject if len(subject) <= 72 else subject[:71] + "…"
     none = {"off": "no review (workflow.review: off; its gates decided)", "once": "reviewed with the whole job",
@@ -104,8 +105,8 @@ def ship_job(layout: Any, name: str, branch: str | None = None, how: str = "job"
     from pilothouse.core.commands.jobs import job_states
     from pilothouse.core.git import ship
     from pilothouse.core.git.integration import job_line, job_line_idle
-    from pilothouse.core.git.worktrees import GitError, git
-    from pilothouse.core.records.jobs import load_job
+    from pilothouse.core.git.worktrees import GitError, git, git_ok
+    from pilothouse.core.records.jobs import load_job, record_text
     from pilothouse.core.records.project import load_project
     from pilothouse.core.records.taskgraph import load_tasks
     from pilothouse.providers.errors import UserError
@@ -138,15 +139,24 @@ def ship_job(layout: Any, name: str, branch: str | None = None, how: str = "job"
                          f"review: {reviews.get(tid, none)}\n") for sha, tid in done_tasks]
     message = job_message(job, [(tid, titles.get(tid, tid)) for _, tid in done_tasks], reviews, mode, head,
                           job_line(project, job.name))
+    record, shipped = _shipped_record(layout, project, job, head, [tid for _, tid in done_tasks])
+    tracked = branch is None and git_ok(layout.root, "cat-file", "-e", f"{shipped.outcome.previous}:{record}")
+
+    def extra(wt: Any) -> None:
+        # the record says shipped in the very commit that ships: a fresh clone knows it
+        (wt / record).write_text(record_text(shipped), encoding="utf-8")
+        git(wt, "add", "--", record)
+
     try:
         with job_line_idle(layout, job.name):
-            done = ship.ship(layout, project, job.name, head, merges, message=message, branch=branch, how=how)
+            done = ship.ship(layout, project, job.name, head, merges, message=message, branch=branch, how=how,
+                             extra=extra if tracked else None, own=(record,) if tracked else ())
     except GitError as exc:  # git's own refusal (a lock, a full disk): its fatal/error line says why
         lines = exc.stderr.strip().splitlines() or [str(exc)]
         why = next((ln for ln in lines if ln.startswith(("fatal:", "error:"))), lines[-1])
         raise UserError(f"ship {job.name}: git {exc.argv[0] if exc.argv else ''} failed: {why}") from None
     if done["mode"] == "already" and branch is None:
-        _mark_shipped(layout, job.name, {**done, "reason": f"already on {done['target']}"})
+        _mark_shipped(layout, job.name, {**done, "reason": f"already on {done['target']}"}, shipped)
         return done, f"job {job.name} is already on {done['target']} ({done['new'][:10]})"
     if done["mode"] == "already":
         return done, f"job {job.name} is already on {done['base']} ({done['new'][:10]}): no branch made"
@@ -154,7 +164,10 @@ def ship_job(layout: Any, name: str, branch: str | None = None, how: str = "job"
     said = f"shipped job {job.name} onto {done['target']}: {done['mode']}, {done['new'][:10]}{again}"
     reason = f"shipped onto {done['target']} ({done['mode']}, {done['new'][:10]})"
     if branch is None:
-        _mark_shipped(layout, job.name, {**done, "reason": reason})
+        _mark_shipped(layout, job.name, {**done, "reason": reason}, shipped)
+        if not tracked:
+            said += (f"; its record {record} says shipped: commit it with your other .ai/ records "
+                     f"(git add {record} && git commit) so a fresh clone knows")
     else:
         from pilothouse.core.state.events import EventLog
 
@@ -162,9 +175,25 @@ def ship_job(layout: Any, name: str, branch: str | None = None, how: str = "job"
     return done, said
 
 
-def _mark_shipped(layout: Any, job: str, data: dict[str, Any]) -> None:
-    """The job is `shipped` (one transaction, its job.shipped event), and what it held is released:
-    its worktrees, its ph/ branches and its line (what they held is on the base branch now)."""
+def _shipped_record(layout: Any, project: Any, job: Any, head: str, tasks: list[str]) -> tuple[str, Any]:
+    """(the record's path in the repository, the job's record as it is once shipped)."""
+    from pilothouse.core.git.integration import base_branch
+    from pilothouse.core.git.worktrees import git
+    from pilothouse.core.records.jobs import Outcome
+    from pilothouse.core.state.events import utc_now_iso
+
+    base = base_branch(layout, project)
+    start = git(layout.root, "rev-parse", "--verify", f"refs/heads/{base}^{{commit}}")
+    outcome = Outcome(state="shipped", revision=job.revision, at=utc_now_iso(), head=head, onto=base,
+                      previous=start, tasks=tasks)
+    return f".ai/jobs/{job.name}.json", job.model_copy(update={"outcome": outcome})
+
+
+def _mark_shipped(layout: Any, job: str, data: dict[str, Any], shipped: Any) -> None:
+    """The job is `shipped` (one transaction, its job.shipped event; its record says so), and what
+    it held is released: its worktrees, its ph/ branches and its line (what they held is on the
+    base branch now)."""
+    from pilothouse.core.records.jobs import record_outcome
     from pilothouse.core.state import store
     from pilothouse.core.state.events import EventLog
     from pilothouse.core.supervisor.state import StateStore
@@ -175,6 +204,10 @@ def _mark_shipped(layout: Any, job: str, data: dict[str, Any]) -> None:
                                                                   state="shipped", event_data=data)
     finally:
         conn.close()
+    try:
+        record_outcome(layout, job, shipped.outcome)  # where the base is checked out: what the ship wrote
+    except Exception:  # noqa: BLE001,S110 - the job shipped; the store and the event say so
+        pass
     release_job(layout, job)
 
 

@@ -148,12 +148,14 @@ def _gate_again(layout: RepoLayout, project: ProjectConfig, job: str, base: str,
 
 def ship(layout: RepoLayout, project: ProjectConfig, job: str, head: str, merges: list[tuple[str, str, str]], *,
          message: str, branch: str | None = None, how: str = "job", extra: Callable[[Path], None] | None = None,
-         env: dict[str, str] | None = None) -> dict[str, Any]:
+         own: tuple[str, ...] = (), env: dict[str, str] | None = None) -> dict[str, Any]:
     """Put the change of `head` (the job's line at its acceptance) onto the base branch, or onto a
     new branch `branch`. `merges`: (merge commit, task, commit message) of the job's tasks, oldest
     first, for `per-task`; `message`: the job's commit message (`job`, `history`); `extra(wt)`:
-    writes and stages files that go into the last commit (the job's record). Returns {mode, base,
-    target, previous, new, regated, gate}."""
+    writes and stages files that go into the last commit (the job's record); `own`: those files'
+    paths, which the operator's checkout may hold changed by pilothouse itself (the record's
+    accepted state) and which landing replaces. Returns {mode, base, target, previous, new,
+    regated, gate}."""
     if how not in HOWS:
         raise UserError(f"ship: unknown way {how!r}: one of {', '.join(HOWS)}")
     base = base_branch(layout, project)
@@ -192,13 +194,14 @@ def ship(layout: RepoLayout, project: ProjectConfig, job: str, head: str, merges
         git(layout.root, "branch", branch, new)
         return {"mode": mode, "base": base, "target": branch, "previous": None, "new": new, "regated": regate,
                 "gate": gate}
-    _land(layout, base, start, new, job)
+    _land(layout, base, start, new, job, own)
     return {"mode": mode, "base": base, "target": base, "previous": start, "new": new, "regated": regate,
             "gate": gate}
 
 
-def _land(layout: RepoLayout, base: str, start: str, new: str, job: str) -> None:
-    """Move the base branch from `start` to `new` (a descendant)."""
+def _land(layout: RepoLayout, base: str, start: str, new: str, job: str, own: tuple[str, ...] = ()) -> None:
+    """Move the base branch from `start` to `new` (a descendant). `own`: pilothouse's records, whose
+    new content the commit carries (built from the checkout's own): their local change is no clash."""
     checkout = checkout_of(layout, base)
     if checkout is None:
         try:
@@ -207,12 +210,18 @@ def _land(layout: RepoLayout, base: str, start: str, new: str, job: str) -> None
             raise UserError(f"{base} moved while shipping ({exc.stderr.strip()}): ship again") from None
         return
     touched = set(git(layout.root, "diff", "--name-only", "-z", start, new, strip=False).split("\0")) - {""}
-    overlap = sorted(p for p in dirty_paths(checkout) if p in touched)
+    dirty = dirty_paths(checkout)
+    overlap = sorted(p for p in dirty if p in touched and p not in own)
     if overlap:
         raise UserError(f"your checkout {checkout} has uncommitted changes in {some_paths(overlap)}, which "
                         f"shipping job {job} would change: commit or stash them, then ship again "
                         f"(or ship --branch NAME)")
+    saved = {p: (checkout / p).read_bytes() for p in own if p in touched and p in dirty and (checkout / p).is_file()}
+    for p in saved:
+        git(checkout, "checkout", "-q", "HEAD", "--", p)  # the commit carries its new content
     proc = git_run(checkout, *NO_HOOKS, "merge", "-q", "--ff-only", new)
     if proc.returncode != 0:
+        for p, content in saved.items():
+            (checkout / p).write_bytes(content)
         detail = (proc.stderr or proc.stdout).strip().splitlines()
         raise UserError(f"could not fast-forward {base} in {checkout}: {detail[-1] if detail else 'git merge failed'}")

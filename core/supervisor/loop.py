@@ -340,6 +340,12 @@ class Supervisor(SupervisorRuns):
         candidates: list[tuple[str, Any, Any]] = []
         for job in list_jobs(self.layout):
             row = self.store.ensure_job(job.name, job.revision)
+            done = job.finished()
+            if row["state"] == "created" and done is not None:
+                # a fresh clone or a rebuilt state.db: the committed record says how it ended
+                self.store.set_job(job.name, "job.adopted", reason=done.says(), state=done.state,
+                                   planned_revision=job.revision, event_data={"state": done.state})
+                continue
             if row["state"] in FINISHED_JOB_STATES and row["planned_revision"] >= job.revision:
                 continue
             try:

@@ -162,8 +162,34 @@ def _install(sup: Supervisor, job: str, revision: int, entries: list[dict[str, A
                                   "edges": {e["id"]: list(e.get("depends_on") or []) for e in entries}})
     if first:
         sup.events.append("job.started", job=job, data={"revision": revision, "tasks": len(entries)})
+    _warn_overlap(sup, job, entries)
     if source == "operator":
         _close_planning_problems(sup, job, revision)
+
+
+def _warn_overlap(sup: Supervisor, job: str, entries: list[dict[str, Any]]) -> None:
+    """Another unshipped job writes the same files: said once, at planning, where it costs nothing.
+    The jobs stay apart (each on its own line); the second to ship is merged onto the first and
+    gated again, and a conflict is refused at ship naming the files."""
+    from pilothouse.core.records.taskgraph import load_tasks
+
+    mine = {p.rstrip("/") for e in entries for p in ((e.get("expected_paths") or {}).get("write") or [])}
+    if not mine:
+        return
+    theirs: dict[str, set[str]] = {}
+    for t in load_tasks(sup.layout):
+        if t.job_id != job:
+            theirs.setdefault(t.job_id, set()).update(p.rstrip("/") for p in t.expected_paths.write)
+    for other, paths in sorted(theirs.items()):
+        row = sup.store.job(other)
+        if row is None or row["state"] in ("shipped", "failed", "cancelled"):
+            continue
+        both = sorted(a for a in mine for b in paths if a == b or a.startswith(b + "/") or b.startswith(a + "/"))
+        if both:
+            sup.events.append("job.overlap", job=job, data={
+                "other": other, "paths": both[:20],
+                "reason": f"job {other} also writes {', '.join(both[:5])}: whichever ships second is merged onto "
+                          "the first and its full gate runs again; a conflict is refused at ship"})
 
 
 def _close_planning_problems(sup: Supervisor, job: str, revision: int) -> None:

@@ -305,6 +305,15 @@ def accept(sup: Supervisor, job: str) -> None:
     budgets.settle(sup.layout, job, "the job was accepted: nothing is left to launch", conn=sup.conn,
                    log=sup.events)
     try:
+        from pilothouse.core.records.jobs import Outcome, record_outcome
+
+        # in the committed record too: a fresh clone, or a rebuilt state.db, never builds it again
+        record_outcome(sup.layout, job, Outcome(state="accepted", revision=int(jr["revision"]) if jr else 1,
+                                                at=utc_now_iso(), head=integration_head(sup.layout, sup.project, job),
+                                                tasks=[r["task"] for r in rows if r["state"] == "done"]))
+    except Exception as exc:  # noqa: BLE001 - the record is the operator's file: acceptance stands without it
+        sup.log.warning("could not record the outcome of job %s: %s", job, exc)
+    try:
         # the branches stay (they hold the history); the checkouts are no longer needed
         remove_job_worktrees(sup.layout, job)
     except Exception as exc:  # noqa: BLE001 - cleanup must not undo an acceptance

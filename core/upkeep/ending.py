@@ -63,6 +63,9 @@ def cancel_job(layout: RepoLayout, name: str) -> dict[str, Any]:
             st.set_job(job.name, "job.cancelled", reason=f"{CANCELLED}", state="cancelled",
                        finished_at=utc_now_iso(), planned_revision=max(row["planned_revision"], job.revision),
                        event_data={"runs": stopped, "tasks": tasks, "problems": closed})
+            from pilothouse.core.records.jobs import Outcome, record_outcome
+
+            record_outcome(layout, job.name, Outcome(state="cancelled", revision=job.revision, at=utc_now_iso()))
         return {"runs": stopped, "tasks": tasks, "problems": closed, "already": already}
     finally:
         conn.close()
