@@ -419,3 +419,18 @@ def test_each_job_merges_on_its_own_line_and_starts_from_the_base_not_another_jo
     cfg2 = project(full="true", integration_branch="old-line")
     with pytest.raises(UserError, match="is in the way of the job lines old-line/k: ship what it holds"):
         integ.ensure_integration_checkout(layout, cfg2, "k")
+
+
+def test_ship_is_refused_while_the_jobs_own_merge_is_in_flight_and_not_for_another_jobs(layout: RepoLayout) -> None:
+    from pilothouse.providers.fsutil import atomic_write_json
+
+    with integ._merge_lock(layout, "j"):  # the supervisor merging or gating on j's line
+        with pytest.raises(UserError, match="job j is merging or gating on its integration line right now"):
+            with integ.job_line_idle(layout, "j"):
+                pass
+        with integ.job_line_idle(layout, "k"):  # another job's line is its own
+            pass
+    atomic_write_json(integ.pending_file(layout, "j"), {"previous_sha": "0" * 40})  # a merge cut short
+    with pytest.raises(UserError, match="a merge whose gate never finished"):
+        with integ.job_line_idle(layout, "j"):
+            pass
