@@ -212,11 +212,12 @@ def _holdout(layout: RepoLayout, scenario: str) -> None:
         fh.write(f"/{folder}/\n")
 
 
-def integration_summary(layout: RepoLayout) -> list[str]:
-    """One line per merge commit on the integration branch (first parent), newest first."""
+def integration_summary(layout: RepoLayout, job: str = "demo") -> list[str]:
+    """One line per merge commit on the job's integration line (first parent), newest first."""
+    from pilothouse.core.git.integration import job_line
     from pilothouse.core.records.project import load_project
 
-    branch = load_project(layout).integration_branch
+    branch = job_line(load_project(layout), job)
     try:
         out = git(layout.root, "log", "--first-parent", "--merges", "--format=%h %s", branch)
     except GitError:

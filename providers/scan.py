@@ -286,7 +286,8 @@ def scan_commits(repo: Path, refs: list[str], others: list[str], redactor: Redac
 
 
 def branch_split(repo: Path, integration: str) -> tuple[list[str], list[str]]:
-    """(pilothouse's branches: the task branches ph/* and `integration`, every other local branch)."""
+    """(pilothouse's branches: the task branches ph/*, `integration` and the jobs' lines under it,
+    every other local branch)."""
     import subprocess
 
     proc = subprocess.run(["git", "for-each-ref", "--format=%(refname)", "refs/heads/"], cwd=repo,
@@ -295,5 +296,5 @@ def branch_split(repo: Path, integration: str) -> tuple[list[str], list[str]]:
     others: list[str] = []
     for ref in proc.stdout.split() if proc.returncode == 0 else []:
         name = ref.removeprefix("refs/heads/")
-        (ours if name.startswith("ph/") or name == integration else others).append(ref)
+        (ours if name.startswith(("ph/", integration + "/")) or name == integration else others).append(ref)
     return ours, others

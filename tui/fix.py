@@ -225,7 +225,7 @@ class FixMixin:
 
         layout = self._app().layout
         assert layout is not None
-        return load_project(layout).integration_branch
+        return f"{load_project(layout).integration_branch}/{task.job}"  # the job's integration line
 
     def action_diff(self) -> None:
         from pilothouse.tui.screens.diff import DiffScreen, task_diff

@@ -14,7 +14,7 @@ from rich.text import Text
 # rich styles (Text objects cannot resolve Textual variables)
 _RICH_STATE = {
     "running": "bold cyan", "gating": "bold cyan", "reviewing": "bold cyan", "merging": "bold cyan",
-    "planning": "bold cyan", "done": "green", "accepted": "bold green", "approved": "green",
+    "planning": "bold cyan", "done": "green", "accepted": "bold green", "shipped": "green", "approved": "green",
     "new": "italic", "waiting": "yellow", "blocked": "bold red", "stopped": "bold red", "failed": "bold red",
     "needs_replan": "yellow", "skipped": "dim", "cancelled": "dim", "planned": "dim", "created": "dim",
 }

@@ -29,8 +29,8 @@ def register_job_subcommands(job_sub: Any) -> None:
     c.set_defaults(func=_cancel)
     d = job_sub.add_parser("delete", help="cancel a job and remove its worktrees, branches and record",
                            description="Cancels the job, then removes its worktrees (uncommitted work in them "
-                                       "too), its ph/JOB/ branches, its task definitions and its record. "
-                                       "Merges already on the integration branch stay.")
+                                       "too), its ph/JOB/ branches and its integration line, its task definitions "
+                                       "and its record. What was shipped stays on your branch.")
     d.add_argument("name")
     d.add_argument("--yes", action="store_true", help="do not ask for confirmation (scripts)")
     d.add_argument("--repo", metavar="PATH", help="the repository (default: the one containing the current dir)")
@@ -89,7 +89,7 @@ def _delete(args: Any) -> int:
             return 1
     done = _paused_supervisor(layout, lambda: ending.delete_job(layout, job.name))
     print(f"deleted job {job.name}: {len(done['worktrees'])} worktree(s), {len(done['branches'])} branch(es), "
-          f"{len(done['runs'])} run(s) stopped; merges already on the integration branch stay")
+          f"{len(done['runs'])} run(s) stopped; what was shipped stays on your branch")
     if done["kept"]:
         print(f"kept {', '.join(done['kept'])}: checked out in a checkout of yours (git worktree list); "
               "delete it there when done (git branch -D NAME)")
@@ -119,7 +119,7 @@ def job_outcome(layout: Any, name: str) -> tuple[str | None, str]:
     if row is None:
         return None, ""
     state = row["state"]
-    if state == "accepted":
+    if state in ("accepted", "shipped"):
         return "accepted", row["reason"] or ""
     if state in ("failed", "cancelled"):
         return "failed", row["reason"] or ""

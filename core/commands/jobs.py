@@ -241,6 +241,12 @@ def supervisor_line(sup: dict[str, Any]) -> str:
     return f"supervisor: pid {sup['pid']}{beat}"
 
 
+def _recorded(job: Any) -> str:
+    """A job the store does not know yet (a fresh clone): its recorded outcome, else not started."""
+    done = job.finished()
+    return str(done.state) if done is not None else "not started"
+
+
 def list_rows(layout: Any) -> list[dict[str, Any]]:
     """Every job with its state and task counts: `job list --json`, and the MCP server's job_list."""
     from pilothouse.core.records import jobs
@@ -253,7 +259,7 @@ def list_rows(layout: Any) -> list[dict[str, Any]]:
         st = states.get(j.name)
         ts = tasks.get(j.name, [])
         done = sum(1 for t in ts if t["state"] == "done")
-        rows.append({**_summary(j), "state": st["state"] if st else "not started",
+        rows.append({**_summary(j), "state": st["state"] if st else _recorded(j),
                      "tasks_done": done, "tasks": len(ts)})
     return rows
 
@@ -338,9 +344,10 @@ def status_rows(layout: Any, name: str | None = None) -> list[dict[str, Any]]:
     out = []
     for j in selected:
         st = states.get(j.name)
-        out.append({"job": j.name, "revision": j.revision, "state": st["state"] if st else "not started",
+        out.append({"job": j.name, "revision": j.revision, "state": st["state"] if st else _recorded(j),
                     "planned_revision": st["planned_revision"] if st else 0,
-                    "reason": st["reason"] if st else None, "tokens": st["tokens"] if st else 0,
+                    "reason": st["reason"] if st else (j.finished().says() if j.finished() else None),
+                    "tokens": st["tokens"] if st else 0,
                     "usage": st["usage"] if st else "measured",
                     "coordinator": (st and st["coordinator"]) or (
                         f"{j.coordinator.provider}/{j.coordinator.model or ''}".rstrip("/") if j.coordinator else None),

@@ -1,7 +1,12 @@
-"""Integration: approved task branches merge into the integration branch in a dedicated checkout.
+"""Integration: each job's approved task branches merge into that job's own integration line
+(`<integration_branch>/<job>`, e.g. pilothouse/integration/fix-login) in a checkout of its own.
 
-The checkout lives outside the repository (next to the task worktrees), so the operator's
-checkout, its branch and its uncommitted edits are never touched. Each merge is `--no-ff`
+One line per job is what makes `ship` safe: a job's line holds the base branch (as of the job's
+start or its last sync) plus that job's merges and nothing else, so what its reviewer and its full
+gate saw is exactly what shipping it lands; another job's unaccepted work is never on it, and a
+job's tasks never start on it. Each line has its own checkout, lock and pending marker, so two
+jobs merge side by side. The checkouts live outside the repository (next to the task
+worktrees), so the operator's checkout, its branch and its uncommitted edits are never touched. Each merge is `--no-ff`
 (one merge commit per task), followed by the combined gate; a conflict or a failing gate is
 rolled back to the previous head. Merging is idempotent: a branch whose tip already has its
 merge commit is reported as merged, and a merge interrupted mid-gate (supervisor killed) is
@@ -56,8 +61,13 @@ class MergeResult:
                 "gate": self.gate.to_dict() if self.gate else None}
 
 
-def integration_path(layout: RepoLayout) -> Path:
-    return worktree_root(layout) / INTEGRATION_DIR
+def job_line(project: ProjectConfig, job: str) -> str:
+    """The job's integration line: its merges, on the base branch as of its start (or last sync)."""
+    return f"{project.integration_branch}/{job}"
+
+
+def integration_path(layout: RepoLayout, job: str) -> Path:
+    return worktree_root(layout) / INTEGRATION_DIR / job
 
 
 def _refuse_protected(branch: str) -> None:
@@ -76,23 +86,30 @@ def base_branch(layout: RepoLayout, project: ProjectConfig, *, required: bool = 
                             f"{layout.root}: name an existing branch (git branch --list) or set it to null")
         return project.base_branch
     name = git(layout.root, "symbolic-ref", "-q", "--short", "HEAD", check=False)
-    if not required and (not name or name == project.integration_branch):
+    ours = bool(name) and (name == project.integration_branch or name.startswith(project.integration_branch + "/"))
+    if not required and (not name or ours):
         return ""
     if not name:
         raise UserError(f"{layout.root} is on a detached HEAD, so there is no base branch to start jobs from: "
                         "check out your branch, or set base_branch in .ai/project.yaml")
-    if name == project.integration_branch:
+    if ours:
         raise UserError(f"{layout.root} has the integration branch {name} checked out: check out your own branch "
                         "(e.g. main), or set base_branch in .ai/project.yaml")
     return name
 
 
-def ensure_integration_checkout(layout: RepoLayout, project: ProjectConfig) -> Path:
-    """The integration branch's dedicated checkout, created on first use from the base branch."""
-    branch = project.integration_branch
-    _refuse_protected(branch)
-    path = integration_path(layout)
+def ensure_integration_checkout(layout: RepoLayout, project: ProjectConfig, job: str) -> Path:
+    """The job's line's dedicated checkout, created on first use from the base branch's head."""
+    _refuse_protected(project.integration_branch)
+    branch = job_line(project, job)
+    path = integration_path(layout, job)
     if not branch_exists(layout.root, branch):
+        if branch_exists(layout.root, project.integration_branch):
+            # git keeps branches as files: X cannot be a branch and a folder of branches at once
+            raise UserError(f"the branch {project.integration_branch} (one integration branch shared by every job, "
+                            f"from an earlier pilothouse) is in the way of the job lines {branch}: ship what it "
+                            f"holds, then rename it (git branch -m {project.integration_branch} "
+                            f"{project.integration_branch}-old) and retry")
         try:
             base = base_branch(layout, project, required=False)
             git(layout.root, "branch", branch, f"refs/heads/{base}" if base else "HEAD")
@@ -120,33 +137,54 @@ def ensure_integration_checkout(layout: RepoLayout, project: ProjectConfig) -> P
     return where
 
 
-def _integration_state(layout: RepoLayout, project: ProjectConfig) -> tuple[Path, str]:
-    """(the integration checkout, its HEAD), checked like ensure_integration_checkout: in one git
-    call when the checkout is there, on the branch and clean (every merge after the first)."""
-    path = integration_path(layout)
+def _integration_state(layout: RepoLayout, project: ProjectConfig, job: str) -> tuple[Path, str]:
+    """(the job's integration checkout, its HEAD), checked like ensure_integration_checkout: in one
+    git call when the checkout is there, on the line and clean (every merge after the first)."""
+    path = integration_path(layout, job)
     if (path / ".git").exists():
         _refuse_protected(project.integration_branch)
         state = checkout_state(path)
-        if state is not None and state[1] == project.integration_branch and not state[2]:
+        if state is not None and state[1] == job_line(project, job) and not state[2]:
             return path, state[0]
-    checkout = ensure_integration_checkout(layout, project)
+    checkout = ensure_integration_checkout(layout, project, job)
     return checkout, git(checkout, "rev-parse", "HEAD")
 
 
+def _lock_path(layout: RepoLayout, job: str) -> Path:
+    return worktree_root(layout) / f"integration-{job}.lock"
+
+
 @contextmanager
-def _merge_lock(layout: RepoLayout) -> Iterator[None]:
-    lock_path = worktree_root(layout) / "integration.lock"
+def _merge_lock(layout: RepoLayout, job: str, *, wait: bool = True) -> Iterator[None]:
+    """The job's line, one git at a time. Without `wait`, UserError when someone holds it (ship
+    never waits behind the job's own merges: it refuses while they are in flight)."""
+    lock_path = _lock_path(layout, job)
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     with open(lock_path, "a") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            raise UserError(f"job {job} is merging or gating on its integration line right now: wait for it "
+                            f"(pilothouse job wait {job}), then retry") from None
         try:
             yield
         finally:
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
-def _pending_file(layout: RepoLayout) -> Path:
-    return worktree_root(layout) / "integration.pending.json"
+@contextmanager
+def job_line_idle(layout: RepoLayout, job: str) -> Iterator[None]:
+    """Hold the job's line for something that must not race its merges (ship); UserError, at once,
+    while a merge or gate of the job is in flight or its pending marker says one was cut short."""
+    with _merge_lock(layout, job, wait=False):
+        if pending_file(layout, job).exists():
+            raise UserError(f"job {job} has a merge whose gate never finished ({pending_file(layout, job)}): start "
+                            "the supervisor (pilothouse supervise) so it is rolled back and redone, then retry")
+        yield
+
+
+def pending_file(layout: RepoLayout, job: str) -> Path:
+    return worktree_root(layout) / f"integration-{job}.pending.json"
 
 
 def _find_merge(checkout: Path, tip: str) -> tuple[str, str] | None:
@@ -160,9 +198,9 @@ def _find_merge(checkout: Path, tip: str) -> tuple[str, str] | None:
     return None
 
 
-def _recover_pending(layout: RepoLayout, checkout: Path) -> None:
+def _recover_pending(layout: RepoLayout, job: str, checkout: Path) -> None:
     """A merge whose gate never finished (killed supervisor) is undone so it can be redone."""
-    pending = _pending_file(layout)
+    pending = pending_file(layout, job)
     try:
         info = json.loads(pending.read_text(encoding="utf-8"))
     except (FileNotFoundError, ValueError):
@@ -183,13 +221,13 @@ def _rollback(checkout: Path, previous: str) -> None:
     git(checkout, "clean", "-q", "-fd", check=False)
 
 
-def _already_merged(checkout: Path, branch: str, previous: str, project: ProjectConfig) -> MergeResult:
+def _already_merged(checkout: Path, branch: str, previous: str, line: str) -> MergeResult:
     """`git merge` found nothing to do: the branch is merged already, or never left the head."""
     tip = git(checkout, "rev-parse", "--verify", "-q", f"{branch}^{{commit}}")
     found = _find_merge(checkout, tip)
     if found is None:
         return MergeResult(False, None, previous,
-                           reason=f"nothing to merge: {branch} has no commits beyond {project.integration_branch}")
+                           reason=f"nothing to merge: {branch} has no commits beyond {line}")
     return MergeResult(True, found[0], found[1], reason="already merged", already_merged=True)
 
 
@@ -205,21 +243,21 @@ def _merge_failed(checkout: Path, branch: str, previous: str, proc: Any) -> Merg
                        conflicts=conflicts)
 
 
-def merge_task(layout: RepoLayout, project: ProjectConfig, branch: str, message: str,
+def merge_task(layout: RepoLayout, project: ProjectConfig, job: str, branch: str, message: str,
                gate_level: str | None = "full", *, timeout: float = DEFAULT_TIMEOUT_S,
                env: dict[str, str] | None = None) -> MergeResult:
     """Merge `branch` into the integration branch and gate it; roll back on conflict or failure
     (a train of one: merge_train)."""
-    [res] = merge_train(layout, project, [(branch, message)], gate_level, timeout=timeout, env=env)
+    [res] = merge_train(layout, project, job, [(branch, message)], gate_level, timeout=timeout, env=env)
     if isinstance(res, SecretInDiff):
         raise res
     return res
 
 
-def merge_train(layout: RepoLayout, project: ProjectConfig, cars: list[tuple[str, str]],
+def merge_train(layout: RepoLayout, project: ProjectConfig, job: str, cars: list[tuple[str, str]],
                 gate_level: str | None = "full", *, timeout: float = DEFAULT_TIMEOUT_S,
                 env: dict[str, str] | None = None) -> list[MergeResult | SecretInDiff]:
-    """Merge the approved (branch, message) pairs as one batch with one gate, in their order; one
+    """Merge the job's approved (branch, message) pairs onto its line as one batch with one gate, in their order; one
     result per pair. When the gate fails, the batch is rolled back and bisected: each half is merged
     and gated again on its own, down to the branch that breaks it, so the others still merge. A
     branch that conflicts, or that carries a credential, is left out and the rest go on.
@@ -230,12 +268,12 @@ def merge_train(layout: RepoLayout, project: ProjectConfig, cars: list[tuple[str
     Git calls for each branch on the usual path: the credential scan, the merge, one log for the new
     head — plus one gate (with its two tree snapshots) for the whole batch. (The scan is two: the
     branch's diff and its commits' messages.)"""
-    with _merge_lock(layout):
-        checkout = integration_path(layout)
+    with _merge_lock(layout, job):
+        checkout = integration_path(layout, job)
         if checkout.exists():
-            _recover_pending(layout, checkout)
-        checkout, head = _integration_state(layout, project)
-        train = _Train(layout, project, checkout, head, cars, gate_level, timeout, env)
+            _recover_pending(layout, job, checkout)
+        checkout, head = _integration_state(layout, project, job)
+        train = _Train(layout, project, job, checkout, head, cars, gate_level, timeout, env)
         todo = []
         for i, (branch, _message) in enumerate(cars):
             try:
@@ -249,7 +287,7 @@ def merge_train(layout: RepoLayout, project: ProjectConfig, cars: list[tuple[str
         except BaseException:
             # interrupted in-process: never leave an ungated merge behind
             _rollback(checkout, train.head)
-            _pending_file(layout).unlink(missing_ok=True)
+            pending_file(layout, job).unlink(missing_ok=True)
             raise
         return [r if r is not None else MergeResult(False, None, head, reason="not merged") for r in train.results]
 
@@ -257,10 +295,10 @@ def merge_train(layout: RepoLayout, project: ProjectConfig, cars: list[tuple[str
 class _Train:
     """One batch under the merge lock; `head` is the last gated head of the integration branch."""
 
-    def __init__(self, layout: RepoLayout, project: ProjectConfig, checkout: Path, head: str,
+    def __init__(self, layout: RepoLayout, project: ProjectConfig, job: str, checkout: Path, head: str,
                  cars: list[tuple[str, str]], gate_level: str | None, timeout: float,
                  env: dict[str, str] | None) -> None:
-        self.layout, self.project, self.checkout, self.head = layout, project, checkout, head
+        self.layout, self.project, self.job, self.checkout, self.head = layout, project, job, checkout, head
         self.cars, self.gate_level, self.timeout, self.env = cars, gate_level, timeout, env
         self.results: list[MergeResult | SecretInDiff | None] = [None] * len(cars)
 
@@ -270,7 +308,7 @@ class _Train:
         if failing and len(group) > 1:
             self._bisect(group)
             return
-        base, pending = self.head, _pending_file(self.layout)
+        base, pending = self.head, pending_file(self.layout, self.job)
         branches = [self.cars[i][0] for i in group]
         # the intent is recorded before git moves: a killed supervisor's successor resets to `base`
         atomic_write_json(pending, {"branches": branches, "previous_sha": base})
@@ -327,39 +365,39 @@ class _Train:
             return _merge_failed(self.checkout, branch, previous, proc)  # rolled back to `previous`
         merged = git(self.checkout, "log", "-1", "--format=%H", "HEAD")
         if merged == previous:
-            return _already_merged(self.checkout, branch, previous, self.project)
+            return _already_merged(self.checkout, branch, previous, job_line(self.project, self.job))
         return merged
 
 
-def integration_head(layout: RepoLayout, project: ProjectConfig) -> str | None:
+def integration_head(layout: RepoLayout, project: ProjectConfig, job: str) -> str | None:
     try:
-        return git(layout.root, "rev-parse", "--verify", "-q", f"refs/heads/{project.integration_branch}")
+        return git(layout.root, "rev-parse", "--verify", "-q", f"refs/heads/{job_line(project, job)}")
     except GitError:
         return None
 
 
-def run_integration_gate(layout: RepoLayout, project: ProjectConfig, level: str = "full", *,
+def run_integration_gate(layout: RepoLayout, project: ProjectConfig, job: str, level: str = "full", *,
                          timeout: float = DEFAULT_TIMEOUT_S, env: dict[str, str] | None = None,
                          log_to: Path | None = None) -> GateResult:
-    """The combined gate on the integration head (before accepting a job); `log_to`: where its whole
+    """The combined gate on the job's line (before accepting the job); `log_to`: where its whole
     output is kept."""
-    with _merge_lock(layout):
-        checkout, _head = _integration_state(layout, project)
+    with _merge_lock(layout, job):
+        checkout, _head = _integration_state(layout, project, job)
         return run_gate(project, level, checkout, timeout=timeout, env=env, log_to=log_to)
 
 
-def sync_integration(layout: RepoLayout, project: ProjectConfig, ref: str | None = None) -> dict[str, Any]:
-    """Bring the integration branch up to the base branch's head (`ref`: another commit), so a new
-    job builds on what the operator committed since: a fast-forward when it can, else a merge
-    commit in the integration checkout. A conflict is rolled back and reported (`state: conflict`,
+def sync_integration(layout: RepoLayout, project: ProjectConfig, job: str, ref: str | None = None) -> dict[str, Any]:
+    """Bring the job's line up to the base branch's head (`ref`: another commit), so the job builds
+    on what the operator committed (and the jobs shipped) since: a fast-forward when it can, else a
+    merge commit in the job's checkout. A conflict is rolled back and reported (`state: conflict`,
     the files) for the caller to say; nothing is ever rewritten.
     """
     name = ref or base_branch(layout, project, required=False)
     if not name:
-        return {"state": "up-to-date", "head": integration_head(layout, project), "reason": "no base branch"}
+        return {"state": "up-to-date", "head": integration_head(layout, project, job), "reason": "no base branch"}
     base = ref or f"refs/heads/{name}"
-    with _merge_lock(layout):
-        checkout, head = _integration_state(layout, project)
+    with _merge_lock(layout, job):
+        checkout, head = _integration_state(layout, project, job)
         target = git(layout.root, "rev-parse", "--verify", f"{base}^{{commit}}")
         if head == target or git_ok(checkout, "merge-base", "--is-ancestor", target, head):
             return {"state": "up-to-date", "head": head}
@@ -367,7 +405,7 @@ def sync_integration(layout: RepoLayout, project: ProjectConfig, ref: str | None
             git(checkout, "merge", "-q", "--ff-only", target)
             return {"state": "fast-forwarded", "head": target, "previous": head}
         proc = git_run(checkout, "-c", "core.hooksPath=/dev/null", "merge", "--no-ff", "--no-edit",
-                       "-m", f"Bring {name} into {project.integration_branch}", target)
+                       "-m", f"Bring {name} into {job_line(project, job)}", target)
         if proc.returncode != 0:
             conflicts = [p for p in git(checkout, "diff", "--name-only", "--diff-filter=U").splitlines() if p]
             _rollback(checkout, head)

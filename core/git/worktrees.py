@@ -97,7 +97,7 @@ def _scratch_pathspecs() -> list[str]:
     return out
 
 
-INTEGRATION_DIR = "_integration"  # the integration checkout's folder under worktree_root
+INTEGRATION_DIR = "_integration"  # the jobs' integration checkouts' folder under worktree_root (one per job)
 
 
 def worktree_root(layout: RepoLayout) -> Path:
@@ -240,8 +240,8 @@ def remove_worktree(layout: RepoLayout, path: Path | str, *, delete_branch: bool
         raise WorktreeError(f"{path} is the repository's own checkout, not a task worktree")
     not_ours = WorktreeError(f"{path} is not a pilothouse worktree of this repository "
                              "(see: pilothouse maintain worktrees list)")
-    # a task's checkout is root/<job>/<task>, the integration checkout root/_integration: nothing
-    # else under the root (a job's folder holds every task of the job) is removed whole
+    # a task's checkout is root/<job>/<task>, a job's integration checkout root/_integration/<job>:
+    # nothing else under the root (a job's folder holds every task of the job) is removed whole
     place = real.relative_to(root).parts if real.is_relative_to(root) else ()
     if len(place) != 2 and place != (INTEGRATION_DIR,):
         raise not_ours
@@ -249,7 +249,11 @@ def remove_worktree(layout: RepoLayout, path: Path | str, *, delete_branch: bool
     if not listed and not path.exists():
         raise WorktreeError(f"{path}: no such worktree (see: pilothouse maintain worktrees list)")
     branch = listed[0]["branch"] if listed else None
-    if listed and len(place) == 2 and branch not in (None, task_branch(*place)):
+    if place[0] == INTEGRATION_DIR:
+        ours = branch is None or (branch.endswith(f"/{place[-1]}") and not branch.startswith("ph/"))
+    else:
+        ours = branch in (None, task_branch(*place))
+    if listed and len(place) == 2 and not ours:
         raise not_ours  # a checkout someone made by hand in our folder, on a branch of their own
     if not listed and not ((path / ".git").is_file() or not any(path.iterdir())):
         raise not_ours  # only a creation cut short (a .git file git no longer knows) or an empty folder
@@ -291,8 +295,11 @@ def list_worktrees(layout: RepoLayout, *, all_worktrees: bool = False) -> list[d
         if not (inside or all_worktrees):
             continue
         m = re.fullmatch(r"ph/([^/]+)/(.+)", info["branch"] or "")
+        place = Path(info["path"]).resolve().relative_to(root).parts if inside else ()
         if m:
             info["job"], info["task"] = m.group(1), m.group(2)
+        elif len(place) == 2 and place[0] == INTEGRATION_DIR:
+            info["job"] = place[1]  # the job's integration checkout (task None)
         result.append(info)
     return result
 

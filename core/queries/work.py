@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 # task states that no longer move on their own
 TASK_FINAL = frozenset({"done", "skipped", "cancelled"})
 TASK_ACTIVE = frozenset({"running", "gating", "reviewing", "merging"})
-JOB_FINAL = frozenset({"accepted", "failed", "stopped"})
+JOB_FINAL = frozenset({"accepted", "shipped", "failed", "stopped"})
 
 
 @dataclass(frozen=True)

@@ -66,6 +66,35 @@ class CoordinatorPin(BaseModel):
     pinned_at: str = ""
 
 
+OUTCOMES = ("accepted", "shipped", "cancelled")
+
+
+class Outcome(BaseModel):
+    """How the job's revision `revision` ended, kept in its committed record so a fresh clone (or a
+    state.db rebuilt by `maintain repair`) knows it and never runs finished work again."""
+
+    state: str
+    revision: int
+    at: str
+    head: str | None = None  # the job's line's head the reviews and the full gate passed
+    onto: str | None = None  # shipped: the base branch it landed on
+    previous: str | None = None  # shipped: that branch's head before (the commit bringing this record is the ship)
+    tasks: list[str] = Field(default_factory=list)
+
+    @field_validator("state")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        if v not in OUTCOMES:
+            raise ValueError(f"{v!r} is not an outcome: one of {', '.join(OUTCOMES)}")
+        return v
+
+    def says(self) -> str:
+        """The job's reason, as `job status` gives it, from the record alone."""
+        if self.state == "shipped":
+            return f"shipped onto {self.onto or 'the base branch'} (from the record)"
+        return f"{self.state} (from the record)"
+
+
 class Job(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
@@ -78,6 +107,11 @@ class Job(BaseModel):
     coordinator: CoordinatorPin | None = None
     # a simulator scenario scripting every run of this job (job create --sim-scenario)
     sim_scenario: str | None = None
+    outcome: Outcome | None = None
+
+    def finished(self) -> Outcome | None:
+        """The recorded outcome when it is for the current revision (a correction plans again)."""
+        return self.outcome if self.outcome is not None and self.outcome.revision >= self.revision else None
 
     @property
     def revision(self) -> int:
@@ -119,7 +153,7 @@ def _locked(layout: RepoLayout, name: str) -> Iterator[None]:
 
 
 def _write(layout: RepoLayout, job: Job) -> None:
-    atomic_write_text(_path(layout, job.name), json.dumps(job.model_dump(mode="json"), indent=2) + "\n")
+    atomic_write_text(_path(layout, job.name), record_text(job))
 
 
 def _events(layout: RepoLayout) -> EventLog:
@@ -320,6 +354,23 @@ def pin_coordinator(layout: RepoLayout, name: str, provider: str, model: str | N
         _events(layout).append("job.pinned", job=name, data={"provider": provider, "model": model},
                                commit=lambda: _write(layout, job))
     return job
+
+
+def record_outcome(layout: RepoLayout, name: str, outcome: Outcome) -> Job:
+    """Write the job's outcome into its record (atomically, under the job's lock, evented)."""
+    with _locked(layout, name):
+        job = load_job(layout, name)
+        job.outcome = outcome
+        _events(layout).append("job.recorded", job=name, data={"outcome": outcome.state, "revision": outcome.revision},
+                               commit=lambda: _write(layout, job))
+    return job
+
+
+def record_text(job: Job) -> str:
+    """The record's file content, as _write makes it (ship commits it)."""
+    # no outcome yet: the record stays as it always was (no "outcome": null in every job file)
+    return json.dumps(job.model_dump(mode="json", exclude={"outcome"} if job.outcome is None else None),
+                      indent=2) + "\n"
 
 
 def remove_job(layout: RepoLayout, name: str) -> None:

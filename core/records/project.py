@@ -202,9 +202,11 @@ class ProjectConfig(Strict):
 
     @model_validator(mode="after")
     def _base_is_not_integration(self) -> ProjectConfig:
-        if self.base_branch is not None and self.base_branch == self.integration_branch:
-            raise ValueError(f"base_branch and integration_branch are both '{self.base_branch}': jobs start from "
-                             "the base branch and merge into the integration branch, so they must differ")
+        if self.base_branch is not None and (self.base_branch == self.integration_branch
+                                             or self.base_branch.startswith(self.integration_branch + "/")):
+            raise ValueError(f"base_branch '{self.base_branch}' is integration_branch '{self.integration_branch}' or "
+                             "one of its job lines: jobs start from the base branch and merge into lines of their "
+                             "own under the integration branch, so they must differ")
         return self
 
     @field_validator("hotspots", "contracts")

@@ -14,16 +14,16 @@ if TYPE_CHECKING:
     from pilothouse.core.supervisor.loop import Supervisor
 
 
-def integration_good_head(sup: Supervisor) -> str | None:
-    """The integration head to start new worktrees from: never a merge whose gate has not passed."""
-    from pilothouse.core.git.integration import integration_head
-    from pilothouse.core.git.worktrees import worktree_root
+def integration_good_head(sup: Supervisor, job: str) -> str | None:
+    """The head of the job's own line to start its new worktrees from: never a merge whose gate
+    has not passed, never another job's work (each job integrates on its own line)."""
+    from pilothouse.core.git.integration import integration_head, pending_file
 
     try:
-        pending = json.loads((worktree_root(sup.layout) / "integration.pending.json").read_text())
+        pending = json.loads(pending_file(sup.layout, job).read_text())
         return str(pending["previous_sha"])
     except (OSError, ValueError, KeyError, TypeError):
-        return integration_head(sup.layout, sup.project)
+        return integration_head(sup.layout, sup.project, job)
 
 
 def job_scenario(sup: Supervisor, job: str) -> str | None:

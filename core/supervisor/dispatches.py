@@ -20,7 +20,7 @@ from pilothouse.core.dispatch import runs
 from pilothouse.core.executor.base import Executors
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.state.events import EventLog
-from pilothouse.core.supervisor import context, flow
+from pilothouse.core.supervisor import flow
 from pilothouse.core.supervisor.state import BUSY, StateStore
 from pilothouse.core.supervisor.wake import Waker
 
@@ -37,7 +37,7 @@ class SupervisorRuns:
     tails: dict[str, runs.RunTail]
     activity_sent: dict[str, tuple[float, str | None]]
     usage_sent: dict[str, tuple[float, int]]
-    good_head: str | None
+    good_heads: dict[str, str | None]
     worktree_lock: threading.Lock
 
     @cached_property
@@ -70,7 +70,7 @@ class SupervisorRuns:
                 spawn(self, launch)
                 continue
             self.finish(row, verdict or self._lost(row, "the dispatch ended without a verdict"))
-        self.good_head = context.integration_good_head(self)
+        self.good_heads = {}  # each job's, read again when its next checkout is made
 
     def collect(self, run_id: str) -> None:
         executor = self.executors.of(runs.read_spec(self.layout, run_id), self.layout)

@@ -37,7 +37,7 @@ from pilothouse.providers.errors import UserError
 HEARTBEAT_S = dispatches.HEARTBEAT_S
 # passes run back to back while each moves a task (see loop)
 MAX_PASSES_IN_A_ROW = 8
-FINISHED_JOB_STATES = ("accepted", "failed", "cancelled")
+FINISHED_JOB_STATES = ("accepted", "shipped", "failed", "cancelled")
 
 
 class SupervisorRunning(UserError):
@@ -91,7 +91,7 @@ class Supervisor(SupervisorRuns):
         self._project: Any = None
         self._project_mtime: float | None = None
         self._next_heartbeat = 0.0
-        self.good_head: str | None = None
+        self.good_heads: dict[str, str | None] = {}  # job -> the gated head of its line new checkouts start from
         self._last_error: str | None = None
         self._timer: float | None = None
         self._data_version: int | None = None
@@ -371,6 +371,12 @@ class Supervisor(SupervisorRuns):
         candidates: list[tuple[str, Any, Any]] = []
         for job in list_jobs(self.layout):
             row = self.store.ensure_job(job.name, job.revision)
+            done = job.finished()
+            if row["state"] == "created" and done is not None:
+                # a fresh clone or a rebuilt state.db: the committed record says how it ended
+                self.store.set_job(job.name, "job.adopted", reason=done.says(), state=done.state,
+                                   planned_revision=job.revision, event_data={"state": done.state})
+                continue
             if row["state"] in FINISHED_JOB_STATES and row["planned_revision"] >= job.revision:
                 continue
             try:

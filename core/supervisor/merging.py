@@ -1,4 +1,4 @@
-"""A task's work lands on the integration branch: approved tasks merge as a train, a merged task's
+"""A task's work lands on its job's integration line: approved tasks merge as a train, a merged task's
 checkout goes to the pool, and work that would carry a credential into a commit or a merge stops.
 
 flow.py moves each task to `approved`; here the job's approved tasks merge together (one gate for
@@ -40,7 +40,7 @@ def secret_found(sup: Supervisor, job: str, tid: str, exc: Any, evidence: dict[s
 def start_merges(sup: Supervisor, job: str, tasks: list[tuple[sqlite3.Row, Any]]) -> None:
     """The job's approved tasks merge as one train (integration.merge_train): one gate for the batch,
     bisected when it fails. Tasks approved meanwhile take the next train."""
-    from pilothouse.core.git.integration import merge_train
+    from pilothouse.core.git.integration import job_line, merge_train
 
     key = ("merge", job)
     if not tasks or key in sup.inflight:
@@ -50,7 +50,7 @@ def start_merges(sup: Supervisor, job: str, tasks: list[tuple[sqlite3.Row, Any]]
         tid, branch = r["task"], r["branch"]
         if r["state"] == "approved":
             # the intent is recorded before git moves, so a restart redoes (idempotently) what it finds here
-            sup.store.set_task(job, tid, "merging", f"merging {branch} into {sup.project.integration_branch}")
+            sup.store.set_task(job, tid, "merging", f"merging {branch} into {job_line(sup.project, job)}")
         cars.append((branch, f"Merge {tid}: {tdef.title}\n\njob: {job}\ntask: {tid}\nbranch: {branch}"))
         names.append(tid)
     layout, project = sup.layout, sup.project
@@ -64,7 +64,7 @@ def start_merges(sup: Supervisor, job: str, tasks: list[tuple[sqlite3.Row, Any]]
             else:
                 merge_done(sup, job, tid, res, exc)
 
-    sup.work(key, lambda: merge_train(layout, project, cars), done)
+    sup.work(key, lambda: merge_train(layout, project, job, cars), done)
 
 
 def merge_done(sup: Supervisor, job: str, tid: str, res: Any, exc: BaseException | None) -> None:
@@ -85,7 +85,7 @@ def merge_done(sup: Supervisor, job: str, tid: str, res: Any, exc: BaseException
         data["gate"] = {k: data["gate"].get(k) for k in ("level", "passed", "reason", "duration_s")}
     sup.events.append("merge.finished", job=job, task=tid, data=data)
     if res.ok:
-        sup.good_head = res.merged_sha if not res.already_merged else integration_good_head(sup)
+        sup.good_heads[job] = res.merged_sha if not res.already_merged else integration_good_head(sup, job)
         sup.store.set_task(job, tid, "done", "merged" if not res.already_merged else "already merged",
                            merged_sha=res.merged_sha)
         if sup.project.worktree_pool > 0 and r["worktree"]:
@@ -108,7 +108,7 @@ def pool_checkout(sup: Supervisor, job: str, tid: str, worktree: str) -> None:
         # under the lock the next launch takes too: the dependent waits for this checkout rather
         # than making a new one of the whole repository
         with sup.worktree_lock:
-            return release(sup.layout, worktree, job, tid, sup.project.worktree_pool, base=sup.good_head)
+            return release(sup.layout, worktree, job, tid, sup.project.worktree_pool, base=sup.good_heads.get(job))
 
     sup.work(("pool", job, tid), move, lambda _r, _e: None)
 

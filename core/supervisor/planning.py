@@ -135,7 +135,7 @@ def _adopt_defined(sup: Supervisor, job: Any, revision: int) -> None:
     from pilothouse.core.records.taskgraph import load_tasks
 
     defs = load_tasks(sup.layout, job.name)
-    if defs and sup.store.job(job.name)["planned_revision"] == 0 and not sup.inflight and not sup.live_runs():  # type: ignore[index]
+    if defs and sup.store.job(job.name)["planned_revision"] == 0 and _idle(sup, job.name):  # type: ignore[index]
         _sync(sup, job.name)  # a new job starts from the base branch's head, as an assigner's would
     if not defs:
         sup.store.set_job(job.name, None, reason="plan-ready, but .ai/tasks.yaml has no tasks for this job",
@@ -164,8 +164,34 @@ def _install(sup: Supervisor, job: str, revision: int, entries: list[dict[str, A
                                   "edges": {e["id"]: list(e.get("depends_on") or []) for e in entries}})
     if first:
         sup.events.append("job.started", job=job, data={"revision": revision, "tasks": len(entries)})
+    _warn_overlap(sup, job, entries)
     if source == "operator":
         _close_planning_problems(sup, job, revision)
+
+
+def _warn_overlap(sup: Supervisor, job: str, entries: list[dict[str, Any]]) -> None:
+    """Another unshipped job writes the same files: said once, at planning, where it costs nothing.
+    The jobs stay apart (each on its own line); the second to ship is merged onto the first and
+    gated again, and a conflict is refused at ship naming the files."""
+    from pilothouse.core.records.taskgraph import load_tasks
+
+    mine = {p.rstrip("/") for e in entries for p in ((e.get("expected_paths") or {}).get("write") or [])}
+    if not mine:
+        return
+    theirs: dict[str, set[str]] = {}
+    for t in load_tasks(sup.layout):
+        if t.job_id != job:
+            theirs.setdefault(t.job_id, set()).update(p.rstrip("/") for p in t.expected_paths.write)
+    for other, paths in sorted(theirs.items()):
+        row = sup.store.job(other)
+        if row is None or row["state"] in ("shipped", "failed", "cancelled"):
+            continue
+        both = sorted(a for a in mine for b in paths if a == b or a.startswith(b + "/") or b.startswith(a + "/"))
+        if both:
+            sup.events.append("job.overlap", job=job, data={
+                "other": other, "paths": both[:20],
+                "reason": f"job {other} also writes {', '.join(both[:5])}: whichever ships second is merged onto "
+                          "the first and its full gate runs again; a conflict is refused at ship"})
 
 
 def _close_planning_problems(sup: Supervisor, job: str, revision: int) -> None:
@@ -215,8 +241,8 @@ def _launch_assigner(sup: Supervisor, job: Any, revision: int, previous: sqlite3
                 sup.store.set_job(job.name, None, reason=why, state="planning")
             return
         raise
-    checkout = ensure_integration_checkout(sup.layout, sup.project)
-    if previous is None and not sup.inflight and not sup.live_runs():
+    checkout = ensure_integration_checkout(sup.layout, sup.project, job.name)
+    if previous is None and _idle(sup, job.name):
         _sync(sup, job.name)
     if previous is None:
         existing = [{"task": t["task"], "state": t["state"]} for t in sup.store.tasks(job.name)]
@@ -279,22 +305,30 @@ def _wait_for_quota(sup: Supervisor, job: Any, revision: int, provider: str) -> 
     return False
 
 
+def _idle(sup: Supervisor, job: str) -> bool:
+    """Nothing of the job under way (no work in flight, no run live): its line may move. Other
+    jobs are not asked: their lines are their own."""
+    if any(len(k) > 1 and k[1] == job for k in sup.inflight):
+        return False
+    return sup.conn.execute("SELECT 1 FROM runs WHERE job=? AND state='running' LIMIT 1", (job,)).fetchone() is None
+
+
 def _sync(sup: Supervisor, job: str) -> None:
-    """With nothing in flight, bring the base branch's newer commits into the integration branch
+    """With nothing of the job in flight, bring the base branch's newer commits into the job's line
     (fast-forward, or a merge commit when it has merges of its own), so a new plan builds on what
-    the operator committed since the last job. Said in an event either way: a base that could not
-    be brought in is why a job may fail the way the last one did."""
+    the operator committed, and the jobs shipped, since. Said in an event either way: a base that
+    could not be brought in is why a job may fail the way the last one did."""
     from pilothouse.core.git.integration import sync_integration
 
     try:
-        result = sync_integration(sup.layout, sup.project)
+        result = sync_integration(sup.layout, sup.project, job)
     except Exception as exc:  # noqa: BLE001 - planning goes on from the current integration head
         sup.log.warning("could not sync the integration branch: %s", exc)
         sup.events.append("integration.synced", job=job, data={"state": "error", "reason": str(exc)[:500]})
         return
     state = result.get("state")
     if state in ("fast-forwarded", "merged"):
-        sup.good_head = None  # recomputed at the next launch: the cached head is the old one
+        sup.good_heads.pop(job, None)  # recomputed at the next launch: the cached head is the old one
         sup.log.info("integration branch %s to %s", state, result.get("head"))
     if state != "up-to-date":
         reason = {"fast-forwarded": "the integration branch caught up with the base branch",

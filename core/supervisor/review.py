@@ -56,6 +56,7 @@ def after_gate(sup: Supervisor, job: str, r: sqlite3.Row) -> None:
 
 
 def launch_reviewer(sup: Supervisor, job: str, r: sqlite3.Row) -> None:
+    from pilothouse.core.git.integration import job_line
     from pilothouse.core.git.weakening import test_changes
     from pilothouse.core.git.worktrees import diff_stat
     from pilothouse.core.supervisor.context import launch_hold
@@ -73,7 +74,7 @@ def launch_reviewer(sup: Supervisor, job: str, r: sqlite3.Row) -> None:
         c.update(wait_then="gating", wait_for=[sup.project.model_policy.roles.reviewer or "sim"])
         sup.store.set_task(job, r["task"], "waiting", "the reviewer's provider is at a usage limit", counters=c)
         return
-    base = counters(r).get("base") or sup.project.integration_branch
+    base = counters(r).get("base") or job_line(sup.project, job)
     stat = diff_stat(r["worktree"], base).get("text", "")
     c = counters(r)
     delta = L.test_delta_text(c.get("gate_counts"), c.get("base_counts"), c.get("holdout"),
@@ -213,11 +214,12 @@ def _start_job_gate(sup: Supervisor, job: str) -> None:
 
     # the job's own gate: its whole output beside the tasks' (gate_log's task slot is the job's)
     log = gate_log(layout.runtime, job, "_job", "full")
-    sup.work(key, lambda: run_integration_gate(layout, project, "full", log_to=log),
+    sup.work(key, lambda: run_integration_gate(layout, project, job, "full", log_to=log),
              lambda res, exc: _job_gate_done(sup, job, res, exc))
 
 
 def _job_gate_done(sup: Supervisor, job: str, res: Any, exc: BaseException | None) -> None:
+    from pilothouse.core.git.integration import job_line
     from pilothouse.core.stops import problems
 
     jr = sup.store.job(job)
@@ -236,7 +238,7 @@ def _job_gate_done(sup: Supervisor, job: str, res: Any, exc: BaseException | Non
         sup.store.set_job(job, "job.blocked", reason=f"the full gate {failed} on the integration branch: {reason}",
                           state="blocked")
         problems.open_problem(sup.layout, job, None, "gate_failed", f"the full gate {failed} on "
-                              f"{sup.project.integration_branch}: {reason}", {"output_tail": tail},
+                              f"{job_line(sup.project, job)}: {reason}", {"output_tail": tail},
                               ["retry"], conn=sup.conn, log=sup.events)
         return
     if sup.project.workflow.review == "once":
@@ -252,7 +254,7 @@ def _launch_combined_review(sup: Supervisor, job: str) -> None:
     who = _reviewer(sup, job)
     if who is None:
         return
-    checkout = ensure_integration_checkout(sup.layout, sup.project)
+    checkout = ensure_integration_checkout(sup.layout, sup.project, job)
     rows = sup.store.tasks(job)
     base = next((counters(r).get("base") for r in rows if counters(r).get("base")), None) or "HEAD~1"
     stat = diff_stat(checkout, base).get("text", "")
@@ -292,7 +294,7 @@ def _combined_review_step(sup: Supervisor, job: str) -> None:
 
 
 def accept(sup: Supervisor, job: str) -> None:
-    from pilothouse.core.git.integration import integration_head
+    from pilothouse.core.git.integration import integration_head, job_line
     from pilothouse.core.git.worktrees import remove_job_worktrees
 
     rows = sup.store.tasks(job)
@@ -303,8 +305,8 @@ def accept(sup: Supervisor, job: str) -> None:
         " and the full gate passed"
     sup.store.set_job(job, "job.accepted", reason=reason, state="accepted",
                       finished_at=utc_now_iso(),
-                      event_data={"integration_branch": sup.project.integration_branch,
-                                  "head": integration_head(sup.layout, sup.project),
+                      event_data={"integration_branch": job_line(sup.project, job),
+                                  "head": integration_head(sup.layout, sup.project, job),
                                   "tasks": [r["task"] for r in rows if r["state"] == "done"],
                                   "tokens": jr["tokens"] if jr is not None else None,
                                   "usage": job_usage(sup.layout, job, conn=sup.conn)})
@@ -312,6 +314,15 @@ def accept(sup: Supervisor, job: str) -> None:
 
     budgets.settle(sup.layout, job, "the job was accepted: nothing is left to launch", conn=sup.conn,
                    log=sup.events)
+    try:
+        from pilothouse.core.records.jobs import Outcome, record_outcome
+
+        # in the committed record too: a fresh clone, or a rebuilt state.db, never builds it again
+        record_outcome(sup.layout, job, Outcome(state="accepted", revision=int(jr["revision"]) if jr else 1,
+                                                at=utc_now_iso(), head=integration_head(sup.layout, sup.project, job),
+                                                tasks=[r["task"] for r in rows if r["state"] == "done"]))
+    except Exception as exc:  # noqa: BLE001 - the record is the operator's file: acceptance stands without it
+        sup.log.warning("could not record the outcome of job %s: %s", job, exc)
     try:
         # the branches stay (they hold the history); the checkouts are no longer needed
         remove_job_worktrees(sup.layout, job)

@@ -105,17 +105,19 @@ def launch_builder(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any) -> bool
     if r["worktree"] and Path(r["worktree"]).is_dir():
         _spawn_builder(sup, job, tid, tdef, choice, (Path(r["worktree"]), r["branch"], 0.0, "kept"))
         return True
-    if sup.good_head is None:
+    from pilothouse.core.git.integration import job_line
+
+    if sup.good_heads.get(job) is None:
         from pilothouse.core.git.integration import ensure_integration_checkout
         from pilothouse.core.supervisor.context import integration_good_head
 
         try:
-            ensure_integration_checkout(sup.layout, sup.project)  # creates the branch on first use
+            ensure_integration_checkout(sup.layout, sup.project, job)  # creates the job's line on first use
         except UserError as exc:
             stop_task(sup.store, job, tid, str(exc), kind="worktree_failed")
             return False
-        sup.good_head = integration_good_head(sup)
-    base_ref = sup.good_head or sup.project.integration_branch
+        sup.good_heads[job] = integration_good_head(sup, job)
+    base_ref = sup.good_heads.get(job) or job_line(sup.project, job)
     layout, project = sup.layout, sup.project
     sup.preparing[(job, tid)] = tdef
     # its worktree was removed (by the operator?): the branch it made still holds its commits
@@ -167,7 +169,8 @@ def _spawn_builder(sup: Supervisor, job: str, tid: str, tdef: Any, choice: Any,
     r = sup.store.task(job, tid)
     assert r is not None
     # a fresh worktree sits on the base it was made from; a reused one may hold earlier commits
-    base = sup.good_head if (took and sup.good_head and len(sup.good_head) == 40) else head(path)
+    good = sup.good_heads.get(job)
+    base = good if (took and good and len(good) == 40) else head(path)
     c = counters(r)
     c.setdefault("base", base)
     # RESEARCH never writes: it explores (read-only) and its facts are the result

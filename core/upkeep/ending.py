@@ -4,8 +4,8 @@ Both run while no supervisor does (the command stops it first and starts it agai
 single writer of job and task state is, for that moment, this module. Cancelling stops the job's
 runs, closes its problems and marks what was left cancelled; its commits stay on their ph/
 branches and its worktrees stay for inspection. Deleting also removes those worktrees and
-branches, the job's record and its rows; merges already on the integration branch are history
-and stay.
+branches (its integration line too), the job's record and its rows; what was shipped is on the
+base branch and stays.
 """
 
 from __future__ import annotations
@@ -63,18 +63,31 @@ def cancel_job(layout: RepoLayout, name: str) -> dict[str, Any]:
             st.set_job(job.name, "job.cancelled", reason=f"{CANCELLED}", state="cancelled",
                        finished_at=utc_now_iso(), planned_revision=max(row["planned_revision"], job.revision),
                        event_data={"runs": stopped, "tasks": tasks, "problems": closed})
+            from pilothouse.core.records.jobs import Outcome, record_outcome
+
+            record_outcome(layout, job.name, Outcome(state="cancelled", revision=job.revision, at=utc_now_iso()))
         return {"runs": stopped, "tasks": tasks, "problems": closed, "already": already}
     finally:
         conn.close()
 
 
 def job_leftovers(layout: RepoLayout, name: str) -> dict[str, list[str]]:
-    """What `job delete` would remove: the job's worktrees and its ph/<job>/ branches."""
-    from pilothouse.core.git.worktrees import git, list_worktrees
+    """What `job delete` would remove: the job's worktrees, its ph/<job>/ branches and its
+    integration line."""
+    from pilothouse.core.git.integration import job_line
+    from pilothouse.core.git.worktrees import branch_exists, git, list_worktrees
+    from pilothouse.core.records.project import load_project
 
     worktrees = [str(wt["path"]) for wt in list_worktrees(layout) if wt["job"] == name]
     out = git(layout.root, "for-each-ref", "--format=%(refname:short)", f"refs/heads/ph/{name}/")
-    return {"worktrees": worktrees, "branches": [b for b in out.splitlines() if b]}
+    branches = [b for b in out.splitlines() if b]
+    try:
+        line = job_line(load_project(layout), name)
+    except Exception:  # noqa: BLE001 - an unreadable project.yaml: the ph/ branches are still the job's
+        line = None
+    if line and branch_exists(layout.root, line):
+        branches.append(line)
+    return {"worktrees": worktrees, "branches": branches}
 
 
 def delete_job(layout: RepoLayout, name: str) -> dict[str, Any]:

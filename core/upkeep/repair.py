@@ -118,6 +118,11 @@ def _rebuild(layout: RepoLayout, report: Report) -> None:
         elif task is not None and etype == "task.state" and isinstance(data.get("to"), str):
             tasks[(job, task)] = {"state": data["to"], "reason": _text(data.get("reason"))}
     report.skipped_lines = tailer.skipped
+    for j in list_jobs(layout):
+        done = j.finished()
+        if done is not None and jobs[j.name]["state"] == "created":
+            # the event log did not survive (a fresh clone): the committed record says how it ended
+            jobs[j.name].update(state=done.state, reason=done.says(), planned=j.revision, finished=done.at)
     graph = {(t.job_id, t.id): t for t in load_tasks(layout)}
     now = utc_now_iso()
     conn = store.connect(layout.state_db, rebuild=True)

@@ -21,7 +21,7 @@ def test_demo_follow_accepts_the_job(tmp_path: Path, cli) -> None:
     assert "job.accepted" in r.stdout
 
     # each task's merge commit is on the integration branch, with the task branch's tip as second parent
-    merges = _git(dest, "log", "--first-parent", "--merges", "--format=%H %P %s", "pilothouse/integration")
+    merges = _git(dest, "log", "--first-parent", "--merges", "--format=%H %P %s", "pilothouse/integration/demo")
     tasks = ("add-slugify", "add-wordcount", "add-titlecase", "export-api")
     for task in tasks:
         tip = _git(dest, "rev-parse", f"ph/demo/{task}")
@@ -30,7 +30,7 @@ def test_demo_follow_accepts_the_job(tmp_path: Path, cli) -> None:
 
     # the full gate passes on the integration branch, in a checkout of its own
     check = tmp_path / "check"
-    _git(dest, "worktree", "add", "-q", "--detach", str(check), "pilothouse/integration")
+    _git(dest, "worktree", "add", "-q", "--detach", str(check), "pilothouse/integration/demo")
     project = (dest / ".ai" / "project.yaml").read_text()
     gate = next(line.split(":", 1)[1].strip().strip("'\"") for line in project.splitlines()
                 if line.strip().startswith("full:"))

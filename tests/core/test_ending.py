@@ -113,7 +113,7 @@ def test_cancel_stops_the_runs_closes_the_problems_and_keeps_the_commits(tmp_pat
         assert job["state"] == "cancelled" and run["state"] == "finished"
         # the commits stay on their branches, the merge on the integration branch, the worktrees too
         assert _git(layout.root, "rev-parse", "ph/demo/one") == one_tip
-        assert _git(layout.root, "show", "pilothouse/integration:one.txt") == "one"
+        assert _git(layout.root, "show", "pilothouse/integration/demo:one.txt") == "one"
         assert Path(tasks["two"]["worktree"]).is_dir()
         # the supervisor was running before: it runs again (for other jobs), and leaves this one be
         assert supervisor_ctl.status(layout) is not None
@@ -146,8 +146,8 @@ def test_delete_asks_first_then_removes_worktrees_branches_and_the_record(tmp_pa
         assert not (layout.jobs_dir / "demo.json").exists()
         assert _tasks(layout) == {}
         assert "demo" not in (layout.tasks_yaml.read_text() if layout.tasks_yaml.exists() else "")
-        # what was merged is history: the integration branch keeps it; the operator's branch is untouched
-        assert _git(layout.root, "show", "pilothouse/integration:one.txt") == "one"
+        # the job's integration line goes with it (nothing was shipped); the operator's branch is untouched
+        assert _git(layout.root, "branch", "--list", "pilothouse/integration/*") == ""
         assert _git(layout.root, "rev-parse", "--abbrev-ref", "HEAD") == "main"
         listed = cli("job", "list", "--repo", str(layout.root))
         assert "demo" not in listed.stdout

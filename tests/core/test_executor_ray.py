@@ -201,11 +201,11 @@ def test_a_job_on_the_cluster_survives_a_killed_supervisor_and_merges_each_task_
         assert [e["data"]["node_id"]] == workers
         assert Path(e["data"]["workdir"]).is_relative_to(cluster.node_home / "pilothouse" / "data" / "nodes")
     # every task branch is merged exactly once on the integration branch's first-parent line
-    merges = git(layout.root, "log", "--first-parent", "--merges", "--format=%H %P", "pilothouse/integration")
+    merges = git(layout.root, "log", "--first-parent", "--merges", "--format=%H %P", "pilothouse/integration/demo")
     for task in ("first", "second"):
         tip = git(layout.root, "rev-parse", f"ph/demo/{task}")
         assert sum(1 for line in merges.splitlines() if line.split()[2:] == [tip]) == 1, task
-    assert git(layout.root, "show", "pilothouse/integration:notes/second.txt") == "second"
+    assert git(layout.root, "show", "pilothouse/integration/demo:notes/second.txt") == "second"
     # the key crossed sealed: in no file Ray kept on either node (logs, spilled objects), in no
     # argv or environment but the sandboxed runner's, in none of the supervisor's records
     assert holders == []
@@ -250,7 +250,7 @@ def _run_job(layout: RepoLayout) -> dict[str, Any]:
     conn.close()
     verdict = json.loads(run["verdict"])
     return {"verdict": (verdict["verdict"], verdict["reason"]), "task": task["state"],
-            "notes": git(layout.root, "ls-tree", "-r", "pilothouse/integration", "--", "notes")}
+            "notes": git(layout.root, "ls-tree", "-r", "pilothouse/integration/demo", "--", "notes")}
 
 
 def test_a_hostile_builder_on_the_cluster_is_treated_exactly_as_one_here(cluster: Cluster, tmp_path: Path) -> None:

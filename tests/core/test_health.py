@@ -66,7 +66,7 @@ def test_no_coordinator_is_a_problem_saying_what_to_set_and_fixing_it_lets_the_j
 
 def test_a_stale_integration_checkout_is_a_problem_naming_it(tmp_path: Path, cli) -> None:
     layout = _quick(tmp_path)
-    stale = integration_path(layout)
+    stale = integration_path(layout, "demo")
     stale.mkdir(parents=True)
     (stale / ".git").write_text("gitdir: /gone/repo/.git/worktrees/_integration\n")  # an earlier repo's
     (stale / "left.txt").write_text("from before\n")

@@ -269,7 +269,7 @@ def test_a_job_created_with_its_own_sim_scenario_runs_every_role_on_the_simulato
     providers = {r["provider"] for r in conn.execute("SELECT provider FROM runs")}
     conn.close()
     assert state == "accepted" and providers == {"sim"}
-    assert subprocess.run(["git", "show", "pilothouse/integration:NOTES.md"], cwd=git_repo, capture_output=True,
+    assert subprocess.run(["git", "show", "pilothouse/integration/j:NOTES.md"], cwd=git_repo, capture_output=True,
                           text=True).stdout == "notes\n"
 
 

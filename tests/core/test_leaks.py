@@ -94,7 +94,7 @@ def test_a_builder_that_writes_its_credential_gets_no_commit_and_a_hint_fixes_it
     _once(layout)
     left = problems.list_problems(layout, True, job="demo")
     assert left == [], [q.summary for q in left]
-    assert _git(layout.root, "show", "pilothouse/integration:conf/app.txt") == "name = demo"
+    assert _git(layout.root, "show", "pilothouse/integration/demo:conf/app.txt") == "name = demo"
     assert not any(f.encode() in _every_commit(layout.root) for f in forms)
 
 
@@ -149,7 +149,7 @@ def test_a_retry_commits_the_operators_cleaned_worktree_only_once_no_key_is_left
     problems.act(layout, again.code, "retry")
     _once(layout)
     assert problems.list_problems(layout, True, job="demo") == []
-    assert _git(layout.root, "show", "pilothouse/integration:conf/app.txt") == "name = demo"
+    assert _git(layout.root, "show", "pilothouse/integration/demo:conf/app.txt") == "name = demo"
     assert not any(f.encode() in _every_commit(layout.root) for f in secret_forms(CANARY))
 
 

@@ -174,7 +174,7 @@ def test_a_sim_job_goes_from_create_to_accepted_through_the_tools(repo: Path) ->
             finally:
                 assert data(await c.call_tool("job_stop", {}))["stopped"] in (True, False)
     run(go)
-    merged = subprocess.run(["git", "show", "pilothouse/integration:textkit/wordcount.py"], cwd=repo,
+    merged = subprocess.run(["git", "show", "pilothouse/integration/words:textkit/wordcount.py"], cwd=repo,
                             capture_output=True, text=True, check=True).stdout
     assert "def wordcount" in merged
 

@@ -30,10 +30,10 @@ def _wait_merged_not_gated(layout: RepoLayout, before: str, timeout: float = 60)
     """Until git has merged (the integration branch moved) while the merge's gate still runs."""
     from pilothouse.core.git.worktrees import worktree_root
 
-    pending = worktree_root(layout) / "integration.pending.json"
+    pending = worktree_root(layout) / "integration-demo.pending.json"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if pending.exists() and git(layout.root, "rev-parse", "pilothouse/integration") != before:
+        if pending.exists() and git(layout.root, "rev-parse", "pilothouse/integration/demo") != before:
             return
         time.sleep(0.02)
     raise AssertionError("the merge never reached its gate")
@@ -67,7 +67,7 @@ def test_sigkill_during_build_gate_and_merge(tmp_path: Path) -> None:
         pid = supervisor_ctl.start(layout)
         # 3. during the merge (its full gate runs after git merged)
         ev.wait(lambda e: e["type"] == "task.state" and e["task"] == "first" and e["data"]["to"] == "merging")
-        _wait_merged_not_gated(layout, before=git(layout.root, "rev-parse", "pilothouse/integration"))
+        _wait_merged_not_gated(layout, before=git(layout.root, "rev-parse", "pilothouse/integration/demo"))
         _kill(pid)
         pid = supervisor_ctl.start(layout)
         ev.wait(lambda e: e["type"] == "job.accepted", timeout=90)
@@ -83,16 +83,16 @@ def test_sigkill_during_build_gate_and_merge(tmp_path: Path) -> None:
     assert all(r["n"] == 1 for r in builder_runs), [dict(r) for r in builder_runs]
     assert {r["task"] for r in builder_runs} == {"first", "second"}
     # every task branch is merged exactly once on the integration branch's first-parent line
-    merges = git(layout.root, "log", "--first-parent", "--merges", "--format=%H %P", "pilothouse/integration")
+    merges = git(layout.root, "log", "--first-parent", "--merges", "--format=%H %P", "pilothouse/integration/demo")
     for task in ("first", "second"):
         tip = git(layout.root, "rev-parse", f"ph/demo/{task}")
         assert sum(1 for line in merges.splitlines() if line.split()[2:] == [tip]) == 1, task
-        assert git(layout.root, "rev-parse", "pilothouse/integration") != tip
+        assert git(layout.root, "rev-parse", "pilothouse/integration/demo") != tip
     assert git(layout.root, "rev-parse", "main") == operator_head
     # each kill landed where it was meant to: the gate ran again, the half-done merge was rolled back
     gates = [e for e in ev.seen if e["type"] == "gate.started" and e["task"] == "first"]
     assert len(gates) == 2
-    assert "reset: moving to" in git(layout.root, "reflog", "show", "pilothouse/integration")
+    assert "reset: moving to" in git(layout.root, "reflog", "show", "pilothouse/integration/demo")
     # the adoption is on record
     types = [e["type"] for e in ev.seen]
     assert types.count("supervisor.started") == 4

@@ -1,5 +1,6 @@
-"""`pilothouse ship` on real git with a sim job: fast-forward, merge commit, one commit per task, a
-branch for a pull request, the refusal over uncommitted changes; and the next job starting from the
+"""`pilothouse ship` on real git with a sim job: one commit for the job (the gated tree, or gated
+again when the base moved), one per task, the whole history, a branch for a pull request, the
+refusal over uncommitted changes, the job shipped and released; and the next job starting from the
 base branch's new head."""
 
 from __future__ import annotations
@@ -83,27 +84,43 @@ def _ship(cli, layout: RepoLayout, *extra: str):
     return cli("ship", "demo", *extra, "--repo", str(layout.root), timeout=60)
 
 
-def test_ship_merges_refuses_over_uncommitted_changes_squashes_and_branches(tmp_path: Path, cli) -> None:
+def _tree(root: Path, ref: str) -> str:
+    return _git(root, "rev-parse", f"{ref}^{{tree}}")
+
+
+def test_ship_lands_one_commit_for_the_job_per_task_or_history_and_refuses_over_uncommitted_changes(
+        tmp_path: Path, cli) -> None:
     layout = _accepted(tmp_path)
     root = layout.root
-    head = _git(root, "rev-parse", "pilothouse/integration")
+    head = _git(root, "rev-parse", "pilothouse/integration/demo")
     main = _git(root, "rev-parse", "main")
 
-    # --branch: a new branch for a pull request; the base branch and the checkout stay as they are
+    # --branch: a new branch for a pull request, one commit holding exactly the gated tree; the base
+    # branch and the checkout stay as they are
     r = _ship(cli, layout, "--branch", "pr/demo")
     assert r.returncode == 0, r.stderr
-    assert _git(root, "rev-parse", "pr/demo") == head and _git(root, "rev-parse", "main") == main
+    assert _git(root, "rev-parse", "pr/demo~1") == main and _tree(root, "pr/demo") == _tree(root, head)
+    message = _git(root, "log", "-1", "--format=%B", "pr/demo")
+    assert message.startswith("demo: ") and "job: demo" in message and f"reviewed: {head}" in message
+    assert "- one: One (review: no review (workflow.review: off" in message and "- two: Two" in message
     assert "git push -u origin pr/demo" in r.stdout and not (root / "one.txt").exists()
+    assert _git(root, "rev-parse", "main") == main
     taken = _ship(cli, layout, "--branch", "pr/demo")
     assert taken.returncode == 2 and "exists already" in taken.stderr
 
-    # --squash: one commit per task, on top of main, each named for its task
-    r = _ship(cli, layout, "--squash", "--branch", "pr/squash")
+    # --per-task: one commit per task, on top of main, each named for its task
+    r = _ship(cli, layout, "--per-task", "--branch", "pr/tasks")
     assert r.returncode == 0, r.stderr
-    subjects = _git(root, "log", "--format=%s", "main..pr/squash").splitlines()
+    subjects = _git(root, "log", "--format=%s", "main..pr/tasks").splitlines()
     assert sorted(subjects) == ["one: One", "two: Two"]
-    assert _git(root, "rev-list", "--merges", "--count", "main..pr/squash") == "0"
-    assert _git(root, "rev-parse", "pr/squash~2") == main
+    assert _git(root, "rev-list", "--merges", "--count", "main..pr/tasks") == "0"
+    assert _git(root, "rev-parse", "pr/tasks~2") == main and _tree(root, "pr/tasks") == _tree(root, head)
+    # --history: the line itself (its merge commits and every attempt)
+    r = _ship(cli, layout, "--history", "--branch", "pr/history")
+    assert r.returncode == 0, r.stderr
+    assert _git(root, "rev-parse", "pr/history") == head
+    both = cli("ship", "demo", "--per-task", "--history", "--repo", str(root))
+    assert both.returncode == 2 and "not allowed with" in both.stderr
 
     # git itself refuses (another git holds the ref's lock): one line, no traceback
     lock = root / ".git" / "refs" / "heads" / "pr" / "locked.lock"
@@ -124,32 +141,43 @@ def test_ship_merges_refuses_over_uncommitted_changes_squashes_and_branches(tmp_
     assert "uncommitted changes in one.txt" in r.stderr and "commit or stash" in r.stderr
     assert _git(root, "rev-parse", "main") == main and (root / "one.txt").read_text() == "my own draft\n"
 
-    # without the clash: one merge commit on main; the unrelated edit stays where it was
+    # without the clash: one commit on main (the base moved on: its full gate ran again); the
+    # unrelated edit stays where it was
     (root / "one.txt").unlink()
     r = _ship(cli, layout)
     assert r.returncode == 0, r.stderr
-    assert "merge commit" in r.stdout
-    assert _git(root, "log", "-1", "--format=%P", "main").split() == [main, head]
+    assert "one commit" in r.stdout and "full gate passed again" in r.stdout
+    assert _git(root, "log", "-1", "--format=%P", "main").split() == [main]
     assert _git(root, "rev-parse", "--abbrev-ref", "HEAD") == "main"
     assert (root / "one.txt").read_text() == "one\n" and (root / "two.txt").read_text() == "two\n"
     assert (root / "NOTES.txt").read_text() == "unrelated, uncommitted\n"
     assert _git(root, "status", "--porcelain", "--untracked-files=no") == ""
     events = [json.loads(x) for x in layout.events.read_text().splitlines()]
-    assert [e["data"]["mode"] for e in events if e["type"] == "job.shipped"] == ["fast-forward", "squash", "merge"]
+    assert [e["data"]["mode"] for e in events if e["type"] == "job.shipped"] == [
+        "one commit", "per task", "fast-forward", "one commit"]
+    # shipped: the state says so, its branches and worktrees are released
+    assert _job_state(layout, "demo") == "shipped"
+    listed = cli("job", "list", "--repo", str(root))
+    assert "shipped" in listed.stdout, listed.stdout
+    assert _git(root, "branch", "--list", "ph/demo/*", "pilothouse/integration/*") == ""
+    assert "ph/demo" not in _git(root, "worktree", "list")
     again = _ship(cli, layout)
     assert again.returncode == 0 and "already on main" in again.stdout
 
 
-def test_ship_fast_forwards_and_the_next_job_starts_from_the_new_head(tmp_path: Path, cli) -> None:
+def test_ship_lands_the_gated_tree_and_the_next_job_starts_from_the_new_head(tmp_path: Path, cli) -> None:
     layout = _accepted(tmp_path)
     root = layout.root
-    head = _git(root, "rev-parse", "pilothouse/integration")
-    r = _ship(cli, layout)
+    head = _git(root, "rev-parse", "pilothouse/integration/demo")
+    main = _git(root, "rev-parse", "main")
+    r = _ship(cli, layout, "--json")
     assert r.returncode == 0, r.stderr
-    assert "fast-forwarded" in r.stdout and _git(root, "rev-parse", "main") == head
+    done = json.loads(r.stdout)
+    assert done["mode"] == "one commit" and done["regated"] is False and done["new"] == _git(root, "rev-parse", "main")
+    assert _git(root, "rev-parse", "main~1") == main and _tree(root, "main") == _tree(root, head)
     assert (root / "one.txt").exists()
 
-    # a fix lands on main after the job; the next job must see it (the integration branch follows)
+    # a fix lands on main after the job; the next job must see it (its line starts from main)
     (root / "FIX.md").write_text("the fix\n")
     _git(root, "add", "FIX.md")
     _git(root, "commit", "-qm", "fix on main")
@@ -162,7 +190,4 @@ def test_ship_fast_forwards_and_the_next_job_starts_from_the_new_head(tmp_path: 
     _once(layout)
     assert _job_state(layout, "second") == "accepted"
     assert _git(root, "show", "ph/second/three:three.txt") == "the fix"
-    assert _git(root, "merge-base", "--is-ancestor", "main", "pilothouse/integration") == ""
-    events = [json.loads(x) for x in layout.events.read_text().splitlines()]
-    synced = [e for e in events if e["type"] == "integration.synced"]
-    assert [e["data"]["state"] for e in synced] == ["fast-forwarded"]
+    assert _git(root, "merge-base", "--is-ancestor", "main", "pilothouse/integration/second") == ""

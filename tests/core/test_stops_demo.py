@@ -109,7 +109,7 @@ def test_gate_fails_twice_then_retry_after_the_fix_merges(demo: Demo) -> None:
     assert p["evidence"]["worktree"] == demo.tasks()["add-slugify"]["worktree"]
     fix = demo.git("log", "-1", "--format=%s", "ph/demo/add-slugify")
     assert fix == f"Operator's fix for add-slugify (problem {p['code']})"
-    assert "unicodedata" in demo.git("show", "pilothouse/integration:textkit/slugify.py")
+    assert "unicodedata" in demo.git("show", "pilothouse/integration/demo:textkit/slugify.py")
     # no builder ran again: the retry re-ran the gate only
     assert len([e for e in demo.events("run.started") if e["data"]["role"] == "builder"]) == 2
     answered = demo.events("problem.answered")[-1]["data"]
@@ -128,7 +128,7 @@ def test_review_rejects_three_times_then_hint_is_approved(demo: Demo) -> None:
     # one session: the first build, two finding rounds, then the hint — all resumes of it
     assert [e["data"]["mode"] for e in builders] == ["code", "resume", "resume", "resume"]
     assert demo.events("review.finished")[-1]["data"]["overall"] == "PASS"
-    merged = demo.git("show", "pilothouse/integration:textkit/titlecase.py")
+    merged = demo.git("show", "pilothouse/integration/demo:textkit/titlecase.py")
     assert "SMALL" in merged
 
 
@@ -289,7 +289,7 @@ def test_weakened_gates_stop_each_task_and_honest_fixes_merge(demo: Demo) -> Non
     _accepted(demo)
     assert all(t["state"] == "done" for t in demo.tasks().values())
     # nothing weakened reached the integration branch
-    merged = "pilothouse/integration"
+    merged = "pilothouse/integration/demo"
     assert "skip" not in demo.git("show", f"{merged}:tests/test_title.py")
     assert demo.git("show", f"{merged}:tests/test_spaces.py").count("assertEqual") == 2
     assert "not hyphens" not in demo.git("show", f"{merged}:pyproject.toml")
@@ -306,7 +306,7 @@ def test_accepting_a_weakened_gate_is_the_operators_recorded_override(demo: Demo
     assert len(decided) == 1 and "accepted the weakened tests of task add-words" in decided[0], decided
     assert by_task["add-words"]["code"] in decided[0]
     # what the operator accepted is merged as it was: the relaxed setting, its builder not run again
-    assert "not hyphens" in demo.git("show", "pilothouse/integration:pyproject.toml")
+    assert "not hyphens" in demo.git("show", "pilothouse/integration/demo:pyproject.toml")
 
 
 def test_writes_into_protected_paths_are_denied_in_the_sandbox_and_the_honest_work_merges(demo: Demo) -> None:
@@ -320,7 +320,7 @@ def test_writes_into_protected_paths_are_denied_in_the_sandbox_and_the_honest_wo
         conn.close()
     # the tool write and the shell append both failed at the kernel, reported to the builder as denials
     assert verdict["tool_errors"]["permission_denied"] == 2, verdict
-    merged = "pilothouse/integration"
+    merged = "pilothouse/integration/demo"
     assert "test_collapses_runs" in demo.git("show", f"{merged}:tests/test_spaces.py")
     assert "not_spaces" not in demo.git("show", f"{merged}:pyproject.toml")
     assert "PNG" in demo.git("show", f"{merged}:tests/test_initials.py")
@@ -372,7 +372,7 @@ def test_a_builder_cannot_read_the_holdout_sees_its_counts_only_and_an_honest_fi
     # run logs, the problems, the events
     assert _files_with([demo.root / ".ai", runs, paths.state_dir()], HOLDOUT_SECRETS) == []
     assert not any(w in json.dumps(demo.problems(all_=True)) for w in HOLDOUT_SECRETS)
-    merged = "pilothouse/integration"
+    merged = "pilothouse/integration/demo"
     assert "replace(\"-\", \" \")" in demo.git("show", f"{merged}:textkit/acronym.py")
     assert demo.git("ls-tree", "-r", "--name-only", merged, "tests") == "tests/__init__.py\ntests/test_acronym.py\ntests/test_spaces.py"
     assert demo.git("status", "--porcelain", "--ignored", "tests/holdout") == "!! tests/holdout/"  # kept, untracked

@@ -108,7 +108,7 @@ def test_stop_keeps_others_going_then_wait_exits_3_and_a_reply_finishes(tmp_path
     finally:
         supervisor_ctl.stop(layout)
     assert supervisor_ctl.status(layout) is None
-    merges = _git(layout.root, "log", "--first-parent", "--merges", "--format=%s", "pilothouse/integration")
+    merges = _git(layout.root, "log", "--first-parent", "--merges", "--format=%s", "pilothouse/integration/demo")
     assert merges.splitlines() == ["Merge two: Two"]
 
 
@@ -403,7 +403,7 @@ def test_a_failed_final_gate_waits_for_the_operator_and_retry_runs_it_again(tmp_
     _once(layout)  # returns: nothing moves until the operator answers
     [problem] = problems.list_problems(layout, True, job="demo")
     assert (problem.task, problem.kind, problem.replies) == (None, "gate_failed", ["retry", "plan"])
-    assert "the full gate failed on pilothouse/integration" in problem.summary
+    assert "the full gate failed on pilothouse/integration/demo" in problem.summary
     assert full_gates() == 1
     why = cli("why", "demo", "--repo", str(layout.root))  # a job's name: the job's own story
     assert why.returncode == 0, why.stderr
@@ -553,7 +553,7 @@ def test_a_retry_takes_the_operators_own_fix_through_the_gate_and_a_bad_checkout
     assert "your retry could not be applied: the worktree" in again.summary and "detached HEAD" in again.summary
     # the operator resolves the conflict and commits it themselves: the fix is gated, then merged
     _git(wt, "checkout", "-q", f"ph/demo/{loser}")
-    subprocess.run(["git", "merge", "-q", "pilothouse/integration"], cwd=wt, capture_output=True)
+    subprocess.run(["git", "merge", "-q", "pilothouse/integration/demo"], cwd=wt, capture_output=True)
     (wt / "shared.txt").write_text("from one\nfrom two\n")
     _git(wt, "commit", "-qam", "operator: both lines")
     problems.act(layout, again.code, "retry")
@@ -562,7 +562,7 @@ def test_a_retry_takes_the_operators_own_fix_through_the_gate_and_a_bad_checkout
     events = [json.loads(line) for line in layout.events.read_text().splitlines()]
     moves = [e["data"]["to"] for e in events if e["type"] == "task.state" and e["task"] == loser]
     assert moves[-4:] == ["gating", "approved", "merging", "done"]  # the hand-made commit passed the gate
-    assert _git(layout.root, "show", "pilothouse/integration:shared.txt") == "from one\nfrom two"
+    assert _git(layout.root, "show", "pilothouse/integration/demo:shared.txt") == "from one\nfrom two"
 
 
 def test_no_git_identity_is_one_line_setup_failure_and_retry_commits_the_builders_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -596,7 +596,7 @@ def test_no_git_identity_is_one_line_setup_failure_and_retry_commits_the_builder
     assert moves[-4:] == ["gating", "approved", "merging", "done"], moves
     subject = _git(layout.root, "log", "-1", "--format=%s", "ph/demo/one")
     assert subject == "one: One"
-    assert _git(layout.root, "show", "pilothouse/integration:docs/one.txt") == "one"
+    assert _git(layout.root, "show", "pilothouse/integration/demo:docs/one.txt") == "one"
 
 
 def test_a_crashed_assigner_is_tried_once_more_then_the_problem_says_why(tmp_path: Path) -> None:

@@ -143,7 +143,7 @@ def test_repeated_invalid_plans_point_to_defining_tasks_by_hand_which_closes_the
     assert problems.list_problems(layout, True, job="demo") == []
     closed = {p.code: p for p in problems.list_problems(layout, False, job="demo")}
     assert closed[second.code].state == "closed"
-    merged = subprocess.run(["git", "show", "pilothouse/integration:one.txt"], cwd=layout.root,
+    merged = subprocess.run(["git", "show", "pilothouse/integration/demo:one.txt"], cwd=layout.root,
                             capture_output=True, text=True)
     assert merged.stdout == "one\n"
 

@@ -89,7 +89,7 @@ def test_the_planners_summary_shows_a_merged_link_to_a_secret_as_a_link(tmp_path
     try:
         w = cli("job", "wait", "demo", "--repo", str(layout.root), timeout=120)
         assert w.returncode == 0, w.stdout + w.stderr
-        merged = subprocess.run(["git", "ls-tree", "pilothouse/integration", "README.md"], cwd=layout.root,
+        merged = subprocess.run(["git", "ls-tree", "pilothouse/integration/demo", "README.md"], cwd=layout.root,
                                 capture_output=True, text=True, check=True).stdout
         assert merged.startswith("120000"), merged  # the link is on the integration branch
         create_job(layout, "second", "Add a notes file.", "notes.txt exists")

@@ -63,11 +63,11 @@ def test_modules_a_builder_plants_run_in_neither_the_next_dispatch_nor_the_super
         assert w.returncode == 0, w.stdout + w.stderr
     finally:
         supervisor_ctl.stop(layout)
-    assert "yaml.py" in _git(layout.root, "ls-tree", "--name-only", "pilothouse/integration")
+    assert "yaml.py" in _git(layout.root, "ls-tree", "--name-only", "pilothouse/integration/demo")
     assert not marker.exists(), marker.read_text()
 
     # the operator merges the job into their checkout: the next supervisor starts from there
-    _git(layout.root, "merge", "-q", "--no-edit", "pilothouse/integration")
+    _git(layout.root, "merge", "-q", "--no-edit", "pilothouse/integration/demo")
     assert (layout.root / "sqlite3.py").is_file()
     supervisor_ctl.start(layout)
     supervisor_ctl.stop(layout)

@@ -43,7 +43,7 @@ def test_demo_job_with_opencode_builders_and_a_claude_code_reviewer(tmp_path: Pa
     assert ("builder", "sim-opencode") in runs, runs
     assert ("reviewer", "sim-claude") in runs, runs
     assert not any(p == "sim" for role, p in runs if role in ("builder", "reviewer")), runs
-    merges = _git(root, "log", "--first-parent", "--merges", "--format=%s", "pilothouse/integration").splitlines()
+    merges = _git(root, "log", "--first-parent", "--merges", "--format=%s", "pilothouse/integration/demo").splitlines()
     assert len(merges) == 4, merges
     assert any(e["type"] == "job.accepted" for e in events)
     # the supervisor names the job to each dispatch: the reviewer's CLI had the job's read-only

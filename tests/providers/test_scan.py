@@ -91,7 +91,7 @@ def test_cli_scans_job_records_and_the_commits_pilothouse_branches_added(cli, gi
     _write(git_repo / "conf" / "a.txt", "x\n" + base64.b64encode(f"me:{KEY}".encode()).decode() + "\n")
     git("add", "conf")
     git("commit", "-qm", "a builder's own commit")
-    git("checkout", "-q", "-b", "pilothouse/integration", "main")
+    git("checkout", "-q", "-b", "pilothouse/integration/demo", "main")
     _write(git_repo / "b.txt", f"{KEY}\n")
     git("add", "b.txt")
     git("commit", "-qm", "on the integration branch")
@@ -100,7 +100,7 @@ def test_cli_scans_job_records_and_the_commits_pilothouse_branches_added(cli, gi
     res = cli("scan-secrets", str(git_repo), "--json")
     assert res.returncode == 1 and KEY not in res.stdout + res.stderr
     out = json.loads(res.stdout)
-    assert sorted(out["branches"]) == ["ph/demo/one", "pilothouse/integration"] and out["commits"] == 2
+    assert sorted(out["branches"]) == ["ph/demo/one", "pilothouse/integration/demo"] and out["commits"] == 2
     where = {(h["path"].split("@")[0] if "@" in h["path"] else Path(h["path"]).name, h["line"]) for h in out["hits"]}
-    assert where == {("old.json", 1), ("ph/demo/one", 2), ("pilothouse/integration", 1)}
+    assert where == {("old.json", 1), ("ph/demo/one", 2), ("pilothouse/integration/demo", 1)}
     assert any(h["path"].endswith(":conf/a.txt") for h in out["hits"])

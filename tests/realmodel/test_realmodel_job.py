@@ -228,7 +228,7 @@ def test_builder_on_the_real_model_is_not_accepted_when_nothing_changed(job: Job
         findings += _nothing_to_accept(job, job.problems())
 
     assert not job.events("job.accepted")
-    assert not job.git("log", "--merges", "--format=%H", "pilothouse/integration"), "something merged"
+    assert not job.git("log", "--merges", "--format=%H", "pilothouse/integration/demo"), "something merged"
     states = json.loads(job.cli("job", "status", "demo", "--json").stdout)
     assert all(t["state"] != "done" for t in states["tasks"]), states["tasks"]
     runs = job.events("run.started")

@@ -138,7 +138,8 @@ async def test_abort_is_offered_in_the_footer_on_a_running_task(cockpit_repo, ma
 
 async def test_ship_an_accepted_job_asks_then_refuses_over_uncommitted_changes_then_ships(tmp_path, wait_for) -> None:
     """P on an accepted job: a confirmation, core's one-line refusal while the operator's checkout has
-    uncommitted changes in a file the work changes, then the base branch fast-forwarded."""
+    uncommitted changes in a file the work changes, then one commit for the job on the base branch;
+    P is not offered once it shipped."""
     from pilothouse.tui.app import CockpitApp
     from pilothouse.tui.screens.modals import ConfirmModal
     from support import git
@@ -146,7 +147,7 @@ async def test_ship_an_accepted_job_asks_then_refuses_over_uncommitted_changes_t
 
     layout = accepted_sim_job(tmp_path, OVER_BUDGET.replace("usage: {input: 4000, output: 900}", ""))
     root = layout.root
-    head, main = git(root, "rev-parse", "pilothouse/integration"), git(root, "rev-parse", "main")
+    head, main = git(root, "rev-parse", "pilothouse/integration/demo"), git(root, "rev-parse", "main")
     assert head != main
     (root / "one.txt").write_text("the operator's own draft\n")  # uncommitted, in the file the job adds
     app = CockpitApp(layout, live=True)
@@ -167,8 +168,13 @@ async def test_ship_an_accepted_job_asks_then_refuses_over_uncommitted_changes_t
         await pilot.press("y")
         await wait_for(pilot, lambda: app._notifications)
         assert next(iter(app._notifications)).message.startswith("shipped job demo onto main")
-        assert git(root, "rev-parse", "main") == head
+        # one commit for the job, holding the tree the job's gate passed
+        assert git(root, "rev-parse", "main~1") == main
+        assert git(root, "rev-parse", "main^{tree}") == git(root, "rev-parse", f"{head}^{{tree}}")
         assert (root / "one.txt").read_text() == "one\n"  # the checkout fast-forwarded with it
+        # the job's row says shipped, and P is no longer offered for it
+        await wait_for(pilot, lambda: app.dashboard.jobs.jobs["demo"].state == "shipped")
+        assert app.check_action("ship", ()) is False
 
 
 async def test_unset_repository_refuses_start_and_new_job(git_repo, make_app, wait_for) -> None:

@@ -72,7 +72,7 @@ async def test_shell_fix_retry_merges_a_job_whose_gate_failed(tmp_path, cli, mon
         from pilothouse.core.git.gates import gate_log
 
         assert "4 passed" in gate_log(layout.runtime, "demo", "add-slugify", "fast").read_text()  # kept whole
-        merged = git(root, "show", "pilothouse/integration:textkit/slugify.py")
+        merged = git(root, "show", "pilothouse/integration/demo:textkit/slugify.py")
         assert "unicodedata" in merged  # the operator's fix is what merged
         answered = [json.loads(x) for x in layout.events.read_text().splitlines() if '"problem.answered"' in x]
         assert [(e["data"]["code"], e["data"]["reply"]) for e in answered] == [(problem.code, "retry")]

@@ -110,7 +110,8 @@ def diff_stat(layout: RepoLayout, task: TaskRow) -> str:
     from pilothouse.core.git import worktrees
     from pilothouse.core.records import project
 
-    base = task.base or project.load_project(layout).integration_branch  # where its worktree started
+    # where its worktree started, else its job's integration line
+    base = task.base or f"{project.load_project(layout).integration_branch}/{task.job}"
     if task.worktree and Path(task.worktree).exists():
         stat = worktrees.diff_stat(task.worktree, base)
         return str(stat.get("text") or "no changes yet")
