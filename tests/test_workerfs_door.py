@@ -43,8 +43,9 @@ ALLOWED: dict[tuple[str, str, str], str] = {
         "a cluster node's own run dir (task, settings, out/err), beside the checkout, never inside it",
     ("core/git/setup_cache.py", "run_cached", ""):
         "staging is under the host's cache dir; what it copies from the worktree passes _unlinked first",
-    ("core/git/integration.py", "_merge_lock", "open"): _WT_ROOT,
-    ("core/supervisor/context.py", "integration_good_head", ""): _WT_ROOT,
+    ("core/git/ship.py", "_land", ""):
+        "the operator's own checkout of the base branch: their uncommitted copy of a record ship changes, "
+        "saved and put back if the fast-forward fails",
     ("providers/confine/policy.py", "trusted_project_root", "common.read_text"): _GIT_DIR,
     ("providers/confine/repoview.py", "git_paths", "common.read_text"): _GIT_DIR,
     ("core/git/gates.py", "run_command", "shutil.rmtree"): "the gate's own scratch HOME, made by the host",

@@ -144,7 +144,9 @@ def ship_job(layout: Any, name: str, branch: str | None = None, how: str = "job"
 
     def extra(wt: Any) -> None:
         # the record says shipped in the very commit that ships: a fresh clone knows it
-        (wt / record).write_text(record_text(shipped), encoding="utf-8")
+        from pilothouse.providers import workerfs
+
+        workerfs.write(wt, record, record_text(shipped), mode=0o644)  # the door: wt holds reviewed branch contents
         git(wt, "add", "--", record)
 
     try:
