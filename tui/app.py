@@ -289,7 +289,8 @@ class CockpitApp(ActionsMixin, FixMixin, App[None]):
     def supervisor_alive(self) -> bool:
         return self.supervisor_info is not None
 
-    def status_line(self) -> Any:
+    def status_line(self, narrow: bool = False) -> Any:
+        """The dashboard's top line; `narrow` (80 columns): without the name badge, every part whole."""
         repo = self.layout.root.name if self.layout else "(no repository)"
         row = self.supervisor_row
         table = self.dashboard.problems
@@ -299,22 +300,24 @@ class CockpitApp(ActionsMixin, FixMixin, App[None]):
             assert self.layout is not None
             if self.layout.project_yaml.exists():
                 return status_text(repo, f"bad .ai/project.yaml: {self.key_for('job.new', 'n')} or {start} says why",
-                                   "bold red", problems)
-            return status_text(repo, "not set up: run `pilothouse init`", "bold yellow", problems)
+                               "bold red", problems, narrow)
+            return status_text(repo, "not set up: run `pilothouse init`", "bold yellow", problems, narrow)
         damage = self.queries.damage if self.queries is not None else None
         if damage and not self.supervisor_alive():
-            return status_text(repo, damage, "bold red", problems)
+            return status_text(repo, damage, "bold red", problems, narrow)
         if row is None:
-            return status_text(repo, f"never started · {start} starts", "dim", problems)
+            return status_text(repo, f"never started · {start} starts", "dim", problems, narrow)
         if not self.supervisor_alive():
             from pilothouse.core.supervisor.health import last_stop
 
             why = last_stop(self.layout) if self.layout is not None else None
             if why:
-                return status_text(repo, f"stopped: {why}", "bold red", problems)
-            return status_text(repo, f"stopped · {start} starts", "yellow", problems)
+                return status_text(repo, f"stopped: {why}", "bold red", problems, narrow)
+            return status_text(repo, f"stopped · {start} starts", "yellow", problems, narrow)
         beat = parse_ts(row.heartbeat_at)
         age = fmt.duration((self.clock() - beat).total_seconds()) if beat else "?"
+        if narrow:
+            return status_text(repo, f"running · beat {age} ago", "green", problems, narrow)
         return status_text(repo, f"running pid {row.pid} · beat {age} ago", "green", problems)
 
     # --- app-wide actions -----------------------------------------------------------------------

@@ -20,9 +20,10 @@ async def test_problems_name_their_job(cockpit_repo, make_app, size) -> None:
     async with app.run_test(size=size) as pilot:
         await pilot.pause()
         table = app.dashboard.problems
-        assert "job" in [key for key, _ in table._layout]
+        # a column of its own when wide; narrow, in the task's cell (job/task) as the jobs differ
+        assert ("job" in [key for key, _ in table._layout]) == (size[0] >= 110)
         rows = {code: [str(c) for c in table.get_row(code)] for code in (other.code, "KTRWMB")}
-        assert "hello-world" in rows[other.code] and "first-draft" in rows["KTRWMB"]
+        assert any("hello-world" in c for c in rows[other.code]) and any("first-draft" in c for c in rows["KTRWMB"])
         assert rows[other.code] != rows["KTRWMB"]
 
 
@@ -33,8 +34,9 @@ async def test_status_line_keeps_help_when_a_problem_waits_at_80(cockpit_repo, m
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         first = screen_text(app).strip("\n").splitlines()
-        top = next(line for line in first if "pilothouse" in line and "problem waiting" in line)
+        top = next(line for line in first if "1 problem" in line)
         assert "? help" in top
+        assert "supervisor stopped · S starts" in top and "…" not in top  # whole at 80 columns
 
 
 async def test_a_provider_whose_model_failed_the_probe_is_marked_in_the_providers_panel(cockpit_repo, make_app,
@@ -224,7 +226,7 @@ async def test_problems_say_the_reason_and_every_reply_and_names_fit(cockpit_rep
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         table = app.dashboard.problems
-        assert str(table.get_cell("KTRWMB", "what")).startswith("FAILED tests/test_ui.py::test_month")
+        assert str(table.get_cell("KTRWMB", "what")).startswith("tests/test_ui.py::test_month")  # the test first
         keys = str(table.get_cell(blocked.code, "replies"))
         assert keys.split() == ["r", "h", "s", "p", "d"]  # five replies: the keys, none cut
     app = make_app(cockpit_repo)

@@ -196,7 +196,7 @@ class Dashboard(Screen[None]):
         rows = getattr(self, "_problem_rows", None)
         if rows and self.cockpit.supervisor_alive() != getattr(self, "_supervisor_alive", None):
             self._show_problems(rows)  # an answered row says whether the supervisor will take it
-        line = self.cockpit.status_line()
+        line = self.cockpit.status_line(narrow=0 < self.size.width < 110)
         if line != getattr(self, "_status", None):  # Static.update lays the screen out again: only on change
             self._status = line
             self.query_one("#status", Static).update(line)
@@ -348,12 +348,13 @@ def split_height(total: int, task_rows: int, problem_rows: int, task_chrome: int
     return max(min_p, min(share, total - min_t))
 
 
-def status_text(repo: str, supervisor: str, sup_style: str, problems: int) -> Text:
-    # what needs the operator comes first: on a narrow terminal the line's end is cut off
-    t = styled(" pilothouse ", "bold reverse")
+def status_text(repo: str, supervisor: str, sup_style: str, problems: int, narrow: bool = False) -> Text:
+    # what needs the operator comes first: on a narrow terminal the line's end is cut off, so there
+    # the badge goes (the terminal's title names the app) and the words are the short ones
+    t = Text() if narrow else styled(" pilothouse ", "bold reverse")
     if problems:
-        t += Text(" ") + Text(f"{problems} problem{'s' if problems != 1 else ''} waiting", style="bold red") + \
-            Text(" │")
+        t += Text(" ") + Text(f"{problems} problem{'s' if problems != 1 else ''}"
+                              + ("" if narrow else " waiting"), style="bold red") + Text(" │")
     t += Text(f" {repo} ", style="bold")
     t += Text("│ supervisor ") + Text(supervisor, style=sup_style)
     return t

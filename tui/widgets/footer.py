@@ -45,6 +45,14 @@ class SteadyFooter(Footer):
         if watchers:
             watchers[:] = [(node, callback) for node, callback in watchers if node.is_attached]
 
+    def on_resize(self, event: Any) -> None:
+        # narrow (80 columns): one space around each key, not two, and no `^p palette` (the help
+        # names it), so the keys on offer (the operator's remapped ones too) fit instead of being cut
+        compact = event.size.width < 110
+        if compact != self.compact:
+            self.compact = compact
+            self.show_command_palette = not compact
+
     def bindings_changed(self, screen: Screen[Any]) -> None:
         if (self._shown is not None and screen.app.app_focus and self.is_attached and screen is self.screen
                 and self.shown(screen) == self._shown):

@@ -236,7 +236,7 @@ def headline(p: Problem) -> str:
 class ProblemsTable(KeyedTable):
     COLUMNS = (
         Col("code", "code", 6), Col("job", "job", 10, flex=1, fit=True, wide_only=True),
-        Col("task", "task", 12, fit=True), Col("what", "what happened", 16, flex=3), Col("replies", "replies", 8, wide=28),
+        Col("task", "task", 12, fit=True), Col("what", "what happened", 16, flex=3), Col("replies", "replies", 9, wide=28),
     )
 
     def __init__(self, **kwargs: object) -> None:
@@ -256,10 +256,19 @@ class ProblemsTable(KeyedTable):
         return [(code, self.cells(self.problems[code], self.pending.get(code), getattr(self, "stopped", False)))
                 if code in self.problems else (code, cells) for code, cells in rows]
 
+    def _task_cell(self, p: Problem) -> str:
+        """Narrow (no job column): the task alone, or job/task when the problems are of several jobs."""
+        if p.task is None:
+            return f"({p.job})"
+        narrow = bool(self._layout) and "job" not in dict(self._layout)
+        if narrow and len({q.job for q in self.problems.values()}) > 1:
+            return f"{p.job}/{p.task}"
+        return p.task
+
     def cells(self, p: Problem, answer: ReplyRow | None, stopped: bool) -> dict[str, Cell]:
         if answer is None:
             width = dict(self._layout).get("replies", 0)
-            return {"code": Text(p.code, style="bold"), "job": p.job, "task": p.task or f"({p.job})",
+            return {"code": Text(p.code, style="bold"), "job": p.job, "task": self._task_cell(p),
                     "what": headline(p), "replies": replies_text(p.replies, width, self._reply_keys())}
         # answered, not yet taken: the reply keys are gone; say who must act (S when it is stopped)
         waiting = "waiting for the supervisor" + (" (stopped)" if stopped else "")
