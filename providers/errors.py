@@ -17,6 +17,14 @@ class NotInstalled(UserError):
     """A runner binary or system tool is missing."""
 
 
+def single_line(text: str) -> str:
+    """`text` with every line break and other control character escaped (`\\n`), so a value quoted
+    from the user's file cannot split a one-line error."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def describe(exc: BaseException) -> str:
     """For events and problems: a user's mistake is its own message; anything else says its type too."""
     return str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pilothouse.providers import paths
-from pilothouse.providers.errors import UserError
+from pilothouse.providers.errors import UserError, single_line
 from pilothouse.providers.modes import MODES
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
@@ -144,7 +144,7 @@ def _validate(data: dict[str, Any], source: str) -> ProviderConfig:
         else:
             fix = _FIXES.get(top, "correct the value")
             msg = f"field '{loc}': {err['msg']}; {fix}"
-        raise UserError(f"{source}: {msg}") from None
+        raise UserError(single_line(f"{source}: {msg}")) from None
     cfg._source = source
     return cfg
 

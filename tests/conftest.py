@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from support import git, no_bwrap_env, project_layout  # noqa: F401  (helpers the fixtures use)
+from support import git, guard, no_bwrap_env, project_layout  # noqa: F401  (helpers the fixtures use)
 
 if TYPE_CHECKING:
     pass
@@ -67,14 +67,15 @@ def git_repo(tmp_path: Path) -> Path:
     return repo
 
 
-def run_cli(*args: str, cwd: Path | None = None, input: str | None = None, timeout: float = 60,
+def run_cli(*args: str, cwd: Path | None = None, input: str | None = None, timeout: float | None = None,
             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """Run the real CLI in a subprocess with the test's (isolated) environment."""
+    """Run the real CLI in a subprocess with the test's (isolated) environment; `timeout` only
+    guards against a hang, so it is at least support.GUARD_S, however busy the machine."""
     full_env = dict(os.environ)
     if env:
         full_env.update(env)
     return subprocess.run([sys.executable, "-m", "pilothouse", *args], cwd=cwd, input=input,
-                          capture_output=True, text=True, timeout=timeout, env=full_env)
+                          capture_output=True, text=True, timeout=guard(timeout), env=full_env)
 
 
 @pytest.fixture

@@ -106,10 +106,16 @@ def job_outcome(layout: Any, name: str) -> tuple[str | None, str]:
         return None, ""
     conn = store.connect(layout.state_db, readonly=True)
     try:
+        conn.execute("BEGIN")  # one read transaction: the job's row and its problems from one moment
         row = conn.execute("SELECT state, reason FROM jobs_state WHERE job=?", (name,)).fetchone()
         # an answer the supervisor has not applied yet means the job is about to move again
         pending = conn.execute("SELECT count(*) FROM problems WHERE job=? AND (state='answered' OR code IN"
                                " (SELECT code FROM replies WHERE consumed_at IS NULL))", (name,)).fetchone()[0]
+        # a job is the operator's turn only while a problem waits for
+        # them. Blocked with none open is a moment inside one supervisor pass (an applied answer
+        # closed its problem; the pass unblocks the job next), which a waiter must not take as the end
+        unanswered = conn.execute("SELECT count(*) FROM problems WHERE job=? AND state='open'",
+                                  (name,)).fetchone()[0]
     except sqlite3.OperationalError as exc:
         if "no such table" not in str(exc):
             raise
@@ -123,7 +129,7 @@ def job_outcome(layout: Any, name: str) -> tuple[str | None, str]:
         return "accepted", row["reason"] or ""
     if state in ("failed", "cancelled"):
         return "failed", row["reason"] or ""
-    if state == "blocked" and not pending:
+    if state == "blocked" and not pending and unanswered:
         return "waiting", row["reason"] or ""
     return None, row["reason"] or ""
 

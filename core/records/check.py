@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from pilothouse.core.records.layout import RepoLayout
-from pilothouse.providers.errors import UserError
+from pilothouse.providers.errors import UserError, single_line
 
 FILE = ".ai/project.yaml"
 # a scenario given as a path must not be one of the system's files (the simulator reads it, and a
@@ -35,7 +35,8 @@ def check_repo(layout: RepoLayout) -> list[str]:
     found += _state(layout)
     if project.executor == "ray":
         found += _cluster(str(project.ray.address))
-    return found
+    # a name quoted from the file (a provider, a scenario) may hold a line break
+    return [single_line(line) for line in found]
 
 
 def _cluster(address: str) -> list[str]:

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.records.project_env import RaySettings, SandboxSettings, SetupStep, Strict
-from pilothouse.providers.errors import UserError
+from pilothouse.providers.errors import UserError, single_line
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 PROTECTED_BRANCHES = ("main", "master")
@@ -285,7 +285,7 @@ def format_validation_error(exc: ValidationError, file: str, text: str | None = 
     line = _yaml_line(text, loc) if text is not None else None
     where = f"{file}:{line}" if line else file
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    return f"{where}: {field}: {msg}{more}"
+    return single_line(f"{where}: {field}: {msg}{more}")
 
 
 def parse_yaml(text: str, file: str) -> Any:

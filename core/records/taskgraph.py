@@ -113,6 +113,12 @@ def _path_problem(p: Any) -> str | None:
     return None
 
 
+def _listed(value: Any) -> list[Any]:
+    """A field that takes one string or a list of them, as a list; any other shape as [] (the
+    model's validation reports that shape, naming the field)."""
+    return [value] if isinstance(value, str) else value if isinstance(value, list) else []
+
+
 def _entry_errors(entry: dict[str, Any], tid: str, project: ProjectConfig) -> tuple[list[str], TaskDef | None]:
     errors: list[str] = []
     where = f"task {_q(tid)}"
@@ -129,11 +135,11 @@ def _entry_errors(entry: dict[str, Any], tid: str, project: ProjectConfig) -> tu
     if isinstance(ep, dict):
         for side in ("read", "write"):
             vals = ep.get(side) or []
-            for p in [vals] if isinstance(vals, str) else vals if isinstance(vals, list) else []:
+            for p in _listed(vals):
                 problem = _path_problem(p)
                 if problem:
                     errors.append(f"{where}: expected_paths.{side}: {problem}")
-    for sk in entry.get("skills") or []:
+    for sk in _listed(entry.get("skills")):
         if isinstance(sk, str) and ("/" in sk or sk.endswith(".md")):
             problem = _path_problem(sk)
             if problem:
@@ -153,14 +159,14 @@ def _entry_errors(entry: dict[str, Any], tid: str, project: ProjectConfig) -> tu
             errors.append(f"{where}: {field}: {msg}: {fix}")
         return errors, None
     if task.gate_level is not None and task.gate_level not in project.gates:
-        errors.append(f"{where}: gate_level: gate '{task.gate_level}' is not defined in .ai/project.yaml "
+        errors.append(f"{where}: gate_level: gate {_q(task.gate_level)} is not defined in .ai/project.yaml "
                       f"(defined: {', '.join(sorted(project.gates))}): use one of those or define it")
     if task.kind == "RESEARCH" and task.writes:
         errors.append(f"{where}: expected_paths.write: a RESEARCH task never writes: remove its write paths "
                       "or give it another kind")
     if task.model_assignment is not None and task.model_assignment not in project.model_policy.assignments:
         known = ", ".join(sorted(project.model_policy.assignments)) or "none defined"
-        errors.append(f"{where}: model_assignment: '{task.model_assignment}' is not in "
+        errors.append(f"{where}: model_assignment: {_q(task.model_assignment)} is not in "
                       f"model_policy.assignments ({known}): use one of those or drop the field")
     if tid in task.depends_on:
         errors.append(f"{where}: depends_on: a task cannot depend on itself: remove {_q(tid)}")
@@ -236,9 +242,10 @@ def validate_tasks(entries: Sequence[Any], project: ProjectConfig, existing: Ite
         if task is not None:
             tasks.append(task)
         else:
-            # still check its dependencies, so one round of fixes is enough
-            deps = entry.get("depends_on") or []
-            broken.append((key[0], tid, [deps] if isinstance(deps, str) else list(deps) if isinstance(deps, list) else []))
+            # still check its dependencies, so one round of fixes is enough (only the names: a list
+            # or mapping where a name belongs is already reported, and cannot be looked up)
+            deps = [d for d in _listed(entry.get("depends_on")) if isinstance(d, str)]
+            broken.append((key[0], tid, deps))
     new_keys = {(t.job_id, t.id) for t in tasks}
     kept = [t for t in existing if (t.job_id, t.id) not in new_keys]
     by_job: dict[str, set[str]] = {}

@@ -22,7 +22,7 @@ from pilothouse.core.state import store
 from pilothouse.core.state.events import parse_ts
 from pilothouse.providers.errors import UserError
 
-START_TIMEOUT_S = 20.0
+START_TIMEOUT_S = 120.0  # a guard: a loaded machine can take a minute to start an interpreter and its imports
 STOP_TIMEOUT_S = 30.0
 ABORT_GRACE_S = 5.0
 

@@ -16,6 +16,7 @@ from pilothouse.core.dispatch import runs
 from pilothouse.core.stops.rules import classify_verdict
 from pilothouse.core.supervisor import launch as L
 from pilothouse.core.supervisor.context import job_scenario, policy_of
+from pilothouse.core.supervisor.state import block_job
 from pilothouse.providers.errors import UserError
 from pilothouse.providers.registry import labelled
 
@@ -274,16 +275,12 @@ STUCK_AFTER = 3  # invalid plans in a row before the problem says the model may 
 
 def _stop_planning(sup: Supervisor, job: str, revision: int, errors: list[str], run_id: str, *,
                    kind: str = "plan_invalid", invalid: int = 0) -> None:
-    from pilothouse.core.stops import problems
-
     summary = f"planning revision {revision} failed: " + "; ".join(errors)[:600]
     if kind == "plan_invalid" and invalid >= STUCK_AFTER:
         summary += (f" — {invalid} plans were invalid: the model may be unable to follow the "
                     f"planning protocol. Define the tasks yourself (pilothouse task define --job {job} --file "
                     f"FILE, then pilothouse job plan-ready {job}), or pin a stronger coordinator")
-    sup.store.set_job(job, "job.blocked", reason=summary, state="blocked")
-    problems.open_problem(sup.layout, job, None, kind, summary, {"run": run_id, "errors": errors},
-                          conn=sup.conn, log=sup.events)
+    block_job(sup.store, job, summary, kind, summary, {"run": run_id, "errors": errors})
 
 
 def _wait_for_quota(sup: Supervisor, job: Any, revision: int, provider: str) -> bool:

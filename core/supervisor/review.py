@@ -16,7 +16,7 @@ from pilothouse.core.state.events import utc_now_iso
 from pilothouse.core.stops.budgets import job_usage
 from pilothouse.core.supervisor import launch as L
 from pilothouse.core.supervisor.context import job_scenario
-from pilothouse.core.supervisor.state import ACTIVE, TERMINAL, counters, stop_task
+from pilothouse.core.supervisor.state import ACTIVE, TERMINAL, block_job, counters, stop_task
 from pilothouse.providers.errors import describe
 
 if TYPE_CHECKING:
@@ -220,7 +220,6 @@ def _start_job_gate(sup: Supervisor, job: str) -> None:
 
 def _job_gate_done(sup: Supervisor, job: str, res: Any, exc: BaseException | None) -> None:
     from pilothouse.core.git.integration import job_line
-    from pilothouse.core.stops import problems
 
     jr = sup.store.job(job)
     if jr is None or jr["state"] != "gating":
@@ -235,11 +234,9 @@ def _job_gate_done(sup: Supervisor, job: str, res: Any, exc: BaseException | Non
         **(gate_record(res.to_dict()) if res is not None else {})})
     if not passed:
         failed = "could not run" if res is None else "failed"
-        sup.store.set_job(job, "job.blocked", reason=f"the full gate {failed} on the integration branch: {reason}",
-                          state="blocked")
-        problems.open_problem(sup.layout, job, None, "gate_failed", f"the full gate {failed} on "
-                              f"{job_line(sup.project, job)}: {reason}", {"output_tail": tail},
-                              ["retry"], conn=sup.conn, log=sup.events)
+        block_job(sup.store, job, f"the full gate {failed} on the integration branch: {reason}", "gate_failed",
+                  f"the full gate {failed} on {job_line(sup.project, job)}: {reason}", {"output_tail": tail},
+                  ["retry"])
         return
     if sup.project.workflow.review == "once":
         _launch_combined_review(sup, job)
@@ -268,8 +265,6 @@ def _launch_combined_review(sup: Supervisor, job: str) -> None:
 
 
 def _combined_review_step(sup: Supervisor, job: str) -> None:
-    from pilothouse.core.stops import problems
-
     run = sup.conn.execute("SELECT * FROM runs WHERE job=? AND task IS NULL AND role='reviewer'"
                            " ORDER BY started_at DESC, rowid DESC LIMIT 1", (job,)).fetchone()
     if run is None:
@@ -287,10 +282,8 @@ def _combined_review_step(sup: Supervisor, job: str) -> None:
         return
     summary = f"the combined review says {overall or 'nothing usable'}: " + "; ".join(
         str(f.get("summary")) for f in findings[:3])
-    sup.store.set_job(job, "job.blocked", reason=summary, state="blocked")
-    problems.open_problem(sup.layout, job, None, "review_rejected" if overall else "reviewer_failed", summary,
-                          {"run": run["run_id"], "findings": findings},
-                          ["plan", "accept"] if overall else ["retry", "accept"], conn=sup.conn, log=sup.events)
+    block_job(sup.store, job, summary, "review_rejected" if overall else "reviewer_failed", summary,
+              {"run": run["run_id"], "findings": findings}, ["plan", "accept"] if overall else ["retry", "accept"])
 
 
 def accept(sup: Supervisor, job: str) -> None:

@@ -194,6 +194,21 @@ def stop_task(store: StateStore, job: str, task: str, reason: str, *, kind: str,
     return problem.code
 
 
+def block_job(store: StateStore, job: str, reason: str, kind: str, summary: str | None = None,
+              evidence: dict[str, Any] | None = None, replies: Sequence[str] | None = None) -> str:
+    """The job waits for the operator: its problem opens first, then the job is blocked (one
+    transaction each). Never the other way round: a waiter (`job wait`, the MCP job_wait) takes a
+    blocked job with no open problem as the operator's turn with nothing to answer. Returns the
+    problem's code."""
+    from pilothouse.core.stops import problems
+
+    problem = problems.open_problem(store.layout, job, None, kind, summary or reason, evidence,
+                                    list(replies) if replies is not None else None,
+                                    conn=store.conn, log=store.events)
+    store.set_job(job, "job.blocked", reason=reason, state="blocked")
+    return problem.code
+
+
 def _task_columns(fields: dict[str, Any]) -> str:
     """Check bookkeeping fields (serialising `counters` in place) and return their SET clause."""
     bad = set(fields) - _TASK_FIELDS

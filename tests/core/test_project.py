@@ -58,6 +58,9 @@ def test_bare_on_off_are_not_booleans(tmp_path: Path) -> None:
     ("gates: {fast: a, full: b}\nworkflow:\n  review: sometimes\n", "workflow.review"),
     ("gates: {fast: a, full: b}\nbogus: 1\n", "bogus: unknown key"),
     ("gates: {fast: a, full: b}\nmodel_policy:\n  default_assignment: x\n", "default_assignment 'x'"),
+    # a line break quoted from the file stays escaped: the message is still one line
+    ("gates: {fast: a, full: b}\nmodel_policy:\n  assignments: {m: {provider: sim, fallbacks: [\"a\\nb\"]}}\n",
+     "fallbacks names 'a\\nb'"),
 ])
 def test_bad_settings_name_field_and_line(tmp_path: Path, text: str, expected: str) -> None:
     layout = _write(tmp_path, text)

@@ -162,3 +162,21 @@ def test_a_definition_past_the_task_limit_is_refused_before_writing_and_the_file
     layout.tasks_yaml.write_text("tasks:\n" + "".join(f"- {{id: t{i}, title: x}}\n" for i in range(MAX_TASKS + 1)))
     with pytest.raises(UserError, match=f"more than the limit of {MAX_TASKS}"):
         load_tasks(layout)
+
+
+@pytest.mark.parametrize("field, value, kind", [
+    ("depends_on", [[None, "u"]], "DEPENDENT"), ("depends_on", [{"a": 1}, "zz"], "BAD"),
+    ("skills", 5, "DEPENDENT"), ("expected_paths", {"read": {"a": 1}}, "DEPENDENT")])
+def test_a_list_or_mapping_where_a_name_belongs_is_one_line_naming_the_field(field: str, value: object,
+                                                                              kind: str) -> None:
+    # a broken entry's dependencies are still checked by name: a list among them could not be
+    # looked up (TypeError: unhashable type: 'list', found by tests/core/test_fuzz.py)
+    errs = errors_of([t("a", **{field: value}, kind=kind)])
+    assert all("\n" not in e for e in errs), errs
+    assert any(e.startswith(f"task 'a': {field}") for e in errs), errs
+
+
+def test_a_line_break_in_a_gate_or_assignment_name_stays_escaped() -> None:
+    errs = errors_of([t("a", gate_level="x\ny"), t("b", model_assignment="p\nq")])
+    assert any("gate 'x\\ny' is not defined" in e for e in errs), errs
+    assert any("model_assignment: 'p\\nq' is not in" in e for e in errs), errs

@@ -46,7 +46,7 @@ def escape_scenario(tmp_path: Path, wt: dict[str, Path], home: Path) -> Path:
 
 def dispatch_args(workdir: Path, scenario: Path | str, task: Path, run_id: str, provider: str = "sim") -> list[str]:
     return ["dispatch", "--provider", provider, "--mode", "code", "--workdir", str(workdir), "--task-file",
-            str(task), "--scenario", str(scenario), "--run-id", run_id, "--timeout", "120"]
+            str(task), "--scenario", str(scenario), "--run-id", run_id, "--timeout", "900"]
 
 
 def snapshot(*roots: Path) -> dict[str, bytes]:

@@ -51,6 +51,7 @@ def test_user_override_changes_only_named_fields_and_new_provider_is_added():
     ("key: claude\nprovider_id: a\nmodel_id: b\nbase_url: https://x\ndisplay_name: c\n", ["key", "reserved"]),
     ("key: glm\nrunner: aider\n", ["runner", "builtin, opencode, claude-code, codex"]),
     ("key: glm\nbase_url: ftp://x\n", ["base_url", "http(s)"]),
+    ("key: glm\nbase_url: \"x\\ny\"\n", ["base_url", "'x\\ny' is not an http(s) URL"]),
     ("key: newone\nmodel_id: x\n", ["missing required field", "provider_id"]),
     ("key: glm\n  bad: [\n", ["invalid YAML", "fix it"]),
     ("- just a list\n", ["expected a mapping"]),

@@ -11,7 +11,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from modelserver import ModelServer, NotInstalled, RealModel, installed, keep_log, write_provider
+from modelserver import (
+    ModelServer,
+    NotAnswering,
+    NotInstalled,
+    RealModel,
+    installed,
+    keep_log,
+    write_provider,
+)
 
 # the runner's environment, before tests/conftest.py gives each test a home of its own: the build
 # lives in the runner's cache, not in a test's
@@ -32,6 +40,13 @@ def model_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModelServ
     server = ModelServer(python, gguf, tmp_path_factory.mktemp("llama-server"))
     try:
         server.start()
+        silent = None
+        try:
+            server.check_answers()
+        except NotAnswering as exc:
+            silent = str(exc)
+        if silent:  # one line per test, not a connection error's traceback
+            pytest.fail(silent, pytrace=False)
         _check_the_counts(server)
         yield server
     finally:

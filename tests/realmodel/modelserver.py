@@ -24,11 +24,18 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 INSTALL = REPO_ROOT / "scripts" / "install-model-server"
 ALIAS = "smollm2-135m-instruct"
 N_CTX = 2048
-READY_S = 180
+# guards against a hang only, generous for a machine that other work keeps busy: the verdict never
+# depends on them (ready is the server answering, an answer is its whole reply)
+READY_S = 900
+ANSWER_S = 1800
 
 
 class NotInstalled(Exception):
     """One line for the operator: what is missing and the command that installs it."""
+
+
+class NotAnswering(Exception):
+    """One line: the server started but could not answer a chat completion."""
 
 
 def install_dir(env: dict[str, str]) -> Path:
@@ -115,6 +122,36 @@ class ModelServer:
         self.recorder = Recorder(self.port, self.log)
         threading.Thread(target=self.recorder.serve_forever, daemon=True).start()
 
+    def check_answers(self) -> None:
+        """One real completion, straight from the server, before the suite relies on it: a build
+        that crashes on its first decode (llama.cpp's weight repacking did on some CPUs) would
+        otherwise close every test's connection with a traceback of its own."""
+        why = None
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=ANSWER_S)
+            conn.request("POST", "/v1/chat/completions", body=json.dumps(
+                {"model": ALIAS, "messages": [{"role": "user", "content": "Say yes."}], "max_tokens": 4}),
+                headers={"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            body = resp.read()
+            conn.close()
+            if resp.status != 200 or not json.loads(body).get("choices"):
+                why = f"HTTP {resp.status}: {body[:200]!r}"
+        except (OSError, http.client.HTTPException, ValueError) as exc:
+            why = f"{type(exc).__name__}: {exc}"
+        if why is None:
+            return
+        assert self.proc is not None
+        try:
+            code = self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            code = None
+        state = f"it exited with {code}" if code is not None else "it is still running"
+        last = next((line for line in reversed(self.log_tail(40).splitlines()) if line.strip()), "")
+        raise NotAnswering(f"llama.cpp's server ({self.python.parent.parent}) could not answer one chat completion "
+                           f"({why}); {state}; its log: {self.log} (last line: {last[:200]}); rebuild it with "
+                           "scripts/install-model-server after removing that folder")
+
     def log_tail(self, n: int = 20) -> str:
         try:
             return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
@@ -125,7 +162,7 @@ class ModelServer:
         """One request through the recorder (the fixture's own check of the server's counts)."""
         assert self.recorder is not None
         mark = self.recorder.mark()
-        conn = http.client.HTTPConnection("127.0.0.1", self.recorder.server_address[1], timeout=300)
+        conn = http.client.HTTPConnection("127.0.0.1", self.recorder.server_address[1], timeout=ANSWER_S)
         conn.request("POST", "/v1/chat/completions", body=json.dumps(
             {"model": ALIAS, "messages": messages, "max_tokens": max_tokens, "stream": stream}),
             headers={"Content-Type": "application/json"})
