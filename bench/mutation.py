@@ -63,6 +63,7 @@ TARGETS: dict[str, Target] = {
         "test_a_literal_password_or_token_assignment_gets_no_commit", "test_every_kind_of_github_token_gets_no_commit",
         "test_a_file_marked_binary_in_gitattributes_is_scanned_as_text",
         "test_work_whose_diff_git_cannot_make_is_not_committed",
+        "test_the_refusal_names_the_first_place_and_counts_the_others",
         "test_the_scan_catches_base64_forms_and_shapes_but_not_code_that_reads_a_key",
         "test_a_marked_line_lets_a_fake_token_through_but_never_a_configured_key",
         "test_a_builder_that_writes_its_credential_gets_no_commit_and_a_hint_fixes_it",

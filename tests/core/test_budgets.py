@@ -21,6 +21,12 @@ def layout(tmp_path: Path) -> RepoLayout:
     return project_layout(tmp_path, POLICY)
 
 
+def test_a_job_with_nothing_run_has_used_no_tokens(layout: RepoLayout) -> None:
+    store.connect(layout.state_db).close()  # the database is there, the job has no row in it yet
+    assert budgets.job_tokens(layout, "never-ran") == 0
+    assert budgets.budget_state(layout, "never-ran").over is False
+
+
 def test_budget_over_cap_opens_one_problem_and_retry_needs_a_raised_cap(layout: RepoLayout) -> None:
     conn = store.connect(layout.state_db)
     conn.execute("INSERT INTO runs(run_id, job, task, role, provider, mode, state, tokens, started_at)"

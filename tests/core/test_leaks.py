@@ -217,3 +217,12 @@ def test_work_whose_diff_git_cannot_make_is_not_committed(git_repo: Path) -> Non
     assert "cannot scan the changes" in str(exc.value) and "git diff --cached failed" in str(exc.value)
     assert subprocess.run(["git", "rev-parse", "-q", "--verify", "refs/heads/loose"], cwd=git_repo,
                           capture_output=True).returncode != 0, "a commit was made"
+
+
+def test_the_refusal_names_the_first_place_and_counts_the_others(git_repo: Path) -> None:
+    exc = _refused_commit(git_repo, "tokens.txt", "".join(f"t{i} ghp_abcdefghijklmnopqrstuvwxyz012{i}\n"
+                                                          for i in range(4)))
+    assert str(exc).endswith("in tokens.txt line 1 (and 3 more); nothing was committed"), str(exc)
+    (git_repo / "tokens.txt").unlink()
+    one = _refused_commit(git_repo, "one.txt", "ghp_abcdefghijklmnopqrstuvwxyz0123\n")
+    assert str(one).endswith("in one.txt line 1; nothing was committed"), str(one)
