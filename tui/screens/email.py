@@ -24,7 +24,9 @@ if TYPE_CHECKING:
 
 PREFIX = "email:"
 APPLIES = "watcher"  # the watcher reads them when it starts (`job start`, `notify email watch`)
-HIDDEN = ("enabled_at",)  # set once, when email is turned on: problems before it are not mailed
+# enabled_at is set once, when email is turned on (problems before it are not mailed); dkim_keys are
+# key files given with `notify email setup --dkim-key DOMAIN=FILE`, not a one-line value
+HIDDEN = ("enabled_at", "dkim_keys")
 
 
 class PasswordModal(ModalScreen[str | None]):
@@ -90,7 +92,7 @@ class EmailSection:
             elif name in values and values[name] not in (None, ""):
                 value = Text(_shown(values[name]))
             else:
-                default = field.get_default() if not field.is_required() else None
+                default = field.get_default(call_default_factory=True) if not field.is_required() else None
                 value = Text(_shown(default) if default not in (None, "") else "—", style="dim")
             out.append((PREFIX + name, {"name": Text(f"email.{name}", style="" if name in values else "dim"),
                                         "value": value, "applies": Text(APPLIES, style="dim")}))
