@@ -394,71 +394,72 @@ def append(root: Path | str, rel: Path | str, data: bytes | str) -> bool:
             _close(d)
 
 
-def remove(root: Path | str, rel: Path | str) -> bool:
-    """Remove whatever is at `rel` (a link itself, a file, a whole directory tree, nothing followed);
-    False when nothing was there."""
+@contextmanager
+def _parent_of(root: Path | str, rel: Path | str) -> Iterator[tuple[int, str] | None]:
+    """The open folder that holds `rel` and its last name, walked without following a link; None
+    when a folder on the way is missing or is not one."""
     parts = _parts(rel)
     with opened(root) as fd:
         try:
             d = _walk_to(fd, parts[:-1], make=False)
         except (FileNotFoundError, WorkerTreeError):
-            return False
+            yield None
+            return
         try:
-            try:
-                st = os.stat(parts[-1], dir_fd=d, follow_symlinks=False)
-            except FileNotFoundError:
-                return False
-            if stat.S_ISDIR(st.st_mode):
-                import shutil  # lazy: it pulls in the archive modules, which dispatch never needs
-
-                # rmtree with dir_fd walks by fd and never follows a link (shutil._use_fd_functions)
-                shutil.rmtree(parts[-1], dir_fd=d)
-            else:
-                os.unlink(parts[-1], dir_fd=d)
-            return True
+            yield d, parts[-1]
         finally:
             _close(d)
+
+
+def remove(root: Path | str, rel: Path | str) -> bool:
+    """Remove whatever is at `rel` (a link itself, a file, a whole directory tree, nothing followed);
+    False when nothing was there."""
+    with _parent_of(root, rel) as where:
+        if where is None:
+            return False
+        d, name = where
+        try:
+            st = os.stat(name, dir_fd=d, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        if stat.S_ISDIR(st.st_mode):
+            import shutil  # lazy: it pulls in the archive modules, which dispatch never needs
+
+            # rmtree with dir_fd walks by fd and never follows a link (shutil._use_fd_functions)
+            shutil.rmtree(name, dir_fd=d)
+        else:
+            os.unlink(name, dir_fd=d)
+        return True
 
 
 def rmdir(root: Path | str, rel: Path | str) -> bool:
     """Remove the empty directory at `rel` (False when it is not one: rmdir never follows a link)."""
-    parts = _parts(rel)
-    with opened(root) as fd:
-        try:
-            d = _walk_to(fd, parts[:-1], make=False)
-        except (FileNotFoundError, WorkerTreeError):
+    with _parent_of(root, rel) as where:
+        if where is None:
             return False
         try:
-            os.rmdir(parts[-1], dir_fd=d)
+            os.rmdir(where[1], dir_fd=where[0])
             return True
         except OSError:
             return False
-        finally:
-            _close(d)
 
 
 def chmod(root: Path | str, rel: Path | str, mode: int) -> bool:
     """chmod a directory or regular file at `rel` (False for a link or anything else: Linux has
     no lchmod, and a chmod through a link would change its target)."""
-    parts = _parts(rel)
-    with opened(root) as fd:
-        try:
-            d = _walk_to(fd, parts[:-1], make=False)
-        except (FileNotFoundError, WorkerTreeError):
+    with _parent_of(root, rel) as where:
+        if where is None:
             return False
         try:
-            try:
-                t = os.open(parts[-1], FILE_FLAGS, dir_fd=d)
-            except OSError:
+            t = os.open(where[1], FILE_FLAGS, dir_fd=where[0])
+        except OSError:
+            return False
+        try:
+            st = os.fstat(t)
+            if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
                 return False
-            try:
-                st = os.fstat(t)
-                if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
-                    return False
-                os.fchmod(t, mode)
-                return True
-            finally:
-                os.close(t)
+            os.fchmod(t, mode)
+            return True
         finally:
-            _close(d)
+            os.close(t)
 
