@@ -118,7 +118,8 @@ class FixMixin:
         env = shell_env({**os.environ, "PILOTHOUSE_WORKTREE": str(cwd)})
         try:
             with app.suspend():
-                sys.__stdout__.write(f"\npilothouse: {banner}\n")  # type: ignore[union-attr]
+                # a clear screen first: the cockpit's last frame is not left above the prompt
+                sys.__stdout__.write(f"\x1b[H\x1b[2J\npilothouse: {banner}\n")  # type: ignore[union-attr]
                 sys.__stdout__.flush()  # type: ignore[union-attr]
                 return subprocess.call(argv, cwd=cwd, env=env)
         except SuspendNotSupported:
@@ -135,14 +136,13 @@ class FixMixin:
     def action_shell(self) -> None:
         app = self._app()
         target = self.fix_target()
-        if target is None or not target[0].worktree:
+        if target is None:
             return
         task, _ = target
-        cwd = Path(task.worktree)  # type: ignore[arg-type]
-        if not cwd.is_dir():
-            app.notify(f"the worktree of {task.task} is gone (merged or cleaned up)", title="shell",
-                       severity="error")
+        if not task.worktree or not Path(task.worktree).is_dir():
+            app.notify(no_worktree(task), title="shell", severity="warning")
             return
+        cwd = Path(task.worktree)
         shell = os.environ.get("SHELL") or "/bin/sh"
         code = self.lend_terminal([shell], cwd, SHELL_BANNER.format(where=f"{task.job}/{task.task}", cwd=cwd))
         if code is None:
