@@ -108,3 +108,37 @@ def one_shot_http(response: bytes) -> str:
 
     threading.Thread(target=serve, daemon=True).start()
     return f"http://127.0.0.1:{srv.getsockname()[1]}/v1"
+
+
+ISOLATED = ("HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME",
+            "XDG_RUNTIME_DIR", "PILOTHOUSE_HOME", "CODEX_HOME", "CLAUDE_CONFIG_DIR")
+
+
+def isolated_env(base: Path) -> dict[str, str]:
+    """HOME, XDG_* and PILOTHOUSE_HOME under `base` (made here, with a git identity): what
+    tests/conftest.py gives each test, for a fixture wider than one test, which runs before any
+    test's own (module and session fixtures would otherwise see the real home)."""
+    home = base / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    env = {"HOME": str(home), "PILOTHOUSE_HOME": str(base / "pilothouse")}
+    for var, sub in (("XDG_CONFIG_HOME", ".config"), ("XDG_DATA_HOME", ".local/share"),
+                     ("XDG_STATE_HOME", ".local/state"), ("XDG_CACHE_HOME", ".cache")):
+        (home / sub).mkdir(parents=True, exist_ok=True)
+        env[var] = str(home / sub)
+    # real git in tests needs an identity and a predictable default branch
+    (home / ".gitconfig").write_text(
+        "[user]\n\tname = Test Operator\n\temail = operator@example.test\n"
+        "[init]\n\tdefaultBranch = main\n[advice]\n\tdetachedHead = false\n"
+    )
+    return env
+
+
+def run_cli(*args: str, cwd: Path | None = None, input: str | None = None, timeout: float | None = None,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the real CLI in a subprocess with the test's (isolated) environment; `timeout` only
+    guards against a hang, so it is at least GUARD_S, however busy the machine."""
+    full_env = dict(os.environ)
+    if env:
+        full_env.update(env)
+    return subprocess.run([sys.executable, "-m", "pilothouse", *args], cwd=cwd, input=input,
+                          capture_output=True, text=True, timeout=guard(timeout), env=full_env)

@@ -89,17 +89,19 @@ def bad_argvs(command: str, parser: argparse.ArgumentParser, value: str) -> list
 
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from conftest import run_cli
+    from support import isolated_env, run_cli
 
-    root = tmp_path_factory.mktemp("sweep") / "repo"
+    base = tmp_path_factory.mktemp("sweep")
+    root = base / "repo"
     root.mkdir()
-    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    env = {**os.environ, **isolated_env(base)}  # a module's fixture runs before any test's own home is set
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True, env=env)
     (root / "README.md").write_text("sweep\n")
-    subprocess.run(["git", "add", "-A"], cwd=root, check=True)
-    subprocess.run(["git", "commit", "-qm", "start"], cwd=root, check=True)
-    assert run_cli("init", "--gate-fast", "true", cwd=root).returncode == 0
+    subprocess.run(["git", "add", "-A"], cwd=root, check=True, env=env)
+    subprocess.run(["git", "commit", "-qm", "start"], cwd=root, check=True, env=env)
+    assert run_cli("init", "--gate-fast", "true", cwd=root, env=env).returncode == 0
     (root / "req.md").write_text("do a thing\n")
-    assert run_cli("job", "create", "one", "--request-file", "req.md", cwd=root).returncode == 0
+    assert run_cli("job", "create", "one", "--request-file", "req.md", cwd=root, env=env).returncode == 0
     return root
 
 
@@ -154,7 +156,7 @@ def test_every_command_with_bad_arguments_is_success_or_one_line(repo: Path) -> 
 
 @pytest.mark.slow
 def test_every_state_damage_is_named_by_every_reader(tmp_path: Path) -> None:
-    from conftest import run_cli
+    from support import run_cli
     from test_damaged_store import DAMAGE
 
     root = tmp_path / "scratch"

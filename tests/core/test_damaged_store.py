@@ -23,13 +23,15 @@ READERS = (("job", "status"), ("job", "list"), ("problem", "list"), ("check",), 
 @pytest.fixture(scope="module")
 def blocked(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, bytes, str]:
     """A demo job blocked on a builder_blocked problem, its supervisor stopped: (repo, its store, the code)."""
-    from conftest import run_cli
+    from support import isolated_env, run_cli
 
-    root = tmp_path_factory.mktemp("damaged") / "scratch"
-    out = run_cli("demo", "--follow", "--dir", str(root), "--scenario", "skip", timeout=150)
+    base = tmp_path_factory.mktemp("damaged")
+    root = base / "scratch"
+    env = isolated_env(base)  # a module's fixture runs before any test's own home is set
+    out = run_cli("demo", "--follow", "--dir", str(root), "--scenario", "skip", timeout=150, env=env)
     assert out.returncode == 3, out.stdout[-2000:] + out.stderr[-2000:]
-    assert run_cli("job", "stop", "--repo", str(root)).returncode == 0
-    problems = json.loads(run_cli("problem", "list", "--json", "--repo", str(root)).stdout)
+    assert run_cli("job", "stop", "--repo", str(root), env=env).returncode == 0
+    problems = json.loads(run_cli("problem", "list", "--json", "--repo", str(root), env=env).stdout)
     db = root / ".ai/runtime/state.db"
     conn = sqlite3.connect(db)
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")

@@ -138,7 +138,7 @@ def test_init_shares_the_virtualenv_its_gate_names_so_the_gate_runs_confined(git
     project = load_project(find_repo(git_repo))
     assert project.sandbox.share == [".venv"] and project.gates["fast"].startswith(str(py.absolute()))
     wt = paths.data_dir() / "worktrees" / "t"
-    wt.parent.mkdir(parents=True)
+    wt.parent.mkdir(parents=True, exist_ok=True)  # init's proof of the gates made it already
     subprocess.run(["git", "worktree", "add", "-q", "-b", "t", str(wt)], cwd=git_repo, check=True)
     res = run_gate(project, "fast", wt)  # confined: the main checkout is hidden apart from what is shared
     assert res.passed, (res.reason, res.output_tail)

@@ -171,7 +171,7 @@ def test_a_job_over_every_runner_leaves_no_form_of_the_key_anywhere(tmp_path: Pa
     task.write_text("Run the tests.\n")
     for provider in RUNNERS:
         r = cli("dispatch", "--provider", provider, "--mode", "test", "--workdir", str(scratch), "--task-file",
-                str(task), "--scenario", str(scenario), "--timeout", "120", timeout=180)
+                str(task), "--scenario", str(scenario), "--timeout", "120", "--in-place", timeout=180)
         assert r.returncode == 0, r.stderr[-2000:]
         assert json.loads(r.stdout.splitlines()[-1])["verdict"] == "completed", r.stdout[-2000:]
         assert not any(f in r.stdout + r.stderr for f in secret_forms(CANARY))

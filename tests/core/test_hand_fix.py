@@ -61,7 +61,7 @@ def test_gate_task_tries_a_hand_fix_in_the_worktree_and_retry_takes_it_through_t
     events = [json.loads(line) for line in layout.events.read_text().splitlines()]
     moves = [e["data"]["to"] for e in events if e["type"] == "task.state" and e["task"] == "one"]
     assert moves[-4:] == ["gating", "approved", "merging", "done"], moves  # the fix, not a second builder
-    shown = subprocess.run(["git", "show", "pilothouse/integration:one.txt"], cwd=layout.root,
+    shown = subprocess.run(["git", "show", "pilothouse/integration/demo:one.txt"], cwd=layout.root,
                            capture_output=True, text=True)
     assert shown.stdout == "by hand\n"
 

@@ -90,7 +90,7 @@ def test_a_builder_that_names_a_file_after_its_key_gets_no_commit(tmp_path: Path
     problems.act(layout, p.code, "hint", "never name a file after the key: remove conf/kc_name_* and conf/link")
     _once(layout)
     assert problems.list_problems(layout, True, job="demo") == []
-    assert _git(layout.root, "show", "pilothouse/integration:conf/app.txt") == "name = demo"
+    assert _git(layout.root, "show", "pilothouse/integration/demo:conf/app.txt") == "name = demo"
     assert not any(f.encode() in _everything_git_holds(layout.root) for f in forms)
     # nothing the next job's planner is shown lists the file: no record, log or run folder holds the
     # key either (scan-secrets reads them all, the run folders' prompts and specs included)

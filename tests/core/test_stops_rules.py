@@ -33,7 +33,7 @@ def test_crash_is_retried_once_then_stops():
 def test_a_run_the_operator_aborted_stops_instead_of_rerunning():
     aborted = v(verdict="error", interrupted=True, error="interrupted: the worker was stopped on request")
     d = stops.after_builder(aborted, {}, commit=None, last_submitted=None)
-    assert (d.action, d.kind) == (stops.STOP, "worker_crashed") and "aborted by the operator" in d.reason
+    assert (d.action, d.kind) == (stops.STOP, "operator_aborted") and "aborted by the operator" in d.reason
 
 
 def test_a_builder_that_changed_nothing_is_not_a_crash():

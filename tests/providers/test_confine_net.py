@@ -126,7 +126,7 @@ def test_dispatch_with_network_none_on_the_sim(cli, git_repo: Path, tmp_path: Pa
     task = tmp_path / "t.md"
     task.write_text("Check the network.\n")
     r = cli("dispatch", "--provider", "sim", "--mode", "code", "--workdir", str(git_repo), "--task-file", str(task),
-            "--scenario", str(scen), "--timeout", "60")
+            "--scenario", str(scen), "--timeout", "60", "--in-place")
     v = json.loads(r.stdout.splitlines()[-1])
     assert v["verdict"] == "completed", (v, r.stderr)
     assert "unreachable" in (git_repo / "net.txt").read_text().lower()

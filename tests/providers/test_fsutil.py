@@ -91,7 +91,10 @@ def test_the_planners_summary_shows_a_merged_link_to_a_secret_as_a_link(tmp_path
         assert w.returncode == 0, w.stdout + w.stderr
         merged = subprocess.run(["git", "ls-tree", "pilothouse/integration/demo", "README.md"], cwd=layout.root,
                                 capture_output=True, text=True, check=True).stdout
-        assert merged.startswith("120000"), merged  # the link is on the integration branch
+        assert merged.startswith("120000"), merged  # the link is on the job's integration line
+        # jobs are isolated: the next job starts from the base branch, so the link reaches it once shipped
+        shipped = cli("ship", "demo", "--repo", str(layout.root))
+        assert shipped.returncode == 0, shipped.stdout + shipped.stderr
         create_job(layout, "second", "Add a notes file.", "notes.txt exists")
         w = cli("job", "wait", "second", "--repo", str(layout.root), timeout=120)
         assert w.returncode == 0, w.stdout + w.stderr

@@ -284,10 +284,17 @@ class Dashboard(Screen[None]):
             self.call_after_refresh(self._share_now)
 
     def _share_now(self) -> None:
+        from textual.css.query import NoMatches
+
         self._share_pending = False
-        tasks, problems = self.tasks, self.problems
+        if not self.is_mounted:
+            return
+        try:  # a refresh that comes while the app closes finds the panels gone
+            tasks, problems = self.tasks, self.problems
+        except NoMatches:
+            return
         total = tasks.outer_size.height + problems.outer_size.height
-        if not total or not self.is_mounted:
+        if not total:
             return
         height = split_height(total, tasks.row_count, problems.row_count, 1 + tasks.styles.gutter.height,
                               1 + problems.styles.gutter.height,
