@@ -78,9 +78,24 @@ def _split(hostport: str) -> tuple[str, int]:
 
 
 def _run(argv: list[str], on_signal: Callable[[subprocess.Popen[bytes], int], None]) -> int:
-    child = subprocess.Popen(argv)  # stdin/stdout/stderr inherited: the runner's stream passes through
+    # the handlers go in before the child starts: an abort's SIGTERM sent once the worker is up
+    # (it reaches every process in the sandbox, this one too) used to find the default action still
+    # set and ended the relay with 143, not with the worker's own exit code. A signal that comes
+    # before the child exists is passed on once it does
+    child: subprocess.Popen[bytes] | None = None
+    early: list[int] = []
+
+    def handle(signum: int, _frame: object) -> None:
+        if child is None:
+            early.append(signum)
+        else:
+            on_signal(child, signum)
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda signum, _frame: on_signal(child, signum))
+        signal.signal(sig, handle)
+    child = subprocess.Popen(argv)  # stdin/stdout/stderr inherited: the runner's stream passes through
+    for signum in early:
+        on_signal(child, signum)
     rc = child.wait()
     return 128 - rc if rc < 0 else rc
 

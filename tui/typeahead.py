@@ -65,9 +65,18 @@ class KeyGate:
         if not self.held and not self._busy():
             self.in_flight = False
 
+    def _app_busy(self) -> bool:
+        # a callback the app's pump has peeked (its _pending_message) is off the queue but not yet
+        # run: the focus change queued by the key before ("5" focusing the Events panel) hid there,
+        # and `5/task` then sent "/" and "t" to the panel focused before. Only a callback counts:
+        # waiting on any peeked message held a pushed dialog's keys while it mounted
+        app = self.app
+        return (not app._message_queue.empty() or bool(app._next_callbacks)
+                or isinstance(app._pending_message, events.Callback))
+
     def _busy(self) -> bool:
         app = self.app
-        if not app._message_queue.empty() or app._next_callbacks:
+        if self._app_busy():
             return True
         for screen in app.screen_stack:
             if _busy(screen):
@@ -80,7 +89,7 @@ class KeyGate:
     async def _settle(self, turns: int) -> None:
         app = self.app
         while turns < _MAX_TURNS:
-            if not app._message_queue.empty() or app._next_callbacks:
+            if self._app_busy():
                 # the app's own queue holds more of the last key's work (its bubbled copy, a focus
                 # change): let it run first, then look again
                 app.call_later(self._settle, turns + 1)
