@@ -143,7 +143,15 @@ class RayExecutor:
             ray.get(actor.cancel.remote(grace), timeout=grace + 30)
         finally:
             ray.kill(actor)
+            self._drop_refs(run_id)
         return True
+
+    def _drop_refs(self, run_id: str) -> None:
+        # a run over without landing leaves its base (and any result) on the hub for no one: a
+        # crashed or cancelled run's refs used to stay there for good
+        record = read_record(self.layout, run_id)
+        if record is not None and record.get("hub"):
+            hub.drop_refs(self.layout, str(record["hub"]), run_id)
 
     # --- one run ---------------------------------------------------------------------------------
     def _drive(self, sup: Host, launch: Launch) -> None:
@@ -158,6 +166,7 @@ class RayExecutor:
             sup.log.warning("cluster run %s: %s", launch.run_id, describe(exc))
             with open(runs.run_files(self.layout, launch.run_id)["err"], "a") as err:
                 err.write(f"pilothouse: the cluster run failed: {describe(exc)}\n")
+            self._drop_refs(launch.run_id)
         finally:
             self._watching.discard(launch.run_id)
             sup.waker.ended(launch.run_id)

@@ -49,17 +49,24 @@ def _cluster(address: str) -> list[str]:
 
 
 def ray_head_unanswered(address: str) -> str | None:
-    """The finding when nothing listens at the cluster's address; `ray.init` would retry it for ever
-    without a word (core/executor/cluster.py asks this before joining)."""
+    """The finding when no Ray head answers at the cluster's address; `ray.init` would retry it for
+    ever without a word, and an open port is not enough: something else listening there passed
+    this check once and every run then failed ~20 s later with a reason that did not name
+    ray.address (core/executor/cluster.py asks this before joining)."""
     import socket
 
     host, _, port = address.removeprefix("ray://").rpartition(":")
+    fix = f"start the cluster's head (`ray start --head --port {port}`) or set ray.address to its host:port"
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=10).close()
     except OSError as exc:
         why = exc.strerror or type(exc).__name__
-        return (f"ray.address in {FILE}: no Ray head answers at {address} ({why}); start the cluster's head "
-                f"(`ray start --head --port {port}`) or set ray.address to its host:port")
+        return f"ray.address in {FILE}: no Ray head answers at {address} ({why}); {fix}"
+    from pilothouse.core.executor.ray_head import not_a_ray_head
+
+    not_ray = not_a_ray_head(address)
+    if not_ray:
+        return f"ray.address in {FILE}: {address} answers, but {not_ray}: it is not a Ray head; {fix}"
     return None
 
 

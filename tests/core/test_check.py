@@ -64,3 +64,54 @@ def test_a_scenario_of_the_repository_must_be_a_scenario(repo: Path, cli) -> Non
     (repo / "scen.yaml").write_text("name: x\ndescription: y\nscripts: []\n")
     _set(repo, "max_workers: 2", "max_workers: 2\nsim_scenario: scen.yaml")
     _refused(cli("check", cwd=repo), "sim_scenario: ", "scen.yaml: scripts")
+
+
+def _web_server() -> tuple[object, int]:
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Quiet(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv, srv.server_address[1]
+
+
+def test_a_port_where_something_other_than_ray_answers_is_not_a_cluster(repo: Path, cli) -> None:
+    """An open port passed once, and every cluster run then failed ~20 s later without naming
+    ray.address: the check makes one call of Ray's own protocol."""
+    from concurrent import futures
+
+    import grpc
+
+    web, web_port = _web_server()
+    other_grpc = grpc.server(futures.ThreadPoolExecutor(max_workers=2))  # a gRPC service, not Ray's
+    grpc_port = other_grpc.add_insecure_port("127.0.0.1:0")
+    other_grpc.start()
+    try:
+        for port, why in ((web_port, "answers, but not in Ray's protocol (gRPC over HTTP/2)"),
+                          (grpc_port, "answers, but its gRPC server does not know Ray's head calls")):
+            text = (repo / ".ai/project.yaml").read_text().split("\nexecutor:")[0]
+            (repo / ".ai/project.yaml").write_text(text + f"\nexecutor: ray\nray: {{address: '127.0.0.1:{port}'}}\n")
+            words = (f"ray.address in .ai/project.yaml: 127.0.0.1:{port} {why}: it is not a Ray head",
+                     f"`ray start --head --port {port}`")
+            _refused(cli("check", cwd=repo), *words)
+            _refused(cli("job", "start", cwd=repo), *words)
+    finally:
+        other_grpc.stop(None)
+        web.shutdown()  # type: ignore[attr-defined]
+    assert not (repo / ".ai/runtime/supervisor.log").exists()
+
+
+def test_a_listener_that_never_answers_is_not_waited_on_for_ever(monkeypatch) -> None:
+    import socket
+
+    from pilothouse.core.executor import ray_head
+
+    monkeypatch.setattr(ray_head, "WAIT_S", 0.5)  # it never answers: any wait gives the same verdict
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        port = silent.getsockname()[1]
+        assert ray_head.not_a_ray_head(f"127.0.0.1:{port}") == \
+            "gives no answer in Ray's protocol (gRPC over HTTP/2) within 0.5 s"

@@ -329,6 +329,9 @@ def test_aborting_a_cluster_run_kills_its_dispatch_on_the_node_and_its_actor(clu
     assert runs.find_dispatch_pid(run_id) is None
     assert not cluster.actor_alive(actor_name(run_id), namespace_of(layout))
     assert finished["data"]["verdict"] == "error"
+    # a run that never landed leaves nothing on the hub or in the repository
+    for where in (layout.root, layout.root / ".ai" / "hub.git"):
+        assert run_id not in git(where, "for-each-ref", "refs/pilothouse"), where
 
 
 def test_what_ray_serializes_for_a_runs_start_holds_its_key_only_sealed_to_its_actor(tmp_path: Path) -> None:
@@ -411,6 +414,12 @@ def test_a_task_text_holding_a_configured_key_is_refused_before_it_crosses_the_c
         RayExecutor(RepoLayout(tmp_path)).start_args(launch, {"hub": "/hub.git", "base": "0" * 40},
                                                      RunActor("ns", "r-1")._public, 10)
     assert "the task text of run r-1 contains" in str(refused.value) and other not in str(refused.value)
+
+
+def test_a_real_head_answers_the_check_in_rays_protocol(cluster: Cluster) -> None:
+    from pilothouse.core.records.check import ray_head_unanswered
+
+    assert ray_head_unanswered(cluster.address) is None
 
 
 def test_joining_a_cluster_nothing_answers_at_names_ray_address_at_once() -> None:

@@ -1,0 +1,70 @@
+"""Is it a Ray head that answers at ray.address? One real call of Ray's own protocol to find out.
+
+An open port is not enough: something else listening at the address (a web server, another gRPC
+service) used to pass `check` and `job start`, and every cluster run then failed ~20 s later with a
+reason that did not name ray.address. Ray's head answers on its --port with its GCS, a gRPC
+server; a `ray://` address is the Ray Client server. The call goes over h2 (HTTP/2 framing and
+HPACK) rather than grpcio, which Ray's minimal install does not bring; an empty request is a valid
+one for both calls, so no Ray protobufs are needed either.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from typing import Any
+
+_CALL = {"gcs": "/ray.rpc.NodeInfoGcsService/GetClusterId", "client": "/ray.rpc.RayletDriver/ClusterInfo"}
+_UNIMPLEMENTED = "12"  # gRPC's status code for a method the server does not have
+WAIT_S = 5.0
+
+
+def not_a_ray_head(address: str) -> str | None:
+    """Why what answers at `address` is not Ray; None when it is (or when h2 is missing to ask)."""
+    try:
+        import h2.config
+        import h2.connection
+        import h2.events
+        import h2.exceptions
+    except ImportError:
+        return None
+    client = address.startswith("ray://")
+    target = address.removeprefix("ray://")
+    host, _, port = target.rpartition(":")
+    conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
+    conn.initiate_connection()
+    stream = conn.get_next_available_stream_id()
+    conn.send_headers(stream, [(":method", "POST"), (":scheme", "http"), (":path", _CALL["client" if client else "gcs"]),
+                               (":authority", target), ("content-type", "application/grpc"), ("te", "trailers")])
+    conn.send_data(stream, b"\0\0\0\0\0", end_stream=True)  # one gRPC message of zero bytes, uncompressed
+    status: str | None = None
+    waited = False
+    deadline = time.monotonic() + WAIT_S
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=WAIT_S) as sock:
+            sock.sendall(conn.data_to_send())
+            while status is None:
+                sock.settimeout(max(0.1, deadline - time.monotonic()))
+                data = sock.recv(65536)
+                if not data:
+                    break
+                for event in conn.receive_data(data):
+                    if isinstance(event, (h2.events.ResponseReceived, h2.events.TrailersReceived)):
+                        # header_encoding above makes h2 hand out str, which its types do not say
+                        headers: dict[Any, Any] = dict(event.headers or [])
+                        status = headers.get("grpc-status", status)
+                    elif isinstance(event, h2.events.DataReceived):
+                        conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+                    elif isinstance(event, (h2.events.StreamEnded, h2.events.StreamReset)) and status is None:
+                        status = ""
+                sock.sendall(conn.data_to_send())
+    except TimeoutError:
+        waited = True
+    except (OSError, h2.exceptions.ProtocolError):
+        status = None
+    if status is None:
+        return (f"gives no answer in Ray's protocol (gRPC over HTTP/2) within {WAIT_S:g} s" if waited
+                else "not in Ray's protocol (gRPC over HTTP/2)")
+    if status == _UNIMPLEMENTED:
+        return "its gRPC server does not know Ray's " + ("client calls" if client else "head calls")
+    return None  # an answer to Ray's own call: OK, or a refusal only a Ray server gives
