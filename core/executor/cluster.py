@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from pilothouse.core.executor.host import Host
 
 _CONNECT = threading.Lock()
+PLACE_NOTICE_S = 10.0  # how long a run may wait for a node before it says why none took it
 
 
 def namespace_of(layout: RepoLayout) -> str:
@@ -139,6 +140,12 @@ class RayExecutor:
             actor = ray.get_actor(actor_name(run_id), namespace=self.namespace)
         except ValueError:
             return False  # gone already
+        if "node_id" not in (read_record(self.layout, run_id) or {}):
+            # never placed, so never started (its start follows the record of its node): an actor
+            # still waiting for a node would not answer a cancel before it is placed
+            ray.kill(actor)
+            self._drop_refs(run_id)
+            return True
         try:
             ray.get(actor.cancel.remote(grace), timeout=grace + 30)
         finally:
@@ -197,7 +204,10 @@ class RayExecutor:
                 max_concurrency=4, max_restarts=0, resources=dict(project.ray.resources),
             ).remote(self.namespace, launch.run_id)
         try:
-            hello = ray.get(actor.hello.remote())
+            said_hello = actor.hello.remote()
+            if "node_id" not in record:
+                self._say_while_unplaced(sup, launch, ray, said_hello, dict(project.ray.resources))
+            hello = ray.get(said_hello)
             if "node_id" not in record:
                 record.update(node_id=str(hello["node_id"]), hostname=str(hello["hostname"]), root=str(hello["root"]))
                 _write_record(self.layout, launch.run_id, record)
@@ -213,6 +223,29 @@ class RayExecutor:
             # its outcome is landed (or never will be, as when its start was refused): a detached actor
             # left behind would hold its node's resources for good
             ray.kill(actor)
+
+    def _say_while_unplaced(self, sup: Host, launch: Launch, ray: Any, said_hello: Any,
+                            resources: dict[str, float]) -> None:
+        """A run no node takes sat "running" with no hint: after PLACE_NOTICE_S unplaced it says
+        what it asks for and how many live nodes offer it, once (its placement is still awaited)."""
+        ready, _ = ray.wait([said_hello], timeout=PLACE_NOTICE_S)
+        if ready:
+            return
+        alive = [n for n in ray.nodes() if n.get("Alive")]
+        offering = [n for n in alive if all(float((n.get("Resources") or {}).get(k, 0)) >= v
+                                            for k, v in resources.items())]
+        asks = ", ".join(f"{k}: {v:g}" for k, v in resources.items())
+        if not offering:
+            reason = (f"not placed after {PLACE_NOTICE_S:g}s: it asks for {asks or 'no resource'}, which none of the "
+                      f"{len(alive)} live node(s) offer; start a node with --resources (docs/executors.md) or "
+                      f"change ray.resources in .ai/project.yaml")
+        else:
+            reason = (f"not placed after {PLACE_NOTICE_S:g}s: the {len(offering)} live node(s) offering "
+                      f"{asks or 'a place'} are taken by other runs; it starts when one is free")
+        sup.log.warning("cluster run %s %s", launch.run_id, reason)
+        sup.events.append("run.unplaced", job=launch.job, task=launch.task, run=launch.run_id,
+                          data={"reason": reason, "resources": resources, "nodes_alive": len(alive),
+                                "nodes_offering": len(offering)})
 
     def start_args(self, launch: Launch, record: dict[str, Any], public_key: bytes, nice: int) -> tuple[Any, ...]:
         """What the actor's start is called with, all of which Ray serializes and may keep: the key

@@ -334,6 +334,30 @@ def test_aborting_a_cluster_run_kills_its_dispatch_on_the_node_and_its_actor(clu
         assert run_id not in git(where, "for-each-ref", "refs/pilothouse"), where
 
 
+def test_a_run_no_node_takes_says_what_it_asks_for_and_that_no_node_offers_it(cluster: Cluster,
+                                                                            tmp_path: Path) -> None:
+    from pilothouse.core.upkeep import ending
+
+    layout = demo.prepare(tmp_path / "repo")
+    _ray_project(layout, cluster)
+    data = yaml.safe_load(layout.project_yaml.read_text())
+    data["ray"]["resources"] = {"gpu_box": 1}  # no node of the cluster offers it
+    layout.project_yaml.write_text(yaml.safe_dump(data))
+    ev = Events(layout, timeout=90)
+    supervisor_ctl.start(layout)
+    try:
+        unplaced = ev.wait(lambda e: e["type"] == "run.unplaced")
+        supervisor_ctl.stop(layout)
+        ending.cancel_job(layout, demo.JOB)  # its actor, never placed, must not wait on the cluster for good
+    finally:
+        supervisor_ctl.stop(layout)
+        ray.shutdown()
+    assert unplaced["data"]["resources"] == {"gpu_box": 1}
+    assert unplaced["data"]["nodes_offering"] == 0 and unplaced["data"]["nodes_alive"] == 2
+    assert "it asks for gpu_box: 1, which none of the 2 live node(s) offer" in unplaced["data"]["reason"]
+    assert not any(e["type"] == "run.placed" for e in ev.seen)
+
+
 def test_what_ray_serializes_for_a_runs_start_holds_its_key_only_sealed_to_its_actor(tmp_path: Path) -> None:
     from pilothouse.core.dispatch import runs
     from pilothouse.core.executor.cluster import RayExecutor
