@@ -44,6 +44,19 @@ class Cluster:
         return out.stdout.strip().splitlines()[-1] == "alive"
 
 
+COMMON = ["--node-ip-address", "127.0.0.1", "--num-cpus", "1", "--object-store-memory", str(100 << 20),
+          "--block", "--disable-usage-stats"]
+
+
+def start_worker(address: str, home: Path, temp: Path, resources: dict[str, float]) -> subprocess.Popen[bytes]:
+    """One worker node joined to `address`, its HOME `home` (where its runs keep their files)."""
+    return subprocess.Popen([RAY, "start", "--address", address, "--resources", json.dumps(resources),
+                             "--temp-dir", str(temp), "--object-spilling-directory", str(temp / "spill"),
+                             *COMMON, *ports()],
+                            env=node_env(home), cwd=home, stdout=open(home.parent / f"{home.name}.out", "wb"),
+                            stderr=subprocess.STDOUT, start_new_session=True)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -23,7 +23,7 @@ from pilothouse.core import demo
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.state import store
 from pilothouse.core.supervisor import control as supervisor_ctl
-from ray_cluster import RAY, Cluster, free_port, node_env, ports, status, stop, wait_for
+from ray_cluster import COMMON, RAY, Cluster, free_port, node_env, ports, start_worker, status, stop, wait_for
 from support import Events, git
 
 try:
@@ -42,24 +42,19 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     temps = (Path(tempfile.mkdtemp(prefix="rh", dir="/tmp")), Path(tempfile.mkdtemp(prefix="rw", dir="/tmp")))
     port = free_port()
     address = f"127.0.0.1:{port}"
-    common = ["--node-ip-address", "127.0.0.1", "--num-cpus", "1", "--object-store-memory", str(100 << 20),
-              "--block", "--disable-usage-stats"]
     head_env = node_env(base / "head")
     procs: list[subprocess.Popen[bytes]] = []
     try:
         head = subprocess.Popen([RAY, "start", "--head", "--port", str(port), "--include-dashboard", "false",
                                  "--dashboard-port", str(free_port()), "--temp-dir", str(temps[0]),
-                                 "--object-spilling-directory", str(temps[0] / "spill"), *common, *ports()],
+                                 "--object-spilling-directory", str(temps[0] / "spill"), *COMMON, *ports()],
                                 env=head_env, cwd=base, stdout=open(base / "head.out", "wb"),
                                 stderr=subprocess.STDOUT, start_new_session=True)
         procs.append(head)
         wait_for("the head", lambda: "Node status" in status(address, head_env))
         node_home = base / "worker"
-        worker = subprocess.Popen([RAY, "start", "--address", address, "--resources", '{"pilothouse_worker": 1}',
-                                   "--temp-dir", str(temps[1]), "--object-spilling-directory",
-                                   str(temps[1] / "spill"), *common, *ports()],
-                                  env=node_env(node_home), cwd=node_home, stdout=open(base / "worker.out", "wb"),
-                                  stderr=subprocess.STDOUT, start_new_session=True)
+        node_home.mkdir()
+        worker = start_worker(address, node_home, temps[1], {"pilothouse_worker": 1})
         procs.append(worker)
         wait_for("the worker node", lambda: "pilothouse_worker" in status(address, head_env))
         yield Cluster(address, head, worker, temps, node_home)
@@ -356,6 +351,62 @@ def test_a_run_no_node_takes_says_what_it_asks_for_and_that_no_node_offers_it(cl
     assert unplaced["data"]["nodes_offering"] == 0 and unplaced["data"]["nodes_alive"] == 2
     assert "it asks for gpu_box: 1, which none of the 2 live node(s) offer" in unplaced["data"]["reason"]
     assert not any(e["type"] == "run.placed" for e in ev.seen)
+
+
+def test_a_run_lost_with_its_node_says_which_node_and_its_retry_goes_to_a_live_one(cluster: Cluster,
+                                                                                 tmp_path: Path) -> None:
+    """A second worker node takes the builder (the first is held by a placeholder) and is killed: the
+    run's end names that node, and the automatic retry is placed on the live node, not the lost one."""
+    from pilothouse.core.upkeep import ending
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    scenario = tmp_path / "slow-builder.yaml"
+    scenario.write_text(SLOW)
+    layout = demo.prepare(tmp_path / "repo", str(scenario))
+    _ray_project(layout, cluster)
+    [live] = [n for n, is_worker in cluster.node_ids().items() if is_worker]  # the module's worker node
+    home, temp = tmp_path / "node-b", Path(tempfile.mkdtemp(prefix="rb", dir="/tmp"))
+    home.mkdir()
+    node_b = start_worker(cluster.address, home, temp, {"pilothouse_worker": 1})
+    ev = Events(layout, timeout=120)
+    try:
+        wait_for("the second worker node", lambda: len(cluster.node_ids()) == 3)
+        ray.init(address=cluster.address, namespace="placeholder", logging_level="ERROR", log_to_driver=False)
+
+        @ray.remote(num_cpus=0, resources={"pilothouse_worker": 1})
+        class Holder:
+            def ready(self) -> bool:
+                return True
+
+        holder = Holder.options(scheduling_strategy=NodeAffinitySchedulingStrategy(live, soft=False)).remote()
+        assert ray.get(holder.ready.remote(), timeout=60)
+        supervisor_ctl.start(layout)
+        first = ev.wait(lambda e: e["type"] == "run.placed" and e["task"] == "first")
+        assert first["data"]["node_id"] != live
+        _wait_for_file(home / "pilothouse" / "state" / "logs" / "sim" / f"{first['run']}.jsonl",
+                       "the builder never started on the second node")
+        stop(node_b)  # the node dies while its run goes on
+        lost = ev.wait(lambda e: e["type"] == "run.finished" and e["run"] == first["run"])
+        ray.kill(holder)  # the live node is free again
+        again = ev.wait(lambda e: e["type"] == "run.placed" and e["task"] == "first" and e["run"] != first["run"])
+        supervisor_ctl.stop(layout)
+        ending.cancel_job(layout, demo.JOB)
+    finally:
+        supervisor_ctl.stop(layout)
+        ray.shutdown()
+        if node_b.poll() is None:
+            stop(node_b)
+        shutil.rmtree(temp, ignore_errors=True)
+    said = _err_of(layout, first["run"])
+    assert f"the node {first['data']['hostname']} ({first['data']['node_id'][:12]}) that ran it" in said, said
+    assert lost["data"]["verdict"] == "error"
+    assert again["data"]["node_id"] == live
+
+
+def _err_of(layout: RepoLayout, run_id: str) -> str:
+    from pilothouse.core.dispatch import runs
+
+    return Path(runs.run_files(layout, run_id)["err"]).read_text()
 
 
 def test_what_ray_serializes_for_a_runs_start_holds_its_key_only_sealed_to_its_actor(tmp_path: Path) -> None:
