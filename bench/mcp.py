@@ -78,9 +78,10 @@ def sdk_import_cpu_s() -> float:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--starts", type=int, default=5)
-    ap.add_argument("--calls", type=int, default=50)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=type(
+        "Help", (argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter), {}))
+    ap.add_argument("--starts", type=int, default=5, help="server starts timed (spawn -> tool list)")
+    ap.add_argument("--calls", type=int, default=50, help="job_status round-trips timed")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         repo = build_repo(Path(tmp))
