@@ -327,10 +327,11 @@ def measure(bench: Bench, kinds: list[str], ns: list[int], budget: float) -> tup
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=type(
+        "Help", (argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter), {}))
     ap.add_argument("--kinds", default=",".join(KINDS), help=f"comma-separated, of {', '.join(KINDS)}")
-    ap.add_argument("--max-n", type=int, default=16, help="the most workers at once (default 16)")
-    ap.add_argument("--budget", type=float, default=480, help="seconds for all the batches (default 480)")
+    ap.add_argument("--max-n", type=int, default=16, help="the most workers at once")
+    ap.add_argument("--budget", type=float, default=480, help="seconds for all the batches")
     ap.add_argument("--quick", action="store_true", help="N = 1 and 2, a 150-second budget")
     a = ap.parse_args()
     kinds = [k.strip() for k in a.kinds.split(",") if k.strip()]

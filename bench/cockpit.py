@@ -327,13 +327,14 @@ def _cpu_seconds(pid: int) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--lines", type=int, default=1_000_000)
-    ap.add_argument("--events", type=int, default=300)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=type(
+        "Help", (argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter), {}))
+    ap.add_argument("--lines", type=int, default=1_000_000, help="lines of events.jsonl for the first paint")
+    ap.add_argument("--events", type=int, default=300, help="events appended by another process, timed to the screen")
     ap.add_argument("--keys", type=int, default=200, help="j/k keystrokes timed (and a share of the others)")
     ap.add_argument("--repeat", type=int, default=1, help="rounds on the same repository; medians at the end")
     ap.add_argument("--load", type=int, nargs="?", const=1, default=0, metavar="N",
-                    help="run N busy CPU hogs beside the app while measuring (default 1 when given)")
+                    help="run N busy CPU hogs beside the app while measuring (N = 1 when given bare)")
     args = ap.parse_args()
     load = os.getloadavg()[0]
     print(f"machine: {os.cpu_count()} cpu, load average {load:.1f}")

@@ -28,8 +28,9 @@ sys.path[0] = str(Path(__file__).resolve().parent.parent / "tests")
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=5)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=type(
+        "Help", (argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter), {}))
+    ap.add_argument("--rounds", type=int, default=5, help="problems mailed and replied to")
     args = ap.parse_args()
     home = Path(tempfile.mkdtemp(prefix="ph-bench-email-"))
     os.environ.update(HOME=str(home), PILOTHOUSE_HOME=str(home / "pilothouse"),

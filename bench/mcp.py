@@ -1,9 +1,11 @@
-"""MCP server figures: start-up (spawn to the initialize handshake answered, as a host sees it) and
-the median `job_status` round-trip over stdio, both through the MCP SDK's own client.
+"""MCP server figures: ready (spawn to `initialize` and `tools/list` answered, as a host sees it), the
+first tool call (which waits for the MCP SDK the server imports meanwhile) and the median
+`job_status` round-trip over stdio, all through the MCP SDK's own client.
 
     python bench/mcp.py [--starts 5] [--calls 50]
 
-Goals (issue 14): start-up ≤ 0.5 s, job_status ≤ 50 ms. Prints figures; asserts nothing. On a
+Goals (issues 14 and 34): ready ≤ 0.3 s on a quiet machine, job_status ≤ 50 ms. One start before
+the timed ones records the handshake for the next starts, as the first start after an install does. Prints figures; asserts nothing. On a
 shared, busy machine wall-clock figures include the queue for the CPU: the load average is printed.
 """
 
@@ -46,26 +48,32 @@ def build_repo(root: Path) -> Path:
     return repo
 
 
-async def measure(repo: Path, starts: int, calls: int) -> tuple[list[float], list[float]]:
+async def measure(repo: Path, starts: int, calls: int) -> tuple[list[float], list[float], list[float]]:
     from mcp import Client, StdioServerParameters
 
     params = StdioServerParameters(command=sys.executable, args=["-m", "pilothouse", "mcp"], cwd=str(repo),
                                    env=dict(os.environ))
     start_s: list[float] = []
+    first_s: list[float] = []
     call_s: list[float] = []
-    for n in range(starts):
+    for n in range(starts + 1):
         t0 = time.perf_counter()
         async with Client(params, mode="legacy") as client:
+            tools = await client.list_tools()
+            if n == 0:
+                continue  # the first start after an install records the handshake (core/mcp/front.py)
             start_s.append(time.perf_counter() - t0)
-            if n:
+            assert any(t.name == "job_status" for t in tools.tools)
+            await client.call_tool("job_status", {"name": "bench"})  # waits for the SDK and core's modules
+            first_s.append(time.perf_counter() - t0)
+            if n > 1:
                 continue
-            await client.call_tool("job_status", {"name": "bench"})  # the first call imports core's modules
             for _ in range(calls):
                 t1 = time.perf_counter()
                 result = await client.call_tool("job_status", {"name": "bench"})
                 call_s.append(time.perf_counter() - t1)
                 assert not result.is_error, result.content
-    return start_s, call_s
+    return start_s, first_s, call_s
 
 
 def sdk_import_cpu_s() -> float:
@@ -78,17 +86,21 @@ def sdk_import_cpu_s() -> float:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--starts", type=int, default=5)
-    ap.add_argument("--calls", type=int, default=50)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=type(
+        "Help", (argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter), {}))
+    ap.add_argument("--starts", type=int, default=5, help="server starts timed (spawn -> tool list)")
+    ap.add_argument("--calls", type=int, default=50, help="job_status round-trips timed")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         repo = build_repo(Path(tmp))
-        start_s, call_s = asyncio.run(measure(repo, args.starts, args.calls))
+        start_s, first_s, call_s = asyncio.run(measure(repo, args.starts, args.calls))
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
-    print(f"server start-up (spawn -> initialized), median of {len(start_s)}: "
-          f"{statistics.median(start_s) * 1000:.0f} ms (min {min(start_s) * 1000:.0f} ms; goal ≤ 500 ms)")
-    print(f"  of which importing the MCP SDK: {sdk_import_cpu_s() * 1000:.0f} ms of CPU")
+    print(f"server ready (spawn -> initialize and tools/list answered), median of {len(start_s)}: "
+          f"{statistics.median(start_s) * 1000:.0f} ms (min {min(start_s) * 1000:.0f} ms; goal ≤ 300 ms)")
+    print(f"first tool call answered (spawn -> job_status, the SDK imported meanwhile): median "
+          f"{statistics.median(first_s) * 1000:.0f} ms (min {min(first_s) * 1000:.0f} ms)")
+    print(f"  importing the MCP SDK, which the handshake no longer waits for: {sdk_import_cpu_s() * 1000:.0f} ms "
+          "of CPU")
     print(f"job_status round-trip, median of {len(call_s)}: {statistics.median(call_s) * 1000:.1f} ms "
           f"(p90 {statistics.quantiles(call_s, n=10)[-1] * 1000:.1f} ms; goal ≤ 50 ms)")
     return 0

@@ -448,7 +448,8 @@ def report(name: str, target: Target, show_diffs: bool) -> tuple[int, int, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=type(
+        "Help", (argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter), {}))
     ap.add_argument("names", nargs="*", help=f"modules to mutate: {', '.join(TARGETS)}")
     ap.add_argument("--all", action="store_true", help="every module, smallest first")
     ap.add_argument("--list", action="store_true", help="print the modules and their tests")
@@ -463,7 +464,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fresh", action="store_true",
                     help="start a module's session over (by default one of the same module text resumes)")
     ap.add_argument("--nice", type=int, default=19, metavar="N",
-                    help="the niceness the runs get (default 19: any other work on the machine goes first)")
+                    help="the niceness the runs get (19: any other work on the machine goes first)")
     args = ap.parse_args(argv)
     if not 0 <= args.nice <= 19:
         ap.error(f"--nice {args.nice}: give a niceness from 0 to 19")

@@ -69,8 +69,9 @@ def one_run(repo: Path) -> tuple[float, float]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", type=int, default=5)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=type(
+        "Help", (argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter), {}))
+    ap.add_argument("--runs", type=int, default=5, help="serves started and timed")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["PILOTHOUSE_HOME"] = str(Path(tmp) / "home")

@@ -104,10 +104,10 @@ def _repo(root: Path) -> Path:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    ap.add_argument("--server", help="the model server's folder (default: scripts/install-model-server --where)")
-    ap.add_argument("--timeout", type=float, default=1200, help="seconds the managed job may run (default 1200)")
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=type(
+        "Help", (argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter), {}))
+    ap.add_argument("--server", help="the model server's folder (None: the one scripts/install-model-server --where names)")
+    ap.add_argument("--timeout", type=float, default=1200, help="seconds the managed job may run")
     args = ap.parse_args()
     server = _server_dir(args.server)
     work = Path(tempfile.mkdtemp(prefix="ph-economy-"))

@@ -51,8 +51,9 @@ def _size(path: Path) -> int:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tasks", type=int, default=2, help="worktrees per way (default 2)")
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=type(
+        "Help", (argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter), {}))
+    ap.add_argument("--tasks", type=int, default=2, help="worktrees per way")
     ap.add_argument("--extra", default=EXTRA, help="pinned npm packages added to the project's dev dependencies")
     ap.add_argument("--skip-ci", action="store_true", help="measure the shared folder only")
     args = ap.parse_args()

@@ -42,10 +42,15 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """
     from pilothouse import __version__
 
+    # pilothouse speaks English: argparse's stock phrases ("usage:", "options") stay English too,
+    # rather than each costing a gettext catalogue search (and the locale module) on every run
+    argparse._ = _english  # type: ignore[attr-defined]
+    argparse.ngettext = _english_n  # type: ignore[attr-defined]
     parser = argparse.ArgumentParser(
         prog="pilothouse",
         description="Dispatch bounded tasks to isolated LLM workers and supervise whole jobs. "
         "With no command, opens the cockpit.",
+        formatter_class=_Formatter,
     )
     parser.add_argument("--version", action="version", version=f"pilothouse {__version__}")
     sub: Any = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -54,6 +59,39 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     for group in GROUPS:
         importlib.import_module(f"pilothouse.core.commands.{_package(group)}{group}").register(sub)
     return parser
+
+
+def _english(message: str) -> str:
+    return message
+
+
+def _english_n(singular: str, plural: str, n: int) -> str:
+    return singular if n == 1 else plural
+
+
+class _Formatter(argparse.HelpFormatter):
+    """argparse's own, told the terminal's width: left to find it, argparse imports shutil (and
+    with it zlib, bz2 and lzma) each run, since it builds a formatter for every option it adds."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
+                 width: int | None = None) -> None:
+        super().__init__(prog, indent_increment, max_help_position, width or _columns() - 2)
+
+
+def _columns() -> int:
+    """shutil.get_terminal_size's answer: $COLUMNS, else the terminal's, else 80."""
+    import os
+
+    try:
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
 
 
 class _Unbuilt:
@@ -137,13 +175,13 @@ def _check_args(args: Any) -> None:
                 argcheck.check_text(v, opt if key not in ("name", "words", "code") else key, lines=True)
     name = getattr(args, "name", None)
     if args.command in ("job", "ship") and isinstance(name, str):
-        from pilothouse.core.records.jobs import validate_name
+        from pilothouse.core.records.names import validate_name
 
         validate_name(name)
     for key in _JOB_OPTS:
         job = getattr(args, key, None)
         if isinstance(job, str):
-            from pilothouse.core.records.jobs import validate_name
+            from pilothouse.core.records.names import validate_name
 
             validate_name(job)
 

@@ -7,7 +7,6 @@ the rest of the CLI never pays for aiohttp or textual-serve.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from pilothouse.core.commands._out import positive_int, positive_seconds
 
@@ -37,6 +36,8 @@ def register(sub: Any) -> None:
 
 
 def _serve(args: Any) -> int:
+    from pathlib import Path
+
     from pilothouse.core.commands.view import resolve
     from pilothouse.providers.errors import UserError
 

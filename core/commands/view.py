@@ -7,10 +7,9 @@ inside the handler, so `pilothouse --help` never pays for it.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 TYPE_CHECKING = False  # typing costs ~2 ms on every command; annotations are strings here
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any
 
 
@@ -26,6 +25,8 @@ def register(sub: Any) -> None:
 
 
 def _registered() -> list[Path]:
+    from pathlib import Path
+
     try:
         from pilothouse.core.records import repos
     except ImportError:
@@ -49,6 +50,8 @@ def _registered() -> list[Path]:
 
 def resolve(repo: str | None) -> tuple[Any, list[Any]]:
     """(layout, []) when one repository is meant, (None, choices) when the operator must pick."""
+    from pathlib import Path
+
     from pilothouse.core.records.layout import RepoLayout, find_repo
     from pilothouse.providers.errors import UserError
 

@@ -12,18 +12,20 @@ from __future__ import annotations
 import json
 import os
 import select
-import sqlite3
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.state.events import EventLog, utc_now_iso
 from pilothouse.providers.sandbox import (
     new_run_id as new_run_id,  # one run-id format for dispatch and supervisor
 )
+
+if TYPE_CHECKING:
+    import sqlite3  # a dispatch imports this module for its paths and never opens the store
 
 
 def pid_start(pid: int) -> str | None:
@@ -195,6 +197,9 @@ def spawn(layout: RepoLayout, launch: Launch, *, nice: int = 0,
 
     files = run_files(layout, launch.run_id)
     env = host_env()
+    from pilothouse.core.dispatch.prepare import SETTINGS_ENV
+
+    env[SETTINGS_ENV] = str(settings_file(layout))
     if launch.scenario:
         env["PILOTHOUSE_SIM_SCENARIO"] = scenario_path(layout, launch.scenario)
     if notify_fd is not None:
@@ -205,6 +210,36 @@ def spawn(layout: RepoLayout, launch: Launch, *, nice: int = 0,
                                 pass_fds=() if notify_fd is None else (notify_fd,))
     cpu_priority.lower(proc.pid, nice)
     return proc
+
+
+# project.yaml's (mtime, size, inode) → the settings file made from it: one read per edit, not per launch
+_SETTINGS: dict[Path, tuple[tuple[int, int, int] | None, Path]] = {}
+
+
+def settings_file(layout: RepoLayout) -> Path:
+    """The file of the confinement settings a dispatch reads (core/dispatch/prepare.py SETTINGS_ENV),
+    made here from project.yaml: a dispatch that had to find and parse project.yaml itself paid for
+    yaml and pydantic at its start, on the path from a verdict to the next launch."""
+    from pilothouse.core.dispatch.prepare import _project_settings
+
+    try:
+        st = layout.project_yaml.stat()
+        stamp: tuple[int, int, int] | None = (st.st_mtime_ns, st.st_size, st.st_ino)
+    except OSError:
+        stamp = None
+    known = _SETTINGS.get(layout.root)
+    if known is not None and known[0] == stamp and known[1].is_file():
+        return known[1]
+    import hashlib
+
+    from pilothouse.providers.fsutil import atomic_write_text
+
+    text = json.dumps(_project_settings(layout.root), sort_keys=True)
+    path = layout.runtime / "runs" / f"settings-{hashlib.sha256(text.encode()).hexdigest()[:16]}.json"
+    if not path.is_file():
+        atomic_write_text(path, text, mode=0o600, durable=False)
+    _SETTINGS[layout.root] = (stamp, path)
+    return path
 
 
 def record_pid(conn: sqlite3.Connection, run_id: str, pid: int) -> str | None:

@@ -10,20 +10,20 @@ import fcntl
 import hashlib
 import json
 import os
-import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 
 from pilothouse.core.records.layout import RepoLayout
+from pilothouse.core.records.names import MAX_NAME_CHARS as MAX_NAME_CHARS
+from pilothouse.core.records.names import NAME_RE as NAME_RE
+from pilothouse.core.records.names import validate_name as validate_name
 from pilothouse.core.state.events import EventLog, utc_now_iso
 from pilothouse.providers import guard
 from pilothouse.providers.errors import UserError
 from pilothouse.providers.fsutil import atomic_write_text
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-MAX_NAME_CHARS = 63
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 MAX_ATTACHMENTS = 10
 MAX_ATTACHMENT_BYTES = 8 * 1024 * 1024
 MAX_REQUEST_CHARS = 200_000
@@ -124,16 +124,6 @@ class Job(BaseModel):
 
     def attachment_paths(self, layout: RepoLayout) -> list[Path]:
         return [layout.root / a.path for a in self.attachments]
-
-
-def validate_name(name: str) -> str:
-    if isinstance(name, str) and len(name) > MAX_NAME_CHARS:
-        raise UserError(f"job name {name[:20]!r}... is {len(name)} characters: the limit is {MAX_NAME_CHARS} "
-                        "(it becomes part of branch and file names): use a shorter name")
-    if not isinstance(name, str) or not NAME_RE.match(name):
-        raise UserError(f"job name {name!r} is not valid: use lowercase letters, digits and '-', "
-                        f"starting with a letter or digit, at most {MAX_NAME_CHARS} characters (e.g. first-draft)")
-    return name
 
 
 def _path(layout: RepoLayout, name: str) -> Path:

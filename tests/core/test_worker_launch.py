@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import select
 import subprocess
@@ -209,3 +210,31 @@ def test_a_run_without_verdict_says_the_dispatch_last_words(git_repo: Path) -> N
     assert v["error"] == ("the dispatch exited without a verdict: pilothouse: scenario file /tmp/nope.yaml "
                           "not found (give a bundled name)")
     assert runs.synth_verdict(layout, {**row, "run_id": "crash-2"}, "gone")["error"] == "gone"  # type: ignore[arg-type]
+
+
+def test_a_spawned_dispatch_is_handed_the_settings_the_supervisor_read(git_repo: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The supervisor reads project.yaml once per edit and hands each dispatch the result, so a
+    dispatch neither parses YAML nor imports pydantic at its start."""
+    from pilothouse.core.dispatch.prepare import _project_settings
+
+    layout = RepoLayout(git_repo)
+    layout.ai.mkdir(parents=True, exist_ok=True)
+    layout.project_yaml.write_text("network: none\nsandbox:\n  read: [/opt]\n")
+    first = runs.settings_file(layout)
+    assert json.loads(first.read_text()) == _project_settings(git_repo)
+    assert json.loads(first.read_text())["network"] == "none"
+    assert runs.settings_file(layout) == first  # unchanged file: not read again
+    layout.project_yaml.write_text("network: default\n")
+    second = runs.settings_file(layout)
+    assert second != first and json.loads(second.read_text())["network"] == "default"
+
+    # the spawned process asks for its settings the way dispatch does, from a worktree-like cwd
+    code = ("import json, os, sys; from pilothouse.core.dispatch.prepare import _project_settings; "
+            "print(json.dumps([_project_settings(os.getcwd()), 'pydantic' in sys.modules, 'yaml' in sys.modules]))")
+    monkeypatch.setattr(runs, "dispatch_argv", lambda *_a, **_k: [sys.executable, "-I", "-c", code])
+    launch = _launch(layout, git_repo, "settings-1")
+    proc = runs.spawn(layout, launch)
+    assert proc.wait(timeout=60) == 0
+    seen = json.loads(runs.run_files(layout, launch.run_id)["out"].read_text())
+    assert seen == [json.loads(second.read_text()), False, False]

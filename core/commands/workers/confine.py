@@ -6,12 +6,12 @@ Stdlib only at module top; providers.probe / providers.scan load in the handlers
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from pilothouse.core.commands._out import add_json_flag, emit_json, print_table
 
 TYPE_CHECKING = False  # typing costs ~2 ms on every command; annotations are strings here
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any
 
 
@@ -59,6 +59,8 @@ def cmd_probe(args: Any) -> int:
 
 
 def cmd_scan(args: Any) -> int:
+    from pathlib import Path
+
     from pilothouse.providers import scan
     from pilothouse.providers.errors import UserError
 

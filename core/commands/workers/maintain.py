@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from pilothouse.core.commands._out import add_json_flag, emit_json, print_table
 
 TYPE_CHECKING = False  # typing costs ~2 ms on every command; annotations are strings here
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any
 
 
@@ -95,6 +95,8 @@ def cmd_worktrees_list(args: argparse.Namespace) -> int:
 
 
 def cmd_worktrees_remove(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from pilothouse.core.git import worktrees
 
     layout = _layout(args)
@@ -106,6 +108,8 @@ def cmd_worktrees_remove(args: argparse.Namespace) -> int:
 
 def _refuse_busy(layout: Any, path: Path) -> None:
     """A worker, gate or merge may be using it: removing it under them loses their work."""
+    from pathlib import Path
+
     from pilothouse.core.state import store
     from pilothouse.core.supervisor.state import ACTIVE
     from pilothouse.providers.errors import UserError
