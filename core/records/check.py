@@ -62,7 +62,7 @@ def ray_head_unanswered(address: str) -> str | None:
     except OSError as exc:
         why = exc.strerror or type(exc).__name__
         return f"ray.address in {FILE}: no Ray head answers at {address} ({why}); {fix}"
-    from pilothouse.core.executor.ray_head import not_a_ray_head
+    from pilothouse.core.records.ray_head import not_a_ray_head
 
     not_ray = not_a_ray_head(address)
     if not_ray:

@@ -108,7 +108,7 @@ def test_a_port_where_something_other_than_ray_answers_is_not_a_cluster(repo: Pa
 def test_a_listener_that_never_answers_is_not_waited_on_for_ever(monkeypatch) -> None:
     import socket
 
-    from pilothouse.core.executor import ray_head
+    from pilothouse.core.records import ray_head
 
     monkeypatch.setattr(ray_head, "WAIT_S", 0.5)  # it never answers: any wait gives the same verdict
     with socket.create_server(("127.0.0.1", 0)) as silent:
