@@ -1,10 +1,19 @@
-"""Cockpit figures: first paint on a 1,000,000-line events.jsonl, and the delay from an event appended
-by another process to it being drawn.
+"""Cockpit figures: first paint on a 1,000,000-line events.jsonl, the delay from an event appended
+by another process to it being drawn, and keystroke → screen updated.
 
     python bench/cockpit.py [--lines 1000000] [--events 300] [--keys 200] [--repeat 1] [--load [N]]
+                            [--only SECTION[,SECTION]]
 
-Goals (issues 5 and 15): first paint ≤ 0.5 s with RSS ≤ 200 MB; p99 append→screen ≤ 100 ms; p99
-keystroke→screen updated ≤ 100 ms.
+Sections (all by default, in this order; --only picks some):
+  first-paint  a fresh process: app start → first frame handed to the terminal; CPU; peak RSS
+  terminal     `pilothouse view` in tmux until its panels, then the store's rows, are on screen
+  append       another process appends --events events; each one's delay until drawn
+  keys         --keys j/k presses in Tasks, a quarter as many panel jumps (1–5), a tenth as many
+               enter (run detail open) + esc (back)
+
+Goals (issues 5, 15 and 31): first paint ≤ 0.5 s with RSS ≤ 200 MB; p99 append→screen ≤ 100 ms;
+p99 keystroke→screen updated ≤ 100 ms for j/k, a panel jump and esc, on a quiet machine and with
+one competing busy core (--load); enter (run detail open) p99 ≤ 100 ms quiet, ≤ 150 ms loaded.
 Prints figures; asserts nothing. On a shared, busy machine wall-clock figures measure the queue for
 the CPU: the load average is printed, and the first paint's CPU time too. `nice -n -19` (as root)
 approximates a quiet machine. `--repeat N` measures N rounds on the same repository and ends with
@@ -326,15 +335,32 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
 
+SECTIONS = ("first-paint", "terminal", "append", "keys")
+
+
+class _Help(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """The module's text as it is written (its sections, goals), and each option's default."""
+
+
+def sections(text: str) -> list[str]:
+    picked = [s.strip() for s in text.split(",") if s.strip()]
+    unknown = [s for s in picked if s not in SECTIONS]
+    if unknown or not picked:
+        raise argparse.ArgumentTypeError(f"unknown section {', '.join(unknown) or '(none)'}: "
+                                         f"pick from {', '.join(SECTIONS)}")
+    return picked
+
+
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=type(
-        "Help", (argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter), {}))
-    ap.add_argument("--lines", type=int, default=1_000_000, help="lines of events.jsonl for the first paint")
-    ap.add_argument("--events", type=int, default=300, help="events appended by another process, timed to the screen")
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=_Help)
+    ap.add_argument("--lines", type=int, default=1_000_000, help="events in the repository's events.jsonl")
+    ap.add_argument("--events", type=int, default=300, help="events appended by another process (append)")
     ap.add_argument("--keys", type=int, default=200, help="j/k keystrokes timed (and a share of the others)")
     ap.add_argument("--repeat", type=int, default=1, help="rounds on the same repository; medians at the end")
     ap.add_argument("--load", type=int, nargs="?", const=1, default=0, metavar="N",
-                    help="run N busy CPU hogs beside the app while measuring (N = 1 when given bare)")
+                    help="run N busy CPU hogs beside the app while measuring (1 when given without N)")
+    ap.add_argument("--only", type=sections, default=",".join(SECTIONS), metavar="SECTION[,SECTION]",
+                    help="the sections to run, comma-separated")
     args = ap.parse_args()
     load = os.getloadavg()[0]
     print(f"machine: {os.cpu_count()} cpu, load average {load:.1f}")
@@ -345,10 +371,14 @@ def main() -> None:
             for n in range(args.repeat):
                 if args.repeat > 1:
                     print(f"--- round {n + 1} of {args.repeat}, load average {os.getloadavg()[0]:.1f}")
-                first_paint(repo)
-                terminal_paint(repo)
-                latency(repo, args.events)
-                keystrokes(repo, args.keys)
+                if "first-paint" in args.only:
+                    first_paint(repo)
+                if "terminal" in args.only:
+                    terminal_paint(repo)
+                if "append" in args.only:
+                    latency(repo, args.events)
+                if "keys" in args.only:
+                    keystrokes(repo, args.keys)
     if args.repeat > 1:
         print(f"--- medians over {args.repeat} rounds (load average now {os.getloadavg()[0]:.1f}):")
         for name, values in FIGURES.items():

@@ -281,6 +281,7 @@ class CockpitApp(ActionsMixin, FixMixin, App[None]):
             self.refresh_setup()
             self.dashboard.update_status()
             self.settled()
+            self.call_after_refresh(self.prepare_run_detail)  # enter's screen, built before it is asked for
 
     def settled(self) -> None:
         """What exists now lives as long as the app: the garbage collector leaves it alone (tui/collector.py)."""

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from pilothouse.tui.app import CockpitApp
 
 FIX_ACTIONS = {"shell", "edit_file", "diff", "gate_log"}
+_TITLES = {"shell": "shell", "edit_file": "edit", "diff": "diff", "gate_log": "gate log"}
 # what the operator reads as the shell opens: it is theirs, unconfined, in a tree a worker wrote
 SHELL_BANNER = ("an UNCONFINED shell in the worktree of {where}\n"
                 "  {cwd}\n"
@@ -33,13 +34,29 @@ SHELL_BANNER = ("an UNCONFINED shell in the worktree of {where}\n"
                 "  in the worktree keeps its own drivers, so run no git inside one. Exit to go back to the cockpit.")
 
 
-def no_worktree(task: TaskRow) -> str:
-    """Why a task has no worktree to edit in, and what shows its work instead."""
+def no_worktree(task: TaskRow, line: str | None = None) -> str:
+    """Why a task has no worktree to work in, and what holds its work instead (`line`: the job's
+    integration branch, when known)."""
     if task.merged_sha or task.state == "done":
-        return f"{task.task} is merged: its worktree was removed after the merge (D shows its change)"
+        holder = task.merged_sha[:10] if task.merged_sha else line
+        where = f" into {line}" if line else ""
+        also = f"; D shows its change, {holder} holds it (git switch -c fix {holder})" if holder else "; D shows its change"
+        if not task.branch and not task.worktree:
+            also = f"; {holder} holds it (git switch -c fix {holder})" if holder else ""
+        return f"{task.task} is merged{where}: its worktree was removed after the merge{also}"
     if not task.worktree:
         return f"{task.task} has no worktree yet: it gets one when its builder starts"
     return f"the worktree of {task.task} is gone (cleaned up); D shows its change from its branch"
+
+
+def _missing(action: str, task: TaskRow) -> bool:
+    """Whether what the fix key acts on is absent (cheap: asked on every footer refresh). The editor
+    says why itself (merged, not started); the gate log says so when no gate ran."""
+    if action == "shell":
+        return not (task.worktree and Path(task.worktree).is_dir())
+    if action == "diff":
+        return not (task.worktree or task.branch)
+    return False
 
 
 class FixMixin:
@@ -94,16 +111,39 @@ class FixMixin:
 
     def fix_allowed(self, action: str) -> bool:
         target = self.fix_target(problem_too=False)  # asked for every binding on every footer refresh
-        if target is None:
-            return False
-        task, _ = target
+        return target is not None and not _missing(action, target[0])
+
+    def why_not(self, action: str, task: TaskRow) -> str | None:
+        """Why the key is not offered on `task` (its footer entry hidden), or None when it is."""
+        if not _missing(action, task):
+            return None
         if action == "shell":
-            return bool(task.worktree) and Path(task.worktree).is_dir()
-        if action == "edit_file":
-            return True  # without a worktree it says why (merged, not started) rather than nothing
-        if action == "diff":
-            return bool(task.worktree or task.branch)
-        return True  # the gate log says so when no gate ran
+            return no_worktree(task, self._line(task))
+        return f"{task.task} has no branch yet: it gets one when its builder starts"
+
+    async def run_action(self, action: Any, default_namespace: Any = None, namespaces: Any = None) -> bool:
+        """A fix key hidden on this task still answers when pressed: silence reads as a key that did
+        not arrive (the footer keeps it out, so the keys on offer fit in 80 columns)."""
+        app = self._app()
+        if action in FIX_ACTIONS and default_namespace in (None, app):
+            target = self.fix_target(problem_too=False)
+            why = self.why_not(action, target[0]) if target is not None else None
+            if why:
+                app.notify(why, title=_TITLES.get(action, action), severity="warning")
+                return True
+        return await super().run_action(action, default_namespace, namespaces)  # type: ignore[misc]
+
+    def _line(self, task: TaskRow) -> str | None:
+        """The job's integration branch, or None when project.yaml does not load."""
+        from pilothouse.core.records.project import load_project
+
+        layout = self._app().layout
+        if layout is None:
+            return None
+        try:
+            return f"{load_project(layout).integration_branch}/{task.job}"
+        except UserError:
+            return None
 
     # --- the terminal, lent ---------------------------------------------------------------------
 
@@ -140,7 +180,7 @@ class FixMixin:
             return
         task, _ = target
         if not task.worktree or not Path(task.worktree).is_dir():
-            app.notify(no_worktree(task), title="shell", severity="warning")
+            app.notify(no_worktree(task, self._line(task)), title="shell", severity="warning")
             return
         cwd = Path(task.worktree)
         shell = os.environ.get("SHELL") or "/bin/sh"
@@ -159,7 +199,7 @@ class FixMixin:
             return
         task, _ = target
         if not task.worktree or not Path(task.worktree).is_dir():
-            app.notify(no_worktree(task), title="edit", severity="warning")
+            app.notify(no_worktree(task, self._line(task)), title="edit", severity="warning")
             return
         try:
             files = task_files(task, self._base(task))

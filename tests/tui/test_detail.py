@@ -204,3 +204,17 @@ async def test_q_goes_back_everywhere_but_the_dashboard(cockpit_repo, ui_worktre
         assert app.is_running, opened
         await pilot.press("q")
         await wait_for(pilot, lambda: not app.is_running)
+
+
+async def test_the_run_detail_is_built_after_the_first_paint_so_its_first_open_only_fills_it(
+        cockpit_repo, make_app, wait_for) -> None:
+    app = make_app(cockpit_repo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.is_screen_installed("run-detail") and app.run_detail().is_mounted)
+        detail = app.run_detail()
+        assert detail not in app.screen_stack  # built off screen: the dashboard stays in front
+        built = detail.query_one("#stream")
+        await pilot.press("3", "j", "enter")  # calendar-api
+        await wait_for(pilot, lambda: app.screen is detail and detail.task_id == "calendar-api")
+        assert detail.query_one("#stream") is built  # the same widgets, filled: nothing composed again
+        await wait_for(pilot, lambda: "calendar-api" in str(detail.query_one("#detail-head").render()))

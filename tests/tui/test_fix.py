@@ -260,5 +260,24 @@ async def test_edit_on_a_merged_task_says_why_it_opens_nothing(cockpit_repo, mak
         await wait_for(pilot, lambda: app.dashboard.current_task.task == "calendar-store")
         await pilot.press("E")
         await wait_for(pilot, lambda: app._notifications)
-        assert "calendar-store is merged: its worktree was removed" in next(iter(app._notifications)).message
+        said = next(iter(app._notifications)).message
+        assert "calendar-store is merged into pilothouse/integration/first-draft: its worktree was removed" in said
+        assert type(app.screen).__name__ == "Dashboard"
+
+
+async def test_shell_on_a_merged_task_says_where_its_work_is(
+        cockpit_repo, make_app, wait_for) -> None:
+    from cockpit_support import shown
+
+    app = make_app(cockpit_repo)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("3")
+        await wait_for(pilot, lambda: app.dashboard.current_task.task == "calendar-store")
+        assert not shown(app, "fix.shell")  # not offered: the task is there, its worktree is not
+        await pilot.press("exclamation_mark")
+        await wait_for(pilot, lambda: app._notifications)
+        said = next(iter(app._notifications)).message
+        assert said.startswith("calendar-store is merged into pilothouse/integration/first-draft")
+        assert "pilothouse/integration/first-draft holds it" in said
         assert type(app.screen).__name__ == "Dashboard"

@@ -116,7 +116,8 @@ class RunDetail(Screen[None]):
 
     def on_mount(self) -> None:
         self.query_one("#side").border_title = "gate · review · diff · logs"
-        self._draw()
+        if self.job:  # mounted ahead of its first open (tui/actions.py) has no task yet: open() draws it
+            self._draw()
         self.set_interval(1, self._tick)
         self.call_after_refresh(self.cockpit.settled)  # built once, kept for every open
 

@@ -10,8 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from rich.style import Style
 from rich.text import Text
 from textual.binding import Binding
+from textual.cache import LRUCache
+from textual.strip import Strip
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowDoesNotExist, RowKey
 
@@ -46,6 +49,39 @@ class KeyedTable(DataTable[Cell]):
         self._rows: list[tuple[str, dict[str, Cell]]] = []
         self._layout: tuple[tuple[str, int], ...] = ()
         self.filter_text = ""
+        self._styles_checked = True
+        self._styles_seen: dict[Any, tuple[Style, ...]] = {}  # pseudo-class state → the styles drawn in it
+
+    # --- focus without a redraw of every cell ---------------------------------------------------
+
+    def notify_style_update(self) -> None:
+        """DataTable forgets every rendered cell on any style update, and focus moving in or out is
+        one: each panel jump rendered the visible cells of both panels again through Rich (most of
+        its frame, 4-6x a j/k under load). The cell and row caches are keyed by the pseudo-class
+        state (focus among it) already, so they are kept here, and dropped in render_lines only when
+        the styles of the state drawn differ from the ones its cached cells were drawn with."""
+        cells, rows = self._cell_render_cache, self._row_render_cache
+        self._cell_render_cache, self._row_render_cache = LRUCache(cells.maxsize), LRUCache(rows.maxsize)
+        try:
+            super().notify_style_update()
+        finally:
+            self._cell_render_cache, self._row_render_cache = cells, rows
+        self._styles_checked = False
+
+    def render_lines(self, crop: Any) -> list[Strip]:
+        if not self._styles_checked:
+            # here, not in notify_style_update: the component styles are applied after that call
+            self._styles_checked = True
+            drawn = (self.rich_style, *(self.get_component_rich_style(name, partial=False)
+                                        for name in sorted(self.COMPONENT_CLASSES)))
+            state = self._pseudo_class_state
+            if self._styles_seen.get(state, drawn) != drawn:  # a theme or a stylesheet changed
+                self._styles_seen.clear()
+                self._cell_render_cache.clear()
+                self._row_render_cache.clear()
+                self._line_cache.clear()
+            self._styles_seen[state] = drawn
+        return super().render_lines(crop)
 
     # --- layout ---------------------------------------------------------------------------------
 
