@@ -198,6 +198,9 @@ def test_a_database_locked_past_every_try_is_an_error_not_a_silent_journal(tmp_p
         with pytest.raises(sqlite3.OperationalError, match="locked"):
             use_wal(conn, tries=6)
         assert conn.asked == 6  # every try made, and none after the last
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            use_wal(conn)
+        assert conn.asked == 6 + 100  # by default it gives up after 100 tries (about 5 s)
         conn.close()
     finally:
         holder.execute("ROLLBACK")
