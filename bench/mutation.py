@@ -75,7 +75,16 @@ TARGETS: dict[str, Target] = {
     "claims": Target(("core/dispatch/claims.py",), ("tests/core/test_claims.py",)),
     "scrub": Target(("providers/scrub.py",), ("tests/providers/test_scrub.py",)),
     "inbound": Target(("core/notify/inbound.py",), ("tests/core/test_notify_inbound.py",)),
-    "fsutil": Target(("providers/fsutil.py",), ("tests/providers/test_fsutil.py",)),
+    # the file's read_in_tree tests judge workerfs (and one runs two jobs): not fsutil's
+    "fsutil": Target(("providers/fsutil.py",), tuple(f"tests/providers/test_fsutil.py::{t}" for t in (
+        "test_an_atomic_write_replaces_a_hard_link_and_gets_its_mode_whatever_the_umask",
+        "test_a_write_that_fills_the_disk_names_the_file_and_leaves_the_old_one_and_no_temp",
+        "test_a_failed_rename_keeps_its_own_error_and_leaves_no_temp",
+        "test_a_lock_is_held_only_while_its_process_holds_it_and_looking_takes_nothing",
+        "test_a_private_dir_is_made_with_its_parents_and_an_existing_one_is_closed_to_others",
+        "test_a_durable_write_is_synced_before_its_rename_and_a_quick_one_is_not",
+        "test_a_database_locked_past_every_try_is_an_error_not_a_silent_journal",
+        "test_connections_opening_a_new_database_at_once_all_get_it_in_wal_mode"))),
     "weakening": Target(("core/git/weakening.py", "core/git/holdout.py"),
                         ("tests/core/test_weakening.py", "tests/core/test_holdout.py")),
     "policy": Target(("providers/confine/policy.py",), ("tests/providers/test_confine_dispatch.py",)),
@@ -195,8 +204,24 @@ def _env(venv: Path) -> dict[str, str]:
     return env
 
 
-def _config(name: str, target: Target, timeout: float, python: Path) -> str:
-    tests = " ".join(target.tests)
+_DURATION = re.compile(r"^\s*([\d.]+)s (?:setup|call|teardown)\s+(\S.*?)\s*$", re.MULTILINE)
+
+
+def fastest_first(durations_output: str, tests: tuple[str, ...]) -> tuple[str, ...]:
+    """The test ids of an unmutated run (its `--durations=0` lines), quickest first: with -x a
+    mutant's run stops at its first failing test, so a mutant a quick test kills never waits for a
+    slow one (a dispatch), and a survivor still runs every test. `tests` when no id is named."""
+    took: dict[str, float] = {}
+    for secs, test_id in _DURATION.findall(durations_output):
+        took[test_id] = took.get(test_id, 0.0) + float(secs)
+    # an id the shell or TOML would read apart is left to pytest to find again from its file
+    if not took or any(c in t for t in took for c in "\"\\'"):
+        return tests
+    return tuple(sorted(took, key=lambda t: (took[t], t)))
+
+
+def _config(name: str, tests_in_order: tuple[str, ...], timeout: float, python: Path, target: Target) -> str:
+    tests = " ".join(f"'{t}'" if " " in t else t for t in tests_in_order)
     modules = ", ".join(f'"{m}"' for m in target.modules)
     return (f"# {name}: written by bench/mutation.py\n[cosmic-ray]\nmodule-path = [{modules}]\n"
             f"timeout = {timeout:.0f}\nexcluded-modules = []\n"
@@ -338,15 +363,16 @@ def mutate(name: str, target: Target, show_diffs: bool, survivors_only: bool = F
 
     t0 = time.monotonic()
     base = _run([str(python), "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-p", "no:xdist",
-                 *target.tests], tree, env)
+                 "--durations=0", "--durations-min=0", *target.tests], tree, env)
     took = time.monotonic() - t0
     if base.returncode != 0:  # every mutant would look killed: refuse to count anything
         print(f"{name}: the tests fail unmutated; fix them first:\n{base.stdout[-2000:]}{base.stderr[-1000:]}")
         return 0, 0, 0
     cfg, db = WORK / name / "cosmic-ray.toml", WORK / name / "session.sqlite"
     stamp = WORK / name / "modules.sha256"
-    cfg.write_text(_config(name, target, max(30.0, took * 5), python))
-    cr = str(Path(sys.executable).with_name("cosmic-ray"))
+    cfg.write_text(_config(name, fastest_first(base.stdout, target.tests), max(30.0, took * 5), python, target))
+    # by module, not by the script beside this interpreter: a venv that shares its packages by a .pth has none
+    cr = [sys.executable, "-c", "import sys; from cosmic_ray.cli import main; sys.exit(main())"]
     same = db.exists() and stamp.exists() and stamp.read_text() == _fingerprint(target)
     if survivors_only and not same:
         print(f"{name}: no session of the module as it is now: run it in full first")
@@ -358,7 +384,7 @@ def mutate(name: str, target: Target, show_diffs: bool, survivors_only: bool = F
     else:
         db.unlink(missing_ok=True)
         stamp.unlink(missing_ok=True)
-        out = _run([cr, "init", str(cfg), str(db)], tree, env)
+        out = _run([*cr, "init", str(cfg), str(db)], tree, env)
         if out.returncode != 0:
             print(f"{name}: cosmic-ray init failed:\n{out.stderr[-2000:]}")
             return 0, 0, 0
@@ -368,7 +394,7 @@ def mutate(name: str, target: Target, show_diffs: bool, survivors_only: bool = F
         kept, of = _sample(db, sample)
         if sample is not None:
             print(f"{name}: a sample of {kept} of {of} mutants (seed {SAMPLE_SEED})")
-    out = _run([cr, "exec", str(cfg), str(db)], tree, env)
+    out = _run([*cr, "exec", str(cfg), str(db)], tree, env)
     if out.returncode != 0:
         print(f"{name}: cosmic-ray exec failed:\n{out.stderr[-2000:]}")
         return 0, 0, 0

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -152,15 +154,25 @@ def test_an_atomic_write_replaces_a_hard_link_and_gets_its_mode_whatever_the_uma
     old = os.umask(0o077)
     try:
         atomic_write_text(tmp_path / "linked.txt", "ours\n")
-        atomic_write_json(tmp_path / "data.json", {"a": 1})
+        atomic_write_json(tmp_path / "data.json", {"b": 1, "a": 2})
         atomic_write_bytes(tmp_path / "key", b"k", 0o600)
+        # callers name the mode and durability: each stays a keyword
+        atomic_write_json(tmp_path / "kw.json", [1], mode=0o640, durable=False)
+        atomic_write_text(tmp_path / "kw.txt", "t", mode=0o640, durable=False)
+        atomic_write_bytes(tmp_path / "kw.bin", b"b", mode=0o640, durable=False)
+        atomic_write_text(tmp_path / "new" / "deeper" / "f.txt", "f")  # its folders are made on the way
     finally:
         os.umask(old)
     assert outside.read_text() == "theirs\n" and (tmp_path / "linked.txt").read_text() == "ours\n"
-    assert json.loads((tmp_path / "data.json").read_text()) == {"a": 1}
-    modes = {n: (tmp_path / n).stat().st_mode & 0o777 for n in ("linked.txt", "data.json", "key")}
-    assert modes == {"linked.txt": 0o644, "data.json": 0o644, "key": 0o600}
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.json", "key", "linked.txt", "outside.txt"]
+    # indented, in the caller's key order and ending in a newline: a person reads and diffs these files
+    assert (tmp_path / "data.json").read_text() == '{\n  "b": 1,\n  "a": 2\n}\n'
+    assert json.loads((tmp_path / "kw.json").read_text()) == [1] and (tmp_path / "kw.txt").read_text() == "t"
+    names = ("linked.txt", "data.json", "key", "kw.json", "kw.txt", "kw.bin")
+    modes = {n: (tmp_path / n).stat().st_mode & 0o777 for n in names}
+    assert modes == {"linked.txt": 0o644, "data.json": 0o644, "key": 0o600, "kw.json": 0o640, "kw.txt": 0o640,
+                     "kw.bin": 0o640}
+    assert (tmp_path / "new" / "deeper" / "f.txt").read_text() == "f"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted((*names, "outside.txt", "new"))
 
 
 def test_a_database_locked_past_every_try_is_an_error_not_a_silent_journal(tmp_path: Path) -> None:
@@ -172,10 +184,23 @@ def test_a_database_locked_past_every_try_is_an_error_not_a_silent_journal(tmp_p
     holder = sqlite3.connect(db, isolation_level=None)
     holder.execute("CREATE TABLE t (v)")
     holder.execute("BEGIN EXCLUSIVE")  # another process mid-write, for longer than the tries last
+
+    class Counted(sqlite3.Connection):
+        asked = 0
+
+        def execute(self, *args: Any) -> sqlite3.Cursor:
+            self.asked += 1
+            return super().execute(*args)
+
     try:
-        conn = sqlite3.connect(db, timeout=0, isolation_level=None)
+        conn = sqlite3.connect(db, timeout=0, isolation_level=None, factory=Counted)
+        # an even count of tries, and enough of them that a wait gone negative (a ValueError) would show
         with pytest.raises(sqlite3.OperationalError, match="locked"):
-            use_wal(conn, tries=3)
+            use_wal(conn, tries=6)
+        assert conn.asked == 6  # every try made, and none after the last
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            use_wal(conn)
+        assert conn.asked == 6 + 100  # by default it gives up after 100 tries (about 5 s)
         conn.close()
     finally:
         holder.execute("ROLLBACK")
@@ -184,3 +209,105 @@ def test_a_database_locked_past_every_try_is_an_error_not_a_silent_journal(tmp_p
     use_wal(conn, tries=3)  # once free, the switch holds
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     conn.close()
+
+
+_FULL_DISK = """
+import json, resource, signal, sys
+from pathlib import Path
+from pilothouse.providers.fsutil import atomic_write_bytes
+target = Path(sys.argv[1])
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # past the limit a write fails with EFBIG, as on a full disk
+resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+try:
+    atomic_write_bytes(target, b"x" * 65536)
+except OSError as exc:
+    print(json.dumps([type(exc).__name__, exc.errno, exc.filename]))
+"""
+
+
+def test_a_write_that_fills_the_disk_names_the_file_and_leaves_the_old_one_and_no_temp(tmp_path: Path) -> None:
+    import errno
+    import sys
+
+    target = tmp_path / "state.json"
+    target.write_text("old\n")
+    out = subprocess.run([sys.executable, "-c", _FULL_DISK, str(target)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == ["OSError", errno.EFBIG, str(target)]
+    assert target.read_text() == "old\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["state.json"]
+
+
+def test_a_failed_rename_keeps_its_own_error_and_leaves_no_temp(tmp_path: Path) -> None:
+    from pilothouse.providers.fsutil import atomic_write_text
+
+    (tmp_path / "taken").mkdir()  # a directory where the file should go: the rename fails, naming both
+    with pytest.raises(IsADirectoryError) as caught:
+        atomic_write_text(tmp_path / "taken", "x")
+    assert caught.value.filename2 == str(tmp_path / "taken") and caught.value.filename != str(tmp_path / "taken")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"]
+
+
+
+_HOLD = """
+import fcntl, sys
+fh = open(sys.argv[1], "a+")
+fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+print("held", flush=True)
+sys.stdin.read()  # until the test closes our stdin
+"""
+
+
+def test_a_lock_is_held_only_while_its_process_holds_it_and_looking_takes_nothing(tmp_path: Path) -> None:
+    import fcntl
+    import sys
+
+    from pilothouse.providers.fsutil import lock_held
+
+    lock = tmp_path / "running.lock"
+    assert lock_held(lock) is False and not lock.exists()  # looking never makes the file
+    lock.touch()
+    assert lock_held(lock) is False
+    with open(lock) as fh:  # after a look, the lock is free for the taking
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD, str(lock)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        assert lock_held(lock) is True
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait()
+    assert lock_held(lock) is False
+
+
+def test_a_private_dir_is_made_with_its_parents_and_an_existing_one_is_closed_to_others(tmp_path: Path) -> None:
+    from pilothouse.providers.fsutil import ensure_private_dir
+
+    made = ensure_private_dir(tmp_path / "a" / "b")
+    assert made == tmp_path / "a" / "b" and made.stat().st_mode & 0o777 == 0o700
+    (tmp_path / "open").mkdir(mode=0o755)
+    assert ensure_private_dir(tmp_path / "open").stat().st_mode & 0o777 == 0o700
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace to see the fsync calls")
+def test_a_durable_write_is_synced_before_its_rename_and_a_quick_one_is_not(tmp_path: Path) -> None:
+    import sys
+
+    def syscalls(durable: bool | None) -> list[str]:
+        how = "" if durable is None else f", durable={durable}"
+        code = ("import sys; from pathlib import Path; from pilothouse.providers import fsutil; p = Path(sys.argv[1]); "
+                f"fsutil.atomic_write_text(p, 'x'{how}); fsutil.atomic_write_bytes(p, b'x'{how}); "
+                f"fsutil.atomic_write_json(p, 1{how})")
+        log = tmp_path / f"trace-{durable}"
+        out = subprocess.run(["strace", "-f", "-qq", "-o", str(log), "-e", "trace=fsync,fdatasync,rename,renameat,"
+                              "renameat2", sys.executable, "-c", code, str(tmp_path / f"f-{durable}")],
+                             capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        return [ln.split("(", 1)[0].split()[-1] for ln in log.read_text().splitlines() if "(" in ln]
+
+    durable = [("fsync" if c == "fsync" else "rename") for c in syscalls(None) if c == "fsync" or "rename" in c]
+    assert durable == ["fsync", "rename"] * 3  # durable unless asked otherwise, each synced before its rename
+    assert syscalls(True) == syscalls(None)
+    assert "fsync" not in syscalls(False)

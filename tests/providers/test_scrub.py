@@ -149,3 +149,16 @@ def test_a_resumed_runs_link_is_followed_only_to_a_sibling_run_folder(tmp_path: 
     assert scrub_run("sim", "run-2", redactor) == ["home/session.json"]
     assert json.loads((runs / "run-1" / "home" / "session.json").read_text()) == {"out": REDACTED}
     assert (runs / "run-1" / "credential").read_text() == KEY
+
+
+def test_a_nul_in_the_first_8192_bytes_makes_a_file_binary_and_a_read_only_file_is_rewritten_owner_writable(
+        tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "binary").write_bytes(b"a" * 8191 + b"\0" + KEY.encode())
+    (run / "text").write_bytes(b"a" * 8192 + b"\0" + KEY.encode())  # the NUL is past the probe
+    (run / "text").chmod(0o400)  # the worker's own file, left read-only
+    assert sorted(scrub_tree(run, Redactor([KEY]))) == ["binary", "text"]
+    assert (run / "binary").read_bytes() == b"a" * 8191 + b"\0" + b"*" * len(KEY)
+    assert (run / "text").read_bytes() == b"a" * 8192 + b"\0" + REDACTED.encode()
+    assert (run / "text").stat().st_mode & 0o777 == 0o600
