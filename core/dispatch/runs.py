@@ -326,7 +326,8 @@ def finish_run(conn: sqlite3.Connection, events: EventLog, row: sqlite3.Row, ver
 
     data = {"role": row["role"], "mode": row["mode"], "provider": row["provider"],
             "verdict": verdict.get("verdict"), "tokens": counted(verdict), "usage": label_of(verdict),
-            "duration_s": verdict.get("duration_s"), "parse_state": verdict.get("parse_state")}
+            "duration_s": verdict.get("duration_s"), "parse_state": verdict.get("parse_state"),
+            "cost_usd": verdict.get("cost_usd")}
     if verdict.get("error"):
         data["error"] = verdict["error"]
     if verdict.get("reason"):

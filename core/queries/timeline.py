@@ -1,0 +1,418 @@
+"""A job's timeline, from its events alone: lanes of bars (who held which task in which state, when),
+marks (problems opened and answered, gate failures, merges, quota waits), and per run its tokens and
+cost with their label (measured, estimated, unknown; providers/usage.py).
+
+Never state.db: the event log carries the whole story, so a `.ai/` copied from another machine
+shows the same picture. The model is a fold (`TimelineFold.apply`, one event at a time, in log
+order) and `snapshot(at)` turns what was folded into pydantic values. The state at a moment t is
+the fold of the events up to t: a replay seeks through the event index to the last line at or
+before t and folds up to it (or folds further from a kept fold), nothing else is needed.
+
+Everything a worker could have written (problem summaries, review findings, reasons, an operator's
+words quoted back) is shown through `inert()` after the configured redaction: a log from elsewhere
+was redacted with that machine's keys, not this one's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any, Literal
+
+from pilothouse.providers.untrusted import UntrustedText
+from pydantic import BaseModel, Field
+
+BarState = Literal["planning", "building", "gating", "reviewing", "merging", "waiting_operator", "waiting_quota"]
+STATES: tuple[str, ...] = ("planning", "building", "gating", "reviewing", "merging", "waiting_operator",
+                           "waiting_quota")
+STATE_WORDS = {"planning": "planning", "building": "building", "gating": "gating", "reviewing": "reviewing",
+               "merging": "merging", "waiting_operator": "waiting for the operator",
+               "waiting_quota": "waiting for quota"}
+# a task state that holds a worker slot, and what its bar shows; every other state frees the slot
+_BAR_OF = {"running": "building", "gating": "gating", "reviewing": "reviewing", "approved": "merging",
+           "merging": "merging", "stopped": "waiting_operator", "waiting": "waiting_quota"}
+# the events the fold reads (the index serves just these: the activity and usage lines, nearly all of
+# a big log, are left unread)
+TYPES = frozenset({
+    "job.created", "job.planned", "job.started", "job.waiting", "job.blocked", "job.failed", "job.accepted",
+    "job.cancelled", "job.shipped", "job.revised", "task.state", "run.started", "run.finished", "gate.started",
+    "gate.finished", "merge.finished", "merge.rolled_back", "review.finished", "problem.opened",
+    "problem.answered", "problem.closed", "budget.exceeded"})
+_JOB_STATE = {"job.created": "created", "job.planned": "running", "job.started": "running", "job.waiting": "waiting",
+              "job.blocked": "blocked", "job.failed": "failed", "job.accepted": "accepted",
+              "job.cancelled": "cancelled", "job.shipped": "shipped", "job.revised": "planning"}
+JOB_LANE = "(job)"  # the lane of the job's own runs: its planner, its combined review, its full gate
+
+
+def role_of(role: str | None, mode: str | None, attempt: int | None) -> str:
+    """A run's role as `pilothouse usage` groups them (core/queries/usage.py ROLES)."""
+    if role == "assigner":
+        return "planner"
+    if role == "builder":
+        return "resumes" if mode == "resume" else ("retries" if (attempt or 1) > 1 else "builders")
+    return "reviewers" if role == "reviewer" else "testers"
+
+
+class Run(BaseModel):
+    run: str
+    task: str | None
+    role: str                       # as in `usage`: planner, builders, retries, resumes, reviewers, testers
+    mode: str | None = None
+    provider: str | None = None
+    model: str | None = None
+    attempt: int = 1
+    start: datetime
+    end: datetime | None = None     # None: still going
+    verdict: str | None = None
+    reason: UntrustedText | None = None
+    tokens: int | None = None
+    usage: str = "measured"
+    cost_usd: float | None = None
+
+
+class Bar(BaseModel):
+    lane: str
+    task: str | None
+    state: BarState
+    start: datetime
+    end: datetime | None = None     # None: still in this state at the snapshot
+    run: str | None = None
+    role: str | None = None
+    provider: str | None = None
+    reason: UntrustedText | None = None
+    # the run's figures on the bar where its work was done (building, reviewing, planning), else None
+    tokens: int | None = None
+    usage: str | None = None
+    cost_usd: float | None = None
+
+
+MarkKind = Literal["problem_opened", "problem_answered", "gate_failed", "merge", "merge_rolled_back", "quota_wait"]
+
+
+class Mark(BaseModel):
+    kind: MarkKind
+    at: datetime
+    task: str | None = None
+    lane: str | None = None
+    text: UntrustedText = UntrustedText("")
+    seq: int = 0
+
+
+class Lane(BaseModel):
+    key: str
+    label: str
+    bars: list[Bar] = Field(default_factory=list)
+
+
+class GateRun(BaseModel):
+    task: str | None
+    level: str | None
+    where: str | None
+    passed: bool | None = None      # None: still running
+    start: datetime
+    end: datetime | None = None
+    duration_s: float | None = None
+    counts: dict[str, Any] | None = None
+    reason: UntrustedText | None = None
+
+
+class Review(BaseModel):
+    task: str | None
+    round: int | None
+    overall: str | None
+    findings: int = 0
+    summaries: list[UntrustedText] = Field(default_factory=list)
+    at: datetime
+
+
+class Problem(BaseModel):
+    code: str
+    task: str | None
+    kind: str | None
+    summary: UntrustedText
+    opened: datetime
+    reply: str | None = None
+    words: UntrustedText | None = None
+    who: UntrustedText | None = None
+    answered: datetime | None = None
+    outcome: UntrustedText | None = None
+
+
+class TaskOutcome(BaseModel):
+    task: str
+    state: str
+    reason: UntrustedText | None = None
+    attempts: int = 0               # builder runs started for it (fresh and resumed)
+    review_round: int = 0
+    merged_sha: str | None = None
+    tokens: int = 0
+    usage: str = "measured"
+    cost_usd: float = 0.0
+
+
+class Timeline(BaseModel):
+    job: str
+    state: str
+    start: datetime | None
+    end: datetime | None            # the last event folded (or the moment asked for)
+    seq: int = 0                    # the last event folded
+    lanes: list[Lane]               # by slot, or by task (`snapshot(by=...)`)
+    marks: list[Mark]
+    runs: list[Run]
+    tasks: list[TaskOutcome]
+    gates: list[GateRun]
+    reviews: list[Review]
+    problems: list[Problem]
+    head: str | None = None         # the accepted head of the job's line
+    shipped: str | None = None      # the commit `ship` landed on the base branch
+    tokens: int = 0
+    usage: str = "measured"
+    cost_usd: float = 0.0
+
+    def bar_at(self, lane: int, index: int) -> Bar | None:
+        try:
+            return self.lanes[lane].bars[index]
+        except IndexError:
+            return None
+
+
+def _text(value: object) -> UntrustedText | None:
+    if value is None or value == "":
+        return None
+    from pilothouse.providers.redact import configured_redactor
+    from pilothouse.providers.untrusted import inert
+
+    return inert(configured_redactor().redact(str(value)), lines=False)
+
+
+def _ts(value: object) -> float | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value).timestamp()
+    except ValueError:
+        return None
+
+
+def _dt(t: float | None) -> datetime | None:
+    from datetime import UTC
+
+    return None if t is None else datetime.fromtimestamp(t, UTC)
+
+
+class TimelineFold:
+    """The job's story so far, folded from its events one at a time (cheap enough for a live tail)."""
+
+    def __init__(self, job: str) -> None:
+        self.job = job
+        self.state = "created"
+        self.seq = 0
+        self.first: float | None = None
+        self.last: float | None = None
+        self.runs: dict[str, dict[str, Any]] = {}
+        self.bars: list[dict[str, Any]] = []          # closed and open, in start order
+        self.open: dict[str, dict[str, Any]] = {}     # occupant (task, or JOB_LANE) -> its open bar
+        self.slot_of: dict[str, int] = {}             # occupant -> slot while it holds one
+        self.free: list[int] = []
+        self.slots = 0
+        self.marks: list[dict[str, Any]] = []
+        self.tasks: dict[str, dict[str, Any]] = {}
+        self.gates: list[dict[str, Any]] = []
+        self.open_gate: dict[str | None, dict[str, Any]] = {}
+        self.reviews: list[dict[str, Any]] = []
+        self.problems: dict[str, dict[str, Any]] = {}
+        self.head: str | None = None
+        self.shipped: str | None = None
+
+    def extend(self, events: Iterable[dict[str, Any]]) -> TimelineFold:
+        for ev in events:
+            self.apply(ev)
+        return self
+
+    def apply(self, ev: dict[str, Any]) -> None:
+        if ev.get("job") != self.job or ev.get("type") not in TYPES:
+            return
+        t = _ts(ev.get("ts"))
+        if t is None:
+            return
+        self.seq = max(self.seq, int(ev.get("seq") or 0))
+        self.first = t if self.first is None else min(self.first, t)
+        self.last = t if self.last is None else max(self.last, t)
+        kind: str = ev["type"]
+        data = ev.get("data") or {}
+        task, run = ev.get("task"), ev.get("run")
+        if kind in _JOB_STATE:
+            self.state = _JOB_STATE[kind]
+            if kind == "job.accepted":
+                self.head = data.get("head") if isinstance(data.get("head"), str) else self.head
+            elif kind == "job.shipped":
+                new = data.get("new")
+                self.shipped = new if isinstance(new, str) else self.head
+        elif kind == "task.state" and isinstance(task, str):
+            self._task_state(t, task, run, data)
+        elif kind == "run.started" and isinstance(run, str):
+            self._run_started(t, task, run, data)
+        elif kind == "run.finished" and isinstance(run, str):
+            self._run_finished(t, run, data)
+        elif kind == "gate.started":
+            gate = {"task": task, "level": data.get("level"), "where": data.get("where"), "passed": None,
+                    "start": t, "end": None, "duration_s": None, "counts": None, "reason": None}
+            self.gates.append(gate)
+            self.open_gate[task] = gate
+            if task is None:  # the job's full gate on its line holds the job's own lane
+                self._enter(t, JOB_LANE, None, "gating", None, None)
+        elif kind == "gate.finished":
+            self._gate_finished(t, ev, task, data)
+        elif kind in ("merge.finished", "merge.rolled_back"):
+            if kind == "merge.rolled_back" or data.get("ok"):
+                sha = data.get("merged_sha")
+                if task in self.tasks and isinstance(sha, str) and kind == "merge.finished":
+                    self.tasks[task]["merged_sha"] = sha
+                self._mark("merge" if kind == "merge.finished" else "merge_rolled_back", t, ev,
+                           (sha or "")[:10] if isinstance(sha, str) else data.get("reason"))
+        elif kind == "review.finished":
+            self.reviews.append({"task": task, "round": data.get("round"), "overall": data.get("overall"),
+                                 "findings": data.get("findings") if isinstance(data.get("findings"), int) else 0,
+                                 "summaries": [s for s in (_text(x) for x in data.get("summaries") or []) if s],
+                                 "at": t})
+            if task in self.tasks and isinstance(data.get("round"), int):
+                self.tasks[task]["review_round"] = data["round"]
+        elif kind.startswith("problem."):
+            self._problem(t, ev, kind, task, data)
+        elif kind == "budget.exceeded":
+            self._mark("quota_wait", t, ev, data.get("reason") or "token budget reached")
+
+    # -- the parts of apply -------------------------------------------------------------------------
+
+    def _task_state(self, t: float, task: str, run: str | None, data: dict[str, Any]) -> None:
+        info = self.tasks.setdefault(task, {"state": "planned", "reason": None, "attempts": 0, "review_round": 0,
+                                            "merged_sha": None})
+        to = data.get("to")
+        info["state"] = to if isinstance(to, str) else info["state"]
+        info["reason"] = data.get("reason")
+        bar = _BAR_OF.get(str(to))
+        if bar is None:
+            self._leave(t, task)
+            return
+        if bar == "waiting_quota" and "usage limit" in str(data.get("reason") or ""):
+            self._mark("quota_wait", t, {"task": task, "seq": self.seq}, data.get("reason"))
+        self._enter(t, task, task, bar, run, data.get("reason"))
+
+    def _enter(self, t: float, occupant: str, task: str | None, state: str, run: str | None,
+               reason: object) -> None:
+        cur = self.open.get(occupant)
+        if cur is not None:
+            if cur["state"] == state and cur["run"] == run:
+                return
+            cur["end"] = t
+        if occupant not in self.slot_of:
+            if self.free:
+                self.free.sort()
+                self.slot_of[occupant] = self.free.pop(0)
+            else:
+                self.slot_of[occupant] = self.slots
+                self.slots += 1
+        bar = {"slot": self.slot_of[occupant], "task": task, "state": state, "start": t, "end": None,
+               "run": run, "reason": reason}
+        self.bars.append(bar)
+        self.open[occupant] = bar
+
+    def _leave(self, t: float, occupant: str) -> None:
+        cur = self.open.pop(occupant, None)
+        if cur is not None:
+            cur["end"] = t
+        slot = self.slot_of.pop(occupant, None)
+        if slot is not None:
+            self.free.append(slot)
+
+    def _run_started(self, t: float, task: str | None, run: str, data: dict[str, Any]) -> None:
+        attempt = data.get("attempt") if isinstance(data.get("attempt"), int) else 1
+        role = data.get("role") if isinstance(data.get("role"), str) else None
+        self.runs[run] = {"run": run, "task": task, "role": role_of(role, data.get("mode"), attempt),
+                          "mode": data.get("mode"), "provider": data.get("provider"), "model": data.get("model"),
+                          "attempt": attempt, "start": t, "end": None, "verdict": None, "reason": None,
+                          "tokens": None, "usage": "measured", "cost_usd": None}
+        if task is None:  # the planner and a combined review hold the job's lane while they run
+            self._enter(t, JOB_LANE, None, "planning" if role == "assigner" else "reviewing", run, None)
+        elif role == "builder" and task in self.tasks:
+            self.tasks[task]["attempts"] += 1
+        cur = self.open.get(task or JOB_LANE)
+        if cur is not None and cur["run"] is None:
+            cur["run"] = run
+
+    def _run_finished(self, t: float, run: str, data: dict[str, Any]) -> None:
+        info = self.runs.get(run)
+        if info is None:
+            return
+        tokens = data.get("tokens")
+        cost = data.get("cost_usd")
+        info.update(end=t, verdict=data.get("verdict"), reason=data.get("reason") or data.get("error"),
+                    tokens=tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None,
+                    usage=data.get("usage") if data.get("usage") in ("measured", "estimated", "unknown") else "measured",
+                    cost_usd=float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) else None)
+        if info["task"] is None:
+            cur = self.open.get(JOB_LANE)
+            if cur is not None and cur["run"] == run:
+                self._leave(t, JOB_LANE)
+
+    def _gate_finished(self, t: float, ev: dict[str, Any], task: str | None, data: dict[str, Any]) -> None:
+        gate = self.open_gate.pop(task, None)
+        if gate is None:  # a gate.finished with no start seen: a gate of its own, of no length
+            gate = {"task": task, "level": data.get("level"), "where": data.get("where"), "start": t}
+            self.gates.append(gate)
+        duration = data.get("duration_s")
+        gate.update(passed=bool(data.get("passed")), end=t, reason=data.get("reason"),
+                    counts=data.get("counts") if isinstance(data.get("counts"), dict) else None,
+                    duration_s=float(duration) if isinstance(duration, (int, float)) else t - gate["start"])
+        if not data.get("passed"):
+            self._mark("gate_failed", t, ev, f"gate {data.get('level') or ''} failed: {data.get('reason') or ''}")
+        if task is None:
+            self._leave(t, JOB_LANE)
+
+    def _problem(self, t: float, ev: dict[str, Any], kind: str, task: str | None, data: dict[str, Any]) -> None:
+        code = data.get("code")
+        if not isinstance(code, str):
+            return
+        if kind == "problem.opened":
+            self.problems[code] = {"code": code, "task": task, "kind": data.get("kind"),
+                                   "summary": data.get("summary"), "opened": t, "reply": None, "words": None,
+                                   "who": None, "answered": None, "outcome": None}
+            self._mark("problem_opened", t, ev, f"{code} {data.get('kind') or ''}: {data.get('summary') or ''}")
+        elif kind == "problem.answered" and code in self.problems:
+            self.problems[code].update(reply=data.get("reply"), words=data.get("words"), who=data.get("who"),
+                                       answered=t)
+            self._mark("problem_answered", t, ev, f"{code} {data.get('reply') or ''} by {data.get('who') or '?'}")
+        elif kind == "problem.closed" and code in self.problems:
+            self.problems[code]["outcome"] = data.get("outcome") or data.get("reason")
+
+    def _mark(self, kind: str, t: float, ev: dict[str, Any], text: object) -> None:
+        task = ev.get("task")
+        self.marks.append({"kind": kind, "at": t, "task": task, "text": text, "seq": int(ev.get("seq") or 0)})
+
+    # -- the picture ------------------------------------------------------------------------------
+
+    def snapshot(self, by: Literal["slot", "task"] = "slot") -> Timeline:
+        from pilothouse.core.queries.timeline_view import snapshot
+
+        return snapshot(self, by)
+
+
+def read(events_path: Any, job: str, by: Literal["slot", "task"] = "slot") -> Timeline:
+    """The job's timeline from its log (through the event index: only the events the fold reads)."""
+    return fold_of(events_path, job).snapshot(by)
+
+
+def fold_of(events_path: Any, job: str) -> TimelineFold:
+    from pilothouse.core.state.event_index import EventLookup
+
+    with EventLookup(events_path) as lookup:
+        fold = TimelineFold(job).extend(lookup.select(job, types=TYPES))
+        if any(r["end"] is not None and r["cost_usd"] is None for r in fold.runs.values()):
+            # a log from before run.finished carried the cost: the runs' last usage lines have it
+            for ev in lookup.select(job, types=("run.usage",)):
+                info = fold.runs.get(str(ev.get("run")))
+                data = ev.get("data") or {}
+                cost = data.get("cost_usd")
+                if info is not None and info["cost_usd"] is None and data.get("final") and isinstance(cost, (int, float)):
+                    info["cost_usd"] = float(cost)
+    return fold
