@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal
 
-from pilothouse.core.queries.timeline import (
+from pilothouse.core.queries.timeline_model import (
     JOB_LANE,
     Bar,
     GateRun,
