@@ -65,6 +65,8 @@ def not_a_ray_head(address: str) -> str | None:
     if status is None:
         return (f"gives no answer in Ray's protocol (gRPC over HTTP/2) within {WAIT_S:g} s" if waited
                 else "not in Ray's protocol (gRPC over HTTP/2)")
+    if status == "":  # the stream ended with no grpc-status: an HTTP/2 server, but not a gRPC one
+        return "its HTTP/2 server does not answer in gRPC"
     if status == _UNIMPLEMENTED:
         return "its gRPC server does not know Ray's " + ("client calls" if client else "head calls")
     return None  # an answer to Ray's own call: OK, or a refusal only a Ray server gives

@@ -115,3 +115,33 @@ def test_a_listener_that_never_answers_is_not_waited_on_for_ever(monkeypatch) ->
         port = silent.getsockname()[1]
         assert ray_head.not_a_ray_head(f"127.0.0.1:{port}") == \
             "gives no answer in Ray's protocol (gRPC over HTTP/2) within 0.5 s"
+
+
+def test_an_http2_server_that_is_not_grpc_is_not_a_ray_head() -> None:
+    """An HTTP/2 server (h2c) that answers Ray's call with a plain 404 and no grpc-status."""
+    import socket
+    import threading
+
+    import h2.config
+    import h2.connection
+    import h2.events
+    from pilothouse.core.records.ray_head import not_a_ray_head
+
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        h2c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False))
+        h2c.initiate_connection()
+        conn.sendall(h2c.data_to_send())
+        with conn:
+            while data := conn.recv(65536):
+                for event in h2c.receive_data(data):
+                    if isinstance(event, h2.events.RequestReceived):
+                        h2c.send_headers(event.stream_id, [(":status", "404"), ("content-length", "0")],
+                                         end_stream=True)
+                conn.sendall(h2c.data_to_send())
+
+    threading.Thread(target=serve, daemon=True).start()
+    with listener:
+        assert not_a_ray_head(f"127.0.0.1:{listener.getsockname()[1]}") == "its HTTP/2 server does not answer in gRPC"
