@@ -71,6 +71,7 @@ def test_the_report_tells_the_demos_story_with_job_status_numbers_and_opens_offl
                     "## Tokens and cost by role", "## Tokens and cost by provider"):
         assert heading in md, heading
     assert f"accepted head: {report['head']}" in md and "CHANGES" in md  # add-titlecase's first review
+    assert "| sim (simulator) |" in md  # the simulator says so wherever it shows
     page = tmp_path / "report.html"
     w = cli("report", "demo", "--html", str(page), cwd=root)
     assert w.returncode == 0 and str(page) in w.stdout, w.stderr
@@ -84,6 +85,7 @@ def test_the_report_tells_the_demos_story_with_job_status_numbers_and_opens_offl
     for task in status["tasks"]:
         assert task["task"] in seen["text"] and task["merged_sha"][:10] in seen["text"]
     assert "state: accepted" in seen["text"] and f"{status['tokens']} tokens" in seen["text"]
+    assert "sim (simulator)" in seen["text"]
 
 
 HOSTILE = ('<img src="http://evil.example/pixel.png"><script src="https://evil.example/x.js"></script>'

@@ -66,7 +66,10 @@ def sections(tl: Timeline) -> list[tuple[str, list[str], list[list[str]]]]:
                 for p in tl.problems]
     roles = [[r["role"], str(r["runs"]), _tokens(r["tokens"], r["usage"]), f"{r['share'] * 100:.0f}%",
               f"${r['cost_usd']:.4f}"] for r in sums(tl, "role")]
-    providers = [[r["provider"], str(r["runs"]), _tokens(r["tokens"], r["usage"]), f"{r['share'] * 100:.0f}%",
+    from pilothouse.providers.registry import labelled
+
+    # a simulator says so wherever it shows: its replies are scripted, not a model's
+    providers = [[labelled(str(r["provider"])), str(r["runs"]), _tokens(r["tokens"], r["usage"]), f"{r['share'] * 100:.0f}%",
                   f"${r['cost_usd']:.4f}"] for r in sums(tl, "provider")]
     return [
         ("Tasks", ["task", "outcome", "why", "builder runs", "review rounds", "merged", "tokens", "cost"], tasks),
@@ -92,7 +95,7 @@ def summary_lines(tl: Timeline) -> list[str]:
             f"from {_clock(tl.start)} to {_clock(tl.end)} ({_dur(_span(tl))})",
             f"tasks: {len(tl.tasks)}, done {sum(t.state == 'done' for t in tl.tasks)}",
             f"gate runs: {gate_runs}, failed {failed}; review rounds: {len(tl.reviews)}; problems: {len(tl.problems)}",
-            f"tokens: {_tokens(tl.tokens, tl.usage)}; cost: ${tl.cost_usd:.4f}",
+            f"{_tokens(tl.tokens, tl.usage)}; cost: ${tl.cost_usd:.4f}",
             f"accepted head: {tl.head or '—'}; shipped commit: {tl.shipped or '— (not shipped)'}"]
 
 
