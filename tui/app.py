@@ -104,6 +104,12 @@ class CockpitApp(ActionsMixin, FixMixin, App[None]):
         return Dashboard()
 
     @property
+    def closing(self) -> bool:
+        """On the way out: an exit was asked for, or the screens are going. Messages, timers and
+        callbacks still come then; the panels they would draw on may be gone already."""
+        return self._exit or not self.is_running or not self.screen_stack
+
+    @property
     def dashboard(self) -> Dashboard:
         screen = self.screen_stack[0]
         assert isinstance(screen, Dashboard)
@@ -192,7 +198,7 @@ class CockpitApp(ActionsMixin, FixMixin, App[None]):
         await super().on_event(key)
 
     def on_events_arrived(self, message: EventsArrived) -> None:
-        if self.follower is None:
+        if self.follower is None or self.closing:
             return
         events = self.follower.take()
         self._say_skips(self.follower.tailer)
@@ -218,14 +224,14 @@ class CockpitApp(ActionsMixin, FixMixin, App[None]):
             self.call_after_refresh(hook, events)
 
     def _tick(self) -> None:
-        if not self.screen_stack:  # shutting down: a tick can still fire after the last screen left
+        if self.closing:
             return
         self._ticks += 1
         self.collector.idle()
         if self._ticks % 5 == 0:
             self.refresh_supervisor()  # a supervisor that died says nothing: look now and then
             self.refresh_setup()  # `pilothouse init` run in another terminal
-        if self.screen is self.screen_stack[0] and not self._exit_renderables and self.is_running:
+        if self.screen is self.screen_stack[0]:
             try:
                 self.dashboard.tick()
             except NoMatches:  # shutting down: the panels are already gone
@@ -250,7 +256,7 @@ class CockpitApp(ActionsMixin, FixMixin, App[None]):
     def refresh_supervisor_now(self) -> None:
         """After a start from here: draw the new state without waiting for the next look."""
         self.refresh_supervisor()
-        if self.layout is not None and self.is_running:
+        if self.layout is not None and not self.closing:
             self.dashboard.update_status()
 
     def refresh_setup(self) -> None:
@@ -277,7 +283,7 @@ class CockpitApp(ActionsMixin, FixMixin, App[None]):
             self.setup_error = None
 
     def _setup_after_paint(self, layout: RepoLayout) -> None:
-        if layout is self.layout and self.is_running:
+        if layout is self.layout and not self.closing:
             self.refresh_setup()
             self.dashboard.update_status()
             self.settled()

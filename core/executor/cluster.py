@@ -152,7 +152,7 @@ class RayExecutor:
             self._drop_refs(run_id)
             return True
         try:
-            ray.get(actor.cancel.remote(grace), timeout=grace + 30)
+            ray.get(actor.cancel.remote(grace), timeout=grace + 75)  # the kill, then the run thread (node.py)
         finally:
             ray.kill(actor)
             self._drop_refs(run_id)

@@ -76,20 +76,25 @@ class RunActor:
         started yet (its checkout still being made) never starts."""
         with self._lock:
             self._cancelled = True
-            proc = self._proc
-        if proc is None or proc.poll() is not None:
-            return False
-        for sig, wait in ((signal.SIGINT, grace), (signal.SIGKILL, 5.0)):
-            try:
-                os.killpg(proc.pid, sig)
-            except ProcessLookupError:
-                break
-            try:
-                proc.wait(timeout=wait)
-                break
-            except subprocess.TimeoutExpired:
-                continue
-        return True
+            proc, started = self._proc, self._started
+        killed = False
+        if proc is not None and proc.poll() is None:
+            killed = True
+            for sig, wait in ((signal.SIGINT, grace), (signal.SIGKILL, 5.0)):
+                try:
+                    os.killpg(proc.pid, sig)
+                except ProcessLookupError:
+                    break
+                try:
+                    proc.wait(timeout=wait)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+        if started:
+            # the host drops the run's refs from the hub once this returns: a push of the run's work
+            # still under way would land after that and stay there for no one
+            self._done.wait(timeout=60)
+        return killed
 
     # --- the run ---------------------------------------------------------------------------------
     def _run(self, spec: dict[str, Any], hub: str, base: str, sealed: bytes, nice: int) -> None:
@@ -158,7 +163,9 @@ class RunActor:
             except (OSError, ValueError):
                 verdict = None
         pushed = False
-        if launch.mode in ("code", "resume"):
+        with self._lock:
+            cancelled = self._cancelled
+        if launch.mode in ("code", "resume") and not cancelled:  # a cancelled run's work is wanted by no one
             from pilothouse.core.git.worktrees import git_ok, stage_work
 
             stage_work(checkout)

@@ -225,7 +225,7 @@ def test_edit_file_picker(snap_compare, ui_worktree, cockpit_repo, make_app, siz
 
 
 @pytest.mark.parametrize("size", SIZES)
-def test_repo_picker(snap_compare, cockpit_repo, make_app, size) -> None:
+def test_repo_picker(snap_compare, cockpit_repo, make_app, wait_for_input, size) -> None:
     # `pilothouse view` with several registered repositories and none given
     from pilothouse.core.records.layout import RepoLayout
     from support import git
@@ -234,7 +234,12 @@ def test_repo_picker(snap_compare, cockpit_repo, make_app, size) -> None:
     notes.mkdir()
     git(notes, "init", "-q")
     app = make_app(None, repos=[cockpit_repo, RepoLayout(notes)])
-    assert snap_compare(app, terminal_size=size)
+
+    async def run_before(pilot) -> None:
+        # the picker comes once the dashboard's panels exist: on a busy machine, after the first frame
+        await wait_for_input(pilot, "RepoPicker")
+
+    assert snap_compare(app, run_before=run_before, terminal_size=size)
 
 
 @pytest.mark.parametrize("size", SIZES)
