@@ -166,7 +166,8 @@ class RunActor:
         with self._lock:
             cancelled = self._cancelled
         if launch.mode in ("code", "resume") and not cancelled:  # a cancelled run's work is wanted by no one
-            from pilothouse.core.git.worktrees import git_ok, stage_work
+            from pilothouse.core.git.checkout import stage_work
+            from pilothouse.core.git.worktrees import git_ok
 
             stage_work(checkout)
             if not git_ok(checkout, "diff", "--cached", "--quiet"):

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 from pilothouse.core import demo
+from pilothouse.core.git.checkout import commit_all
 from pilothouse.core.git.leaks import SecretInDiff, check_branch, check_staged
-from pilothouse.core.git.worktrees import commit_all
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.stops import problems
 from pilothouse.providers.errors import UserError
