@@ -254,7 +254,7 @@ def repo(root: Path, files: int) -> None:
     git(big, "-c", "user.name=bench", "-c", "user.email=bench@localhost", "commit", "-q", "-m", "big")
     row("made and committed", f"{time.perf_counter() - t0:.0f} s")
     from pilothouse.core.git import pool
-    from pilothouse.core.git.worktrees import commit_all
+    from pilothouse.core.git.checkout import commit_all
     from pilothouse.core.records.layout import RepoLayout
 
     layout = RepoLayout(big)

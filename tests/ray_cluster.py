@@ -43,6 +43,13 @@ class Cluster:
                              text=True, timeout=60, env=node_env(self.node_home.parent / "driver"), check=True)
         return out.stdout.strip().splitlines()[-1] == "alive"
 
+    def kill_actor(self, name: str, namespace: str) -> None:
+        """As Ray does when an actor's process dies: no cancel, nothing the actor can do first."""
+        code = ("import sys, ray; ray.init(address=sys.argv[1], logging_level='ERROR', log_to_driver=False)\n"
+                "ray.kill(ray.get_actor(sys.argv[2], namespace=sys.argv[3]))")
+        subprocess.run([sys.executable, "-c", code, self.address, name, namespace], capture_output=True,
+                       text=True, timeout=60, env=node_env(self.node_home.parent / "driver"), check=True)
+
 
 COMMON = ["--node-ip-address", "127.0.0.1", "--num-cpus", "1", "--object-store-memory", str(100 << 20),
           "--block", "--disable-usage-stats"]

@@ -102,10 +102,10 @@ class ActionsMixin:
         from pilothouse.tui.screens.modals import ConfirmModal, WordsModal
 
         def send(words: str | None = None) -> None:
-            from pilothouse.core.stops import problems
+            from pilothouse.core.stops import answering
 
             def call() -> None:
-                problems.act(layout, problem.code, reply, words, who=who())
+                answering.act(layout, problem.code, reply, words, who=who())
 
             def sent(_: Any) -> str:
                 if app.supervisor_alive():

@@ -357,7 +357,8 @@ def read_log(path: Path, limit: int = 2 << 20) -> str | None:
 
 
 def task_files(task: TaskRow, base: str) -> list[str]:
-    from pilothouse.core.git.worktrees import GitError, changed_files
+    from pilothouse.core.git.checkout import changed_files
+    from pilothouse.core.git.worktrees import GitError
 
     try:
         return changed_files(task.worktree, base, uncommitted=True)  # type: ignore[arg-type]

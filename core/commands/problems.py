@@ -132,10 +132,10 @@ def _show(args: Any) -> int:
 
 def _act(args: Any) -> int:
     from pilothouse.core.commands._out import emit_json
-    from pilothouse.core.stops import problems
+    from pilothouse.core.stops import answering
 
     layout = _layout(args)
-    data = problems.act(layout, args.code, args.reply, " ".join(args.words) or None, who=args.who)
+    data = answering.act(layout, args.code, args.reply, " ".join(args.words) or None, who=args.who)
     if args.json:
         emit_json(data)
         return 0
@@ -161,7 +161,7 @@ def _supervisor_note(layout: Any) -> str:
 def _task_retry(args: Any) -> int:
     from pilothouse.core.commands._out import emit_json
     from pilothouse.core.state import store
-    from pilothouse.core.stops import problems
+    from pilothouse.core.stops import answering, problems
     from pilothouse.providers.errors import UserError
 
     layout = _layout(args)
@@ -182,7 +182,7 @@ def _task_retry(args: Any) -> int:
         problem = problems.open_problem_for(layout, job, args.task, conn=conn)
         if problem is None:
             raise UserError(f"task {job}/{args.task} is {rows[0]['state']} with no open problem: nothing to retry")
-        data = problems.act(layout, problem.code, "retry", who=args.who, conn=conn)
+        data = answering.act(layout, problem.code, "retry", who=args.who, conn=conn)
     finally:
         conn.close()
     if args.json:

@@ -152,6 +152,8 @@ class Prepared:
 KEY_FD_ENV = "PILOTHOUSE_KEY_FD"
 # a file of the settings _project_settings returns, written by a cluster run's actor (core/executor/node.py)
 SETTINGS_ENV = "PILOTHOUSE_RUN_SETTINGS"
+# a cluster node's actor names itself here: the dispatch it starts ends with it (core/commands/workers/dispatch.py)
+PARENT_ENV = "PILOTHOUSE_DISPATCH_PARENT"
 
 
 def passed_key() -> str | None:

@@ -305,7 +305,8 @@ def _start_head(prep: Prepared) -> str | None:
     """The workdir's commit before a code run, to tell what the run itself changed."""
     if prep.opts.mode not in ("code", "resume"):
         return None
-    from pilothouse.core.git.worktrees import GitError, head
+    from pilothouse.core.git.checkout import head
+    from pilothouse.core.git.worktrees import GitError
 
     try:
         return head(prep.workdir)
@@ -318,7 +319,8 @@ def _work(prep: Prepared, start: str | None) -> Work:
         return Work(root=str(prep.workdir))
     if start is None:
         return Work()
-    from pilothouse.core.git.worktrees import GitError, changed_files
+    from pilothouse.core.git.checkout import changed_files
+    from pilothouse.core.git.worktrees import GitError
 
     try:
         # committed since the start (a builder told not to commit may still have) and uncommitted

@@ -188,7 +188,7 @@ class RayExecutor:
         from pilothouse.core.executor.host import settings
         from pilothouse.core.executor.local import worker_nice
         from pilothouse.core.executor.node import RunActor
-        from pilothouse.core.git.worktrees import head
+        from pilothouse.core.git.checkout import head
 
         project = settings(sup)
         ray = connect(str(project.ray.address), self.namespace)
@@ -320,7 +320,7 @@ class RayExecutor:
         """The run's work into its worktree, then its log and verdict (the verdict last: it is what
         tells the supervisor the run is done)."""
         from pilothouse.core.executor import landing
-        from pilothouse.core.git.worktrees import changed_files
+        from pilothouse.core.git.checkout import changed_files
         from pilothouse.providers.redact import configured_redactor
 
         redact = configured_redactor().redact

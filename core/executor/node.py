@@ -108,7 +108,7 @@ class RunActor:
             self._done.set()
 
     def _dispatch(self, spec: dict[str, Any], hub: str, base: str, sealed: bytes, nice: int) -> dict[str, Any]:
-        from pilothouse.core.dispatch.prepare import KEY_FD_ENV, SETTINGS_ENV
+        from pilothouse.core.dispatch.prepare import KEY_FD_ENV, PARENT_ENV, SETTINGS_ENV
         from pilothouse.core.dispatch.priority import lower
         from pilothouse.core.executor.hub import base_ref, result_ref
         from pilothouse.core.executor.seal import open_sealed
@@ -132,6 +132,7 @@ class RunActor:
             env[SETTINGS_ENV] = str(self.root / "settings.json")
         if launch.scenario:
             env["PILOTHOUSE_SIM_SCENARIO"] = launch.scenario
+        env[PARENT_ENV] = str(os.getpid())  # killed with this actor, the dispatch ends too
         key = str(secrets.get("key") or "")
         del secrets
         pass_fds: tuple[int, ...] = ()
@@ -166,7 +167,8 @@ class RunActor:
         with self._lock:
             cancelled = self._cancelled
         if launch.mode in ("code", "resume") and not cancelled:  # a cancelled run's work is wanted by no one
-            from pilothouse.core.git.worktrees import git_ok, stage_work
+            from pilothouse.core.git.checkout import stage_work
+            from pilothouse.core.git.worktrees import git_ok
 
             stage_work(checkout)
             if not git_ok(checkout, "diff", "--cached", "--quiet"):

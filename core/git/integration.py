@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pilothouse.core.git.checkout import checkout_state
 from pilothouse.core.git.gates import DEFAULT_TIMEOUT_S, GateResult, kill_orphan_gate, run_gate
 from pilothouse.core.git.leaks import SecretInDiff, check_branch
 from pilothouse.core.git.worktrees import (
@@ -31,7 +32,6 @@ from pilothouse.core.git.worktrees import (
     GitError,
     branch_exists,
     checkout_of,
-    checkout_state,
     dirty_paths,
     git,
     git_ok,

@@ -23,9 +23,9 @@ import os
 import uuid
 from pathlib import Path
 
+from pilothouse.core.git.checkout import checkout_status
 from pilothouse.core.git.worktrees import (
     branch_exists,
-    checkout_status,
     create_worktree,
     git,
     git_run,

@@ -21,7 +21,7 @@ def register(server: PilotServer, host: Host) -> None:
                  "dismiss, hint, plan); hint and plan need words.")
     def problem_act(code: Annotated[str, Field(description="the six-letter code")], reply: str,
                     words: str | None = None) -> dict[str, Any]:
-        from pilothouse.core.stops import problems
+        from pilothouse.core.stops import answering
 
         check_text(words, "words")
-        return fence(problems.act(host.layout(), code, reply, words, who=host.who))
+        return fence(answering.act(host.layout(), code, reply, words, who=host.who))

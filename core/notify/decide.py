@@ -1,5 +1,5 @@
 """What the watcher does with a judged mail: obey its command through the same core functions the
-CLI and the cockpit use (`problems.act`, the supervisor's stop and start), or refuse it; every
+CLI and the cockpit use (`answering.act`, the supervisor's stop and start), or refuse it; every
 decision about a problem is a `problem.email` event in that repository's log (source: email), so
 `why` and the cockpit show that the answer came by mail.
 """
@@ -15,7 +15,7 @@ from pilothouse.core.notify.inbound import Incoming
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.state import store
 from pilothouse.core.state.events import EventLog
-from pilothouse.core.stops import problems
+from pilothouse.core.stops import answering, problems
 from pilothouse.providers.errors import UserError
 
 
@@ -62,7 +62,7 @@ def answer(mail: Incoming, repos: list[Path]) -> tuple[bool, str]:
         _event(layout, problem, mail, "refused", why)
         return False, why
     try:
-        problems.act(layout, problem.code, cmd.reply, cmd.words, who=f"{mail.sender} (email)")
+        answering.act(layout, problem.code, cmd.reply, cmd.words, who=f"{mail.sender} (email)")
     except UserError as exc:
         why = f"refused: {exc}"
         _event(layout, problem, mail, "refused", why)

@@ -55,6 +55,7 @@ class TimelineFold:
         self.runs: dict[str, dict[str, Any]] = {}
         self.bars: list[dict[str, Any]] = []          # closed and open, in start order
         self.open: dict[str, dict[str, Any]] = {}     # occupant (task, or JOB_LANE) -> its open bar
+        self.open_at: dict[str, int] = {}             # occupant -> where its open bar is in `bars`
         self.slot_of: dict[str, int] = {}             # occupant -> slot while it holds one
         self.free: list[int] = []
         self.slots = 0
@@ -62,10 +63,32 @@ class TimelineFold:
         self.tasks: dict[str, dict[str, Any]] = {}
         self.gates: list[dict[str, Any]] = []
         self.open_gate: dict[str | None, dict[str, Any]] = {}
+        self.open_gate_at: dict[str | None, int] = {}  # task -> where its open gate is in `gates`
         self.reviews: list[dict[str, Any]] = []
         self.problems: dict[str, dict[str, Any]] = {}
         self.head: str | None = None
         self.shipped: str | None = None
+
+    def copy(self) -> TimelineFold:
+        """A fold that goes on from here on its own (a replay keeps one every few hundred events).
+
+        Cheap: what the fold never changes again is shared, not copied. A closed bar or gate, a
+        mark, a review is final; a run is replaced, never changed, when it finishes. Only the open
+        bars and gates, the tasks and the problems (changed in place) are copied."""
+        new = TimelineFold.__new__(TimelineFold)
+        new.__dict__.update(self.__dict__)
+        new.bars, new.gates = list(self.bars), list(self.gates)
+        new.open, new.open_gate = {}, {}
+        for occupant, bar in self.open.items():
+            new.open[occupant] = new.bars[self.open_at[occupant]] = dict(bar)
+        for task, gate in self.open_gate.items():
+            new.open_gate[task] = new.gates[self.open_gate_at[task]] = dict(gate)
+        new.open_at, new.open_gate_at = dict(self.open_at), dict(self.open_gate_at)
+        new.runs, new.slot_of, new.free = dict(self.runs), dict(self.slot_of), list(self.free)
+        new.marks, new.reviews = list(self.marks), list(self.reviews)
+        new.tasks = {k: dict(v) for k, v in self.tasks.items()}
+        new.problems = {k: dict(v) for k, v in self.problems.items()}
+        return new
 
     def extend(self, events: Iterable[dict[str, Any]]) -> TimelineFold:
         for ev in events:
@@ -100,8 +123,8 @@ class TimelineFold:
         elif kind == "gate.started":
             gate = {"task": task, "level": data.get("level"), "where": data.get("where"), "passed": None,
                     "start": t, "end": None, "duration_s": None, "counts": None, "reason": None}
+            self.open_gate[task], self.open_gate_at[task] = gate, len(self.gates)
             self.gates.append(gate)
-            self.open_gate[task] = gate
             if task is None:  # the job's full gate on its line holds the job's own lane
                 self._enter(t, JOB_LANE, None, "gating", None, None)
         elif kind == "gate.finished":
@@ -157,11 +180,12 @@ class TimelineFold:
                 self.slots += 1
         bar = {"slot": self.slot_of[occupant], "task": task, "state": state, "start": t, "end": None,
                "run": run, "reason": reason}
+        self.open[occupant], self.open_at[occupant] = bar, len(self.bars)
         self.bars.append(bar)
-        self.open[occupant] = bar
 
     def _leave(self, t: float, occupant: str) -> None:
         cur = self.open.pop(occupant, None)
+        self.open_at.pop(occupant, None)
         if cur is not None:
             cur["end"] = t
         slot = self.slot_of.pop(occupant, None)
@@ -189,10 +213,12 @@ class TimelineFold:
             return
         tokens = data.get("tokens")
         cost = data.get("cost_usd")
-        info.update(end=t, verdict=data.get("verdict"), reason=data.get("reason") or data.get("error"),
-                    tokens=tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None,
-                    usage=data.get("usage") if data.get("usage") in ("measured", "estimated", "unknown") else "measured",
-                    cost_usd=float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) else None)
+        # a new dict, not an update: a copy of the fold made earlier shares the old one
+        self.runs[run] = info = {
+            **info, "end": t, "verdict": data.get("verdict"), "reason": data.get("reason") or data.get("error"),
+            "tokens": tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None,
+            "usage": data.get("usage") if data.get("usage") in ("measured", "estimated", "unknown") else "measured",
+            "cost_usd": float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) else None}
         if info["task"] is None:
             cur = self.open.get(JOB_LANE)
             if cur is not None and cur["run"] == run:
@@ -200,6 +226,7 @@ class TimelineFold:
 
     def _gate_finished(self, t: float, ev: dict[str, Any], task: str | None, data: dict[str, Any]) -> None:
         gate = self.open_gate.pop(task, None)
+        self.open_gate_at.pop(task, None)
         if gate is None:  # a gate.finished with no start seen: a gate of its own, of no length
             gate = {"task": task, "level": data.get("level"), "where": data.get("where"), "start": t}
             self.gates.append(gate)
@@ -257,5 +284,5 @@ def fold_of(events_path: Any, job: str) -> TimelineFold:
                 data = ev.get("data") or {}
                 cost = data.get("cost_usd")
                 if info is not None and info["cost_usd"] is None and data.get("final") and isinstance(cost, (int, float)):
-                    info["cost_usd"] = float(cost)
+                    fold.runs[info["run"]] = {**info, "cost_usd": float(cost)}
     return fold

@@ -42,6 +42,9 @@ CREATE TABLE IF NOT EXISTS lines (
   type INTEGER                      -- names.id of the event's type
 );
 CREATE INDEX IF NOT EXISTS lines_owner ON lines (job, task, type);
+-- a job's lines in log order (an index entry ends with the rowid, the offset): a replay finds the
+-- line at a moment by bisecting over them, and its last lines before it, without reading the rest
+CREATE INDEX IF NOT EXISTS lines_job ON lines (job);
 CREATE TABLE IF NOT EXISTS task_jobs (task INTEGER NOT NULL, job INTEGER NOT NULL, PRIMARY KEY (task, job))
   WITHOUT ROWID;
 """
@@ -251,10 +254,91 @@ class EventIndex:
             if events is not None:
                 return events
             if attempt == 1:  # the log was rewritten under the index: start again, once
-                self._begin()
-                self._reset()
-                self._db.execute("COMMIT")
+                self._restart()
         raise IndexUnavailable(f"{self.events} changes faster than it can be indexed")
+
+    def select_after(self, job: str, after: int, types: Collection[str] | None = None
+                     ) -> list[tuple[int, dict[str, Any]]]:
+        """The job's events (of `types`) on lines past byte `after`, each with its line's offset: a
+        reader that keeps the last offset it saw reads only what was appended since."""
+        for attempt in (1, 2):
+            self.catch_up()
+            where, args = "job = (SELECT id FROM names WHERE name=?) AND off > ?", [job, after]
+            if types is not None:
+                kinds = sorted(types)
+                where += f" AND type IN (SELECT id FROM names WHERE name IN ({','.join('?' * len(kinds))}))"
+                args += kinds
+            spots = self._db.execute(f"SELECT off, len, seq FROM lines WHERE {where} ORDER BY off", args).fetchall()
+            events = self._read(spots, job, None, False, types)
+            if events is not None:
+                return [(spot[0], ev) for spot, ev in zip(spots, events, strict=True)]
+            if attempt == 1:
+                self._restart()
+        raise IndexUnavailable(f"{self.events} changes faster than it can be indexed")
+
+    def bounds(self, job: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        """The job's first and last events (any type), or (None, None)."""
+        for attempt in (1, 2):
+            self.catch_up()
+            ends = []
+            for order in ("ASC", "DESC"):
+                spot = self._db.execute(f"SELECT off, len, seq FROM lines WHERE job = (SELECT id FROM names WHERE "
+                                        f"name=?) ORDER BY off {order} LIMIT 1", (job,)).fetchone()
+                ends.append(spot)
+            if ends[0] is None:
+                return None, None
+            events = self._read(ends, job, None, False, None)
+            if events is not None:
+                return events[0], events[1]
+            if attempt == 1:
+                self._restart()
+        raise IndexUnavailable(f"{self.events} changes faster than it can be indexed")
+
+    def until(self, job: str, t: float, last: int) -> list[dict[str, Any]]:
+        """The job's last `last` events (any type) stamped at or before `t` (a POSIX time), in log order.
+
+        The log is written in time order, so the first line past `t` is found by bisecting over the
+        job's lines by offset (each step one indexed look-up and one line read): a moment in a log
+        of millions of lines costs some thirty line reads, then the lines before it are read by
+        offset, backwards."""
+        for attempt in (1, 2):
+            self.catch_up()
+            row = self._db.execute("SELECT id FROM names WHERE name=?", (job,)).fetchone()
+            if row is None:
+                return []
+            events = self._until(row[0], job, t, last)
+            if events is not None:
+                return events
+            if attempt == 1:
+                self._restart()
+        raise IndexUnavailable(f"{self.events} changes faster than it can be indexed")
+
+    def _until(self, job_id: int, job: str, t: float, last: int) -> list[dict[str, Any]] | None:
+        lo, hi = 0, int(self._db.execute("SELECT value FROM meta WHERE key='offset'").fetchone()[0]) + 1
+        while lo < hi:  # the smallest offset whose next line of the job is later than t (or none)
+            mid = (lo + hi) // 2
+            spot = self._db.execute("SELECT off, len, seq FROM lines WHERE job=? AND off>=? ORDER BY off LIMIT 1",
+                                    (job_id, mid)).fetchone()
+            if spot is None:
+                hi = mid
+                continue
+            found = self._read([spot], job, None, False, None)
+            if found is None:
+                return None
+            stamp = _stamp(found[0].get("ts"))
+            if stamp is not None and stamp > t:
+                hi = mid
+            else:
+                lo = spot[0] + 1
+        spots = self._db.execute("SELECT off, len, seq FROM lines WHERE job=? AND off<? ORDER BY off DESC LIMIT ?",
+                                 (job_id, lo, max(0, last))).fetchall()
+        return self._read(spots[::-1], job, None, False, None)
+
+    def _restart(self) -> None:
+        """The log was rewritten under the index: start it again (each reader does so once)."""
+        self._begin()
+        self._reset()
+        self._db.execute("COMMIT")
 
     def _read(self, spots: Iterable[tuple[int, int, int]], job: str, task: str | None,
               job_level: bool, types: Collection[str] | None) -> list[dict[str, Any]] | None:
@@ -275,6 +359,15 @@ class EventIndex:
         finally:
             os.close(fd)
         return out
+
+
+def _stamp(value: object) -> float | None:
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(value).timestamp() if isinstance(value, str) else None
+    except ValueError:
+        return None
 
 
 def _continues(fh: Any, st: os.stat_result, meta: dict[str, Any], offset: int) -> bool:
@@ -337,6 +430,47 @@ class EventLookup:
         every = self._all if self._all is not None else EventTailer(self._events).read_new()
         return [e for e in every if e.get("job") == job and (types is None or e["type"] in types) and (
             task is None or e.get("task") == task or (job_level and e.get("task") is None))]
+
+    # the answers below come from the index, or else from the one reading of the whole log, where a
+    # line's "offset" is its place in that reading (the same in the next reading of a log that grows)
+
+    def select_after(self, job: str, after: int, types: Collection[str] | None = None
+                     ) -> list[tuple[int, dict[str, Any]]]:
+        if self._index is not None:
+            try:
+                return self._index.select_after(job, after, types)
+            except IndexUnavailable:
+                pass
+        every = self._all if self._all is not None else EventTailer(self._events).read_new()
+        return [(n, e) for n, e in enumerate(every)
+                if n > after and e.get("job") == job and (types is None or e["type"] in types)]
+
+    def bounds(self, job: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        if self._index is not None:
+            try:
+                return self._index.bounds(job)
+            except IndexUnavailable:
+                pass
+        mine = self._mine(job)
+        return (mine[0], mine[-1]) if mine else (None, None)
+
+    def until(self, job: str, t: float, last: int) -> list[dict[str, Any]]:
+        if self._index is not None:
+            try:
+                return self._index.until(job, t, last)
+            except IndexUnavailable:
+                pass
+        upto = [e for e in self._mine(job) if (_stamp(e.get("ts")) or 0.0) <= t]
+        return upto[-last:] if last > 0 else []
+
+    def _mine(self, job: str) -> list[dict[str, Any]]:
+        every = self._all if self._all is not None else EventTailer(self._events).read_new()
+        return [e for e in every if e.get("job") == job]
+
+    @property
+    def indexed(self) -> bool:
+        """Whether answers come from the index (offsets are bytes) or from one reading of the log."""
+        return self._index is not None
 
 
 def events_of(events: Path, job: str, task: str | None = None, *, job_level: bool = False) -> list[dict[str, Any]]:

@@ -154,7 +154,7 @@ def _take_operator_fix(sup: Supervisor, p: Any, r: Any, message: str = "") -> st
     they left uncommitted, so the gate judges, and the merge takes, the same tree. Returns the
     worktree's HEAD (a commit of theirs counts as a fix too). `message`: the commit's, when what is
     left is the builder's own work whose commit failed."""
-    from pilothouse.core.git.worktrees import checkout_state, commit_all
+    from pilothouse.core.git.checkout import checkout_state, commit_all
 
     wt = r["worktree"]
     state = checkout_state(wt)

@@ -125,8 +125,8 @@ def note_quota(sup: Supervisor, row: sqlite3.Row, verdict: dict[str, Any]) -> No
 
 def builder_done(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any, run: sqlite3.Row) -> None:
     """The builder's run finished: commit its work (in a thread), then decide what comes next."""
+    from pilothouse.core.git.checkout import commit_all, head
     from pilothouse.core.git.records import restore_records
-    from pilothouse.core.git.worktrees import commit_all, head
     from pilothouse.core.stops import rules as stops
 
     tid, run_id = r["task"], run["run_id"]
@@ -208,7 +208,7 @@ def _check_paths(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any) -> None:
 def _undeclared(worktree: str, base: str | None, writes: list[str]) -> list[str]:
     """Files the task changed outside its expected_paths.write: the scheduler ran it beside tasks
     on the strength of those paths, so the operator and its reviewer should know."""
-    from pilothouse.core.git.worktrees import changed_files
+    from pilothouse.core.git.checkout import changed_files
     from pilothouse.core.supervisor.scheduling import _overlap
 
     if not base or not writes:

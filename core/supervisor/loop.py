@@ -10,7 +10,6 @@ that was recorded as intended is redone (merge_train is idempotent).
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import signal
@@ -26,26 +25,17 @@ from pilothouse.core.git.worktrees import GitError
 from pilothouse.core.records import state_witness
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.state import store
-from pilothouse.core.state.events import EventLog, utc_now_iso
+from pilothouse.core.state.events import EventLog
 from pilothouse.core.supervisor import dispatches, flow, health, merging
 from pilothouse.core.supervisor import planning as plan
-from pilothouse.core.supervisor.dispatches import SupervisorRuns
+from pilothouse.core.supervisor.lease import SupervisorLease
 from pilothouse.core.supervisor.state import StateStore
 from pilothouse.core.supervisor.wake import FileWatcher, Waker
 from pilothouse.providers.errors import UserError
 
-HEARTBEAT_S = dispatches.HEARTBEAT_S
 # passes run back to back while each moves a task (see loop)
 MAX_PASSES_IN_A_ROW = 8
 FINISHED_JOB_STATES = ("accepted", "shipped", "failed", "cancelled")
-
-
-class SupervisorRunning(UserError):
-    pass
-
-
-def lock_path(layout: RepoLayout) -> Path:
-    return layout.runtime / "supervisor.lock"
 
 
 def setup_logging(layout: RepoLayout) -> logging.Logger:
@@ -60,7 +50,7 @@ def setup_logging(layout: RepoLayout) -> logging.Logger:
     return log
 
 
-class Supervisor(SupervisorRuns):
+class Supervisor(SupervisorLease):
     def __init__(self, layout: RepoLayout, max_workers: int | None = None, *, once: bool = False,
                  integrate_only: bool = False) -> None:
         self.layout = layout
@@ -120,78 +110,6 @@ class Supervisor(SupervisorRuns):
         # a project driven by a sim scenario runs every role on the sim unless its policy says otherwise
         return ("sim", None) if self.project.sim_scenario else None
 
-    # --- one per repository --------------------------------------------------------------------
-    def acquire(self) -> None:
-        path = lock_path(self.layout)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fh = open(path, "a+")
-        try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            fh.close()
-            row = self.conn.execute("SELECT * FROM supervisor WHERE id=1").fetchone()
-            who = f" (pid {row['pid']}, heartbeat {row['heartbeat_at']})" if row else ""
-            raise SupervisorRunning(f"a supervisor is already running for {self.layout.root}{who}: "
-                                    "`pilothouse job stop` stops it") from None
-        self._lock_fh = fh
-        health.record_stop(self.layout, None)  # why the last one stopped is no longer the news
-        now = utc_now_iso()
-        pid = os.getpid()
-        # who holds the lock, readable without the store: `job stop` finds us even if state.db is damaged
-        fh.truncate(0)
-        fh.write(f"{pid} {runs.pid_start(pid)}\n")
-        fh.flush()
-        self.conn.execute("INSERT INTO supervisor(id, pid, pid_start, started_at, heartbeat_at, stopped_at)"
-                          " VALUES (1, ?, ?, ?, ?, NULL) ON CONFLICT(id) DO UPDATE SET pid=excluded.pid,"
-                          " pid_start=excluded.pid_start, started_at=excluded.started_at,"
-                          " heartbeat_at=excluded.heartbeat_at, stopped_at=NULL",
-                          (pid, runs.pid_start(pid), now, now))
-        data: dict[str, Any] = {"pid": pid, "max_workers": self.max_workers}
-        notice = health.unreadable_lines(self.layout, data)
-        self.events.append("supervisor.started", data=data)
-        self._next_heartbeat = time.monotonic() + HEARTBEAT_S
-        self.log.info("supervisor started (pid %s) for %s", pid, self.layout.root)
-        if notice:
-            self.log.warning("%s", notice)
-
-    def release(self) -> None:
-        if self._lock_fh is None:
-            return
-        try:
-            self.conn.execute("UPDATE supervisor SET stopped_at=? WHERE id=1 AND pid=?",
-                              (utc_now_iso(), os.getpid()))
-        except sqlite3.Error:  # locked or gone: its lock (released below) is what says it stopped
-            pass
-        data: dict[str, Any] = {"pid": os.getpid(), "running_dispatches": sorted(self.live_runs())}
-        if self.lost:
-            data["error"] = self.lost
-        health.record_stop(self.layout, self.lost)
-        self.events.append("supervisor.stopped", data=data)
-        self.log.info("supervisor stopped")
-        fcntl.flock(self._lock_fh.fileno(), fcntl.LOCK_UN)
-        self._lock_fh.close()
-        self._lock_fh = None
-
-    def heartbeat(self) -> None:
-        now = time.monotonic()
-        if now < self._next_heartbeat:
-            return
-        self._next_heartbeat = now + HEARTBEAT_S
-        try:
-            self.conn.execute("UPDATE supervisor SET heartbeat_at=? WHERE id=1", (utc_now_iso(),))
-        except sqlite3.OperationalError as exc:
-            # another process holds the store's write lock: wait it out a while, then stop saying who
-            self.lost = health.lock_held_too_long(self, exc)
-            if self.lost:
-                self.log.error("%s", self.lost)
-                self.stopping = True
-            return
-        self._locked_since = None
-        self.events.append("supervisor.heartbeat", data={"pid": os.getpid(), "runs": len(self.live_runs()),
-                                                         "inflight": len(self.inflight)})
-        # keep the log's index a heartbeat behind at most, so `why` and `events` never index much
-        self.work(("event-index",), lambda: health.keep_event_index(self.layout), lambda _r, _e: None)
-
     # --- the loop ------------------------------------------------------------------------------
     def run(self, install_signals: bool = True) -> int:
         self.acquire()
@@ -219,14 +137,6 @@ class Supervisor(SupervisorRuns):
         """From another thread (tests, the demo): leave the loop soon."""
         self.stopping = True
         self.waker.poke()
-
-    def store_lost(self) -> bool:
-        """Whether state.db was deleted or replaced under this supervisor (then it stops)."""
-        self.lost = self.lost or health.lost_store(self.layout, self._store_id)
-        if self.lost:
-            self.log.error("%s", self.lost)
-            self.stopping = True
-        return self.lost is not None
 
     def loop(self) -> None:
         dirty, again = True, 0

@@ -56,9 +56,9 @@ def after_gate(sup: Supervisor, job: str, r: sqlite3.Row) -> None:
 
 
 def launch_reviewer(sup: Supervisor, job: str, r: sqlite3.Row) -> None:
+    from pilothouse.core.git.checkout import diff_stat
     from pilothouse.core.git.integration import job_line
     from pilothouse.core.git.weakening import test_changes
-    from pilothouse.core.git.worktrees import diff_stat
     from pilothouse.core.supervisor.context import launch_hold
 
     tdef = _def(sup, job, r["task"])
@@ -245,8 +245,8 @@ def _job_gate_done(sup: Supervisor, job: str, res: Any, exc: BaseException | Non
 
 
 def _launch_combined_review(sup: Supervisor, job: str) -> None:
+    from pilothouse.core.git.checkout import diff_stat
     from pilothouse.core.git.integration import ensure_integration_checkout
-    from pilothouse.core.git.worktrees import diff_stat
 
     who = _reviewer(sup, job)
     if who is None:

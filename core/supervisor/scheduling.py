@@ -163,7 +163,7 @@ def launch_builder(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any) -> bool
 
 def _spawn_builder(sup: Supervisor, job: str, tid: str, tdef: Any, choice: Any,
                    where: tuple[Path, str, float, str]) -> None:
-    from pilothouse.core.git.worktrees import head
+    from pilothouse.core.git.checkout import head
 
     path, branch, took, how = where
     r = sup.store.task(job, tid)

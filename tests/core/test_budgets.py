@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.state import store
-from pilothouse.core.stops import budgets, problems
+from pilothouse.core.stops import answering, budgets, problems
 from pilothouse.providers.errors import UserError
 from support import project_layout
 
@@ -41,9 +41,9 @@ def test_budget_over_cap_opens_one_problem_and_retry_needs_a_raised_cap(layout: 
     assert p is not None and p.kind == "budget" and p.replies == ["retry"] and "1100" in p.summary
     assert budgets.enforce(layout, "j", now=T0).code == p.code
     with pytest.raises(UserError, match="raise it in"):
-        problems.act(layout, p.code, "retry")
+        answering.act(layout, p.code, "retry")
     layout.project_yaml.write_text(POLICY.replace("1000", "5000"))
-    problems.act(layout, p.code, "retry")
+    answering.act(layout, p.code, "retry")
     assert budgets.budget_state(layout, "j").over is False
 
 
@@ -56,7 +56,7 @@ def test_launch_hold_names_the_budget_and_the_setup_hold(layout: RepoLayout) -> 
     why = holds.launch_hold(layout, "j", 1000)
     assert why is not None and a.code in why and b.code in why and "retry" in why
     assert holds.launch_hold(layout, "j", 1000, setup=False) is None  # planning needs no setup
-    problems.act(layout, a.code, "retry")
+    answering.act(layout, a.code, "retry")
     assert holds.launch_hold(layout, "j", 1000) is None
     conn = store.connect(layout.state_db)
     conn.execute("INSERT INTO runs(run_id, job, task, role, provider, mode, state, tokens, started_at)"
@@ -273,7 +273,7 @@ def test_the_budget_problem_of_a_job_whose_every_task_is_skipped_is_closed(tmp_p
     assert done.returncode == 0, done.stderr
     stops = [p for p in problems.list_problems(layout, True, job="demo") if p.kind != "budget"]
     assert [p.task for p in stops] == ["one"], [p.summary for p in problems.list_problems(layout, True)]
-    problems.act(layout, stops[0].code, "skip")
+    answering.act(layout, stops[0].code, "skip")
     done = subprocess.run(loop, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr
     conn = store.connect(layout.state_db, readonly=True)

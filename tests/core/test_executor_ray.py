@@ -289,7 +289,7 @@ scripts:
 """
 
 
-@pytest.mark.parametrize("how", ["abort", "job cancel"])
+@pytest.mark.parametrize("how", ["abort", "job cancel", "actor killed"])
 def test_aborting_a_cluster_run_kills_its_dispatch_on_the_node_and_its_actor(cluster: Cluster, tmp_path: Path,
                                                                                how: str) -> None:
     from pilothouse.core.dispatch import runs
@@ -311,6 +311,8 @@ def test_aborting_a_cluster_run_kills_its_dispatch_on_the_node_and_its_actor(clu
             time.sleep(0.1)
         if how == "abort":
             assert supervisor_ctl.abort_run(layout, run_id, grace=2.0)
+        elif how == "actor killed":  # as a cancel that timed out ends, or a crashed actor: the dispatch ends too
+            cluster.kill_actor(actor_name(run_id), namespace_of(layout))
         else:
             supervisor_ctl.stop(layout)  # as `job cancel` does: the supervisor is paused meanwhile
             assert ending.cancel_job(layout, demo.JOB)["runs"] == [run_id]

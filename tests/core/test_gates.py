@@ -7,6 +7,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from pilothouse.core.git import checkout as co
 from pilothouse.core.git import worktrees as wt
 from pilothouse.core.git.gates import run_command, run_gate, run_setup
 from pilothouse.core.records.layout import RepoLayout
@@ -130,11 +131,11 @@ def test_worker_conftest_cannot_escape_and_real_tests_still_run(two_worktrees, i
         "        print('ESCAPED', p)\n"
         "    except OSError as exc:\n"
         "        print('blocked', exc.errno)\n")
-    assert wt.commit_all(a, "worker's work")
+    assert co.commit_all(a, "worker's work")
     host_tmp = Path("/tmp") / f"ph-gate-{uuid.uuid4().hex}"
     (a / "tests" / "test_tmp.py").write_text(
         f"def test_private_tmp():\n    open({str(host_tmp)!r}, 'w').write('x')\n")
-    wt.commit_all(a, "uses /tmp")
+    co.commit_all(a, "uses /tmp")
     res = run_gate(project(full=f"{PY} -m pytest -q -s -p no:cacheprovider"), "full", a)
     assert res.passed, res
     assert "2 passed" in res.output_tail and "ESCAPED" not in res.output_tail

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 from pilothouse.core import demo
-from pilothouse.core.stops import problems
+from pilothouse.core.stops import answering, problems
 from pilothouse.core.stops.replies import KIND_REPLIES
 
 NOTHING = """
@@ -55,7 +55,7 @@ def test_gate_task_tries_a_hand_fix_in_the_worktree_and_retry_takes_it_through_t
     assert r.returncode == 0, (r.stdout, r.stderr)
     assert "passed — 1 tests: 1 passed (tap)" in r.stdout and f"problem act {p.code} retry" in r.stdout
     assert (wt / "one.txt").read_text() == "by hand\n"  # the gate commits nothing and keeps the edit
-    problems.act(layout, p.code, "retry")
+    answering.act(layout, p.code, "retry")
     _once(layout.root)
     assert problems.list_problems(layout, True, job="demo") == []
     events = [json.loads(line) for line in layout.events.read_text().splitlines()]

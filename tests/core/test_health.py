@@ -10,7 +10,7 @@ import yaml
 from pilothouse.core import demo
 from pilothouse.core.git.integration import integration_path
 from pilothouse.core.records.layout import RepoLayout
-from pilothouse.core.stops import problems
+from pilothouse.core.stops import answering, problems
 from pilothouse.core.supervisor import control as supervisor_ctl
 
 
@@ -77,7 +77,7 @@ def test_a_stale_integration_checkout_is_a_problem_naming_it(tmp_path: Path, cli
         [p] = problems.list_problems(layout, True, job="demo")
         assert p.kind == "cannot_proceed" and str(stale) in p.summary and "remove it" in p.summary
         shutil.rmtree(stale)
-        problems.act(layout, p.code, "retry")  # nothing under .ai changed: the reply wakes it
+        answering.act(layout, p.code, "retry")  # nothing under .ai changed: the reply wakes it
         w = cli("job", "wait", "demo", "--repo", str(layout.root), timeout=120)
         assert w.returncode == 0, w.stdout + w.stderr
     finally:

@@ -143,8 +143,8 @@ def _committed(wt: Path, base: str) -> list[str]:
 
 def test_records_a_builder_writes_in_its_worktree_are_never_committed(cli, task_worktree, isolated_home,
                                                                       tmp_path, confined):
+    from pilothouse.core.git.checkout import commit_all
     from pilothouse.core.git.records import restore_records
-    from pilothouse.core.git.worktrees import commit_all
 
     wt, base = task_worktree
     before = operator_home(isolated_home)

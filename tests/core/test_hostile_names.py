@@ -17,7 +17,7 @@ import yaml
 from pilothouse.core import demo
 from pilothouse.core.git.leaks import SecretInDiff, check_branch, check_staged
 from pilothouse.core.records.layout import RepoLayout
-from pilothouse.core.stops import problems
+from pilothouse.core.stops import answering, problems
 from pilothouse.providers.redact import secret_forms
 
 CANARY = "sk-canary-names-7f6e5d4c3b2a"
@@ -87,7 +87,7 @@ def test_a_builder_that_names_a_file_after_its_key_gets_no_commit(tmp_path: Path
     assert not any(f in record for f in forms)
     assert not any(f.encode() in _everything_git_holds(layout.root) for f in forms)
 
-    problems.act(layout, p.code, "hint", "never name a file after the key: remove conf/kc_name_* and conf/link")
+    answering.act(layout, p.code, "hint", "never name a file after the key: remove conf/kc_name_* and conf/link")
     _once(layout)
     assert problems.list_problems(layout, True, job="demo") == []
     assert _git(layout.root, "show", "pilothouse/integration/demo:conf/app.txt") == "name = demo"

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from pilothouse.core.git import checkout as co
 from pilothouse.core.git import integration as integ
 from pilothouse.core.git import worktrees as wt
 from pilothouse.core.records.layout import RepoLayout
@@ -33,7 +34,7 @@ def task_branch(layout: RepoLayout, task: str, files: dict[str, str], base: str 
     for name, text in files.items():
         (path / name).parent.mkdir(parents=True, exist_ok=True)
         (path / name).write_text(text)
-    assert wt.commit_all(path, f"{task}: work")
+    assert co.commit_all(path, f"{task}: work")
     return branch
 
 
@@ -408,7 +409,7 @@ def test_each_job_merges_on_its_own_line_and_starts_from_the_base_not_another_jo
     path, b = wt.create_worktree(layout, "k", "b", "pilothouse/integration/k")
     assert not (path / "a.txt").exists()
     (path / "b.txt").write_text("b\n")
-    assert wt.commit_all(path, "b: work")
+    assert co.commit_all(path, "b: work")
     assert integ.merge_task(layout, cfg, "k", b, "merge b").ok
     assert git(layout.root, "ls-tree", "--name-only", "pilothouse/integration/j", "a.txt", "b.txt") == "a.txt"
     assert git(layout.root, "ls-tree", "--name-only", "pilothouse/integration/k", "a.txt", "b.txt") == "b.txt"

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 from pilothouse.core import demo
+from pilothouse.core.git.checkout import commit_all
 from pilothouse.core.git.leaks import SecretInDiff, check_branch, check_staged
-from pilothouse.core.git.worktrees import commit_all
 from pilothouse.core.records.layout import RepoLayout
-from pilothouse.core.stops import problems
+from pilothouse.core.stops import answering, problems
 from pilothouse.providers.errors import UserError
 from pilothouse.providers.redact import secret_forms
 
@@ -90,7 +90,7 @@ def test_a_builder_that_writes_its_credential_gets_no_commit_and_a_hint_fixes_it
     assert (wt / "conf" / "key.txt").read_text().strip() == CANARY
     assert not any(f.encode() in _every_commit(layout.root) for f in forms)
 
-    problems.act(layout, p.code, "hint", "never write the key into the repository: remove conf/key.*")
+    answering.act(layout, p.code, "hint", "never write the key into the repository: remove conf/key.*")
     _once(layout)
     left = problems.list_problems(layout, True, job="demo")
     assert left == [], [q.summary for q in left]
@@ -139,14 +139,14 @@ def test_a_retry_commits_the_operators_cleaned_worktree_only_once_no_key_is_left
     [p] = problems.list_problems(layout, True, job="demo")
     wt = Path(p.evidence["worktree"])
     (wt / "conf" / "key.txt").unlink()  # the operator misses the base64 copy
-    problems.act(layout, p.code, "retry")
+    answering.act(layout, p.code, "retry")
     _once(layout)
     [again] = problems.list_problems(layout, True, job="demo")
     assert again.kind == "secret_found" and "your retry could not be applied" in again.summary
     assert "the worktree holds a configured provider key in conf/key.b64 line 1" in again.summary
     assert CANARY not in again.summary
     (wt / "conf" / "key.b64").unlink()
-    problems.act(layout, again.code, "retry")
+    answering.act(layout, again.code, "retry")
     _once(layout)
     assert problems.list_problems(layout, True, job="demo") == []
     assert _git(layout.root, "show", "pilothouse/integration/demo:conf/app.txt") == "name = demo"

@@ -21,7 +21,7 @@ from pilothouse.core.notify.settings import EmailSettings, validate
 from pilothouse.core.notify.watch import Watcher
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.state import store
-from pilothouse.core.stops import problems
+from pilothouse.core.stops import answering, problems
 from support import git
 
 OPERATOR = "me@example.org"
@@ -172,7 +172,7 @@ def test_a_problem_answered_before_its_mail_goes_out_is_not_mailed(tmp_path: Pat
     conn = mailstate.connect()
     assert watcher.queue_new_problems(conn) == 1
     assert watcher.queue_new_problems(conn) == 0  # one mail per problem
-    problems.act(layout, problem.code, "skip")    # answered at the terminal meanwhile
+    answering.act(layout, problem.code, "skip")    # answered at the terminal meanwhile
     watcher.flush(conn)
     assert conn.execute("SELECT state FROM outbox").fetchone()["state"] == "dropped"
     time.sleep(0.2)
@@ -188,7 +188,7 @@ def test_a_problem_answered_while_its_mail_is_sent_gets_a_note_that_it_was_alrea
     conn = mailstate.connect()
     # the answer lands while the server is taking the mail (over MCP, the same moment)
     smtp.on_data = lambda m: (problem.code in str(m["Subject"]) and not str(m["Subject"]).startswith("Re:")
-                              and problems.act(layout, problem.code, "skip", who="mcp"))
+                              and answering.act(layout, problem.code, "skip", who="mcp"))
     assert watcher.queue_new_problems(conn) == 1
     watcher.flush(conn)
     smtp.on_data = None

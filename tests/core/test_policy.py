@@ -173,7 +173,7 @@ def _sim_job(tmp_path: Path, cli, probe_scenario: str) -> RepoLayout:
 
 
 def test_a_model_without_tool_calls_on_auto_is_given_no_builder_and_the_problem_says_why(tmp_path: Path, cli) -> None:
-    from pilothouse.core.stops import problems
+    from pilothouse.core.stops import answering, problems
 
     layout = _sim_job(tmp_path, cli, AUTO_DROPPED)
     [p] = problems.list_problems(layout, True, job="demo")
@@ -184,7 +184,7 @@ def test_a_model_without_tool_calls_on_auto_is_given_no_builder_and_the_problem_
     assert "which builders need; probe another with `pilothouse providers check NAME`" in p.summary
     # the way out: a model that passes the probe (here: the sim probed with its own scenario), then retry
     assert cli("providers", "check", "sim", cwd=tmp_path).returncode == 0
-    problems.act(layout, p.code, "retry")
+    answering.act(layout, p.code, "retry")
     import subprocess
     import sys
 

@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from pilothouse.core.git import checkout as co
 from pilothouse.core.git import pool
 from pilothouse.core.git import worktrees as wt
 from pilothouse.core.records.layout import RepoLayout
@@ -25,7 +26,7 @@ def _merged_task(layout: RepoLayout, task: str = "a") -> Path:
     (path / "build").mkdir()
     (path / "build" / "out.o").write_bytes(b"\x7fELF")  # a build output nobody committed
     (path / ".gitignore").write_text("build/\n")
-    assert wt.commit_all(path, f"task {task}")
+    assert co.commit_all(path, f"task {task}")
     return path
 
 
@@ -42,7 +43,7 @@ def test_a_merged_tasks_checkout_serves_the_next_task_at_its_own_base(layout: Re
     assert git(path, "rev-parse", "HEAD") == git(layout.root, "rev-parse", "main")
     # nothing of the task that had it: neither its commit nor what it left untracked or ignored
     assert not (path / "src" / "a.py").exists() and not (path / "build").exists()
-    assert wt.checkout_state(path) == (git(layout.root, "rev-parse", "main"), "ph/j/b", [])
+    assert co.checkout_state(path) == (git(layout.root, "rev-parse", "main"), "ph/j/b", [])
     # the next task's checkout is an ordinary task worktree: listed, committed to, removed as usual
     assert [w["task"] for w in wt.list_worktrees(layout)] == ["b"]
     assert git(layout.root, "rev-parse", "ph/j/a")  # the merged task's branch keeps its history
@@ -116,7 +117,7 @@ def test_a_pooled_checkout_pointed_at_the_operators_repository_is_never_used(lay
     for leftover in ("src/a.py", ".gitignore"):
         (pooled / leftover).unlink()
     assert not (pooled / "build").exists()  # ignored files went when it was pooled
-    assert wt.checkout_state(pooled) is not None and wt.checkout_state(pooled)[2] == []
+    assert co.checkout_state(pooled) is not None and co.checkout_state(pooled)[2] == []
     pool.checkout_for(layout, "j", "b", "main", keep=4)
     assert git(layout.root, "rev-parse", "--abbrev-ref", "HEAD") == "main"
     assert pool.pooled(layout) == [pooled]
@@ -162,7 +163,7 @@ def test_a_checkout_is_made_ready_when_pooled_so_taking_it_costs_one_look(layout
     is on the base it was given, holds no ignored file, and its index is path-compressed (version 4)."""
     assert pool.release(layout, _merged_task(layout), "j", "a", keep=4, base="main")
     [pooled] = pool.pooled(layout)
-    assert wt.checkout_state(pooled) == (git(layout.root, "rev-parse", "main"), None, [])
+    assert co.checkout_state(pooled) == (git(layout.root, "rev-parse", "main"), None, [])
     assert not (pooled / "build").exists() and not (pooled / "src" / "a.py").exists()
     index = Path(git(pooled, "rev-parse", "--git-path", "index"))
     data = (index if index.is_absolute() else pooled / index).read_bytes()
@@ -177,7 +178,7 @@ def test_a_tool_cache_that_appeared_in_a_pooled_checkout_is_cleaned_when_taken(l
     (pooled / "src" / "__pycache__" / "calc.cpython-311.pyc").write_bytes(b"\x00")
     path, _, how = pool.checkout_for(layout, "j", "b", "main", keep=4)
     assert how == "pooled" and not (path / "src" / "__pycache__").exists()
-    assert wt.checkout_state(path) == (git(layout.root, "rev-parse", "main"), "ph/j/b", [])
+    assert co.checkout_state(path) == (git(layout.root, "rev-parse", "main"), "ph/j/b", [])
 
 
 def test_a_branch_made_between_the_look_and_the_switch_is_never_moved(layout: RepoLayout) -> None:
@@ -191,7 +192,7 @@ def test_a_branch_made_between_the_look_and_the_switch_is_never_moved(layout: Re
     assert not pool.take(layout, wt.worktree_root(layout) / "j" / "b", "ph/j/b", "main")
     assert git(layout.root, "rev-parse", "ph/j/b") == theirs
     assert pool.pooled(layout) == [pooled] and git(pooled, "rev-parse", "HEAD") == before
-    assert wt.checkout_state(pooled) == (before, None, [])
+    assert co.checkout_state(pooled) == (before, None, [])
 
 
 def test_a_job_s_next_task_works_in_the_checkout_its_dependency_merged_from(tmp_path: Path, cli) -> None:

@@ -10,7 +10,7 @@ import pytest
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.state import store
 from pilothouse.core.state.events import EventTailer
-from pilothouse.core.stops import fingerprint, holds, problems
+from pilothouse.core.stops import answering, fingerprint, holds, problems
 from pilothouse.providers.errors import UserError
 
 T0 = datetime(2026, 11, 29, 7, 0, tzinfo=UTC)
@@ -58,28 +58,28 @@ def test_open_is_evented_and_idempotent_per_task_and_kind(layout: RepoLayout) ->
 def test_reply_must_fit_the_problem(layout: RepoLayout) -> None:
     p = problems.open_problem(layout, "j1", "a", "setup_failed", "npm missing", now=T0)
     with pytest.raises(UserError, match="does not fit .*it takes: retry, skip"):
-        problems.act(layout, p.code, "hint", "try harder")
+        answering.act(layout, p.code, "hint", "try harder")
     with pytest.raises(UserError, match="not a reply"):
-        problems.act(layout, p.code, "yolo")
+        answering.act(layout, p.code, "yolo")
     with pytest.raises(UserError, match="takes no words"):
-        problems.act(layout, p.code, "retry", "please")
+        answering.act(layout, p.code, "retry", "please")
     q = problems.open_problem(layout, "j1", "b", "review_rejected", "rejected 3 times", now=T0)
     with pytest.raises(UserError, match="needs your words"):
-        problems.act(layout, q.code, "hint")
+        answering.act(layout, q.code, "hint")
     with pytest.raises(UserError, match="no problem with code"):
-        problems.act(layout, "AAAAAA", "retry")
+        answering.act(layout, "AAAAAA", "retry")
 
 
 def test_act_records_who_and_when_then_the_supervisor_consumes(layout: RepoLayout) -> None:
     p = problems.open_problem(layout, "j1", "b", "review_rejected", "rejected", now=T0)
-    data = problems.act(layout, p.code.lower(), "HINT", "use a dict, not a list", who="ana@cockpit",
+    data = answering.act(layout, p.code.lower(), "HINT", "use a dict, not a list", who="ana@cockpit",
                         now=T0 + timedelta(minutes=5))
     assert data["who"] == "ana@cockpit" and data["words"] == "use a dict, not a list"
     answered = events(layout, "problem.answered")
     assert answered[-1]["data"]["reply"] == "hint" and answered[-1]["data"]["at"].startswith("2026-11-29T07:05")
     # a second answer before the supervisor took the first is refused
     with pytest.raises(UserError, match="already answered: hint .use a dict, not a list. by ana@cockpit"):
-        problems.act(layout, p.code, "skip")
+        answering.act(layout, p.code, "skip")
     assert problems.list_problems(layout)[0].pending["reply"] == "hint"
     # operators wrote only `replies`: the problem row is untouched until consumed
     conn = store.connect(layout.state_db)
@@ -97,14 +97,14 @@ def test_act_records_who_and_when_then_the_supervisor_consumes(layout: RepoLayou
     assert closed.state == "closed" and closed.answer == "hint" and closed.who == "ana@cockpit"
     assert events(layout, "problem.closed")[-1]["data"]["code"] == p.code
     with pytest.raises(UserError, match="already answered"):
-        problems.act(layout, p.code, "hint", "again")
+        answering.act(layout, p.code, "hint", "again")
 
 
 def test_skip_preview_lists_the_task_and_its_transitive_dependents(layout: RepoLayout) -> None:
     p = problems.open_problem(layout, "j1", "a", "gate_failed", "x", now=T0)
     # f is done already (cannot be cancelled); d does not depend on a
     assert problems.skip_preview(layout, p.code) == ["a", "b", "e", "c"]
-    data = problems.act(layout, p.code, "skip")
+    data = answering.act(layout, p.code, "skip")
     assert data["cancels"] == ["a", "b", "e", "c"]
     assert problems.consume_replies(layout)[0].cancels == ["a", "b", "e", "c"]
 
@@ -123,7 +123,7 @@ def test_same_setup_failure_in_two_tasks_holds_the_job_until_one_is_retried(layo
     assert holds.job_hold(layout, "j1") == sorted([a.code, b.code])
     assert events(layout, "problem.opened")[-1]["data"]["holds_job"] == sorted([a.code, b.code])
     assert holds.job_hold(layout, "j2") == []
-    problems.act(layout, b.code, "retry", now=T0 + timedelta(minutes=1))
+    answering.act(layout, b.code, "retry", now=T0 + timedelta(minutes=1))
     assert holds.job_hold(layout, "j1") == []
     # the retry did not fix it: failing alike again holds the job again
     problems.consume_replies(layout)
@@ -186,7 +186,7 @@ def test_a_summary_a_worker_wrote_reaches_a_terminal_without_its_escape_sequence
 
 def test_only_a_skip_cancels_tasks(layout: RepoLayout) -> None:
     p = problems.open_problem(layout, "j1", "a", "gate_failed", "x", now=T0)
-    data = problems.act(layout, p.code, "retry")
+    data = answering.act(layout, p.code, "retry")
     assert "cancels" not in data and "cancels" not in events(layout, "problem.answered")[-1]["data"]
     assert problems.consume_replies(layout)[0].cancels == []
 
@@ -216,10 +216,10 @@ def test_a_budget_retry_needs_the_cap_above_what_the_job_used(layout: RepoLayout
     p = problems.open_problem(layout, "j1", "a", "budget", "over budget", {"used_tokens": used}, now=T0)
     if refused:
         with pytest.raises(UserError, match=f"has used {used} tokens and budgets.job_tokens is still {cap}: raise it"):
-            problems.act(layout, p.code, "retry")
+            answering.act(layout, p.code, "retry")
         assert problems.get_problem(layout, p.code).pending is None
     else:
-        assert problems.act(layout, p.code, "retry")["reply"] == "retry"
+        assert answering.act(layout, p.code, "retry")["reply"] == "retry"
 
 
 def test_only_a_setup_failure_gets_a_fingerprint(layout: RepoLayout) -> None:
@@ -232,7 +232,7 @@ def test_a_budget_retry_without_a_recorded_use_is_not_refused(layout: RepoLayout
     layout.ai.mkdir(parents=True, exist_ok=True)
     layout.project_yaml.write_text('gates: {fast: "true", full: "true"}\nbudgets: {job_tokens: 1}\n')
     p = problems.open_problem(layout, "j1", "a", "budget", "over budget", now=T0)
-    assert problems.act(layout, p.code, "retry")["reply"] == "retry"
+    assert answering.act(layout, p.code, "retry")["reply"] == "retry"
 
 
 def test_a_closed_setup_problem_no_longer_holds_the_job(layout: RepoLayout) -> None:
@@ -240,7 +240,7 @@ def test_a_closed_setup_problem_no_longer_holds_the_job(layout: RepoLayout) -> N
     a = problems.open_problem(layout, "j1", "a", "setup_failed", "x", ev, now=T0)
     b = problems.open_problem(layout, "j1", "b", "setup_failed", "x", ev, now=T0)
     assert holds.job_hold(layout, "j1") == sorted([a.code, b.code])
-    problems.act(layout, b.code, "skip")
+    answering.act(layout, b.code, "skip")
     problems.consume_replies(layout)
     problems.close_problem(layout, b.code, "skipped")
     assert holds.job_hold(layout, "j1") == []
@@ -250,7 +250,7 @@ def test_a_retry_after_the_newest_failure_releases_every_sibling(layout: RepoLay
     ev = {"command": "npm ci", "output_tail": "npm ERR! missing /x"}
     codes = [problems.open_problem(layout, "j1", t, "setup_failed", "x", ev, now=T0).code for t in ("a", "b", "d")]
     assert holds.job_hold(layout, "j1") == sorted(codes)
-    problems.act(layout, codes[2], "retry", now=T0 + timedelta(minutes=1))
+    answering.act(layout, codes[2], "retry", now=T0 + timedelta(minutes=1))
     assert holds.job_hold(layout, "j1") == []  # the others failed before the retry: they wait for its outcome
 
 

@@ -15,7 +15,7 @@ from pilothouse.core import demo
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.state import store
 from pilothouse.core.state.events import EventLog
-from pilothouse.core.stops import problems
+from pilothouse.core.stops import answering, problems
 from pilothouse.core.supervisor import control as supervisor_ctl
 from pilothouse.core.supervisor.state import IllegalTransition, StateStore
 from support import no_bwrap_env
@@ -102,7 +102,7 @@ def test_stop_keeps_others_going_then_wait_exits_3_and_a_reply_finishes(tmp_path
         assert ("task 'one': kind: unknown kind 'WEIRD': use one of SAFE_PARALLEL, DEPENDENT, HOTSPOT, "
                 "CONTRACT_CHANGE, DECOUPLE, TEST_ONLY, RESEARCH") in spec
 
-        problems.act(layout, code, "skip")
+        answering.act(layout, code, "skip")
         w = cli("job", "wait", "demo", "--repo", str(layout.root), timeout=90)
         assert w.returncode == 0, w.stdout + w.stderr
     finally:
@@ -219,7 +219,7 @@ def test_abort_run_stops_the_task_until_the_operator_retries(tmp_path: Path, cli
     import time
 
     from pilothouse.core.state.events import EventTailer
-    from pilothouse.core.stops import problems
+    from pilothouse.core.stops import answering, problems
 
     scenario = tmp_path / "slow.yaml"
     scenario.write_text(SLOW_ONE)
@@ -253,7 +253,7 @@ def test_abort_run_stops_the_task_until_the_operator_retries(tmp_path: Path, cli
         conn = store.connect(layout.state_db, readonly=True)
         assert conn.execute("SELECT count(*) FROM runs WHERE role='builder'").fetchone()[0] == 1  # no rerun
         conn.close()
-        problems.act(layout, opened[0].code, "retry", who="test")
+        answering.act(layout, opened[0].code, "retry", who="test")
         w = cli("job", "wait", "demo", "--repo", str(layout.root), timeout=90)
         assert w.returncode == 0, w.stdout + w.stderr
     finally:
@@ -420,7 +420,7 @@ def test_a_failed_final_gate_waits_for_the_operator_and_retry_runs_it_again(tmp_
     assert "gate full in integration FAILED exit 1 (" in why.stdout, why.stdout
     _once(layout)
     assert full_gates() == 1  # not again by itself
-    problems.act(layout, problem.code, "retry")
+    answering.act(layout, problem.code, "retry")
     _once(layout)
     assert full_gates() == 2
     conn = store.connect(layout.state_db, readonly=True)
@@ -546,7 +546,7 @@ def test_a_retry_takes_the_operators_own_fix_through_the_gate_and_a_bad_checkout
     wt = Path(p.evidence["worktree"])
     # a checkout that is not the task's branch: the answer is given back, with why, and nothing moves
     _git(wt, "checkout", "-q", "--detach")
-    problems.act(layout, p.code, "retry")
+    answering.act(layout, p.code, "retry")
     _once(layout)
     [again] = problems.list_problems(layout, True, job="demo")
     assert again.code != p.code and again.kind == "merge_conflict" and again.replies == p.replies
@@ -556,7 +556,7 @@ def test_a_retry_takes_the_operators_own_fix_through_the_gate_and_a_bad_checkout
     subprocess.run(["git", "merge", "-q", "pilothouse/integration/demo"], cwd=wt, capture_output=True)
     (wt / "shared.txt").write_text("from one\nfrom two\n")
     _git(wt, "commit", "-qam", "operator: both lines")
-    problems.act(layout, again.code, "retry")
+    answering.act(layout, again.code, "retry")
     _once(layout)
     assert problems.list_problems(layout, True, job="demo") == []
     events = [json.loads(line) for line in layout.events.read_text().splitlines()]
@@ -586,7 +586,7 @@ def test_no_git_identity_is_one_line_setup_failure_and_retry_commits_the_builder
     # gated and merged, with no second builder run on top of it
     _git(layout.root, "config", "user.name", "Operator")
     _git(layout.root, "config", "user.email", "op@example.invalid")
-    problems.act(layout, p.code, "retry")
+    answering.act(layout, p.code, "retry")
     _once(layout)
     assert problems.list_problems(layout, True, job="demo") == []
     events = [json.loads(line) for line in layout.events.read_text().splitlines()]

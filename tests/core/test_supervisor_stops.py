@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 from pilothouse.core import demo
 from pilothouse.core.records.layout import RepoLayout
-from pilothouse.core.stops import problems
+from pilothouse.core.stops import answering, problems
 
 NOTHING = """
 name: does-nothing
@@ -72,7 +72,7 @@ def test_a_builder_that_never_left_its_base_is_no_change_after_a_hint_and_offers
     assert (finished["data"]["verdict"], finished["data"]["reason"]) == ("empty", claim)
     why = cli("why", "one", cwd=layout.root)
     assert why.returncode == 0 and "builder empty" in why.stdout and claim in why.stdout, why.stdout
-    problems.act(layout, p.code, "hint", "write one.txt this time")
+    answering.act(layout, p.code, "hint", "write one.txt this time")
     _once(layout)
     [again] = problems.list_problems(layout, True, job="demo")
     # before: `unchanged_resubmission` of the base commit, offering accept
@@ -124,7 +124,7 @@ def test_repeated_invalid_plans_point_to_defining_tasks_by_hand_which_closes_the
     _once(layout)
     [first] = problems.list_problems(layout, True, job="demo")
     assert first.kind == "plan_invalid" and "task define" not in first.summary
-    problems.act(layout, first.code, "retry")
+    answering.act(layout, first.code, "retry")
     _once(layout)
     [second] = problems.list_problems(layout, True, job="demo")
     assert second.kind == "plan_invalid" and second.code != first.code

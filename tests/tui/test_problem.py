@@ -32,7 +32,7 @@ async def test_dialog_shows_its_reply_keys_at_80x24(cockpit_repo, make_app, wait
 
 
 async def test_problem_dialog_answered_elsewhere_drops_its_keys(cockpit_repo, make_app, wait_for) -> None:
-    from pilothouse.core.stops import problems
+    from pilothouse.core.stops import answering
     from pilothouse.tui.screens.problem import ProblemDialog
 
     app = make_app(cockpit_repo, live=True)
@@ -42,7 +42,7 @@ async def test_problem_dialog_answered_elsewhere_drops_its_keys(cockpit_repo, ma
         await wait_for(pilot, lambda: isinstance(app.screen, ProblemDialog))
         dialog = app.screen
         assert shown(app, "dialog.retry")
-        problems.act(cockpit_repo, "KTRWMB", "accept", who="someone@cli")
+        answering.act(cockpit_repo, "KTRWMB", "accept", who="someone@cli")
         await wait_for(pilot, lambda: not shown(app, "dialog.retry"))
         assert dialog.answered == "accept"
         assert "answered (accept) elsewhere" in str(dialog.query_one("#dialog-keys").render())

@@ -72,8 +72,9 @@ def test_affected_names_only_what_changed() -> None:
 
 def test_a_closed_problem_reads_its_reply_and_waiting_answers_come_in_one_query(cockpit_repo) -> None:
     """The cockpit reads problems as core does: the answer is the reply, not its stored JSON."""
+    from pilothouse.core.stops import answering
     from pilothouse.core.stops import problems as core_problems
-    core_problems.act(cockpit_repo, "KTRWMB", "retry", who="someone@cli")
+    answering.act(cockpit_repo, "KTRWMB", "retry", who="someone@cli")
     q = Queries(cockpit_repo)
     assert [(c, r.reply) for c, r in q.waiting_answers().items()] == [("KTRWMB", "retry")]
     [taken] = core_problems.consume_replies(cockpit_repo)  # what the supervisor does, then closes it

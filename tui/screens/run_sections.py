@@ -106,19 +106,20 @@ def findings_text(runs: list[RunRow], events: list[dict[str, Any]]) -> Text:
 
 
 def diff_stat(layout: RepoLayout, task: TaskRow) -> str:
-    """The branch's diff stat against the integration branch (core.worktrees), read-only."""
-    from pilothouse.core.git import worktrees
+    """The branch's diff stat against the integration branch (core/git/checkout.py), read-only."""
+    from pilothouse.core.git import checkout
+    from pilothouse.core.git.worktrees import SAFE_GIT
     from pilothouse.core.records import project
 
     # where its worktree started, else its job's integration line
     base = task.base or f"{project.load_project(layout).integration_branch}/{task.job}"
     if task.worktree and Path(task.worktree).exists():
-        stat = worktrees.diff_stat(task.worktree, base)
+        stat = checkout.diff_stat(task.worktree, base)
         return str(stat.get("text") or "no changes yet")
     if not task.branch:
         return "no branch yet"
     # the worktree is gone (merged, cleaned up): the branch still tells
-    proc = subprocess.run([*worktrees.SAFE_GIT, "diff", "--shortstat", f"{base}...{task.branch}"], cwd=layout.root,
+    proc = subprocess.run([*SAFE_GIT, "diff", "--shortstat", f"{base}...{task.branch}"], cwd=layout.root,
                           capture_output=True, text=True, timeout=10)
     return proc.stdout.strip() or proc.stderr.strip() or "no changes"
 

@@ -163,7 +163,31 @@ def _say_where(args: argparse.Namespace, mode: str | None = None, workdir: str |
         print(f"pilothouse: {note}", file=sys.stderr)
 
 
+def _end_with_parent() -> None:
+    """A dispatch started by a cluster node's actor is a session of its own (so a cancel can signal
+    its whole group). Ray's raylet ends a dead worker's children where it can act as their
+    subreaper; this holds without that: when the actor dies the kernel sends the dispatch SIGTERM (it
+    aborts its worker and still answers), and a parent gone before this point ends it here."""
+    import os
+    import signal
+
+    from pilothouse.core.dispatch.prepare import PARENT_ENV
+
+    parent = os.environ.pop(PARENT_ENV, "")
+    if not parent.isdigit():
+        return
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != int(parent):
+        raise SystemExit("pilothouse dispatch: the node's actor that started it is gone; nothing was run")
+
+
 def cmd_dispatch(args: argparse.Namespace) -> int:
+    _end_with_parent()
     _say_where(args)
     _dispatch(_options(args))
     return 0

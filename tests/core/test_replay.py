@@ -1,0 +1,188 @@
+"""A job played back from its event log (core/queries/replay.py): the demo job and a job whose gate
+failed twice, stopped, and was fixed by hand, both run for real on the simulator; any moment, reached
+forwards or backwards, is the fold of the events up to it from scratch."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pilothouse.core.queries import replay as replay_mod
+from pilothouse.core.queries.replay import Replay
+from pilothouse.core.queries.timeline import Timeline, TimelineFold
+from pilothouse.core.state.events import EventTailer
+from support import isolated_env, run_cli
+
+Run = Callable[..., Any]
+
+
+def _runner(base: Path) -> Run:
+    env = isolated_env(base)
+    return lambda *args, **kw: run_cli(*args, env=env, **kw)
+
+
+@pytest.fixture(scope="module")
+def demo_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.mktemp("demo")
+    r = _runner(base)("demo", "--follow", "--dir", str(base / "repo"), timeout=900)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    return base / "repo"
+
+
+@pytest.fixture(scope="module")
+def stopped_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The gate fails twice, the job stops on a problem, the operator fixes the file and retries."""
+    base = tmp_path_factory.mktemp("stop")
+    cli, root = _runner(base), base / "repo"
+    try:
+        r = cli("demo", "--follow", "--dir", str(root), "--scenario", "gate-fails-twice", timeout=900)
+        assert r.returncode == 3, r.stdout[-2000:] + r.stderr[-2000:]
+        wt = Path(json.loads(cli("problem", "list", "--json", cwd=root).stdout)[0]["evidence"]["worktree"])
+        (wt / "textkit/slugify.py").write_text(
+            "import unicodedata\n\n\ndef slugify(text: str) -> str:\n"
+            "    folded = unicodedata.normalize('NFKD', text).encode('ascii', 'ignore').decode('ascii')\n"
+            "    return '-'.join(folded.lower().split())\n")
+        assert cli("task", "retry", "add-slugify", cwd=root).returncode == 0
+        done = cli("job", "wait", "demo", "--timeout", "300", cwd=root)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    finally:
+        cli("job", "stop", "--repo", str(root), timeout=30)
+    return root
+
+
+def _log(root: Path) -> Path:
+    return root / ".ai/runtime/events.jsonl"
+
+
+def _copied(root: Path, dest: Path) -> Path:
+    """The log alone, as it would arrive from another machine: no state.db, no index, no records."""
+    (dest / ".ai/runtime").mkdir(parents=True)
+    shutil.copy(_log(root), dest / ".ai/runtime/events.jsonl")
+    return dest / ".ai/runtime/events.jsonl"
+
+
+def _events(path: Path) -> list[dict[str, Any]]:
+    return [e for e in EventTailer(path).read_new() if e.get("job") == "demo"]
+
+
+def _stamp(ev: dict[str, Any]) -> datetime:
+    return datetime.fromisoformat(ev["ts"])
+
+
+def from_scratch(path: Path, t: datetime, by: str = "slot") -> Timeline:
+    """The state at t the slow way: every event of the log read and the ones up to t folded anew."""
+    upto = [e for e in _events(path) if _stamp(e) <= t]
+    return TimelineFold("demo").extend(upto).snapshot("task" if by == "task" else "slot").model_copy(
+        update={"end": t})
+
+
+def _moments(path: Path) -> st.SearchStrategy[datetime]:
+    """Any instant around the job, and especially the instants its events were stamped at (a moment is a
+    millisecond: the edges are where an off-by-one would show)."""
+    stamps = sorted({_stamp(e) for e in _events(path)})
+    lo, hi = stamps[0] - timedelta(seconds=2), stamps[-1] + timedelta(seconds=2)
+    return st.one_of(st.sampled_from(stamps), st.sampled_from(stamps).map(lambda s: s - timedelta(microseconds=1)),
+                     st.datetimes(min_value=lo.replace(tzinfo=None), max_value=hi.replace(tzinfo=None)).map(
+                         lambda d: d.replace(tzinfo=UTC)))
+
+
+def _seeks_agree(path: Path) -> None:
+    @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(st.data())
+    def check(data: st.DataObject) -> None:
+        player = Replay(path, "demo")
+        for t in data.draw(st.lists(_moments(path), min_size=1, max_size=6), label="moments"):
+            by = data.draw(st.sampled_from(["slot", "task"]), label="by")
+            got = player.at(t, by=by)
+            assert got.end == t
+            assert got.model_dump() == from_scratch(path, t, by).model_dump(), (t, by)
+
+    check()
+
+
+@pytest.mark.parametrize("every", [3, 256])
+def test_any_moment_forwards_or_backwards_is_the_fold_from_scratch_up_to_it(
+        demo_root: Path, stopped_root: Path, monkeypatch: pytest.MonkeyPatch, every: int) -> None:
+    # a fold kept every 3 events: the demo's few dozen make many kept folds, every seek starts from one
+    monkeypatch.setattr(replay_mod, "EVERY", every)
+    for root in (demo_root, stopped_root):
+        _seeks_agree(_log(root))
+
+
+def test_the_end_of_a_replay_is_the_whole_timeline_and_the_start_shows_the_job_created(demo_root: Path) -> None:
+    from pilothouse.core.queries import timeline
+
+    player = Replay(_log(demo_root), "demo")
+    events = _events(_log(demo_root))
+    assert (player.start, player.end) == (_stamp(events[0]), _stamp(events[-1]))
+    whole = timeline.read(_log(demo_root), "demo")
+    assert player.at(player.end).model_dump() == whole.model_copy(update={"end": player.end}).model_dump()
+    first = player.at(player.start)
+    assert first.state == "created" and not first.tasks and not first.runs
+    before = player.at(player.start - timedelta(seconds=1))
+    assert (before.state, before.seq, before.lanes) == ("created", 0, [])
+
+
+def test_a_stopped_job_shows_its_problem_open_while_it_waited_and_the_jumps_land_on_each_failure(
+        stopped_root: Path) -> None:
+    player = Replay(_log(stopped_root), "demo")
+    jumps, t = [], player.start
+    assert t is not None
+    while (mark := player.next_mark(t)) is not None:
+        jumps.append(mark)
+        t = mark.at
+    assert [m.kind for m in jumps] == ["gate_failed", "gate_failed", "problem_opened", "merge"]
+    assert [m.kind for m in [player.prev_mark(jumps[-1].at), player.prev_mark(jumps[1].at)]] == [
+        "problem_opened", "gate_failed"]
+    assert player.prev_mark(jumps[0].at) is None and player.next_mark(jumps[-1].at) is None
+    answered = player.next_mark(jumps[2].at, kinds={"problem_answered"})
+    assert answered is not None and answered.text.startswith(jumps[2].text.split()[0])
+    waiting = player.at(jumps[2].at + (answered.at - jumps[2].at) / 2)
+    [problem] = waiting.problems
+    assert problem.answered is None and waiting.state == "blocked"
+    assert [(b.task, b.state) for lane in waiting.lanes for b in lane.bars if b.end is None] == [
+        ("add-slugify", "waiting_operator")]
+    after = player.at(answered.at)
+    assert after.problems[0].reply == "retry" and after.problems[0].answered == answered.at
+
+
+def test_the_events_until_a_moment_are_the_jobs_last_lines_of_every_type_read_through_the_index(
+        demo_root: Path, tmp_path: Path) -> None:
+    for path in (_log(demo_root), _copied(demo_root, tmp_path / "elsewhere")):
+        events = _events(path)
+        player = Replay(path, "demo")
+        for cut in (0, 5, len(events) // 2, len(events) - 1):
+            t = _stamp(events[cut])
+            want = [e for e in events if _stamp(e) <= t]
+            assert player.events_until(t, last=7) == want[-7:]
+            assert player.events_until(t, last=1000) == want
+        assert player.events_until(_stamp(events[0]) - timedelta(seconds=1)) == []
+        assert {e["type"] for e in player.events_until(player.end or t, last=1000)} >= {"run.activity", "run.usage"}
+    assert (tmp_path / "elsewhere/.ai/runtime/events.index.db").exists()  # the copy made its own index
+    assert not (tmp_path / "elsewhere/.ai/state.db").exists()
+
+
+def test_refresh_folds_what_a_running_job_appended_and_says_whether_anything_came(
+        stopped_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(replay_mod, "EVERY", 4)
+    lines = _log(stopped_root).read_bytes().splitlines(keepends=True)
+    growing = tmp_path / ".ai/runtime/events.jsonl"
+    growing.parent.mkdir(parents=True)
+    growing.write_bytes(b"".join(lines[:10]))
+    player = Replay(growing, "demo")
+    for at in range(10, len(lines), 17):
+        with open(growing, "ab") as fh:
+            fh.write(b"".join(lines[at:at + 17]))
+        assert player.refresh() is any(json.loads(line).get("job") == "demo" for line in lines[at:at + 17])
+        assert player.refresh() is False
+        end = player.end
+        assert end is not None
+        assert player.at(end).model_dump() == from_scratch(growing, end).model_dump()
+    assert player.at(player.end or end).model_dump() == Replay(_log(stopped_root), "demo").at(end).model_dump()
