@@ -74,6 +74,7 @@ class CockpitApp(ActionsMixin, FixMixin, App[None]):
         self.collector = Collector()
         self._keys = KeyGate(self)
         self.on_batch: Callable[[list[dict[str, Any]]], None] | None = None  # bench/test hook
+        self.first_screen: Callable[[], Screen[Any]] | None = None  # opened over the dashboard at once (replay)
         from pilothouse.tui import config
 
         conf = config.load(self.available_themes, binding_scopes)  # the operator's theme and keys
@@ -149,6 +150,8 @@ class CockpitApp(ActionsMixin, FixMixin, App[None]):
         """Called by the dashboard once its panels exist."""
         if self.layout is not None:
             self.open_repo(self.layout)
+            if self.first_screen is not None:
+                self.push_screen(self.first_screen())
         elif self.repos:
             from pilothouse.tui.screens.picker import RepoPicker
 

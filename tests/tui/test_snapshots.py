@@ -156,6 +156,24 @@ def test_timeline_by_task(snap_compare, demo_repo, make_app, wait_for, size) -> 
 
 
 @pytest.mark.parametrize("size", SIZES)
+def test_timeline_replay_at_a_moment(snap_compare, demo_repo, wait_for, size) -> None:
+    # `pilothouse replay demo --at +5.3s`: add-wordcount just merged, add-titlecase building again
+    from datetime import timedelta
+
+    from cockpit_support import T0, frozen_clock
+    from pilothouse.tui.replay import replay_app
+
+    async def run_before(pilot) -> None:
+        await wait_for(pilot, lambda: getattr(pilot.app.screen, "loaded", False)
+                       and pilot.app.screen.events_moment == pilot.app.screen.moment)
+        await pilot.press("b")  # by task
+        await wait_for(pilot, lambda: pilot.app.screen.events_moment == pilot.app.screen.moment)
+
+    app = replay_app(demo_repo, "demo", T0 + timedelta(seconds=5.3), 10.0, clock=frozen_clock, live=False)
+    assert snap_compare(app, run_before=run_before, terminal_size=size)
+
+
+@pytest.mark.parametrize("size", SIZES)
 def test_settings(snap_compare, cockpit_repo, make_app, size) -> None:
     # C: every choice of .ai/project.yaml (dim: a default the file leaves) and when a change applies
     assert snap_compare(make_app(cockpit_repo), press=["C"], terminal_size=size)

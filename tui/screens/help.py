@@ -62,6 +62,14 @@ TIMELINE_HELP = {
     "timeline.lanes": "lanes per worker slot, or per task",
     "timeline.zoom_in": "zoom in (the chart scrolls with the cursor)",
     "timeline.zoom_out": "zoom out, down to the whole job",
+    "timeline.replay": "replay: the job as it stood at a moment (← → move the moment), and back",
+    "replay.play": "replay: play or pause",
+    "replay.slower": "replay: slower (1× 10× 60× 600× the job's time)",
+    "replay.faster": "replay: faster",
+    "replay.next": "replay: to the next problem, failed gate or merge",
+    "replay.prev": "replay: to the previous one",
+    "replay.start": "replay: to the job's first event",
+    "replay.end": "replay: to its last",
 }
 DETAIL_HELP = {
     "detail.back": "back to the dashboard (q goes back on every screen but the dashboard)",

@@ -4,19 +4,23 @@ or per task, with the problems, answers, gate failures, merges and quota waits o
 The log is read once, in a thread (a big job's screen appears at once and fills in), into a kept
 `TimelineFold` (core/queries/timeline.py); live events are folded into it one by one and the chart
 is drawn again once per burst. enter on a bar opens its run's detail, as enter on a task does.
+`R` turns it into a replay of the job (timeline_replay.py).
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from pilothouse.core.queries.timeline_model import STATE_WORDS, TYPES, Bar, Timeline
 from pilothouse.tui import format as fmt
+from pilothouse.tui.screens.timeline_replay import ReplayMixin
 from pilothouse.tui.widgets.footer import SteadyFooter
 from pilothouse.tui.widgets.timeline import MARK_WORDS, MARKS, ZOOMS, TimelineChart, bar_end, legend, span_of
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Static
 
@@ -44,7 +48,8 @@ def describe(bar: Bar | None, tl: Timeline, now: Any = None) -> Text:
     if bar is None:
         return Text("no bar here", style="dim")
     span = span_of(tl, now)
-    out = Text(bar.task or "(job)", style="bold")
+    out = Text()
+    out.append(bar.task or "(job)", style="bold")
     length = (bar_end(bar, span) - bar.start.timestamp()) if span is not None else 0.0
     out.append(f" · {STATE_WORDS[bar.state]} {seconds_text(length)}" + (" so far" if bar.end is None else ""))
     if bar.usage is not None:  # what a narrow terminal cuts last: the figures, then who, then which run
@@ -70,7 +75,11 @@ def describe(bar: Bar | None, tl: Timeline, now: Any = None) -> Text:
     return out
 
 
-class TimelineScreen(Screen[None]):
+# the keys of replay mode only: offered (and shown in the footer) while it is on
+_REPLAY_ACTIONS = {"play", "speed", "jump", "edge", "scrub"}
+
+
+class TimelineScreen(ReplayMixin, Screen[None]):
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
     BINDINGS = [
         Binding("escape,q", "app.pop_screen", "Back", id="timeline.back"),
@@ -80,13 +89,27 @@ class TimelineScreen(Screen[None]):
         Binding("up,k", "lane(-1)", "Lane up", show=False, id="timeline.up"),
         Binding("down,j", "lane(1)", "Lane down", show=False, id="timeline.down"),
         Binding("b", "toggle_lanes", "By task/slot", id="timeline.lanes"),
-        Binding("plus,equals_sign", "zoom(1)", "Zoom in", id="timeline.zoom_in"),
-        Binding("minus", "zoom(-1)", "Zoom out", id="timeline.zoom_out"),
+        Binding("plus,equals_sign", "zoom(1)", "Zoom", id="timeline.zoom_in"),
+        Binding("minus", "zoom(-1)", "Zoom out", show=False, id="timeline.zoom_out"),
+        Binding("R", "replay", "Replay", id="timeline.replay"),
+        Binding("space", "play", "Play/pause", id="replay.play"),
+        Binding("left_square_bracket", "speed(-1)", "Slower", id="replay.slower"),
+        Binding("right_square_bracket", "speed(1)", "Faster", id="replay.faster"),
+        Binding("n", "jump(1)", "Next mark", id="replay.next"),
+        Binding("N", "jump(-1)", "Prev mark", show=False, id="replay.prev"),
+        Binding("home", "edge(0)", "Start", show=False, id="replay.start"),
+        Binding("end", "edge(1)", "End", show=False, id="replay.end"),
+        Binding("shift+left", "scrub(-10)", "Back 10", show=False, id="replay.back"),
+        Binding("shift+right", "scrub(10)", "On 10", show=False, id="replay.on"),
     ]
 
-    def __init__(self, job: str, by: Literal["slot", "task"] = "slot") -> None:
+    def __init__(self, job: str, by: Literal["slot", "task"] = "slot", replay: bool = False,
+                 at: datetime | None = None, speed: float = 10.0) -> None:
         super().__init__()
         self.job = job
+        self.replaying = replay
+        self._replay_from = at
+        self.init_replay(speed)
         self.by: Literal["slot", "task"] = by
         self.fold: TimelineFold | None = None
         self.failed: str | None = None
@@ -105,19 +128,28 @@ class TimelineScreen(Screen[None]):
 
     @property
     def loaded(self) -> bool:
+        if self.replaying:
+            return self.moment is not None
         return self.fold is not None
 
     def compose(self) -> ComposeResult:
         yield Static(id="timeline-head")
         yield TimelineChart(id="timeline-chart")
         yield Static(id="timeline-info")
+        with Horizontal(id="replay-panel"):
+            yield Static(id="replay-tasks")
+            yield Static(id="replay-events")
         yield Static(id="timeline-legend")
         yield SteadyFooter()
 
     def on_mount(self) -> None:
         self.query_one("#timeline-legend", Static).update(legend())
-        self._head()
-        self._read()
+        self.query_one("#replay-panel").display = self.replaying
+        self.refresh_head()
+        if self.replaying:
+            self.read_player(self._replay_from)
+        else:
+            self._read()
         self.set_interval(1, self._tick)
 
     def _read(self) -> None:
@@ -141,7 +173,7 @@ class TimelineScreen(Screen[None]):
 
     def _read_failed(self, why: str) -> None:
         self.failed = why
-        self._head()
+        self.refresh_head()
 
     def _loaded(self, fold: TimelineFold) -> None:
         if not self.is_attached:
@@ -149,7 +181,8 @@ class TimelineScreen(Screen[None]):
         fold.extend(e for e in self._early if int(e.get("seq") or 0) > fold.seq)
         self._early = []
         self.fold = fold
-        self.redraw()
+        if not self.replaying:
+            self.redraw()
 
     # --- live -----------------------------------------------------------------------------------
 
@@ -159,10 +192,11 @@ class TimelineScreen(Screen[None]):
             return
         if self.fold is None:
             self._early.extend(mine)
-            return
-        seen = self.fold.seq
-        self.fold.extend(e for e in mine if int(e.get("seq") or 0) > seen)
-        self.redraw_soon()
+        else:
+            seen = self.fold.seq
+            self.fold.extend(e for e in mine if int(e.get("seq") or 0) > seen)
+        if self.fold is not None or self.replaying:
+            self.redraw_soon()
 
     def redraw_soon(self) -> None:
         """One redraw after the current burst of events, however many it held."""
@@ -172,18 +206,25 @@ class TimelineScreen(Screen[None]):
 
     def _redraw_now(self) -> None:
         self._redraw_pending = False
-        if self.is_attached:
+        if not self.is_attached:
+            return
+        if self.replaying:
+            self.refresh_replay_events()  # the player reads on from its offset: the same kind of fold
+        else:
             self.redraw()
 
     def _tick(self) -> None:
         tl = self.timeline
-        if tl is not None and tl.state not in FINAL and self.is_current:
+        if tl is not None and tl.state not in FINAL and self.is_current and not self.replaying:
             self._show(tl)  # a running job's right end is now: it moves on between events
 
     def now(self, tl: Timeline) -> Any:
         return None if tl.state in FINAL else self.cockpit.clock()
 
     def redraw(self) -> None:
+        if self.replaying:
+            self.draw_moment()
+            return
         if self.fold is None:
             return
         self.redraws += 1
@@ -192,13 +233,18 @@ class TimelineScreen(Screen[None]):
     def _show(self, tl: Timeline) -> None:
         self.timeline = tl
         self.chart.show(tl, self.now(tl))
-        self._head()
-        self._info()
+        self.refresh_head()
+        self.refresh_info()
 
     # --- the lines around the chart -----------------------------------------------------------------
 
-    def _head(self) -> None:
-        out = Text("timeline", style="bold") + Text(f" · {self.job}")
+    def refresh_head(self) -> None:
+        if self.replaying and not self.failed:
+            self.query_one("#timeline-head", Static).update(self.replay_head())
+            return
+        out = Text()
+        out.append("timeline", style="bold")
+        out.append(f" · {self.job}")
         tl = self.timeline
         if self.failed:
             out.append(f" · the log could not be read: {self.failed}", style="bold red")
@@ -207,7 +253,7 @@ class TimelineScreen(Screen[None]):
         else:
             span = span_of(tl, self.now(tl))
             out.append(" · ")
-            out += fmt.state_text(tl.state)
+            out.append_text(fmt.state_text(tl.state))
             if span is not None:
                 out.append(f" · {seconds_text(span.seconds)}")
             out.append(f" · {len(tl.tasks)} tasks · {fmt.tokens(tl.tokens, tl.usage)} tokens")
@@ -217,28 +263,83 @@ class TimelineScreen(Screen[None]):
                 out.append(f" · zoom {zoom}×")
         self.query_one("#timeline-head", Static).update(out)
 
-    def _info(self) -> None:
+    def refresh_info(self) -> None:
         tl = self.timeline
         if tl is not None:
-            self.query_one("#timeline-info", Static).update(describe(self.chart.current, tl, self.now(tl)))
+            now = None if self.replaying else self.now(tl)
+            self.query_one("#timeline-info", Static).update(describe(self.chart.current, tl, now))
 
     # --- keys -----------------------------------------------------------------------------------
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in _REPLAY_ACTIONS:
+            return self.replaying
+        return True
+
     def action_move(self, step: int) -> None:
+        if self.replaying:
+            self.scrub(step)  # along the time: the chart follows the moment
+            return
         self.chart.move(step)
-        self._info()
+        self.refresh_info()
 
     def action_lane(self, step: int) -> None:
         self.chart.move_lane(step)
-        self._info()
+        if self.replaying and self.moment is not None:
+            self.chart.snap(self.moment)
+        self.refresh_info()
 
     def action_zoom(self, step: int) -> None:
         self.chart.set_zoom(step)
-        self._head()
+        if self.replaying and self.moment is not None:
+            self.chart.snap(self.moment)
+        self.refresh_head()
 
     def action_toggle_lanes(self) -> None:
         self.by = "task" if self.by == "slot" else "slot"
         self.redraw()
+
+    def action_replay(self) -> None:
+        """Into replay mode at the cursor's bar, or back to the job as it is now."""
+        self.replaying = not self.replaying
+        self.query_one("#replay-panel").display = self.replaying
+        chart = self.chart
+        if self.replaying:
+            bar = chart.current
+            at = bar.start if bar is not None else None
+            if self.player is None:
+                self.read_player(at)
+            elif at is not None:
+                self.seek(at)
+        else:
+            self.pause()
+            chart.full, chart.moment = None, None
+            if self.fold is None:
+                self._read()
+            else:
+                self.redraw()
+        self.refresh_head()
+        self.refresh_bindings()
+
+    def action_play(self) -> None:
+        if self.playing:
+            self.pause()
+        else:
+            self.play()
+
+    def action_speed(self, step: int) -> None:
+        self.change_speed(step)
+
+    def action_jump(self, step: int) -> None:
+        self.jump(step)
+
+    def action_edge(self, end: int) -> None:
+        player = self.player
+        if player is not None and player.start is not None and player.end is not None:
+            self.seek(player.end if end else player.start)
+
+    def action_scrub(self, columns: int) -> None:
+        self.scrub(columns)
 
     def action_open_run(self) -> None:
         bar = self.chart.current

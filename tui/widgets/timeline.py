@@ -106,6 +106,7 @@ class TimelineChart(Widget):
         self.x0 = 0                          # the first chart column shown (scrolled by zoom)
         self.top = 0                         # the first lane shown
         self.moment: datetime | None = None  # replay's time cursor, drawn as a line down the chart
+        self.full: Span | None = None        # replay: the whole job's time, whatever moment is drawn
 
     # --- geometry -----------------------------------------------------------------------------
 
@@ -130,10 +131,21 @@ class TimelineChart(Widget):
     def column(self, t: float, span: Span) -> float:
         return (t - span.start) / self.per_column(span)
 
+    def span(self) -> Span | None:
+        tl = self.timeline
+        if self.full is not None:
+            return self.full
+        return span_of(tl, self.now) if tl is not None else None
+
     def cells(self, bar: Bar, span: Span) -> tuple[int, int]:
-        """The columns a bar covers: at least one, however short."""
+        """The columns a bar covers: at least one, however short. A bar still open ends at the picture's
+        moment: now, or in a replay the moment shown (the Timeline's end)."""
         c0 = min(int(self.column(bar.start.timestamp(), span)), self.columns() - 1)
-        c1 = int(round(self.column(bar_end(bar, span), span)))
+        if bar.end is None and self.full is not None and self.timeline is not None and self.timeline.end is not None:
+            end = self.timeline.end.timestamp()
+        else:
+            end = bar_end(bar, span)
+        c1 = int(round(self.column(end, span)))
         return c0, max(c0 + 1, min(c1, self.columns()))
 
     # --- the model and the cursor -------------------------------------------------------------
@@ -189,9 +201,25 @@ class TimelineChart(Widget):
         self._follow_cursor()
         self.refresh()
 
-    def set_zoom(self, step: int) -> None:
+    def snap(self, moment: datetime) -> None:
+        """Replay: the cursor on its lane's bar at `moment` (the last one begun by then)."""
         tl = self.timeline
-        span = span_of(tl, self.now) if tl is not None else None
+        if tl is None or not tl.lanes:
+            return
+        self.lane = min(self.lane, len(tl.lanes) - 1)
+        bars = tl.lanes[self.lane].bars
+        begun = [j for j, b in enumerate(bars) if b.start <= moment]
+        self.index = begun[-1] if begun else 0
+        span = self.span()
+        if span is not None:  # the moment in view, rather than the bar's start
+            col = int(self.column(moment.timestamp(), span))
+            if not self.x0 <= col < self.x0 + self.chart_width:
+                self.x0 = col - self.chart_width // 2
+            self._clamp()
+        self.refresh()
+
+    def set_zoom(self, step: int) -> None:
+        span = self.span()
         centre = None
         if span is not None:
             bar = self.current
@@ -218,8 +246,8 @@ class TimelineChart(Widget):
             self.top = self.lane
         elif self.lane >= self.top + self.lane_rows:
             self.top = self.lane - self.lane_rows + 1
-        bar, span = self.current, span_of(tl, self.now)
-        if bar is not None and span is not None:
+        bar, span = self.current, self.span()
+        if bar is not None and span is not None and self.moment is None:
             c0, c1 = self.cells(bar, span)
             if c0 < self.x0 or c0 >= self.x0 + self.chart_width:
                 self.x0 = c0 - self.chart_width // 4
@@ -234,10 +262,12 @@ class TimelineChart(Widget):
         tl = self.timeline
         if tl is None:
             return Text("reading the job's events…", style="dim")
-        span = span_of(tl, self.now)
-        if span is None or not tl.lanes:
+        span = self.span()
+        if span is None:
             return Text("nothing has happened in this job yet", style="dim")
         lines = self._axis(span)
+        if not tl.lanes:
+            lines.append(Text(" " * self.label_width + "no task had started yet", style="dim"))
         marks: dict[int, dict[int, Mark]] = {}
         for m in tl.marks:
             col = min(int(self.column(m.at.timestamp(), span)), self.columns() - 1)
@@ -281,8 +311,12 @@ class TimelineChart(Widget):
         more = ""
         if lanes > self.lane_rows:
             more = f"{self.top + 1}–{min(lanes, self.top + self.lane_rows)}/{lanes}"
-        return [head + Text("".join(labels), style="dim"),
-                Text(more.ljust(lw)[:lw], style="dim") + Text("".join(rule), style="dim")]
+        ruler = Text("".join(rule), style="dim")
+        if self.moment is not None:
+            col = int(self.column(self.moment.timestamp(), span)) - self.x0
+            if 0 <= col < w:
+                ruler = ruler[:col] + Text("▼", style="bold") + ruler[col + 1:]
+        return [head + Text("".join(labels), style="dim"), Text(more.ljust(lw)[:lw], style="dim") + ruler]
 
     def _lane(self, i: int, span: Span, marks: dict[int, Mark], moment: int | None) -> Text:
         tl = self.timeline
@@ -302,12 +336,12 @@ class TimelineChart(Widget):
         for c, m in marks.items():
             if self.x0 <= c < self.x0 + w:
                 cells[c - self.x0] = MARKS[m.kind]
-        if moment is not None and 0 <= moment < w and cells[moment][0] == " ":
+        if moment is not None and 0 <= moment < w:
             cells[moment] = ("│", "bold")
         label = lane.label
         label = label if len(label) < lw - 1 else label[:lw - 2] + "…"
-        out = Text(("▸ " if cursor else "  ") + label.ljust(lw - 2)[:lw - 2],
-                   style="bold" if cursor else "")
+        out = Text()
+        out.append(("▸ " if cursor else "  ") + label.ljust(lw - 2)[:lw - 2], style="bold" if cursor else "")
         for glyph, colour in cells:
             out.append(glyph, style=colour)
         if hit is not None:
