@@ -17,7 +17,8 @@ if TYPE_CHECKING:
     from pilothouse.tui.screens.detail import RunDetail
 
 # actions that need the dashboard to be the screen in front
-_DASHBOARD_ONLY = {"reply", "new_job", "edit_job", "abort_run", "supervisor", "ship", "usage", "settings"}
+_DASHBOARD_ONLY = {"reply", "new_job", "edit_job", "abort_run", "supervisor", "ship", "usage", "settings",
+                   "timeline"}
 
 
 def who() -> str:
@@ -53,7 +54,7 @@ class ActionsMixin:
             if problem is None or problem.code in dash.problems.pending:
                 return False  # no problem here, or its answer already waits for the supervisor
             return bool(parameters) and parameters[0] in problem.replies
-        if action == "edit_job":
+        if action in ("edit_job", "timeline"):
             return dash.selected_job is not None
         if action == "ship":
             job = dash.jobs.jobs.get(dash.selected_job or "")
@@ -173,13 +174,13 @@ class ActionsMixin:
         if not detail.is_running and app.is_running:
             app._register(app, detail)  # what push_screen does first (App._get_screen), without the push
 
-    def open_run_detail(self, job: str | None, task: str) -> None:
+    def open_run_detail(self, job: str | None, task: str, run: str | None = None) -> None:
         app = self._app()
         if not job:
             return
         detail = self.run_detail()
         if detail not in app.screen_stack:
-            detail.open(job, task)
+            detail.open(job, task, run)
             app.push_screen("run-detail")
 
     # --- jobs -----------------------------------------------------------------------------------
@@ -274,6 +275,14 @@ class ActionsMixin:
         app = self._app()
         if app.layout is not None:
             app.push_screen(UsageScreen(app.dashboard.selected_job))
+
+    def action_timeline(self) -> None:
+        from pilothouse.tui.screens.timeline import TimelineScreen
+
+        app = self._app()
+        job = app.dashboard.selected_job
+        if app.layout is not None and job is not None:
+            app.push_screen(TimelineScreen(job))
 
     def action_settings(self) -> None:
         from pilothouse.tui.screens.settings import SettingsScreen

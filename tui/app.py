@@ -359,6 +359,9 @@ class CockpitApp(ActionsMixin, FixMixin, App[None]):
                                 self.action_settings)
             yield SystemCommand("Usage", "Tokens and money per provider, job and task; each job's budget",
                                 self.action_usage)
+            if self.dashboard.selected_job is not None:
+                yield SystemCommand("Timeline", f"Job {self.dashboard.selected_job}'s story: who held which task "
+                                    "in which state, when; problems, gates, merges", self.action_timeline)
             # the ones that act on the dashboard's selection, offered only when there is one (as their
             # keys are); `screen` is the one the palette was opened on (app.screen is the palette now)
             if screen is self.screen_stack[0]:
@@ -388,6 +391,7 @@ def binding_scopes() -> list[tuple[str, tuple[type, ...]]]:
     from pilothouse.tui.screens.picker import RepoPicker
     from pilothouse.tui.screens.problem import ProblemDialog
     from pilothouse.tui.screens.settings import SettingsScreen
+    from pilothouse.tui.screens.timeline import TimelineScreen
     from pilothouse.tui.screens.usage import UsageScreen
     from pilothouse.tui.widgets.events import EventStream
     from pilothouse.tui.widgets.table import KeyedTable
@@ -395,7 +399,7 @@ def binding_scopes() -> list[tuple[str, tuple[type, ...]]]:
     return [("dashboard", (CockpitApp, Dashboard, KeyedTable)), ("dashboard", (CockpitApp, Dashboard, EventStream)),
             ("run detail", (RunDetail, KeyedTable)),
             ("problem dialog", (ProblemDialog,)), ("help", (HelpScreen,)), ("settings", (SettingsScreen, KeyedTable)),
-            ("usage", (UsageScreen, KeyedTable)), ("diff", (DiffScreen,)), ("gate log", (GateLog,)),
+            ("usage", (UsageScreen, KeyedTable)), ("timeline", (TimelineScreen,)), ("diff", (DiffScreen,)), ("gate log", (GateLog,)),
             ("new job", (JobForm,)), ("confirm", (ConfirmModal,)), ("words", (WordsModal,)), ("value", (ValueModal,)),
             ("pick", (PickModal,)),
             ("repository picker", (RepoPicker,)), ("password", (PasswordModal,))]

@@ -13,6 +13,7 @@ JOB_BINDINGS = [
     Binding("x", "abort_run", "Abort worker", id="run.abort"),
     Binding("P", "ship", "Ship", id="job.ship"),
     Binding("dollar_sign", "usage", "Usage", show=False, id="job.usage"),
+    Binding("T", "timeline", "Timeline", show=False, id="job.timeline"),
     Binding("C", "settings", "Settings", show=False, id="app.settings"),
     Binding("S", "supervisor", "Supervisor", id="supervisor.toggle"),
 ]

@@ -157,6 +157,14 @@ def cockpit_repo(monkeypatch: pytest.MonkeyPatch, isolated_home: Path) -> RepoLa
 
 
 @pytest.fixture
+def demo_repo(isolated_home: Path) -> RepoLayout:
+    """The demo job's recorded log (tests/tui/demo_log.py) in a repository whose store knows the job."""
+    from demo_log import demo_layout
+
+    return demo_layout(isolated_home / "projects" / "textkit")
+
+
+@pytest.fixture
 def ui_worktree(cockpit_repo: RepoLayout, tmp_path: Path) -> Path:
     """calendar-ui gets a real worktree on its own branch, one commit ahead of its base (`columns = 7`)."""
     from support import git

@@ -130,6 +130,31 @@ def test_usage(snap_compare, cockpit_repo, make_app, size) -> None:
     assert snap_compare(make_app(cockpit_repo), press=["dollar_sign"], terminal_size=size)
 
 
+def timeline_of(wait_for, *keys: str):
+    """T on the demo job, a wait for its log to be folded (in a worker), then `keys`."""
+
+    async def run_before(pilot) -> None:
+        await wait_for(pilot, lambda: pilot.app.dashboard.selected_job == "demo")
+        await pilot.press("T")
+        await wait_for(pilot, lambda: getattr(pilot.app.screen, "loaded", False))
+        await pilot.press(*keys)
+
+    return run_before
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_timeline_by_slot(snap_compare, demo_repo, make_app, wait_for, size) -> None:
+    # l: from the planner's bar to the first builder's, whose tokens and cost the line below says
+    assert snap_compare(make_app(demo_repo), run_before=timeline_of(wait_for, "l"), terminal_size=size)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_timeline_by_task(snap_compare, demo_repo, make_app, wait_for, size) -> None:
+    # b: a lane per task; j j j l l l l: add-titlecase's second review, then its merge (a mark on the line below)
+    assert snap_compare(make_app(demo_repo), run_before=timeline_of(wait_for, "b", "j", "j", "j", *"llllllll"),
+                        terminal_size=size)
+
+
 @pytest.mark.parametrize("size", SIZES)
 def test_settings(snap_compare, cockpit_repo, make_app, size) -> None:
     # C: every choice of .ai/project.yaml (dim: a default the file leaves) and when a change applies

@@ -79,15 +79,19 @@ class RunDetail(Screen[None]):
         self._task_row: TaskRow | None = None
         self._side_asked += 1  # a read for the task shown before is not drawn
         self.side_loaded = False  # gate, review and diff stat have been drawn once
+        self._want_run: str | None = None  # the run asked for (enter on a timeline bar)
 
-    def open(self, job: str, task: str) -> None:
-        """Show `task`. One instance serves every open (installed once, tui/actions.py): opening is a
-        content update, not a new screen whose widgets are built, styled and laid out again."""
+    def open(self, job: str, task: str, run: str | None = None) -> None:
+        """Show `task` (at `run`, else its current or last run). One instance serves every open
+        (installed once, tui/actions.py): opening is a content update, not a new screen whose widgets
+        are built, styled and laid out again."""
         self.job, self.task_id = job, task
         if not self.is_mounted:
+            self._want_run = run
             return  # on_mount draws it
         self._stop_follow()
         self._reset()
+        self._want_run = run
         log = self.query_one("#stream", RichLog)
         log.clear()
         log.auto_scroll = True
@@ -157,7 +161,8 @@ class RunDetail(Screen[None]):
                                     "tokens": fmt.tokens(r.tokens, r.usage)}))
         table.set_rows(rows)
         if self.run_id is None:
-            pick = task.run_id or (runs[-1].run_id if runs else None)
+            asked = self._want_run if any(r.run_id == self._want_run for r in runs) else None
+            pick = asked or task.run_id or (runs[-1].run_id if runs else None)
             if pick:
                 table.select_key(pick)
                 self.show_run(pick)

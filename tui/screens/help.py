@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from pilothouse.tui import keymap
 from pilothouse.tui.bindings import FIX_BINDINGS, JOB_BINDINGS, REPLY_BINDINGS
 from pilothouse.tui.screens.detail import RunDetail
+from pilothouse.tui.screens.timeline import TimelineScreen
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -47,6 +48,7 @@ JOB_HELP = {
     "supervisor.toggle": "start the supervisor, or stop it",
     "job.ship": "ship the selected accepted job onto the base branch (asks first)",
     "job.usage": "tokens and money per provider, job and task; each job's budget",
+    "job.timeline": "the selected job's timeline: lanes per slot or task, problems, gates, merges",
     "app.settings": "every setting of .ai/project.yaml; enter edits one (checked, comments kept)",
 }
 FIX_HELP = {
@@ -54,6 +56,12 @@ FIX_HELP = {
     "fix.edit": "$EDITOR on a file the task changed (never through a link)",
     "fix.diff": "the task's change against its base, file by file ([ ] to move)",
     "fix.gatelog": "every run of the task's gate, with search (/ n N, j k scroll)",
+}
+TIMELINE_HELP = {
+    "timeline.open": "the run detail of the bar under the cursor",
+    "timeline.lanes": "lanes per worker slot, or per task",
+    "timeline.zoom_in": "zoom in (the chart scrolls with the cursor)",
+    "timeline.zoom_out": "zoom out, down to the whole job",
 }
 DETAIL_HELP = {
     "detail.back": "back to the dashboard (q goes back on every screen but the dashboard)",
@@ -107,6 +115,10 @@ class HelpScreen(ModalScreen[None]):
             yield Static(_section("On a problem (Problems panel, or a stopped task)",
                                   _rows(REPLY_BINDINGS, {f"problem.{k}": v for k, v in REPLY_HELP.items()}, keys)))
             yield Static(_section("Jobs and workers", _rows(JOB_BINDINGS, JOB_HELP, keys)))
+            timeline = [b for b in TimelineScreen.BINDINGS if b.id in TIMELINE_HELP]
+            moves = " ".join(keys.get(i, "") for i in ("timeline.prev", "timeline.next", "timeline.up", "timeline.down"))
+            yield Static(_section("Timeline (T on a job)", [
+                (moves, "from bar to bar along a lane, from lane to lane"), *_rows(timeline, TIMELINE_HELP, keys)]))
             yield Static(_section("Fix in place (a task, a problem, a run detail)",
                                   _rows(FIX_BINDINGS, FIX_HELP, keys)))
             detail = [b for b in RunDetail.BINDINGS if b.id in DETAIL_HELP]
