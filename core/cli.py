@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 # Order is the order of `pilothouse --help`. Each module defines register(subparsers).
 GROUPS = (
-    "init", "jobs", "tasks", "supervise", "ship", "problems", "usage", "report", "models", "live", "view", "serve", "demo", "mcp",
+    "init", "jobs", "tasks", "supervise", "ship", "problems", "usage", "report", "replay", "models", "live", "view", "serve", "demo", "mcp",
     "dispatch", "providers", "keys", "notify", "status", "install", "sim", "confine", "maintain",
 )
 
@@ -26,7 +26,7 @@ GROUPS = (
 # commands one level up
 WORKER_GROUPS = frozenset({"dispatch", "providers", "keys", "notify", "install", "sim", "confine", "maintain"})
 # read-only reports on what jobs did live in core/commands/reports/
-REPORT_GROUPS = frozenset({"usage", "report"})
+REPORT_GROUPS = frozenset({"usage", "report", "replay"})
 
 
 def _package(group: str) -> str:

@@ -12,7 +12,8 @@ last transactions (OpenCode keeps its whole session in one).
 
 The files are the worker's: symlinks are never followed, only regular files are read, and the
 redacted copy replaces the file by rename (a hard link to a file elsewhere is replaced, never
-written through). A file that cannot be rewritten is removed.
+written through). A file that cannot be rewritten is removed, and so is one holding a key that is too
+big to rewrite in memory (over MAX_FILE_BYTES; it is searched to its end, a chunk at a time).
 """
 
 from __future__ import annotations
@@ -49,24 +50,38 @@ def scrub_tree(root: Path, redactor: Redactor, *, skip: frozenset[str] = frozens
     pattern = _pattern(redactor)
     if pattern is None or not root.is_dir() or root.is_symlink():
         return []
-    files = list(workerfs.walk(root, skip_names=skip, on_skip=on_skip, limit=MAX_FILE_BYTES))
+    span = max(len(form.encode("utf-8")) for form in redactor.forms)  # the longest a match can be
+    # every regular file, the big ones too: _scrub_file searches those to their end
+    files = list(workerfs.walk(root, skip_names=skip, on_skip=on_skip, limit=1 << 62))
     names = {f.rel for f in files}
     for f in files:
         if f.rel.endswith("-wal") and f.rel[:-4] in names:
             _checkpoint(root, f.rel[:-4])
     changed: list[str] = []
     for f in files:
-        if _scrub_file(root, f, pattern):
+        if _scrub_file(root, f, pattern, span):
             changed.append(f.rel)
     return changed
 
 
-def _scrub_file(root: Path, f: workerfs.FileAt, pattern: re.Pattern[bytes]) -> bool:
+def _scrub_file(root: Path, f: workerfs.FileAt, pattern: re.Pattern[bytes], span: int) -> bool:
     try:
-        entry = workerfs.read(root, f.rel, MAX_FILE_BYTES)
+        entry = workerfs.read(root, f.rel, MAX_FILE_BYTES, find=pattern, span=span)
     except OSError:
         return False
-    if entry.kind != "file" or entry.truncated or pattern.search(entry.data) is None:
+    if entry.kind != "file":
+        return False
+    if entry.truncated:
+        # too big to rewrite in memory: one that holds a key goes (a key left at rest is the one
+        # thing this must not do); one that holds none stays as it is
+        if pattern.search(entry.data) is None and not entry.found_past:
+            return False
+        try:
+            workerfs.remove(root, f.rel)
+        except OSError:
+            pass
+        return True
+    if pattern.search(entry.data) is None:
         return False
     data = scrub_bytes(entry.data, pattern)
     mode = stat.S_IMODE(f.mode) | 0o600

@@ -21,17 +21,19 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import BinaryIO, Literal
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: a name swapped for a FIFO since its lstat must not hang the open
 FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 READ_LIMIT = 256 << 20  # the most any host-side reader takes of one worker-written file
+_CHUNK = 1 << 20  # read(find=...) searches past the limit this much at a time
 
 
 class WorkerTreeError(OSError):
@@ -48,6 +50,7 @@ class TreeEntry:
     truncated: bool = False  # file: it holds more than `limit` bytes
     at: str = ""             # link/other: the path (relative to the root) that is one
     size: int = 0            # file: its whole size
+    found_past: bool = False  # file, truncated: read(find=...) found the pattern past `limit`
 
     def text(self) -> str:
         """The file's text (undecodable bytes replaced), or how a link or special file is shown."""
@@ -162,24 +165,28 @@ def open_dir(root_fd: int, rel: str) -> int:
 
 # --- reading -------------------------------------------------------------------------------------
 
-def read(root: Path | str, rel: Path | str, limit: int = READ_LIMIT) -> TreeEntry:
+def read(root: Path | str, rel: Path | str, limit: int = READ_LIMIT, *, find: re.Pattern[bytes] | None = None,
+         span: int = 0) -> TreeEntry:
     """`rel` under `root` without following any symlink, at most `limit` bytes.
 
     A link anywhere on the way (`README.md -> ~/.ssh/id_rsa`, `docs -> /`) comes back as a link
     with its target text; a FIFO or device as "other", never opened for reading; an absolute or
-    `..` path is refused (ValueError)."""
+    `..` path is refused (ValueError). `find`: for a file longer than `limit`, the rest is searched
+    for the pattern (whose matches are at most `span` bytes long) a chunk at a time, in the same
+    opened file (`found_past`)."""
     parts = _parts(rel)
     try:
         fd = open_root(root)
     except (FileNotFoundError, NotADirectoryError):
         return TreeEntry("missing")
     try:
-        return _read_at(fd, parts, limit)
+        return _read_at(fd, parts, limit, find, span)
     finally:
         _close(fd)
 
 
-def _read_at(fd: int, parts: tuple[str, ...], limit: int) -> TreeEntry:
+def _read_at(fd: int, parts: tuple[str, ...], limit: int, find: re.Pattern[bytes] | None = None,
+             span: int = 0) -> TreeEntry:
     own = False
     try:
         for i, name in enumerate(parts):
@@ -216,11 +223,24 @@ def _read_at(fd: int, parts: tuple[str, ...], limit: int) -> TreeEntry:
                 if not stat.S_ISREG(fst.st_mode):
                     return TreeEntry("other", at=here)
                 data = fh.read(limit + 1)
-            return TreeEntry("file", data[:limit], truncated=len(data) > limit, size=fst.st_size)
+                found = len(data) > limit and find is not None and _found_in_rest(fh, data, find, span)
+            return TreeEntry("file", data[:limit], truncated=len(data) > limit, size=fst.st_size, found_past=found)
         return TreeEntry("missing")
     finally:
         if own:
             _close(fd)
+
+
+def _found_in_rest(fh: BinaryIO, head: bytes, find: re.Pattern[bytes], span: int) -> bool:
+    """Whether `find` matches in what follows `head` in `fh` (a match may start inside head's last
+    `span` bytes: each chunk is searched with the tail of the one before)."""
+    tail = head[-span:] if span > 0 else b""
+    while chunk := fh.read(_CHUNK):
+        window = tail + chunk
+        if find.search(window) is not None:
+            return True
+        tail = window[-span:] if span > 0 else b""
+    return False
 
 
 read_in_tree = read  # the name the tree readers (gates, claims, the sim) have always used

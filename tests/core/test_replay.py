@@ -186,3 +186,101 @@ def test_refresh_folds_what_a_running_job_appended_and_says_whether_anything_cam
         assert end is not None
         assert player.at(end).model_dump() == from_scratch(growing, end).model_dump()
     assert player.at(player.end or end).model_dump() == Replay(_log(stopped_root), "demo").at(end).model_dump()
+
+
+# ------------------------------------------------------------ pilothouse replay JOB
+
+
+def _replay_json(root: Path, *args: str, repo: Path | None = None) -> dict[str, Any]:
+    r = run_cli("replay", "demo", "--json", *args, *(("--repo", str(repo)) if repo else ()), cwd=root)
+    assert r.returncode == 0 and not r.stderr, r.stderr
+    return json.loads(r.stdout)
+
+
+def _agrees(state: dict[str, Any], tl: Timeline) -> None:
+    assert (state["state"], state["seq"], state["tokens"], state["cost_usd"]) == (tl.state, tl.seq, tl.tokens,
+                                                                                  tl.cost_usd)
+    assert state["tasks"] == [t.model_dump(mode="json") for t in tl.tasks]
+    assert [r["run"] for r in state["runs_going"]] == [r.run for r in tl.runs if r.end is None]
+
+
+def test_replay_json_at_several_moments_is_the_fold_from_scratch_and_a_copied_ai_says_the_same(
+        demo_root: Path, stopped_root: Path, tmp_path: Path) -> None:
+    for root in (demo_root, stopped_root):
+        events = _events(_log(root))
+        copy = _copied(root, tmp_path / root.parent.name).parent.parent.parent
+        for cut in (3, len(events) // 3, len(events) // 2, len(events) - 1):
+            t = _stamp(events[cut])
+            state = _replay_json(root, "--at", events[cut]["ts"])
+            assert state["at"] == t.isoformat()
+            _agrees(state, from_scratch(_log(root), t))
+            assert state["last_events"][-1]["seq"] == max(e["seq"] for e in events if _stamp(e) <= t)
+            assert _replay_json(tmp_path, "--at", events[cut]["ts"], repo=copy) == state
+        start = _stamp(events[0])
+        assert _replay_json(root, "--at", "+2.5s")["at"] == (start + timedelta(seconds=2.5)).isoformat()
+        assert _replay_json(root)["state"] == _replay_json(root, "--at", "end")["state"] == "accepted"
+
+
+def test_replay_json_while_the_problem_was_open_shows_it_open_and_the_job_blocked(stopped_root: Path) -> None:
+    events = _events(_log(stopped_root))
+    opened = next(e for e in events if e["type"] == "problem.opened")
+    answered = next(e for e in events if e["type"] == "problem.answered")
+    waiting = _stamp(opened) + (_stamp(answered) - _stamp(opened)) / 2
+    state = _replay_json(stopped_root, "--at", waiting.isoformat())
+    assert state["state"] == "blocked"
+    assert [(p["code"], p["kind"], p["task"]) for p in state["problems_open"]] == [
+        (opened["data"]["code"], "gate_failed", "add-slugify")]
+    assert next(t for t in state["tasks"] if t["task"] == "add-slugify")["state"] == "stopped"
+    assert _replay_json(stopped_root, "--at", answered["ts"])["problems_open"] == []
+    text = run_cli("replay", "demo", "--at", waiting.isoformat(), cwd=stopped_root).stdout
+    assert "open problems:" in text and opened["data"]["code"] in text and "blocked" in text.splitlines()[0]
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (("nosuchjob",), "no events of a job named 'nosuchjob'"),
+    (("demo", "--at", "yesterday"), "replay --at 'yesterday': not a moment; give an ISO time"),
+    (("demo", "--at", "+5x"), "replay --at '+5x'"),
+    (("demo", "--speed", "0"), "replay --speed '0': give a number above 0"),
+    (("demo", "--speed", "fast"), "replay --speed 'fast'"),
+    (("demo", "--last", "-1"), "replay --last '-1': give a whole number"),
+])
+def test_bad_input_gets_one_line_naming_the_flag_and_the_fix(demo_root: Path, args: tuple[str, ...],
+                                                             words: str) -> None:
+    r = run_cli("replay", *args, cwd=demo_root)
+    assert r.returncode == 2 and not r.stdout
+    assert len(r.stderr.splitlines()) == 1 and words in r.stderr, r.stderr
+
+
+def test_a_moment_outside_the_job_is_clamped_to_its_edge_and_said_so(demo_root: Path) -> None:
+    r = run_cli("replay", "demo", "--json", "--at", "2001-01-01T00:00:00Z", cwd=demo_root)
+    assert r.returncode == 0 and len(r.stderr.splitlines()) == 1 and "is before the job" in r.stderr
+    assert json.loads(r.stdout)["at"] == _stamp(_events(_log(demo_root))[0]).isoformat()
+    r = run_cli("replay", "demo", "--json", "--at", "+10h", cwd=demo_root)
+    assert "is after the job" in r.stderr and json.loads(r.stdout)["state"] == "accepted"
+
+
+def test_on_a_terminal_without_a_replay_screen_it_says_so_in_one_line_and_prints_the_moment(demo_root: Path) -> None:
+    import importlib.util
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    if importlib.util.find_spec("pilothouse.tui.replay") is not None:
+        pytest.skip("this pilothouse has the interactive replay screen")
+    leader, follower = pty.openpty()
+    proc = subprocess.run([sys.executable, "-m", "pilothouse", "replay", "demo", "--at", "+3s"], cwd=demo_root,
+                          stdout=follower, stderr=subprocess.PIPE, text=True, timeout=120)
+    os.close(follower)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(leader)
+    assert proc.returncode == 0 and len(proc.stderr.splitlines()) == 1 and "no interactive replay" in proc.stderr
+    assert shown.decode().startswith("demo at ") and "(+3.0s of" in shown.decode()

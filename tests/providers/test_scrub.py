@@ -162,3 +162,26 @@ def test_a_nul_in_the_first_8192_bytes_makes_a_file_binary_and_a_read_only_file_
     assert (run / "binary").read_bytes() == b"a" * 8191 + b"\0" + b"*" * len(KEY)
     assert (run / "text").read_bytes() == b"a" * 8192 + b"\0" + REDACTED.encode()
     assert (run / "text").stat().st_mode & 0o777 == 0o600
+
+
+def test_a_file_too_big_to_rewrite_that_holds_a_key_anywhere_is_removed_and_one_without_is_kept(
+        tmp_path: Path) -> None:
+    # sparse files past the in-memory limit: the key sits past it, across the limit itself, and across
+    # the boundary between two of the chunks the rest is searched in
+    from pilothouse.providers.scrub import MAX_FILE_BYTES
+
+    run = tmp_path / "run"
+    run.mkdir()
+    key = KEY.encode()
+    spots = {"past": MAX_FILE_BYTES + 4096, "across-limit": MAX_FILE_BYTES - 5,
+             "across-chunks": MAX_FILE_BYTES + 1 + (1 << 20) - 7}
+    for name, at in spots.items():
+        with open(run / name, "wb") as fh:
+            fh.seek(at)
+            fh.write(key + b"\n")
+    with open(run / "clean", "wb") as fh:
+        fh.seek(MAX_FILE_BYTES + (3 << 20))
+        fh.write(b"nothing to hide\n")
+    assert sorted(scrub_tree(run, Redactor([KEY]))) == sorted(spots)
+    assert sorted(p.name for p in run.iterdir()) == ["clean"]
+    assert (run / "clean").stat().st_size == MAX_FILE_BYTES + (3 << 20) + 16

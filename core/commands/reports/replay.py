@@ -1,0 +1,181 @@
+"""CLI: `pilothouse replay JOB [--at TIME] [--json] [--last N] [--speed N]` — the job as it stood at a
+moment, from its event log alone (core/queries/replay.py), so a `.ai/` copied from another machine
+replays the same.
+
+`--json` and plain text print the state at TIME: the job's state, each task's, the problems open, the
+runs going, the last events, the tokens and cost of the runs finished by then. With a terminal on
+stdout and no `--json`, the cockpit's replay screen opens instead (`_interactive`), at TIME, playing
+at `--speed` (seconds of the job a second).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from pilothouse.core.commands._out import add_json_flag, emit_json
+
+TYPE_CHECKING = False  # typing costs ~2 ms on every command; annotations are strings here
+if TYPE_CHECKING:
+    from datetime import datetime
+    from typing import Any
+
+    from pilothouse.core.queries.replay import Replay
+
+_WHEN = ("an ISO time (2026-12-02T20:37:35Z; no zone means UTC), an offset from the job's first event "
+         "(+90s, +5m, +1h30m), 'start' or 'end'")
+
+
+def _checked(args: argparse.Namespace) -> None:
+    """--speed and --last, refused in one line each (argparse's own refusal is three, with the usage)."""
+    from pilothouse.providers.errors import UserError
+
+    try:
+        speed = float(args.speed)
+    except ValueError:
+        speed = float("nan")
+    if not 0 < speed < float("inf"):
+        raise UserError(f"replay --speed {args.speed!r}: give a number above 0 (seconds of the job a second), e.g. 10")
+    args.speed = speed
+    if not str(args.last).isdigit():
+        raise UserError(f"replay --last {args.last!r}: give a whole number of events, e.g. 20")
+    args.last = int(args.last)
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("replay", help="a job as it stood at any moment, played back from its event log",
+                       description="The job's state at a moment (each task's state, the problems open, the "
+                                   "runs going, the last events, tokens and cost so far), read from the event "
+                                   "log alone. On a terminal without --json it opens the cockpit's replay.")
+    p.add_argument("job", metavar="JOB", help="a job with events in this repository's log")
+    p.add_argument("--at", metavar="TIME", help=f"the moment: {_WHEN} (default: the end; on a terminal, the start)")
+    p.add_argument("--last", metavar="N", default="10", help="how many of the last events to print")
+    p.add_argument("--speed", metavar="N", default="10",
+                   help="playing speed on a terminal: seconds of the job a second")
+    p.add_argument("--repo", metavar="PATH", help="the repository (default: the one containing the current dir)")
+    add_json_flag(p)
+    p.set_defaults(func=cmd_replay)
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    _checked(args)
+    if not args.json and sys.stdout.isatty():
+        return _interactive(args)
+    return _print(args, *_open(args, default="end"))
+
+
+def _interactive(args: argparse.Namespace) -> int:
+    """The cockpit's replay screen (`pilothouse.tui.replay.run(layout, job, at, speed) -> int`); the text
+    of the moment where this version has no such screen."""
+    layout, player, at = _open(args, default="start")
+    import importlib
+
+    try:
+        # the one way from this command into the cockpit, taken only here (as `view` and `serve` do):
+        # by name, so the layers' check sees no core -> tui import and no other command loads Textual
+        screen = importlib.import_module("pilothouse.tui.replay")
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("pilothouse.tui.replay", "pilothouse.tui"):
+            raise
+        print("replay: this pilothouse has no interactive replay screen yet; printing the state at the moment "
+              "instead (--at picks it)", file=sys.stderr)
+        return _print(args, layout, player, at)
+    return int(screen.run(layout, args.job, at, args.speed))
+
+
+def _open(args: argparse.Namespace, default: str) -> tuple[Any, Replay, datetime]:
+    from pilothouse.core.commands.reports.report import _layout
+    from pilothouse.core.queries.replay import Replay
+    from pilothouse.core.state.event_index import EventLookup
+    from pilothouse.providers.errors import UserError
+
+    layout = _layout(args.repo)
+    with EventLookup(layout.events) as lookup:
+        if not lookup.has_job(args.job):
+            raise UserError(f"no events of a job named {args.job!r} in {layout.events}: "
+                            "see `pilothouse job list` for this repository's jobs")
+    player = Replay(layout.events, args.job)
+    assert player.start is not None and player.end is not None  # the job has events
+    at = moment(args.at or default, player.start, player.end)
+    if at < player.start or at > player.end:
+        edge, side = (player.start, "before") if at < player.start else (player.end, "after")
+        print(f"replay --at {args.at}: {_clock(at)} is {side} the job ({_clock(player.start)} to "
+              f"{_clock(player.end)}); showing {_clock(edge)}", file=sys.stderr)
+        at = edge
+    return layout, player, at
+
+
+def moment(text: str, start: datetime, end: datetime) -> datetime:
+    """`--at` as a moment (not yet clamped to the job)."""
+    import re
+    from datetime import timedelta
+
+    from pilothouse.core.state.events import parse_ts
+    from pilothouse.providers.errors import UserError
+
+    word = text.strip().lower()
+    if word in ("start", "end"):
+        return start if word == "start" else end
+    offset = re.fullmatch(r"\+(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?", word)
+    if offset and word != "+":
+        h, m, s = (float(g or 0) for g in offset.groups())
+        return start + timedelta(hours=h, minutes=m, seconds=s)
+    at = parse_ts(text.strip()) if re.match(r"\d{4}-\d\d-\d\d", word) else None
+    if at is None:
+        raise UserError(f"replay --at {text!r}: not a moment; give {_WHEN}")
+    return at
+
+
+def _clock(at: datetime | None) -> str:
+    return at.strftime("%Y-%m-%d %H:%M:%S.") + f"{at.microsecond // 1000:03d} UTC" if at else "—"
+
+
+def state_at(player: Replay, at: datetime, last: int) -> dict[str, Any]:
+    """What `--json` prints: the state at `at`, every worker-written string redacted and inert."""
+    from pilothouse.core.queries.describe import describe
+    from pilothouse.providers.redact import configured_redactor
+    from pilothouse.providers.untrusted import inert
+
+    tl = player.at(at, by="task")
+    redact = configured_redactor().redact
+    assert player.start is not None
+    return {
+        "job": tl.job, "at": at.isoformat(), "since_start_s": round((at - player.start).total_seconds(), 3),
+        "start": player.start.isoformat(), "end": player.end.isoformat() if player.end else None,
+        "state": tl.state, "seq": tl.seq,
+        "tasks": [t.model_dump(mode="json") for t in tl.tasks],
+        "problems_open": [p.model_dump(mode="json") for p in tl.problems if p.answered is None and p.outcome is None],
+        "runs_going": [r.model_dump(mode="json") for r in tl.runs if r.end is None],
+        # the runs finished by then: a run reports its tokens and cost when it ends
+        "tokens": tl.tokens, "usage": tl.usage, "cost_usd": tl.cost_usd,
+        "last_events": [{"seq": e.get("seq"), "ts": e.get("ts"), "type": e.get("type"),
+                         "task": inert(redact(str(e["task"])), lines=False) if e.get("task") else None,
+                         "run": e.get("run"), "text": inert(redact(describe(e)), lines=False)}
+                        for e in player.events_until(at, last)],
+    }
+
+
+def _print(args: argparse.Namespace, layout: Any, player: Replay, at: datetime) -> int:
+    state = state_at(player, at, args.last)
+    if args.json:
+        emit_json(state)
+        return 0
+    from pilothouse.providers.untrusted import inert
+    from pilothouse.providers.usage import tokens_text
+
+    span = (player.end - player.start).total_seconds() if player.end and player.start else 0.0
+    out = [f"{state['job']} at {_clock(at)} (+{state['since_start_s']:.1f}s of {span:.1f}s): {state['state']}, "
+           f"{tokens_text(state['tokens'], state['usage'])} and ${state['cost_usd']:.4f} in the runs finished"]
+    width = max((len(t["task"]) for t in state["tasks"]), default=0)
+    out += ["tasks:"] + [f"  {t['task']:<{width}}  {t['state']:<10} attempts {t['attempts']}"
+                         + (f"  {t['reason']}" if t["reason"] else "") for t in state["tasks"]] if state["tasks"] \
+        else ["tasks: none planned yet"]
+    out += ["open problems:"] + [f"  {p['code']} {p['kind']} {p['task'] or '(job)'}: {p['summary']}"
+                                 for p in state["problems_open"]] if state["problems_open"] else []
+    out += ["runs going:"] + [f"  {r['run']}  {r['role']} {r['task'] or '(job)'} on {r['provider']}"
+                              for r in state["runs_going"]] if state["runs_going"] else []
+    out += ["last events:"] + [f"  {e['ts'][11:23]}  {e['type']:<16} {e['task'] or '-'}  {e['text']}"
+                               for e in state["last_events"]]
+    # every line carries log text (reasons, summaries, task names): one line each, inert
+    sys.stdout.write("".join(inert(line, lines=False).rstrip() + "\n" for line in out))
+    return 0
