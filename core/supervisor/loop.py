@@ -28,7 +28,8 @@ from pilothouse.core.state import store
 from pilothouse.core.state.events import EventLog
 from pilothouse.core.supervisor import dispatches, flow, health, merging
 from pilothouse.core.supervisor import planning as plan
-from pilothouse.core.supervisor.lease import SupervisorLease
+from pilothouse.core.supervisor.dispatches import SupervisorRuns
+from pilothouse.core.supervisor.health import SupervisorLease
 from pilothouse.core.supervisor.state import StateStore
 from pilothouse.core.supervisor.wake import FileWatcher, Waker
 from pilothouse.providers.errors import UserError
@@ -50,7 +51,7 @@ def setup_logging(layout: RepoLayout) -> logging.Logger:
     return log
 
 
-class Supervisor(SupervisorLease):
+class Supervisor(SupervisorLease, SupervisorRuns):
     def __init__(self, layout: RepoLayout, max_workers: int | None = None, *, once: bool = False,
                  integrate_only: bool = False) -> None:
         self.layout = layout
