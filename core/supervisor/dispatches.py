@@ -39,6 +39,7 @@ class SupervisorRuns:
     usage_sent: dict[str, tuple[float, int]]
     good_heads: dict[str, str | None]
     worktree_lock: threading.Lock
+    project: Any  # Supervisor.project: .ai/project.yaml, read again when it changes
 
     @cached_property
     def executors(self) -> Executors:
@@ -120,6 +121,13 @@ class SupervisorRuns:
                                data={"tokens": verdict.get("tokens"), "cost_usd": verdict.get("cost_usd"),
                                      "usage": label_of(verdict), "final": True})
         flow.note_quota(self, row, verdict)
+        cap = self.project.budgets.job_tokens
+        if cap is not None and row["job"]:
+            from pilothouse.core.stops import budgets
+
+            # the run that took the job past its budget says so as it ends, not on whichever later pass
+            # next looks before a launch (there may be none: its job may have nothing left to launch)
+            budgets.enforce(self.layout, row["job"], cap, conn=self.conn, log=self.events)
         self.activity_sent.pop(row["run_id"], None)
         self.usage_sent.pop(row["run_id"], None)
 
