@@ -142,3 +142,18 @@ def run_cli(*args: str, cwd: Path | None = None, input: str | None = None, timeo
         full_env.update(env)
     return subprocess.run([sys.executable, "-m", "pilothouse", *args], cwd=cwd, input=input,
                           capture_output=True, text=True, timeout=guard(timeout), env=full_env)
+
+
+def fix_stopped_demo_by_hand(cli: Any, root: Path) -> None:
+    """The operator's hand fix of the demo stopped by its `gate-fails-twice` scenario: slugify
+    written in the stopped task's worktree, the task retried, the job waited for to the end."""
+    import json
+
+    wt = Path(json.loads(cli("problem", "list", "--json", cwd=root).stdout)[0]["evidence"]["worktree"])
+    (wt / "textkit/slugify.py").write_text(
+        "import unicodedata\n\n\ndef slugify(text: str) -> str:\n"
+        "    folded = unicodedata.normalize('NFKD', text).encode('ascii', 'ignore').decode('ascii')\n"
+        "    return '-'.join(folded.lower().split())\n")
+    assert cli("task", "retry", "add-slugify", cwd=root).returncode == 0
+    done = cli("job", "wait", "demo", "--timeout", "300", cwd=root)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]

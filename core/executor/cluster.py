@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 
 _CONNECT = threading.Lock()
 LOST_NODE_S = 120.0  # how long new runs keep off a node that lost a run's actor, while Ray counts it alive
+LOG_WAIT_S = 10.0  # how long one ask for a cluster run's new log lines waits on the node
 PLACE_NOTICE_S = 10.0  # how long a run may wait for a node before it says why none took it
 
 
@@ -231,12 +233,45 @@ class RayExecutor:
             if not hello["started"]:
                 args = self.start_args(launch, record, bytes(hello["public_key"]), worker_nice(sup))
                 ray.get(actor.start.remote(*args))
-            outcome = ray.get(actor.outcome.remote())
-            self._land(sup, launch, record, outcome if isinstance(outcome, dict) else {})
+            outcome_ref = actor.outcome.remote()
+            streamed = self._follow_log(launch, actor, ray)
+            outcome = ray.get(outcome_ref)
+            self._land(sup, launch, record, outcome if isinstance(outcome, dict) else {}, streamed=streamed)
         finally:
             # its outcome is landed (or never will be, as when its start was refused): a detached actor
             # left behind would hold its node's resources for good
             ray.kill(actor)
+
+    def _follow_log(self, launch: Launch, actor: Any, ray: Any) -> bool:
+        """The run's event lines as the node's dispatch writes them, into this machine's log of the
+        run (JSON objects only, redacted with this machine's keys), where the supervisor tails them
+        as it tails a local run's. From the start each time: a supervisor that adopts the run tails it
+        from the start too. False when the node stopped answering (the outcome's tail is landed then)."""
+        from pilothouse.core.executor.landing import is_event
+        from pilothouse.providers.redact import configured_redactor
+
+        redact = configured_redactor().redact
+        path = runs.provider_logs(launch.provider, launch.run_id)["jsonl"]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        offset, partial = 0, b""
+        with open(path, "wb") as out:
+            os.fchmod(out.fileno(), 0o600)
+            while True:
+                try:
+                    got = ray.get(actor.log_since.remote(offset, LOG_WAIT_S), timeout=LOG_WAIT_S + 60)
+                except Exception:  # noqa: BLE001 - the outcome says what went wrong; its log's tail is landed
+                    return False
+                data = bytes(got.get("data") or b"")
+                offset += len(data)
+                data, partial = partial + data, b""
+                cut = data.rfind(b"\n") + 1
+                data, partial = data[:cut], data[cut:]
+                kept = [redact(line) for line in data.decode("utf-8", errors="replace").splitlines() if is_event(line)]
+                if kept:
+                    out.write("".join(f"{line}\n" for line in kept).encode())
+                    out.flush()
+                if got.get("done"):
+                    return True
 
     def _node_lost(self, run_id: str, exc: Exception) -> str | None:
         """The run's actor died with its node (or its node's Ray): say which node, and keep new runs
@@ -316,7 +351,8 @@ class RayExecutor:
                 "settings": settings}
         return spec, record["hub"], record["base"], sealed, nice
 
-    def _land(self, sup: Host, launch: Launch, record: dict[str, Any], outcome: dict[str, Any]) -> None:
+    def _land(self, sup: Host, launch: Launch, record: dict[str, Any], outcome: dict[str, Any], *,
+              streamed: bool = False) -> None:
         """The run's work into its worktree, then its log and verdict (the verdict last: it is what
         tells the supervisor the run is done)."""
         from pilothouse.core.executor import landing
@@ -331,7 +367,8 @@ class RayExecutor:
                 with sup.worktree_lock:
                     hub.apply_result(launch.workdir, record["base"], sha)
             changed = changed_files(launch.workdir, record["base"], uncommitted=True)
-        landing.write_log(launch, str(outcome.get("log") or ""), redact)
+        if not streamed:
+            landing.write_log(launch, str(outcome.get("log") or ""), redact)
         if outcome.get("error") or outcome.get("stderr"):
             with open(runs.run_files(self.layout, launch.run_id)["err"], "a") as err:
                 err.write(redact(str(outcome.get("stderr") or ""))[-4000:])

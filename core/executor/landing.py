@@ -75,18 +75,19 @@ def _judged_result(raw: dict[str, Any], launch: Launch, changed: list[str] | Non
     return out
 
 
+def is_event(line: str) -> bool:
+    """Whether a line of a node's event log is a JSON object (all a run's log may hold here)."""
+    try:
+        return isinstance(json.loads(line), dict)
+    except ValueError:
+        return False
+
+
 def write_log(launch: Launch, text: str, redact: Any) -> None:
     """The run's event lines, for the cockpit and the usage counts: JSON objects only, redacted."""
     from pilothouse.providers.fsutil import atomic_write_text
 
-    kept = []
-    for line in text.splitlines():
-        try:
-            ok = isinstance(json.loads(line), dict)
-        except ValueError:
-            ok = False
-        if ok:
-            kept.append(redact(line))
+    kept = [redact(line) for line in text.splitlines() if is_event(line)]
     path = runs.provider_logs(launch.provider, launch.run_id)["jsonl"]
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, "".join(f"{line}\n" for line in kept), mode=0o600, durable=False)

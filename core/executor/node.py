@@ -27,6 +27,7 @@ from typing import Any
 from pilothouse.core.dispatch import runs
 
 LOG_LIMIT = 1 << 20  # the tail of the run's event log sent back with its outcome
+LOG_CHUNK = 1 << 20  # the most of the run's event log one log_since call returns
 _GIT_ID = ("-c", "user.name=pilothouse", "-c", "user.email=pilothouse@localhost", "-c", "core.hooksPath=/dev/null")
 
 
@@ -49,6 +50,7 @@ class RunActor:
         self._outcome: dict[str, Any] = {}
         self._proc: subprocess.Popen[bytes] | None = None
         self._cancelled = False
+        self._log: Path | None = None  # the run's event log on this node, once it started
 
     def hello(self) -> dict[str, Any]:
         """Where the run is (for the supervisor's record) and the key to seal its secrets to."""
@@ -63,6 +65,7 @@ class RunActor:
             if self._started:
                 return False
             self._started = True
+        self._log = runs.provider_logs(str(spec["provider"]), self.run_id)["jsonl"]
         threading.Thread(target=self._run, args=(spec, hub, base, sealed, nice), daemon=True).start()
         return True
 
@@ -70,6 +73,47 @@ class RunActor:
         """Blocks until the run is over: its verdict, whether its work was pushed, its log's tail."""
         self._done.wait()
         return self._outcome
+
+    def log_since(self, offset: int, wait: float) -> dict[str, Any]:
+        """The run's event log from byte `offset` on, as soon as there is some (or the run is over, or
+        `wait` seconds passed): the supervisor shows a cluster run's activity while it runs, as a
+        local one's. `done`: the run is over and nothing is left past what this returns."""
+        import time
+
+        deadline = time.monotonic() + wait
+        while True:
+            done = self._done.is_set()  # before the read: what the run wrote before it ended is in it
+            data = self._read_log(offset)
+            if data or done or time.monotonic() >= deadline:
+                return {"data": data, "done": done and len(data) < LOG_CHUNK}
+            self._log_grew(deadline)
+
+    def _read_log(self, offset: int) -> bytes:
+        if self._log is None:
+            return b""
+        try:
+            with open(self._log, "rb") as fh:
+                fh.seek(offset)
+                return fh.read(LOG_CHUNK)
+        except OSError:
+            return b""
+
+    def _log_grew(self, deadline: float) -> None:
+        """Until the run's log folder changes, the run ends, or the deadline (inotify, through watchfiles)."""
+        import time
+
+        left = deadline - time.monotonic()
+        folder = self._log.parent if self._log is not None else None
+        if left <= 0:
+            return
+        if folder is None or not folder.is_dir():  # the dispatch has not made it yet
+            self._done.wait(min(left, 0.5))
+            return
+        from watchfiles import watch
+
+        for _ in watch(folder, stop_event=self._done, rust_timeout=int(left * 1000) + 1, yield_on_timeout=True,
+                       debounce=20, step=20):
+            return
 
     def cancel(self, grace: float) -> bool:
         """Interrupt the dispatch (its whole process group), kill it after `grace` seconds; one not

@@ -283,6 +283,9 @@ scripts:
   - match:
       mode: code
     turns:
+      - say: "Looking first."
+        actions:
+          - bash: {command: "ls"}
       - say: "Thinking for a long while."
         delay_s: 120
       - say: "Done."
@@ -309,6 +312,12 @@ def test_aborting_a_cluster_run_kills_its_dispatch_on_the_node_and_its_actor(clu
         while runs.find_dispatch_pid(run_id) is None:  # the node's dispatch, by its --run-id
             assert time.monotonic() < deadline, "the dispatch never started on the node"
             time.sleep(0.1)
+        # what the worker does shows here while it runs, as a local run's does (the supervisor tails it)
+        here = runs.provider_logs("sim", run_id)["jsonl"]
+        deadline = time.monotonic() + 60
+        while not (here.is_file() and "Looking first." in here.read_text()):
+            assert time.monotonic() < deadline, "the run's activity never reached this machine while it ran"
+            time.sleep(0.1)
         if how == "abort":
             assert supervisor_ctl.abort_run(layout, run_id, grace=2.0)
         elif how == "actor killed":  # as a cancel that timed out ends, or a crashed actor: the dispatch ends too
@@ -319,6 +328,8 @@ def test_aborting_a_cluster_run_kills_its_dispatch_on_the_node_and_its_actor(clu
         finished = ev.wait(lambda e: e["type"] == "run.finished" and e["run"] == run_id, timeout=60)
     finally:
         supervisor_ctl.stop(layout)
+        if how == "actor killed":  # a crashed run is retried: the retry's detached actor would hold the node
+            ending.cancel_job(layout, demo.JOB)
         # `job cancel` joined the cluster from this process, as the CLI's does from its own: left
         # joined, the next test here would find Ray initialized, and Ray's threads crash this process
         # once the cluster is stopped

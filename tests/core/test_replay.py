@@ -18,7 +18,7 @@ from pilothouse.core.queries import replay as replay_mod
 from pilothouse.core.queries.replay import Replay
 from pilothouse.core.queries.timeline import Timeline, TimelineFold
 from pilothouse.core.state.events import EventTailer
-from support import isolated_env, run_cli
+from support import fix_stopped_demo_by_hand, isolated_env, run_cli
 
 Run = Callable[..., Any]
 
@@ -44,14 +44,7 @@ def stopped_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     try:
         r = cli("demo", "--follow", "--dir", str(root), "--scenario", "gate-fails-twice", timeout=900)
         assert r.returncode == 3, r.stdout[-2000:] + r.stderr[-2000:]
-        wt = Path(json.loads(cli("problem", "list", "--json", cwd=root).stdout)[0]["evidence"]["worktree"])
-        (wt / "textkit/slugify.py").write_text(
-            "import unicodedata\n\n\ndef slugify(text: str) -> str:\n"
-            "    folded = unicodedata.normalize('NFKD', text).encode('ascii', 'ignore').decode('ascii')\n"
-            "    return '-'.join(folded.lower().split())\n")
-        assert cli("task", "retry", "add-slugify", cwd=root).returncode == 0
-        done = cli("job", "wait", "demo", "--timeout", "300", cwd=root)
-        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        fix_stopped_demo_by_hand(cli, root)
     finally:
         cli("job", "stop", "--repo", str(root), timeout=30)
     return root
@@ -257,30 +250,3 @@ def test_a_moment_outside_the_job_is_clamped_to_its_edge_and_said_so(demo_root: 
     assert json.loads(r.stdout)["at"] == _stamp(_events(_log(demo_root))[0]).isoformat()
     r = run_cli("replay", "demo", "--json", "--at", "+10h", cwd=demo_root)
     assert "is after the job" in r.stderr and json.loads(r.stdout)["state"] == "accepted"
-
-
-def test_on_a_terminal_without_a_replay_screen_it_says_so_in_one_line_and_prints_the_moment(demo_root: Path) -> None:
-    import importlib.util
-    import os
-    import pty
-    import subprocess
-    import sys
-
-    if importlib.util.find_spec("pilothouse.tui.replay") is not None:
-        pytest.skip("this pilothouse has the interactive replay screen")
-    leader, follower = pty.openpty()
-    proc = subprocess.run([sys.executable, "-m", "pilothouse", "replay", "demo", "--at", "+3s"], cwd=demo_root,
-                          stdout=follower, stderr=subprocess.PIPE, text=True, timeout=120)
-    os.close(follower)
-    shown = b""
-    while True:
-        try:
-            chunk = os.read(leader, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        shown += chunk
-    os.close(leader)
-    assert proc.returncode == 0 and len(proc.stderr.splitlines()) == 1 and "no interactive replay" in proc.stderr
-    assert shown.decode().startswith("demo at ") and "(+3.0s of" in shown.decode()

@@ -13,6 +13,7 @@ import pytest
 from pilothouse.core.queries import timeline
 from pilothouse.core.queries.timeline import Timeline, TimelineFold
 from pilothouse.core.state.events import EventTailer
+from support import fix_stopped_demo_by_hand
 
 
 def _demo(cli: Any, root: Path, *scenario: str) -> Any:
@@ -99,15 +100,7 @@ def test_a_stopped_job_fixed_by_hand_shows_the_failures_the_wait_for_the_operato
         waiting = [b for lane in stopped.lanes for b in lane.bars if b.end is None]
         assert [(b.task, b.state) for b in waiting] == [("add-slugify", "waiting_operator")]
         assert stopped.state == "blocked" and stopped.problems[0].reply is None
-        listed = cli("problem", "list", "--json", cwd=root)
-        wt = Path(json.loads(listed.stdout)[0]["evidence"]["worktree"])
-        (wt / "textkit/slugify.py").write_text(
-            "import unicodedata\n\n\ndef slugify(text: str) -> str:\n"
-            "    folded = unicodedata.normalize('NFKD', text).encode('ascii', 'ignore').decode('ascii')\n"
-            "    return '-'.join(folded.lower().split())\n")
-        assert cli("task", "retry", "add-slugify", cwd=root).returncode == 0
-        done = cli("job", "wait", "demo", "--timeout", "300", cwd=root)
-        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        fix_stopped_demo_by_hand(cli, root)
     finally:
         cli("job", "stop", "--repo", str(root), timeout=30)
     tl = timeline.read(root / ".ai/runtime/events.jsonl", "demo")

@@ -9,6 +9,7 @@ is drawn again once per burst. enter on a bar opens its run's detail, as enter o
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -159,15 +160,23 @@ class TimelineScreen(ReplayMixin, Screen[None]):
             return
         events, job = layout.events, self.job
 
-        def work() -> None:
+        def fold() -> Any:
             from pilothouse.core.queries.timeline import fold_of
 
+            return fold_of(events, job)
+
+        self.read_in_thread(fold, self._loaded)
+
+    def read_in_thread(self, read: Callable[[], Any], then: Callable[[Any], None]) -> None:
+        """`read()` (the log, folded) in a thread, `then(result)` back in the app's: the screen is up
+        before the fold is done."""
+        def work() -> None:
             try:
-                fold = fold_of(events, job)
+                result = read()
             except Exception as exc:  # noqa: BLE001 - a damaged log or index: say so on the screen
                 self.app.call_from_thread(self._read_failed, f"{type(exc).__name__}: {exc}")
             else:
-                self.app.call_from_thread(self._loaded, fold)
+                self.app.call_from_thread(then, result)
 
         self.run_worker(work, thread=True, group="timeline-read", exit_on_error=False)
 

@@ -105,17 +105,12 @@ class ReplayMixin:
             return
         events, job = layout.events, screen.job
 
-        def work() -> None:
+        def player() -> Any:
             from pilothouse.core.queries.replay import Replay
 
-            try:
-                player = Replay(events, job)
-            except Exception as exc:  # noqa: BLE001 - a damaged log or index: say so on the screen
-                screen.app.call_from_thread(screen._read_failed, f"{type(exc).__name__}: {exc}")
-            else:
-                screen.app.call_from_thread(self._player_ready, player, at)
+            return Replay(events, job)
 
-        screen.run_worker(work, thread=True, group="timeline-read", exit_on_error=False)
+        screen.read_in_thread(player, lambda made: self._player_ready(made, at))
 
     def _player_ready(self, player: Replay, at: datetime | None) -> None:
         screen = self._screen()

@@ -65,21 +65,13 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def _interactive(args: argparse.Namespace) -> int:
-    """The cockpit's replay screen (`pilothouse.tui.replay.run(layout, job, at, speed) -> int`); the text
-    of the moment where this version has no such screen."""
+    """The cockpit's replay screen (`pilothouse.tui.replay.run(layout, job, at, speed) -> int`)."""
     layout, player, at = _open(args, default="start")
     import importlib
 
-    try:
-        # the one way from this command into the cockpit, taken only here (as `view` and `serve` do):
-        # by name, so the layers' check sees no core -> tui import and no other command loads Textual
-        screen = importlib.import_module("pilothouse.tui.replay")
-    except ModuleNotFoundError as exc:
-        if exc.name not in ("pilothouse.tui.replay", "pilothouse.tui"):
-            raise
-        print("replay: this pilothouse has no interactive replay screen yet; printing the state at the moment "
-              "instead (--at picks it)", file=sys.stderr)
-        return _print(args, layout, player, at)
+    # the one way from this command into the cockpit, taken only here (as `view` and `serve` do): by
+    # name, so the layers' check sees no core -> tui import and no other command loads Textual
+    screen = importlib.import_module("pilothouse.tui.replay")
     return int(screen.run(layout, args.job, at, args.speed))
 
 

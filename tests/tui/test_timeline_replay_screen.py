@@ -101,3 +101,26 @@ async def test_R_on_a_timeline_replays_from_the_cursors_bar_and_back(demo_repo, 
         await pilot.press("R")
         assert not screen.replaying and screen.chart.moment is None
         assert screen.timeline.state == "accepted" and screen.timeline.end is not None
+
+
+def test_pilothouse_replay_on_a_terminal_opens_the_cockpit_on_the_replay_screen(demo_repo, tmp_path) -> None:
+    import shlex
+    import sys
+
+    from tmux_support import Tmux, need_tmux
+
+    need_tmux()
+    tmux = Tmux(tmp_path / "tmux.sock")
+    app = f"{shlex.quote(sys.executable)} -m pilothouse replay demo --at +3s --repo {shlex.quote(str(demo_repo.root))}"
+    tmux.run("new-session", "-d", "-s", tmux.name, "-x", "120", "-y", "40",
+             f"sh -c '{app}; echo REPLAY-EXIT=$?; sleep 30'")
+    try:
+        screen = tmux.wait_for("timeline", "demo", "Play/pause", timeout=60)
+        assert "add-slugify" in screen or "slot 1" in screen
+        tmux.keys("escape")  # back to the dashboard, as from any timeline
+        tmux.wait_for("1 Jobs", timeout=60)
+        tmux.keys("q")
+        screen = tmux.wait_for("REPLAY-EXIT=0", timeout=60)
+        assert "Play/pause" not in screen  # the terminal is restored
+    finally:
+        tmux.run("kill-server")
