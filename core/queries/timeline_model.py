@@ -164,12 +164,29 @@ class Timeline(BaseModel):
 
 
 def _text(value: object) -> UntrustedText | None:
-    if value is None or value == "":
-        return None
+    return _texter()(value)
+
+
+def _texter() -> Any:
+    """`_text` with the configured redaction looked up once, and each distinct string made inert once: a
+    snapshot of 500 tasks has thousands of strings, most of them alike, and finding the configured
+    keys costs more than redacting."""
     from pilothouse.providers.redact import configured_redactor
     from pilothouse.providers.untrusted import inert
 
-    return inert(configured_redactor().redact(str(value)), lines=False)
+    redact = configured_redactor().redact
+    seen: dict[str, UntrustedText] = {}
+
+    def text(value: object) -> UntrustedText | None:
+        if value is None or value == "":
+            return None
+        raw = str(value)
+        done = seen.get(raw)
+        if done is None:
+            done = seen[raw] = inert(redact(raw), lines=False)
+        return done
+
+    return text
 
 
 def _ts(value: object) -> float | None:

@@ -17,7 +17,7 @@ from pilothouse.core.queries.timeline_model import (
     TaskOutcome,
     Timeline,
     _dt,
-    _text,
+    _texter,
 )
 
 if TYPE_CHECKING:
@@ -29,6 +29,7 @@ _WORK = {"building", "reviewing", "planning"}  # where a run's tokens were spent
 def snapshot(fold: TimelineFold, by: Literal["slot", "task"] = "slot") -> Timeline:
     from pilothouse.providers.usage import combine
 
+    _text = _texter()
     runs = {k: Run(**{**r, "start": _dt(r["start"]), "end": _dt(r["end"]), "reason": _text(r["reason"])})
             for k, r in fold.runs.items()}
     lanes: dict[str, Lane] = {}
