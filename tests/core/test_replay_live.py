@@ -115,8 +115,9 @@ def _finish(live: Live, tailer: EventTailer, what: str) -> None:
     _watch(live, tailer, lambda look: look.job in ("accepted", "failed"), what)
     supervisor_ctl.stop(live.layout)
     # and once more with nothing running: the last word of state.db against the whole log
-    quiet = _look(live)
-    assert quiet is not None, "the log grew after the supervisor stopped"
+    deadline = time.monotonic() + DEADLINE_S
+    while (quiet := _look(live)) is None:  # a worker's or the supervisor's last lines still landing
+        assert time.monotonic() < deadline, f"waited {DEADLINE_S:g}s for the log to stop growing after the stop"
     live.looks.append(quiet)
 
 
@@ -227,7 +228,9 @@ def _compare(live: Live) -> Verdict:
 
 
 def _replays_what_was_seen(live: Live, expect: Callable[[list[Look]], None]) -> None:
-    assert len(live.looks) >= 8, f"too few looks to say anything: {len(live.looks)} (torn: {live.torn})"
+    # how many looks a run gets depends on the machine (a busy one batches more events per look): only
+    # the looks the test waits for are certain, the first of the job's work, its stop, its end
+    assert len(live.looks) >= 3, f"too few looks to say anything: {live.looks} (torn: {live.torn})"
     expect(live.looks)
     verdict = _compare(live)
     assert not verdict.wrong, "\n".join(verdict.wrong)
@@ -235,16 +238,10 @@ def _replays_what_was_seen(live: Live, expect: Callable[[list[Look]], None]) -> 
     assert verdict.exact > len(verdict.in_flight), (verdict.exact, verdict.in_flight)
 
 
-def _went_through(looks: list[Look], task: str, *states: str) -> bool:
-    seen = [look.tasks.get(task) for look in looks]
-    return all(s in seen for s in states)
-
-
 def test_replay_at_each_moment_of_the_demo_shows_the_job_and_task_states_seen_live(demo_live: Live) -> None:
     def expect(looks: list[Look]) -> None:
-        assert {look.job for look in looks} >= {"running", "accepted"}
-        assert _went_through(looks, "add-titlecase", "running", "reviewing", "done")
-        assert looks[-1].tasks and set(looks[-1].tasks.values()) == {"done"}
+        assert looks[-1].job == "accepted" and len(looks[-1].tasks) == 4
+        assert set(looks[-1].tasks.values()) == {"done"} and not looks[-1].listed
 
     _replays_what_was_seen(demo_live, expect)
 
@@ -252,17 +249,21 @@ def test_replay_at_each_moment_of_the_demo_shows_the_job_and_task_states_seen_li
 def test_replay_of_a_builder_stopped_by_its_gate_shows_the_problem_open_while_it_was_open_live(
         stopped_live: Live) -> None:
     def expect(looks: list[Look]) -> None:
-        assert any(look.job == "blocked" and look.unanswered for look in looks)
-        assert _went_through(looks, "add-slugify", "stopped", "done")
-        assert looks[-1].job == "accepted" and not looks[-1].listed
+        # the look the test waited for before fixing the file: the stop, its problem waiting for an answer
+        [blocked, *_] = [look for look in looks if look.job == "blocked" and look.unanswered]
+        assert blocked.tasks["add-slugify"] == "stopped"
+        assert looks[-1].job == "accepted" and looks[-1].tasks["add-slugify"] == "done" and not looks[-1].listed
 
     _replays_what_was_seen(stopped_live, expect)
 
 
 def test_replay_of_a_job_that_waited_for_quota_shows_the_wait_where_it_was_seen_live(quota_live: Live) -> None:
     def expect(looks: list[Look]) -> None:
-        assert _went_through(looks, "add-slugify", "waiting", "done")
-        assert looks[-1].job == "accepted"
+        assert looks[-1].job == "accepted" and set(looks[-1].tasks.values()) == {"done"}
+        # the job did wait (the log says so; a look fell inside the wait only if the machine let it)
+        waits = [e for e in EventTailer(quota_live.layout.events).read_new()
+                 if e["type"] == "task.state" and e["data"].get("to") == "waiting"]
+        assert [e["task"] for e in waits] == ["add-slugify"], waits
 
     _replays_what_was_seen(quota_live, expect)
 
