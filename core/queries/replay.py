@@ -44,6 +44,7 @@ class Replay:
     def _reset(self) -> None:
         self._events: list[dict[str, Any]] = []
         self._times: list[float] = []        # each event's time, never less than the one before
+        self._seqs: list[int] = []           # each event's seq, never less than the one before
         self._folds = [TimelineFold(self.job)]  # _folds[i]: the fold of the first i * EVERY events
         self._live = TimelineFold(self.job)  # the fold of every event read
         self._after = -1                     # the offset of the last line read
@@ -80,6 +81,8 @@ class Replay:
             return  # the fold passes over it too
         self._events.append(ev)
         self._times.append(max(t, self._times[-1]) if self._times else t)
+        seq = int(ev.get("seq") or 0)
+        self._seqs.append(max(seq, self._seqs[-1]) if self._seqs else seq)
         self._live.apply(ev)
         if len(self._events) % EVERY == 0:
             self._folds.append(self._live.copy())
@@ -88,7 +91,13 @@ class Replay:
 
     def fold_at(self, t: datetime) -> TimelineFold:
         """The fold of the events up to t (a fold of its own: the caller may go on folding)."""
-        n = bisect_right(self._times, t.timestamp())
+        return self._fold_of_first(bisect_right(self._times, t.timestamp()))
+
+    def fold_at_seq(self, seq: int) -> TimelineFold:
+        """The fold of the events up to the log's line `seq`, that one included."""
+        return self._fold_of_first(bisect_right(self._seqs, seq))
+
+    def _fold_of_first(self, n: int) -> TimelineFold:
         if n == len(self._events):
             return self._live.copy()
         k = n // EVERY
@@ -99,6 +108,13 @@ class Replay:
         """The job as it stood at t, from its events alone; the Timeline's `end` is t."""
         shape: Literal["slot", "task"] = "task" if by == "task" else "slot"
         return self.fold_at(t).snapshot(shape).model_copy(update={"end": t})
+
+    def at_seq(self, seq: int, by: str = "slot") -> Timeline:
+        """The job as it stood just after the log's line `seq` was written (a moment finer than a
+        stamp: two lines stamped in the same millisecond are two moments here); the Timeline's `end`
+        is the last of its events folded, as `read` has it."""
+        shape: Literal["slot", "task"] = "task" if by == "task" else "slot"
+        return self.fold_at_seq(seq).snapshot(shape)
 
     # ------------------------------------------------------------ jumps
 

@@ -108,7 +108,10 @@ class TimelineFold:
         data = ev.get("data") or {}
         task, run = ev.get("task"), ev.get("run")
         if kind in _JOB_STATE:
-            self.state = _JOB_STATE[kind]
+            # the state the writer put in the event is the state state.db got (a `job.waiting` of a
+            # planner's usage limit is "planning" there, as `job status` shows it)
+            said = data.get("state")
+            self.state = said if isinstance(said, str) and said else (_JOB_STATE[kind] or self.state)
             if kind == "job.accepted":
                 self.head = data.get("head") if isinstance(data.get("head"), str) else self.head
             elif kind == "job.shipped":

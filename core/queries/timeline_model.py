@@ -22,12 +22,16 @@ _BAR_OF = {"running": "building", "gating": "gating", "reviewing": "reviewing", 
 # a big log, are left unread)
 TYPES = frozenset({
     "job.created", "job.planned", "job.started", "job.waiting", "job.blocked", "job.failed", "job.accepted",
-    "job.cancelled", "job.shipped", "job.revised", "task.state", "run.started", "run.finished", "gate.started",
+    "job.cancelled", "job.shipped", "job.revised", "job.state", "task.state", "run.started", "run.finished", "gate.started",
     "gate.finished", "merge.finished", "merge.rolled_back", "review.finished", "problem.opened",
     "problem.answered", "problem.closed", "budget.exceeded"})
-_JOB_STATE = {"job.created": "created", "job.planned": "running", "job.started": "running", "job.waiting": "waiting",
+# the job's state after each job event that carries none in `data.state` (the supervisor's set_job puts
+# the state it wrote there; `job.state` is one with no other name); None: the event leaves it as it was
+# (a `job.waiting` of a planner tried again changes nothing in state.db)
+_JOB_STATE: dict[str, str | None] = {
+              "job.created": "created", "job.planned": "running", "job.started": "running", "job.waiting": None,
               "job.blocked": "blocked", "job.failed": "failed", "job.accepted": "accepted",
-              "job.cancelled": "cancelled", "job.shipped": "shipped", "job.revised": "planning"}
+              "job.cancelled": "cancelled", "job.shipped": "shipped", "job.revised": "planning", "job.state": None}
 JOB_LANE = "(job)"  # the lane of the job's own runs: its planner, its combined review, its full gate
 
 

@@ -156,6 +156,10 @@ class StateStore:
                     (*fields.values(), utc_now_iso(), job))])
         if "state" in fields:
             self.moves += 1
+            # every change of the job's state is a line of the log, even one no event of its own
+            # names (the full gate, the combined review, work resumed): a replay of the log alone
+            # shows the job as `job status` showed it then
+            event = event or "job.state"
         if event:
             data = dict(event_data or {})
             if reason:
