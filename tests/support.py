@@ -149,11 +149,15 @@ def fix_stopped_demo_by_hand(cli: Any, root: Path) -> None:
     written in the stopped task's worktree, the task retried, the job waited for to the end."""
     import json
 
-    wt = Path(json.loads(cli("problem", "list", "--json", cwd=root).stdout)[0]["evidence"]["worktree"])
-    (wt / "textkit/slugify.py").write_text(
-        "import unicodedata\n\n\ndef slugify(text: str) -> str:\n"
-        "    folded = unicodedata.normalize('NFKD', text).encode('ascii', 'ignore').decode('ascii')\n"
-        "    return '-'.join(folded.lower().split())\n")
+    fix_slugify(Path(json.loads(cli("problem", "list", "--json", cwd=root).stdout)[0]["evidence"]["worktree"]))
     assert cli("task", "retry", "add-slugify", cwd=root).returncode == 0
     done = cli("job", "wait", "demo", "--timeout", "300", cwd=root)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+
+
+def fix_slugify(worktree: Path) -> None:
+    """What the operator writes by hand in the stopped `add-slugify` worktree: a slugify that passes."""
+    (worktree / "textkit/slugify.py").write_text(
+        "import unicodedata\n\n\ndef slugify(text: str) -> str:\n"
+        "    folded = unicodedata.normalize('NFKD', text).encode('ascii', 'ignore').decode('ascii')\n"
+        "    return '-'.join(folded.lower().split())\n")

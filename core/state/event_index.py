@@ -246,8 +246,8 @@ class EventIndex:
                 where += " OR task IS NULL)" if job_level else ")"
                 args = [job, task]
             if types is not None:
-                kinds = sorted(types)
-                where += f" AND type IN (SELECT id FROM names WHERE name IN ({','.join('?' * len(kinds))}))"
+                clause, kinds = _of_types(types)
+                where += clause
                 args += kinds
             spots = self._db.execute(f"SELECT off, len, seq FROM lines WHERE {where} ORDER BY off", args).fetchall()
             events = self._read(spots, job, task, job_level, types)
@@ -265,8 +265,8 @@ class EventIndex:
             self.catch_up()
             where, args = "job = (SELECT id FROM names WHERE name=?) AND off > ?", [job, after]
             if types is not None:
-                kinds = sorted(types)
-                where += f" AND type IN (SELECT id FROM names WHERE name IN ({','.join('?' * len(kinds))}))"
+                clause, kinds = _of_types(types)
+                where += clause
                 args += kinds
             spots = self._db.execute(f"SELECT off, len, seq FROM lines WHERE {where} ORDER BY off", args).fetchall()
             events = self._read(spots, job, None, False, types)
@@ -477,3 +477,9 @@ def events_of(events: Path, job: str, task: str | None = None, *, job_level: boo
     """The job's (or the task's) events, through the index where it can be kept."""
     with EventLookup(events) as lookup:
         return lookup.select(job, task, job_level=job_level)
+
+
+def _of_types(types: Collection[str]) -> tuple[str, list[str]]:
+    """The WHERE clause (and its arguments) that keeps lines of these event types only."""
+    kinds = sorted(types)
+    return f" AND type IN (SELECT id FROM names WHERE name IN ({','.join('?' * len(kinds))}))", kinds

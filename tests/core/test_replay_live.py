@@ -26,7 +26,7 @@ from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.state.events import EventTailer
 from pilothouse.core.stops.problems import list_problems
 from pilothouse.core.supervisor import control as supervisor_ctl
-from support import isolated_env, run_cli
+from support import fix_slugify, isolated_env, run_cli
 
 JOB = demo.JOB
 # the events after which the operator's view may have changed: a look is taken after each batch of them
@@ -144,11 +144,7 @@ def stopped_live(tmp_path_factory: pytest.TempPathFactory) -> Live:
                              "the job to be blocked on the stopped builder's problem")
             [code] = blocked.unanswered
             [problem] = [p for p in list_problems(live.layout, job=JOB) if p.code == code]
-            wt = Path(problem.evidence["worktree"])
-            (wt / "textkit/slugify.py").write_text(
-                "import unicodedata\n\n\ndef slugify(text: str) -> str:\n"
-                "    folded = unicodedata.normalize('NFKD', text).encode('ascii', 'ignore').decode('ascii')\n"
-                "    return '-'.join(folded.lower().split())\n")
+            fix_slugify(Path(problem.evidence["worktree"]))
             r = run_cli("task", "retry", "add-slugify", cwd=live.layout.root, env=env)
             assert r.returncode == 0, r.stderr
             _finish(live, tailer, "the job fixed by hand to be accepted")
