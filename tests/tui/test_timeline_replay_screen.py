@@ -115,10 +115,10 @@ def test_pilothouse_replay_on_a_terminal_opens_the_cockpit_on_the_replay_screen(
     tmux.run("new-session", "-d", "-s", tmux.name, "-x", "120", "-y", "40",
              f"sh -c '{app}; echo REPLAY-EXIT=$?; sleep 30'")
     try:
-        screen = tmux.wait_for("timeline", "demo", "Play/pause", timeout=60)
-        assert "add-slugify" in screen or "slot 1" in screen
+        screen = tmux.wait_for("replay demo", "+3.0s of", "tasks then", "Play/pause", timeout=60)
+        assert "slot 1" in screen and "add-slugify" in screen
         tmux.keys("escape")  # back to the dashboard, as from any timeline
-        tmux.wait_for("1 Jobs", timeout=60)
+        tmux.wait_for("Jobs", "Tasks", timeout=60)
         tmux.keys("q")
         screen = tmux.wait_for("REPLAY-EXIT=0", timeout=60)
         assert "Play/pause" not in screen  # the terminal is restored
