@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from pilothouse.core.queries.timeline_model import STATE_WORDS, TYPES, Bar, Timeline
+from pilothouse.providers.registry import labelled
 from pilothouse.tui import format as fmt
 from pilothouse.tui.screens.timeline_replay import ReplayMixin
 from pilothouse.tui.widgets.footer import SteadyFooter
@@ -56,7 +57,7 @@ def describe(bar: Bar | None, tl: Timeline, now: Any = None) -> Text:
     if bar.usage is not None:  # what a narrow terminal cuts last: the figures, then who, then which run
         out.append(f" · {tokens_text(bar.tokens, bar.usage)} · {money_text(bar.cost_usd)} ({bar.usage})")
     if bar.role or bar.provider:
-        out.append(f" · {bar.role or '?'} on {bar.provider or '?'}")
+        out.append(f" · {bar.role or '?'} on {labelled(bar.provider) if bar.provider else '?'}")  # sim says so
     if bar.run:
         out.append(f" · run {bar.run}")
     if bar.reason:

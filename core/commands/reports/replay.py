@@ -164,7 +164,9 @@ def _print(args: argparse.Namespace, layout: Any, player: Replay, at: datetime) 
         else ["tasks: none planned yet"]
     out += ["open problems:"] + [f"  {p['code']} {p['kind']} {p['task'] or '(job)'}: {p['summary']}"
                                  for p in state["problems_open"]] if state["problems_open"] else []
-    out += ["runs going:"] + [f"  {r['run']}  {r['role']} {r['task'] or '(job)'} on {r['provider']}"
+    from pilothouse.providers.registry import labelled  # the simulator says so
+
+    out += ["runs going:"] + [f"  {r['run']}  {r['role']} {r['task'] or '(job)'} on {labelled(r['provider'])}"
                               for r in state["runs_going"]] if state["runs_going"] else []
     out += ["last events:"] + [f"  {e['ts'][11:23]}  {e['type']:<16} {e['task'] or '-'}  {e['text']}"
                                for e in state["last_events"]]
