@@ -55,9 +55,12 @@ def snapshot(fold: TimelineFold, by: Literal["slot", "task"] = "slot") -> Timeli
             cost_usd=run.cost_usd if work and run else None))
     marks = [Mark(kind=m["kind"], at=_dt(m["at"]), task=m["task"], lane=lane_of_task.get(m["task"]),
                   text=_text(m["text"]) or "", seq=m["seq"]) for m in fold.marks]
+    runs_of: dict[str | None, list[Run]] = {}  # grouped once: a scan of every run per task is 500 × 1,000
+    for r in runs.values():
+        runs_of.setdefault(r.task, []).append(r)
     tasks = []
     for name, info in fold.tasks.items():
-        own = [r for r in runs.values() if r.task == name]
+        own = runs_of.get(name, [])
         tasks.append(TaskOutcome(
             task=name, state=info["state"], reason=_text(info["reason"]), attempts=info["attempts"],
             review_round=info["review_round"], merged_sha=info["merged_sha"],

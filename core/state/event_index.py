@@ -45,6 +45,9 @@ CREATE INDEX IF NOT EXISTS lines_owner ON lines (job, task, type);
 -- a job's lines in log order (an index entry ends with the rowid, the offset): a replay finds the
 -- line at a moment by bisecting over them, and its last lines before it, without reading the rest
 CREATE INDEX IF NOT EXISTS lines_job ON lines (job);
+-- a job's lines of some types (the timeline's 1 % of a big log): found by type, then sorted, instead
+-- of walking every line of the job in order (made on the first open of an older index, once)
+CREATE INDEX IF NOT EXISTS lines_type ON lines (job, type);
 CREATE TABLE IF NOT EXISTS task_jobs (task INTEGER NOT NULL, job INTEGER NOT NULL, PRIMARY KEY (task, job))
   WITHOUT ROWID;
 """
@@ -249,7 +252,7 @@ class EventIndex:
                 clause, kinds = _of_types(types)
                 where += clause
                 args += kinds
-            spots = self._db.execute(f"SELECT off, len, seq FROM lines WHERE {where} ORDER BY off", args).fetchall()
+            spots = self._db.execute(f"SELECT off, len, seq FROM lines WHERE {where}{_order(types)}", args).fetchall()
             events = self._read(spots, job, task, job_level, types)
             if events is not None:
                 return events
@@ -268,7 +271,7 @@ class EventIndex:
                 clause, kinds = _of_types(types)
                 where += clause
                 args += kinds
-            spots = self._db.execute(f"SELECT off, len, seq FROM lines WHERE {where} ORDER BY off", args).fetchall()
+            spots = self._db.execute(f"SELECT off, len, seq FROM lines WHERE {where}{_order(types)}", args).fetchall()
             events = self._read(spots, job, None, False, types)
             if events is not None:
                 return [(spot[0], ev) for spot, ev in zip(spots, events, strict=True)]
@@ -483,3 +486,10 @@ def _of_types(types: Collection[str]) -> tuple[str, list[str]]:
     """The WHERE clause (and its arguments) that keeps lines of these event types only."""
     kinds = sorted(types)
     return f" AND type IN (SELECT id FROM names WHERE name IN ({','.join('?' * len(kinds))}))", kinds
+
+
+def _order(types: Collection[str] | None) -> str:
+    """Log order. With types, `+off` keeps SQLite from walking the job's lines in order (lines_job) to
+    spare a sort: it finds the few lines of those types through lines_type and sorts them (on a
+    million-line job, 20 ms instead of 800)."""
+    return " ORDER BY off" if types is None else " ORDER BY +off"

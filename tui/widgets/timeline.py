@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import groupby
+from operator import itemgetter
 
 from pilothouse.core.queries.timeline_model import STATE_WORDS, Bar, Mark, Timeline
 from rich.text import Text
@@ -73,20 +75,25 @@ def bar_end(bar: Bar, span: Span) -> float:
     return bar.end.timestamp() if bar.end is not None else span.end
 
 
-def mark_lane(tl: Timeline, mark: Mark) -> int:
-    """The lane a mark is drawn on: the one where its task's bar covers the moment, else its task's last lane."""
-    at = mark.at
-    fallback = None
+def mark_lanes(tl: Timeline) -> list[int]:
+    """The lane each of `tl.marks` is drawn on: the first lane where its task's bar covers the moment, else
+    the last lane its task has a bar on, else the lane its event named, else the first. One pass over the
+    bars, then each mark looks only at its own task's bars (a big job has thousands of bars and marks)."""
+    of_task: dict[str | None, list[tuple[int, Bar]]] = {}  # a job's own bars (planning) have no task
+    by_key: dict[str, int] = {}
     for i, lane in enumerate(tl.lanes):
+        by_key.setdefault(lane.key, i)
         for b in lane.bars:
-            if b.task != mark.task:
-                continue
-            fallback = i
-            if b.start <= at and (b.end is None or at <= b.end):
-                return i
-        if mark.lane is not None and lane.key == mark.lane and fallback is None:
-            fallback = i
-    return fallback if fallback is not None else 0
+            of_task.setdefault(b.task, []).append((i, b))
+    out = []
+    for m in tl.marks:
+        bars = of_task.get(m.task, [])
+        at = m.at
+        lane = next((i for i, b in bars if b.start <= at and (b.end is None or at <= b.end)), None)
+        if lane is None:
+            lane = bars[-1][0] if bars else (by_key.get(m.lane, 0) if m.lane is not None else 0)
+        out.append(lane)
+    return out
 
 
 class TimelineChart(Widget):
@@ -107,6 +114,7 @@ class TimelineChart(Widget):
         self.top = 0                         # the first lane shown
         self.moment: datetime | None = None  # replay's time cursor, drawn as a line down the chart
         self.full: Span | None = None        # replay: the whole job's time, whatever moment is drawn
+        self._lanes_of_marks: tuple[Timeline, list[int]] | None = None  # mark_lanes of the Timeline shown
 
     # --- geometry -----------------------------------------------------------------------------
 
@@ -137,16 +145,23 @@ class TimelineChart(Widget):
             return self.full
         return span_of(tl, self.now) if tl is not None else None
 
-    def cells(self, bar: Bar, span: Span) -> tuple[int, int]:
+    def grid(self, span: Span) -> tuple[int, float]:
+        """The chart's columns and the seconds in each, read once per drawing (the widget's size is a
+        lookup through its styles: thousands of bars asking for it cost more than drawing them)."""
+        cols = self.columns()
+        return cols, span.seconds / cols
+
+    def cells(self, bar: Bar, span: Span, grid: tuple[int, float] | None = None) -> tuple[int, int]:
         """The columns a bar covers: at least one, however short. A bar still open ends at the picture's
         moment: now, or in a replay the moment shown (the Timeline's end)."""
-        c0 = min(int(self.column(bar.start.timestamp(), span)), self.columns() - 1)
+        cols, per = grid or self.grid(span)
+        c0 = min(int((bar.start.timestamp() - span.start) / per), cols - 1)
         if bar.end is None and self.full is not None and self.timeline is not None and self.timeline.end is not None:
             end = self.timeline.end.timestamp()
         else:
             end = bar_end(bar, span)
-        c1 = int(round(self.column(end, span)))
-        return c0, max(c0 + 1, min(c1, self.columns()))
+        c1 = int(round((end - span.start) / per))
+        return c0, max(c0 + 1, min(c1, cols))
 
     # --- the model and the cursor -------------------------------------------------------------
 
@@ -268,17 +283,20 @@ class TimelineChart(Widget):
         lines = self._axis(span)
         if not tl.lanes:
             lines.append(Text(" " * self.label_width + "no task had started yet", style="dim"))
+        grid = cols, per = self.grid(span)
+        if self._lanes_of_marks is None or self._lanes_of_marks[0] is not tl:
+            self._lanes_of_marks = (tl, mark_lanes(tl))
         marks: dict[int, dict[int, Mark]] = {}
-        for m in tl.marks:
-            col = min(int(self.column(m.at.timestamp(), span)), self.columns() - 1)
-            row = marks.setdefault(mark_lane(tl, m), {})
+        for m, lane in zip(tl.marks, self._lanes_of_marks[1], strict=True):
+            col = min(int((m.at.timestamp() - span.start) / per), cols - 1)
+            row = marks.setdefault(lane, {})
             if col not in row or _MARK_RANK[m.kind] >= _MARK_RANK[row[col].kind]:
                 row[col] = m
         moment = None
         if self.moment is not None:
             moment = int(self.column(self.moment.timestamp(), span)) - self.x0
         for i in range(self.top, min(len(tl.lanes), self.top + self.lane_rows)):
-            lines.append(self._lane(i, span, marks.get(i, {}), moment))
+            lines.append(self._lane(i, span, grid, marks.get(i, {}), moment))
         out = Text("\n").join(lines)
         out.no_wrap = True
         out.overflow = "crop"
@@ -318,7 +336,7 @@ class TimelineChart(Widget):
                 ruler = ruler[:col] + Text("▼", style="bold") + ruler[col + 1:]
         return [head + Text("".join(labels), style="dim"), Text(more.ljust(lw)[:lw], style="dim") + ruler]
 
-    def _lane(self, i: int, span: Span, marks: dict[int, Mark], moment: int | None) -> Text:
+    def _lane(self, i: int, span: Span, grid: tuple[int, float], marks: dict[int, Mark], moment: int | None) -> Text:
         tl = self.timeline
         assert tl is not None
         lane = tl.lanes[i]
@@ -327,7 +345,7 @@ class TimelineChart(Widget):
         cursor = (i == self.lane)
         hit: tuple[int, int] | None = None
         for j, b in enumerate(lane.bars):
-            c0, c1 = self.cells(b, span)
+            c0, c1 = self.cells(b, span, grid)
             if cursor and j == self.index:
                 hit = (c0, c1)
             glyph, colour = GLYPHS[b.state]
@@ -342,8 +360,8 @@ class TimelineChart(Widget):
         label = label if len(label) < lw - 1 else label[:lw - 2] + "…"
         out = Text()
         out.append(("▸ " if cursor else "  ") + label.ljust(lw - 2)[:lw - 2], style="bold" if cursor else "")
-        for glyph, colour in cells:
-            out.append(glyph, style=colour)
+        for colour, run in groupby(cells, key=itemgetter(1)):  # one span per run of a colour, not per cell
+            out.append("".join(glyph for glyph, _ in run), style=colour)
         if hit is not None:
             bar = lane.bars[self.index]
             a, z = max(hit[0], self.x0) - self.x0, min(hit[1], self.x0 + w) - self.x0
