@@ -159,12 +159,13 @@ class TimelineScreen(ReplayMixin, Screen[None]):
         layout = self.cockpit.layout
         if layout is None:
             return
-        events, job = layout.events, self.job
+        events, job, by = layout.events, self.job, self.by
 
         def fold() -> Any:
             from pilothouse.core.queries.timeline import fold_of
 
-            return fold_of(events, job)
+            kept = fold_of(events, job)
+            return kept, by, kept.snapshot(by)  # a big job's snapshot is a fifth of the read: off the app's thread
 
         self.read_in_thread(fold, self._loaded)
 
@@ -185,13 +186,20 @@ class TimelineScreen(ReplayMixin, Screen[None]):
         self.failed = why
         self.refresh_head()
 
-    def _loaded(self, fold: TimelineFold) -> None:
+    def _loaded(self, read: tuple[TimelineFold, str, Timeline]) -> None:
         if not self.is_attached:
             return
+        fold, by, tl = read
+        seen = fold.seq
         fold.extend(e for e in self._early if int(e.get("seq") or 0) > fold.seq)
         self._early = []
         self.fold = fold
-        if not self.replaying:
+        if self.replaying:
+            return
+        if fold.seq == seen and by == self.by:  # nothing came in while it was read: the thread's snapshot holds
+            self.redraws += 1
+            self._show(tl)
+        else:
             self.redraw()
 
     # --- live -----------------------------------------------------------------------------------
