@@ -16,7 +16,8 @@ Then it prints (nothing is asserted; goals from the issue that asked for the rep
 - a replay's seeks to random moments, p50/p99: the fold at t alone, with its snapshot, and the events
   before t (goal: flat as the log grows, a seek folds at most replay.EVERY events), and
   `pilothouse replay JOB --at T --json`, the whole command;
-- the cockpit's Timeline widget drawing the snapshot, where this pilothouse has one.
+- the cockpit's Timeline widget drawing the snapshot, and the real cockpit from the Timeline screen
+  pushed to its chart painted (the read and snapshot in a thread, the paint on the app's) — goal < 1 s.
 
 The load average is printed with the figures: on a busy machine they measure the queue for the CPU.
 """
@@ -271,6 +272,7 @@ def figures(repo: Path, seeks: int) -> None:
     took = sorted(_cli(repo, "replay", JOB, "--at", t.isoformat(), "--json") for t in moments[:7])
     row("pilothouse replay JOB --at T --json (whole command)", f"p50 {took[len(took) // 2]:.2f} s")
     _draw(tl)
+    _cockpit(repo)
 
 
 def _draw(tl: Any) -> None:
@@ -294,6 +296,29 @@ def _draw(tl: Any) -> None:
             return time.perf_counter() - t0
 
     row("the cockpit's timeline chart: shown and painted (200×50)", f"{asyncio.run(drawn()) * 1000:,.0f} ms")
+
+
+def _cockpit(repo: Path) -> None:
+    """The real cockpit on the repository: the Timeline screen pushed, to its chart read and painted."""
+    import asyncio
+
+    from pilothouse.core.records.layout import RepoLayout
+    from pilothouse.tui.app import CockpitApp
+    from pilothouse.tui.screens.timeline import TimelineScreen
+
+    async def opened() -> float:
+        app = CockpitApp(RepoLayout(repo), live=False)
+        async with app.run_test(size=(200, 50)) as pilot:
+            await pilot.pause()  # the dashboard up first: what is timed is the key's answer
+            t0 = time.perf_counter()
+            app.push_screen(TimelineScreen(JOB))
+            while not (isinstance(app.screen, TimelineScreen) and app.screen.loaded):
+                await pilot.pause(0.01)
+            await pilot.pause()  # until the app is idle again: the chart is painted
+            return time.perf_counter() - t0
+
+    took = asyncio.run(opened())
+    row("the cockpit: the Timeline screen to painted (200×50)", f"{took * 1000:,.0f} ms", "goal < 1 s")
 
 
 def main() -> int:

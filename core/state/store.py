@@ -285,19 +285,53 @@ def _check_repo(conn: sqlite3.Connection, path: Path) -> None:
                            f"{REPAIR} (keeping this file aside)")
 
 
+# (events.jsonl, its inode) -> its first line and how far it has been read without a supervisor.started:
+# the cockpit asks on every footer it draws while a repository has no store yet, and a long log of
+# one-off dispatches must not be read again each time (the log is append-only; a new file under the
+# name, even one given the old inode, has another first line and starts over)
+_NO_WITNESS_UP_TO: dict[tuple[str, int], tuple[bytes, int]] = {}
+_WITNESS = b"supervisor.started"
+
+
 def history(path: Path) -> str | None:
     """What in the event log beside `path` shows a store existed here ("events.jsonl shows a
     supervisor ran here"), or None when nothing does."""
-    from pilothouse.core.state.events import EventTailer
+    import mmap
+
+    from pilothouse.core.state.events import decode_event
 
     events = Path(path).with_name("events.jsonl")
     try:
-        if not events.is_file():
+        if not events.is_file():  # a FIFO put there would hold the open forever
             return None
-        for ev in EventTailer(events).iter_new():
-            if ev["type"] == "supervisor.started":
-                return f"{events} shows a supervisor ran here"
-    except OSError:
+        with open(events, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            key = (str(events), st.st_ino)
+            head = fh.readline(256)
+            seen, start = _NO_WITNESS_UP_TO.get(key, (head, 0))
+            if seen != head:
+                start = 0
+            if st.st_size <= start:
+                return None
+            # the bytes are searched, not every line decoded: a million-line log is a tenth of a second;
+            # each line the name is found in is decoded, so text that merely mentions it is no witness
+            with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+                size = len(mm)
+                at = mm.find(_WITNESS, start)
+                while at != -1:
+                    begin = mm.rfind(b"\n", 0, at) + 1
+                    end = mm.find(b"\n", at)
+                    if end == -1:  # a line still being written: read again next time
+                        size = begin
+                        break
+                    ev, _ = decode_event(mm[begin:end])
+                    if ev is not None and ev["type"] == "supervisor.started":
+                        return f"{events} shows a supervisor ran here"
+                    at = mm.find(_WITNESS, end)
+                else:
+                    size = mm.rfind(b"\n", 0, size) + 1  # up to the last whole line
+            _NO_WITNESS_UP_TO[key] = head, size
+    except (OSError, ValueError):  # no log, not a file, or one emptied meanwhile (mmap of nothing)
         return None
     return None
 

@@ -194,3 +194,34 @@ def test_a_read_only_ai_folder_is_said_as_read_only_not_as_damage(blocked: tuple
                             *argv, "--repo", str(root)], capture_output=True, text=True, timeout=60)
         assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1, r.stdout + r.stderr
         assert "read-only" in r.stderr and "maintain repair" not in r.stderr, r.stderr
+
+
+def _line(seq: int, type_: str, **data: Any) -> bytes:
+    return json.dumps({"seq": seq, "ts": "2026-12-01T08:00:00.000Z", "type": type_, "job": "j", "task": None,
+                       "run": None, "data": data}).encode() + b"\n"
+
+
+def test_a_missing_store_is_lost_only_when_a_real_supervisor_started_line_says_so(tmp_path: Path) -> None:
+    """Text that mentions supervisor.started (a worker's words in an activity line) is no witness; a
+    supervisor.started line still being written is one once it is whole; a log put anew is read anew."""
+    from pilothouse.core.state.store import StateDamaged, open_reader
+
+    runtime = tmp_path / ".ai/runtime"
+    runtime.mkdir(parents=True)
+    events, db = runtime / "events.jsonl", runtime / "state.db"
+    said = _line(1, "run.activity", text='{"type":"supervisor.started"} supervisor.started')
+    events.write_bytes(said + _line(2, "run.finished")[:-1].replace(b"run.finished", b"supervisor.started"))
+    assert open_reader(db) is None  # the mention is a string, the last line is not whole yet: nothing ran here
+    assert open_reader(db) is None  # asked again (the cockpit asks on every footer): the same answer
+    with open(events, "ab") as fh:
+        fh.write(b"\n")  # the supervisor's line is whole now
+    with pytest.raises(StateDamaged, match="is missing but .*shows a supervisor ran here"):
+        open_reader(db)
+    events.unlink()
+    events.write_bytes(said)  # a new log under the name: what was read of the old one says nothing of it
+    assert open_reader(db) is None
+    os.replace(events, runtime / "old.jsonl")
+    (runtime / "new.jsonl").write_bytes(said + _line(2, "supervisor.started"))
+    os.replace(runtime / "new.jsonl", events)
+    with pytest.raises(StateDamaged, match="is missing but"):
+        open_reader(db)
