@@ -168,8 +168,16 @@ def ship_job(layout: Any, name: str, branch: str | None = None, how: str = "job"
     if branch is None:
         _mark_shipped(layout, job.name, {**done, "reason": reason}, shipped)
         if not tracked:
-            said += (f"; its record {record} says shipped: commit it with your other .ai/ records "
-                     f"(git add {record} && git commit) so a fresh clone knows")
+            import shlex
+
+            # every record git does not know yet, not only the job's: a clone without the job's
+            # tasks.yaml holds a record that names tasks it cannot read
+            loose = git(layout.root, "ls-files", "-z", "--others", "--exclude-standard", "--", ".ai",
+                        check=False, strip=False).split("\0")
+            records = sorted({record, *(f for f in loose if f)})
+            said += (f"; its record {record} says shipped: commit it with the other .ai/ records git does not "
+                     f"know yet (git add {' '.join(shlex.quote(f) for f in records)} && git commit) so a fresh "
+                     f"clone knows")
     else:
         from pilothouse.core.state.events import EventLog
 

@@ -147,6 +147,9 @@ def test_ship_lands_one_commit_for_the_job_per_task_or_history_and_refuses_over_
     r = _ship(cli, layout)
     assert r.returncode == 0, r.stderr
     assert "one commit" in r.stdout and "full gate passed again" in r.stdout
+    # the records `job create` wrote were never committed: the line names each one git does not know
+    loose = _git(root, "ls-files", "--others", "--exclude-standard", "--", ".ai").split()
+    assert ".ai/jobs/demo.json" in loose and f"(git add {' '.join(sorted(loose))} && git commit)" in r.stdout
     assert _git(root, "log", "-1", "--format=%P", "main").split() == [main]
     assert _git(root, "rev-parse", "--abbrev-ref", "HEAD") == "main"
     assert (root / "one.txt").read_text() == "one\n" and (root / "two.txt").read_text() == "two\n"
