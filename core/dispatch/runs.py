@@ -93,6 +93,9 @@ def wait_gone(pid: int, start: str | None, timeout: float) -> bool:
 
 
 NOTIFY_ENV = "PILOTHOUSE_NOTIFY_FD"
+# an SQL condition on `runs`: not a run `maintain repair` rebuilt from the event log (its verdict
+# holds what run.finished said, never the result a planning or review step acts on)
+NOT_REBUILT = "(CASE WHEN json_valid(verdict) THEN json_extract(verdict, '$.rebuilt') END) IS NOT 1"
 
 
 @dataclass

@@ -82,6 +82,36 @@ def _clean(args: str) -> str:
     return " ".join(shlex.quote(w) for w in words if not w.startswith("{"))
 
 
+# pytest-cov's options, by what follows them: coverage writes its data file (.coverage) and the
+# reports it is asked for (htmlcov/, coverage.xml, …) into the worktree, files the gate would leave
+# behind, and --cov-fail-under fails a gate whose tests passed. Dropped whole, as a coverage wrapper
+# is for npm (detect_node.py) and `coverage run -m pytest` is here.
+_COV_VALUE = ("--cov-report", "--cov-config", "--cov-fail-under", "--cov-precision", "--cov-context")
+_COV_FLAG = ("--cov-reset", "--cov-append", "--cov-branch", "--no-cov", "--no-cov-on-fail")
+
+
+def _no_coverage(args: str) -> str:
+    try:
+        words = shlex.split(args)
+    except ValueError:
+        return args
+    out: list[str] = []
+    i = 0
+    while i < len(words):
+        w = words[i]
+        name = w.split("=", 1)[0]
+        if name == "--cov":  # its source is optional: the next word is it unless an option
+            i += 1 if "=" in w or i + 1 >= len(words) or words[i + 1].startswith("-") else 2
+        elif name in _COV_VALUE:
+            i += 1 if "=" in w else 2
+        elif w in _COV_FLAG:
+            i += 1
+        else:
+            out.append(w)
+            i += 1
+    return " ".join(shlex.quote(w) for w in out)
+
+
 def python_gate(root: Path, line: str) -> str | None:
     """The gate for one command line that runs pytest / unittest / doctest, the repository's Python
     in place of whichever it named; None when the line runs no test runner."""
@@ -89,7 +119,7 @@ def python_gate(root: Path, line: str) -> str | None:
     py = shlex.quote(python_of(root)[0])
     m = _PYTEST.match(line)
     if m:
-        args = _clean(m.group(1) or "")
+        args = _no_coverage(_clean(m.group(1) or ""))
         return f"{py} -m pytest{' ' + args if args else ''}"
     m = _UNITTEST.match(line)
     if m:

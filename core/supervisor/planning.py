@@ -50,9 +50,10 @@ def step(sup: Supervisor, job: Any, row: sqlite3.Row) -> bool:
     if _plan_ready(sup, job.name) >= revision:
         _adopt_defined(sup, job, revision)
         return sup.store.job(job.name)["planned_revision"] >= revision  # type: ignore[index]
+    # a run `maintain repair` rebuilt has no result to act on: the planning it was part of runs again
     assigners = list(sup.conn.execute(
-        "SELECT * FROM runs WHERE job=? AND role='assigner' AND attempt=? ORDER BY started_at, rowid",
-        (job.name, revision)))
+        f"SELECT * FROM runs WHERE job=? AND role='assigner' AND attempt=? AND {runs.NOT_REBUILT}"
+        " ORDER BY started_at, rowid", (job.name, revision)))
     if row["state"] == "blocked" and row["reason"] and row["reason"].startswith("planning"):
         return False  # waiting for the operator's answer to the planning problem
     if not assigners:

@@ -265,7 +265,7 @@ def _launch_combined_review(sup: Supervisor, job: str) -> None:
 
 
 def _combined_review_step(sup: Supervisor, job: str) -> None:
-    run = sup.conn.execute("SELECT * FROM runs WHERE job=? AND task IS NULL AND role='reviewer'"
+    run = sup.conn.execute(f"SELECT * FROM runs WHERE job=? AND task IS NULL AND role='reviewer' AND {runs.NOT_REBUILT}"
                            " ORDER BY started_at DESC, rowid DESC LIMIT 1", (job,)).fetchone()
     if run is None:
         _launch_combined_review(sup, job)

@@ -4,8 +4,12 @@
 What the log says is rebuilt: each job's revision, how far it was planned and its last announced
 state; each task's last state and its graph; the problems still open. A step that was under way
 when the store was lost (a builder running, a merge) cannot be picked up where it was, so the task
-goes back to the last point that is safe to repeat. What the log never held is said, not guessed:
-run history and token counts, usage windows, replies not yet applied.
+goes back to the last point that is safe to repeat. Each finished run comes back from its
+run.started and run.finished (with run.usage's breakdown), so the job's and its tasks' token counts
+and their labels are what they were; a rebuilt run is marked so, and never taken as the answer of a
+planning or review step still to come (it has no result: that step runs again). What the log never
+held is said, not guessed: runs not finished when the store was lost, usage windows, replies not
+yet applied.
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ from pilothouse.providers.errors import UserError
 
 # a step that was under way → where it safely starts again (worktrees and branches are kept)
 _REPEAT = {"running": "ready", "reviewing": "gating", "merging": "approved", "preparing": "ready"}
-NOT_RECOVERED = ("run history and token counts", "usage windows of the providers",
+NOT_RECOVERED = ("runs not finished when the store was lost (their tokens were not counted yet)",
+                 "usage windows of the providers",
                  "replies given but not yet applied (answer those problems again)")
 
 
@@ -32,6 +37,7 @@ class Report:
     moved_to: str | None = None
     jobs: list[str] = field(default_factory=list)
     tasks: int = 0
+    runs: int = 0
     problems: list[str] = field(default_factory=list)
     restarted: list[str] = field(default_factory=list)
     skipped_lines: int = 0
@@ -45,7 +51,7 @@ class Report:
         if self.moved_to:
             out.append(f"the damaged store was kept as {self.moved_to}")
         out.append(f"rebuilt {len(self.jobs)} job(s) ({', '.join(self.jobs) or 'none'}), {self.tasks} task(s), "
-                   f"{len(self.problems)} open problem(s)")
+                   f"{self.runs} finished run(s) with their token counts, {len(self.problems)} open problem(s)")
         if self.restarted:
             out.append("steps under way start again: " + ", ".join(self.restarted))
         if self.skipped_lines:
@@ -96,9 +102,13 @@ def _rebuild(layout: RepoLayout, report: Report) -> None:
                                                "planned": 0, "finished": None} for j in list_jobs(layout)}
     tasks: dict[tuple[str, str], dict[str, Any]] = {}
     problems: dict[str, dict[str, Any]] = {}
+    runs: dict[str, dict[str, Any]] = {}
     tailer = EventTailer(layout.events)
     for ev in tailer.iter_new():
         job, task, data, etype = ev.get("job"), ev.get("task"), ev.get("data") or {}, ev["type"]
+        if etype.startswith("run.") and isinstance(ev.get("run"), str):
+            _note_run(runs, ev, data)
+            continue
         if etype.startswith("problem.") and isinstance(data.get("code"), str):
             if etype == "problem.opened" and job:
                 problems[data["code"]] = {"job": job, "task": task, **data, "at": ev.get("ts")}
@@ -145,6 +155,16 @@ def _rebuild(layout: RepoLayout, report: Report) -> None:
                           json.dumps(list(d.depends_on) if d else []),
                           t["reason"] if state == t["state"] else "state.db rebuilt: this step runs again", now))
             report.tasks += 1
+        for run_id, r in runs.items():
+            if r.get("finished") is None or r["job"] not in jobs:
+                continue
+            _insert_run(conn, run_id, r, now)
+            report.runs += 1
+        # the totals as finish_run keeps them: every finished run's count added to its job and its task
+        conn.execute("UPDATE jobs_state SET tokens = (SELECT coalesce(sum(r.tokens), 0) FROM runs r"
+                     " WHERE r.job = jobs_state.job)")
+        conn.execute("UPDATE tasks SET tokens = (SELECT coalesce(sum(r.tokens), 0) FROM runs r"
+                     " WHERE r.job = tasks.job AND r.task = tasks.task)")
         for code, p in problems.items():
             if p["job"] not in jobs:
                 continue
@@ -164,6 +184,41 @@ def _rebuild(layout: RepoLayout, report: Report) -> None:
             layout.state_db.with_name(layout.state_db.name + suffix).unlink(missing_ok=True)
         raise
     conn.close()
+
+
+def _note_run(runs: dict[str, dict[str, Any]], ev: dict[str, Any], data: dict[str, Any]) -> None:
+    """What the log says of one run: how it started (run.started), how it ended (run.finished) and
+    its token breakdown (the final run.usage, which finish emits after run.finished)."""
+    run_id, etype = ev["run"], ev["type"]
+    if etype == "run.started":
+        runs[run_id] = {**data, "job": ev.get("job"), "task": ev.get("task"), "started": ev.get("ts"),
+                        "finished": None, "end": {}, "breakdown": None}
+    elif run_id in runs and etype == "run.finished":
+        runs[run_id].update(finished=ev.get("ts"), end=data)
+    elif run_id in runs and etype == "run.usage" and data.get("final") and isinstance(data.get("tokens"), dict):
+        runs[run_id]["breakdown"] = data["tokens"]
+
+
+def _insert_run(conn: Any, run_id: str, r: dict[str, Any], now: str) -> None:
+    from pilothouse.providers.usage import LABELS
+
+    end = r["end"]
+    tokens, cost = end.get("tokens"), end.get("cost_usd")
+    counted = tokens if type(tokens) is int and tokens > 0 else 0
+    verdict = {"type": "pilothouse.verdict", "schema": 1, "run_id": run_id, "provider": _text(r.get("provider")),
+               "mode": _text(r.get("mode")), "verdict": _text(end.get("verdict")), "tokens": r["breakdown"],
+               "cost_usd": cost, "usage": end["usage"] if end.get("usage") in LABELS else "measured",
+               "parse_state": _text(end.get("parse_state")), "duration_s": end.get("duration_s"),
+               "error": _text(end.get("error")), "reason": _text(end.get("reason")), "result": None,
+               "session_id": None, "rebuilt": True}
+    attempt = r.get("attempt")
+    conn.execute("INSERT INTO runs(run_id, job, task, role, provider, model, mode, attempt, state, verdict, tokens,"
+                 " cost_usd, log, started_at, finished_at) VALUES (?,?,?,?,?,?,?,?,'finished',?,?,?,?,?,?)",
+                 (run_id, r["job"], _text(r.get("task")), _text(r.get("role")) or "builder",
+                  _text(r.get("provider")) or "unknown", _text(r.get("model")), _text(r.get("mode")) or "build",
+                  attempt if type(attempt) is int else 0, json.dumps(verdict), counted,
+                  float(cost) if type(cost) in (int, float) else 0.0, _text(r.get("log")),
+                  r.get("started") or now, r.get("finished") or now))
 
 
 def _text(value: Any) -> str | None:

@@ -54,7 +54,8 @@ def _plan(spec: RunSpec, decoys: Path) -> list[tuple[str, str, Path, Path | None
 
 
 def _host_steps(spec: RunSpec) -> list[str]:
-    """What the host does with a run folder next (each with the real code); the skip lines seen."""
+    """What the host does with a run folder next (each with the real code); the skip and refusal
+    lines it said."""
     from pilothouse.providers import scan, scrub
     from pilothouse.providers.redact import Redactor
     from pilothouse.providers.runners import claude_code, codex, opencode
@@ -63,9 +64,11 @@ def _host_steps(spec: RunSpec) -> list[str]:
     claude_code.write_config(spec)
     codex.write_config(spec, "read-only")
     opencode.write_config(spec, "0.0.0")
-    sim = SimServer(load_scenario("explore-basic"), served_log=spec.sandbox.state / "served.jsonl")
-    sim.record("probe", None, 500, None)
     skipped: list[str] = []
+    # the link was planted on purpose: the refusal is this check's evidence, not the operator's alarm
+    sim = SimServer(load_scenario("explore-basic"), served_log=spec.sandbox.state / "served.jsonl",
+                    warn=skipped.append)
+    sim.record("probe", None, 500, None)
     scrub.scrub_tree(spec.sandbox.root, Redactor(["sk-probe-not-a-key-0000"]))
     scan.scan([spec.sandbox.root], ["sk-probe-not-a-key-0000"], on_skip=lambda s: skipped.append(s.line()))
     return skipped
@@ -111,6 +114,8 @@ def file_checks(spec: RunSpec, base: Path, env: dict[str, str]) -> list[dict[str
         else:
             reached = any(c.startswith(str(target)) for c in changed)
             ok = child == "planted" and not reached and not hung and "error" not in done
+            if path.name == "served.jsonl":  # the sim says it refused (else the run's log is lost unsaid)
+                ok = ok and any(str(path) in line for line in done.get("skipped", []))
         results.append({"check": f"host steps: {check}", "path": str(path), "expect": "not followed",
                         "child": child + (f"; host: {done['error']}" if "error" in done else "")
                         + ("; host step blocked" if hung else ""), "reached_host": reached, "pass": ok})

@@ -17,6 +17,7 @@ import json
 import socket
 import sys
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -55,7 +56,7 @@ class SimServer:
     def __init__(self, scenario: Scenario | str | Path, host: str = "127.0.0.1", port: int = 0,
                  api_key: str | None = None, served_log: str | Path | None = None,
                  resets_file: str | Path | None = None, root: str | Path | None = None,
-                 server: ServerSpec | None = None) -> None:
+                 server: ServerSpec | None = None, warn: Callable[[str], object] | None = None) -> None:
         if host not in LOOPBACK:
             raise UserError(f"sim: host {host} refused — the simulator listens on 127.0.0.1 only")
         self.scenario = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
@@ -64,6 +65,9 @@ class SimServer:
         self.api_key = api_key
         self.served_log = Path(served_log) if served_log else None
         self._log_refused = False
+        # where a refusal is said: the operator's stderr, or the caller that planted the link on purpose
+        # (the probe's hostile check), which turns it into evidence rather than an alarm
+        self.warn = warn or sys.stderr.write
         self.root = str(root) if root is not None else None  # see SimRequest.root
         # the real server's gaps it imitates (imitate.py): this, else the scenario's `server:`
         self.server = server if server is not None else self.scenario.server
@@ -143,7 +147,7 @@ class SimServer:
             log.parent.mkdir(parents=True, exist_ok=True)
             if not workerfs.append(log.parent, log.name, line) and not self._log_refused:
                 self._log_refused = True
-                sys.stderr.write(f"pilothouse sim: {log} is not a regular file of its own (a link, FIFO "
+                self.warn(f"pilothouse sim: {log} is not a regular file of its own (a link, FIFO "
                                  "or hard link put there); the served log is not written\n")
 
 

@@ -65,6 +65,23 @@ def test_tox_commands_give_the_pytest_arguments(tmp_path: Path) -> None:
         found.why.startswith("tox.ini [testenv] (env py311) runs 'pytest -x tests/unit'"), found.why
 
 
+def test_pytest_cov_options_are_dropped_so_a_gate_leaves_no_coverage_files_behind(tmp_path: Path) -> None:
+    # humanize 4.9.0's tox.ini: every gate would leave htmlcov/, coverage.xml and .coverage in the worktree
+    (tmp_path / "tox.ini").write_text("[tox]\nrequires =\n    tox>=4.2\nenv_list =\n    py{312, 311}\n\n"
+                                      "[testenv]\nextras =\n    tests\ncommands =\n    {envpython} -m pytest \\\n"
+                                      "      --cov humanize \\\n      --cov tests \\\n      --cov-report html \\\n"
+                                      "      --cov-report term \\\n      --cov-report xml \\\n      {posargs}\n")
+    py = _venv(tmp_path)
+    found = detect(tmp_path)
+    assert found is not None and found.fast == f"{py.absolute()} -m pytest", found.fast
+    # the = forms, a --cov with no source before an option, the flags, and a CI line: the same
+    _workflow(tmp_path, "ci.yml", "python -m pytest --cov --cov-branch -x --cov=src --cov-report=xml:out/c.xml "
+                                  "--cov-report annotate --cov-config .coveragerc --cov-fail-under=90 "
+                                  "--no-cov-on-fail --cov-append tests/unit")
+    found = detect(tmp_path)
+    assert found is not None and found.fast == f"{py.absolute()} -m pytest -x tests/unit", found.fast
+
+
 def test_nox_makefile_node_by_lockfile_cargo_go(tmp_path: Path) -> None:
     nox = tmp_path / "nox"
     nox.mkdir()

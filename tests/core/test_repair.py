@@ -41,6 +41,9 @@ def _one_line(r, *words: str) -> None:
 def test_a_store_deleted_under_a_running_supervisor_stops_it_and_repair_brings_the_job_back(tmp_path: Path,
                                                                                          cli) -> None:
     layout = _accepted_demo(tmp_path, cli)
+    before = json.loads(cli("job", "status", "demo", "--json", "--repo", str(layout.root)).stdout)
+    usage_before = json.loads(cli("usage", "demo", "--json", "--repo", str(layout.root)).stdout)
+    assert before["tokens"] > 0 and all(t["tokens"] > 0 for t in before["tasks"]), before
     try:
         for suffix in ("", "-wal", "-shm"):
             layout.state_db.with_name(layout.state_db.name + suffix).unlink(missing_ok=True)
@@ -57,10 +60,16 @@ def test_a_store_deleted_under_a_running_supervisor_stops_it_and_repair_brings_t
     _one_line(cli("job", "start", "--repo", str(layout.root)), "state.db is missing", "maintain repair")
     r = cli("maintain", "repair", "--repo", str(layout.root))
     assert r.returncode == 0, r.stderr
-    assert "rebuilt 1 job(s) (demo)" in r.stdout and "not recovered: run history" in r.stdout
+    assert "rebuilt 1 job(s) (demo)" in r.stdout and "finished run(s) with their token counts" in r.stdout
+    assert "not recovered: runs not finished" in r.stdout
     status = json.loads(cli("job", "status", "demo", "--json", "--repo", str(layout.root)).stdout)
     assert status["state"] == "accepted"
     assert all(t["state"] == "done" for t in status["tasks"])
+    # the counts the event log holds come back with their labels: never a 0 that reads as measured
+    assert (status["tokens"], status["usage"]) == (before["tokens"], before["usage"])
+    assert [(t["task"], t["tokens"], t["usage"]) for t in status["tasks"]] == \
+        [(t["task"], t["tokens"], t["usage"]) for t in before["tasks"]]
+    assert json.loads(cli("usage", "demo", "--json", "--repo", str(layout.root)).stdout) == usage_before
     again = cli("maintain", "repair", "--repo", str(layout.root))
     _one_line(again, "nothing to repair")
 

@@ -22,6 +22,8 @@ def test_probe_cli_passes_and_records(cli):
     assert res.returncode == 0, res.stdout + res.stderr
     record = json.loads(res.stdout)
     assert record["ok"] is True
+    # the probe's own planted link is its evidence: `init` on a fresh home shows the operator no alarm
+    assert "served.jsonl" not in res.stderr, res.stderr
     checks = {r["check"]: r for r in record["results"]}
     assert checks["own worktree"]["child"] == "ok" and checks["own worktree"]["reached_host"]
     for name in ("other worktree", "main checkout", "$HOME", "/tmp outside its own", "explore mode: own worktree"):
@@ -43,7 +45,7 @@ def test_probe_cli_passes_and_records(cli):
     assert not any(p.name.startswith("pilothouse-probe-") for p in Path.home().iterdir())
 
 
-def test_probe_runs_the_corpus_file_attacks_against_the_hosts_own_steps(tmp_path):
+def test_probe_runs_the_corpus_file_attacks_against_the_hosts_own_steps(tmp_path, capfd):
     """The fast half of tests/core/test_hostile_builders.py: links and a FIFO planted from inside a
     real sandbox, then the real runner set-up, served-log append, scrub and scan: each decoy is
     byte-identical and nothing blocked."""
@@ -60,6 +62,7 @@ def test_probe_runs_the_corpus_file_attacks_against_the_hosts_own_steps(tmp_path
         "host steps: opencode plugin -> operator's file", "host steps: served.jsonl -> operator's file",
         "host steps: a FIFO in the run HOME"]
     assert all(r["child"] == "planted" and r["pass"] and not r["reached_host"] for r in results), results
+    assert "served.jsonl" not in capfd.readouterr().err  # the sim's refusal went to the check, not the operator
     assert (spec.sandbox.config / "claude").is_dir() and not (spec.sandbox.config / "claude").is_symlink()
     assert (spec.sandbox.home / "trap").is_fifo()
 
