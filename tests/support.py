@@ -144,6 +144,17 @@ def run_cli(*args: str, cwd: Path | None = None, input: str | None = None, timeo
                           capture_output=True, text=True, timeout=guard(timeout), env=full_env)
 
 
+def run_cli_bounded(*args: str, cwd: Path, within: float = 120) -> subprocess.CompletedProcess[str] | None:
+    """Run the real CLI where it must answer at once (a FIFO in place of a file it reads): None when
+    it was still running after `within` seconds and was killed, so a hang fails one test instead of
+    holding the suite for GUARD_S."""
+    try:
+        return subprocess.run([sys.executable, "-m", "pilothouse", *args], cwd=cwd, capture_output=True,
+                              text=True, timeout=within, stdin=subprocess.DEVNULL, env=dict(os.environ))
+    except subprocess.TimeoutExpired:
+        return None
+
+
 def fix_stopped_demo_by_hand(cli: Any, root: Path) -> None:
     """The operator's hand fix of the demo stopped by its `gate-fails-twice` scenario: slugify
     written in the stopped task's worktree, the task retried, the job waited for to the end."""

@@ -15,7 +15,7 @@ from typing import Any
 from pilothouse.core.queries.problems import SupervisorRow
 from pilothouse.core.queries.work import Queries, affected
 from pilothouse.core.records.layout import RepoLayout
-from pilothouse.core.state.events import EventTailer, parse_ts
+from pilothouse.core.state.events import EventLogUnusable, EventTailer, parse_ts
 from pilothouse.providers.errors import UserError
 from pilothouse.tui import format as fmt
 from pilothouse.tui.actions import ActionsMixin
@@ -168,7 +168,11 @@ class CockpitApp(ActionsMixin, FixMixin, App[None]):
         self.layout = layout
         self.queries = Queries(layout)
         tailer = EventTailer(layout.events)
-        events = tailer.tail(self.tail)
+        try:
+            events = tailer.tail(self.tail)
+        except EventLogUnusable as exc:  # a directory or a FIFO where the log should be: said, not fatal
+            events = []
+            self.notify(str(exc), title="event log", severity="error", timeout=30)
         # parsing .ai/project.yaml imports the record models (pydantic): after the first frame is painted
         self.call_after_refresh(self._setup_after_paint, layout)
         self.refresh_supervisor()

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pilothouse.core.state.events import EventTailer, LineTailer
+from pilothouse.core.state.events import EventLogUnusable, EventTailer, LineTailer
 
 
 class Follower:
@@ -54,7 +54,10 @@ class Follower:
             self._thread.join(timeout=2)
 
     def _pump(self) -> None:
-        batch = self.tailer.read_new()
+        try:
+            batch = self.tailer.read_new()
+        except EventLogUnusable:  # said once when the screen opened; read again once it is a file
+            return
         if not batch or self.stop_event.is_set():
             return
         with self._lock:

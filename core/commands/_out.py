@@ -26,6 +26,14 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
             sys.stdout.write("  ".join("-" * w for w in widths) + "\n")
 
 
+def say_skips(reader: Any) -> None:
+    """What a reader of the event log (an EventTailer or an EventLookup) skipped, said once on stderr:
+    every command that reads the log says it the same way."""
+    notice = reader.skip_notice()
+    if notice:
+        print(f"pilothouse: {notice}", file=sys.stderr, flush=True)
+
+
 def add_json_flag(parser: Any) -> None:
     parser.add_argument("--json", action="store_true", help="machine-readable output")
 

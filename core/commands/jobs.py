@@ -266,8 +266,11 @@ def list_rows(layout: Any) -> list[dict[str, Any]]:
 
 def _list(args: Any) -> int:
     from pilothouse.core.commands._out import emit_json, print_table
+    from pilothouse.core.records.layout import require_set_up
 
-    rows = list_rows(_layout(args))
+    layout = _layout(args)
+    require_set_up(layout)
+    rows = list_rows(layout)
     if args.json:
         emit_json(rows)
         return 0
@@ -282,9 +285,12 @@ def _list(args: Any) -> int:
 
 def _status(args: Any) -> int:
     from pilothouse.core.commands._out import emit_json, print_table
+    from pilothouse.core.records.layout import require_set_up
     from pilothouse.providers.usage import tokens_text
 
-    out = status_rows(_layout(args), args.name)
+    layout = _layout(args)
+    require_set_up(layout)
+    out = status_rows(layout, args.name)
     if args.json:
         emit_json(out[0] if args.name else out)
         return 0

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import sys
 
+from pilothouse.core.commands._out import say_skips
+
 TYPE_CHECKING = False  # typing costs ~2 ms on every command; annotations are strings here
 if TYPE_CHECKING:
     from typing import Any
@@ -107,14 +109,8 @@ def _all_events(layout: Any, tailer: Any = None) -> list[dict[str, Any]]:
 
     tailer = tailer or EventTailer(layout.events)
     events = tailer.read_new()
-    _say_skips(tailer)
+    say_skips(tailer)
     return events
-
-
-def _say_skips(tailer: Any) -> None:
-    notice = tailer.skip_notice()
-    if notice:
-        print(f"pilothouse: {notice}", file=sys.stderr, flush=True)
 
 
 # ---------------------------------------------------------------- commands
@@ -137,7 +133,7 @@ def _live(args: Any) -> int:
             if len(history) >= want or len(everything) < looked:
                 break
             looked *= 4
-        _say_skips(tailer)
+        say_skips(tailer)
     else:
         everything = _all_events(layout, tailer)
         history = [e for e in everything if _matches(e, args)]
@@ -151,19 +147,13 @@ def _live(args: Any) -> int:
     sys.stdout.flush()
     try:
         for ev in follow(layout.events, tailer=tailer):
-            _say_skips(tailer)
+            say_skips(tailer)
             if _matches(ev, args):
                 _emit(ev, args.json)
                 sys.stdout.flush()
     except KeyboardInterrupt:
         return 0
     return 0
-
-
-def _say_lookup_skips(lookup: Any) -> None:
-    notice = lookup.skip_notice()
-    if notice:
-        print(f"pilothouse: {notice}", file=sys.stderr, flush=True)
 
 
 def _events(args: Any) -> int:
@@ -175,7 +165,7 @@ def _events(args: Any) -> int:
     layout = _layout(args)
     # one job's or task's events through the log's index: a long log is not read whole for them
     with EventLookup(layout.events) as lookup:
-        _say_lookup_skips(lookup)
+        say_skips(lookup)
         if args.task:
             from pilothouse.core.queries.why import resolve_job
 
@@ -196,6 +186,12 @@ def _no_events(layout: Any, job: str | None, task: str | None, events: Any, quie
 
     if job and not _job_known(layout, job, events):
         raise UserError(f"no job named {job!r} (no record, no events): `pilothouse job list` shows the jobs")
+    if job:
+        from pilothouse.core.records.state_witness import missing_log
+
+        missing = missing_log(layout, job)
+        if missing:
+            raise UserError(missing)
     if task and not _task_known(layout, job, task, events):
         where = f" in job {job}" if job else ""
         raise UserError(f"no events for task {task!r}{where} and no such task defined: "
@@ -241,7 +237,7 @@ def _why(args: Any) -> int:
     from pilothouse.core.commands._out import emit_json
     from pilothouse.core.queries.why import why_report
 
-    report = why_report(_layout(args), args.task, args.job, on_skips=_say_lookup_skips)
+    report = why_report(_layout(args), args.task, args.job, on_skips=say_skips)
     if args.json:
         emit_json(report)
         return 0

@@ -34,7 +34,10 @@ def why_report(layout: Any, name: str, job: str | None = None, *, on_skips: Any 
         if owner is None and job is None and lookup.has_job(name):
             return explain_job(layout, name, lookup.select(name, None))
         if owner is None:
-            raise UserError(f"no events for task or job {name!r}: {listing}")
+            from pilothouse.core.records.state_witness import missing_log
+
+            raise UserError((job is None and missing_log(layout, name))
+                            or f"no events for task or job {name!r}: {listing}")
         return explain(layout, owner, name, lookup.select(owner, name, job_level=True))
 
 

@@ -56,6 +56,15 @@ class RepoLayout:
         return self.runtime / "attachments"
 
 
+def require_set_up(layout: RepoLayout) -> None:
+    """Refuse a repository pilothouse was never set up in (no project.yaml, no job, no event log) in
+    one line saying so: a reader would otherwise name a log that was never there, or suggest a
+    `job create` that would refuse for the same reason."""
+    if layout.project_yaml.exists() or layout.jobs_dir.is_dir() or os.path.lexists(layout.events):
+        return
+    raise UserError(f"{layout.root} is not set up for pilothouse (no .ai/project.yaml): run `pilothouse init`")
+
+
 def worktrees_base() -> Path:
     """Where every repository's task worktrees and integration checkout live (user data dir)."""
     from pilothouse.providers import paths

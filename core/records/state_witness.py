@@ -5,6 +5,8 @@ rebuilt from nothing by an older `job start`. The event log is the witness: a jo
 exists and that the supervisor took up (it planned it, moved a task, opened a problem) has a row;
 a problem opened and never closed has one too (when its job has a row). `job start` refuses a store that lost either, and
 `maintain repair` and `check` name it, so work is never silently planned again from scratch.
+The other way round, a job that its record or state.db knows has a log to read its story from
+(`missing_log`).
 """
 
 from __future__ import annotations
@@ -82,3 +84,38 @@ def require_consistent(layout: RepoLayout) -> None:
     if missing:
         raise store.StateDamaged(lost_line(layout, missing))
 
+
+def missing_log(layout: RepoLayout, job: str) -> str | None:
+    """The line for a job the repository knows while its event log is gone, or None (the log is
+    there, or the job is nobody's)."""
+    import os
+
+    known = None if os.path.lexists(layout.events) else _job_record(layout, job)
+    if known is None:
+        return None
+    return (f"{layout.events} is missing, but job {job!r} exists ({known}): the log holds its history and "
+            "nothing else does; put the file back (from a backup or a copy) to read the job's story")
+
+
+def _job_record(layout: RepoLayout, job: str) -> str | None:
+    """Where the repository says job `job` exists (its record in .ai/jobs/, or state.db), or None."""
+    from pilothouse.core.records.jobs import validate_name
+    from pilothouse.providers.errors import UserError
+
+    try:
+        record = layout.jobs_dir / f"{validate_name(job)}.json"
+    except UserError:  # `why` asks of a task's name too: no job can have it
+        return None
+    if record.is_file():
+        return str(record.relative_to(layout.root))
+    try:
+        conn = store.open_reader(layout.state_db)
+        if conn is None:
+            return None
+        try:
+            found = conn.execute("SELECT 1 FROM jobs_state WHERE job=?", (job,)).fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error:  # a store that cannot be read witnesses nothing here; `job status` says why
+        return None
+    return str(layout.state_db.relative_to(layout.root)) if found else None

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from pilothouse.core.state.events import MAX_LINE, EventTailer, decode_event
+from pilothouse.core.state.log_faults import open_log, skip_notice
 from pilothouse.providers.fsutil import use_wal
 
 _MARK = 256
@@ -117,9 +118,8 @@ class EventIndex:
 
     def _catch_up(self) -> None:
         self._names.clear()  # another reader may have started the index again since
-        try:
-            fh = open(self.events, "rb")
-        except FileNotFoundError:
+        fh = open_log(self.events)
+        if fh is None:
             if self._db.execute("SELECT 1 FROM meta WHERE key='offset'").fetchone() is not None:
                 self._begin()  # the log that was indexed is gone: so is what the index says of it
                 self._reset()
@@ -216,11 +216,7 @@ class EventIndex:
 
     def skip_notice(self) -> str | None:
         """The same sentence EventTailer says about the lines that are not events, or None."""
-        if not self.skipped:
-            return None
-        lines = "line" if self.skipped == 1 else "lines"
-        return (f"{self.events}: skipped {self.skipped} {lines} that are not events "
-                f"(first: {self.first_skip}); the rest is read as usual")
+        return skip_notice(self.events, self.skipped, self.first_skip) if self.skipped else None
 
     # ------------------------------------------------------------ reading
 
@@ -346,21 +342,18 @@ class EventIndex:
     def _read(self, spots: Iterable[tuple[int, int, int]], job: str, task: str | None,
               job_level: bool, types: Collection[str] | None) -> list[dict[str, Any]] | None:
         out = []
-        try:
-            fd = os.open(self.events, os.O_RDONLY)
-        except FileNotFoundError:
+        fh = open_log(self.events)
+        if fh is None:
             return []
-        try:
+        with fh:
             for off, length, seq in spots:
-                event, _ = decode_event(os.pread(fd, length, off))
+                event, _ = decode_event(os.pread(fh.fileno(), length, off))
                 if (event is None or event["seq"] != seq or event.get("job") != job
                         or (types is not None and event["type"] not in types)
                         or (task is not None and event.get("task") != task
                             and not (job_level and event.get("task") is None))):
                     return None
                 out.append(event)
-        finally:
-            os.close(fd)
         return out
 
 

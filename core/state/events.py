@@ -4,7 +4,8 @@ Writers append one JSON object per line under an exclusive lock on a sibling loc
 `seq` stays strictly increasing across processes. Readers use EventTailer, which keeps an
 offset and the file's inode, buffers a torn last line, restarts on truncation and reopens on
 replacement. The file is anyone's to edit, so no line is trusted: one that is not an event
-(`event_problem`) is skipped and counted by every reader and by the writer's seq scan.
+(`event_problem`) is skipped and counted by every reader and by the writer's seq scan, and the file
+itself is opened only through `open_log`, which refuses a directory, a FIFO or a device in its place.
 Nothing here polls: followers wake on watchfiles notifications (see `follow`).
 """
 
@@ -18,6 +19,8 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from pilothouse.core.state.log_faults import EventLogUnusable, open_log, skip_notice  # noqa: F401
 
 _TAIL_CHUNK = 64 * 1024
 _READ_CHUNK = 1 << 20
@@ -142,10 +145,14 @@ class EventLog:
         with open(self.lock_path, "a") as lock:
             fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
             try:
-                if commit is not None:
-                    commit()
-                # unbuffered: a write that fails (a full disk) fails here, not later in a flush
-                with open(self.path, "ab+", buffering=0) as fh:
+                # opened before the change is made: a log that cannot be kept (a directory or a FIFO
+                # in its place) refuses the change too, instead of leaving it made and unlogged.
+                # Unbuffered: a write that fails (a full disk) fails here, not later in a flush
+                fh = open_log(self.path, writing=True)
+                assert fh is not None
+                with fh:
+                    if commit is not None:
+                        commit()
                     seq = _last_seq(fh) % MAX_SEQ + 1
                     event = {"seq": seq, "ts": utc_now_iso(), "type": type, "job": job, "task": task,
                              "run": run, "data": data or {}}
@@ -194,13 +201,13 @@ class EventTailer:
         self._partial = b""
         self._mark = b""  # the bytes just before `offset`: the file still has them unless rewritten
         self._noticed = False
+        self._before_tail: tuple[int, str | None] | None = None
         if start_at_end:
-            try:
-                with open(self.path, "rb") as fh:
+            fh = open_log(self.path)
+            if fh is not None:
+                with fh:
                     st = os.fstat(fh.fileno())
                     self._place(fh, st.st_size, st.st_ino)
-            except FileNotFoundError:
-                pass
 
     def _place(self, fh: Any, offset: int, inode: int) -> None:
         self.offset, self.inode = offset, inode
@@ -214,45 +221,49 @@ class EventTailer:
         Backwards, only where lines end is kept; each line is then read on its own, and one longer
         than MAX_LINE is skipped (with the others' note) without being read: a 50 MB line costs one
         pass over it, not one per chunk."""
-        skipped, first = self.skipped, self.first_skip
+        if self._before_tail is None:
+            self._before_tail = self.skipped, self.first_skip
+        # a second look (a caller wanting more) reads the first one's lines again: they count once,
+        # from what was counted before the first look
+        skipped, first = self._before_tail
         want = n
         events: list[dict[str, Any]] = []
-        try:
-            with open(self.path, "rb") as fh:
-                st = os.fstat(fh.fileno())
-                end = st.st_size
-                pos = end
-                ends: list[int] = []  # offsets of the newlines seen, last first
-                while True:
-                    while pos > 0 and len(ends) <= want:
-                        step = min(_TAIL_CHUNK, pos)
-                        pos -= step
-                        fh.seek(pos)
-                        chunk = fh.read(step)
-                        i = len(chunk)
-                        while (i := chunk.rfind(b"\n", 0, i)) != -1:
-                            ends.append(pos + i)
-                    self.skipped, self.first_skip = skipped, first  # each look counts the same lines anew
-                    bounds = ends[::-1]
-                    # the first line is whole only when the start of the file was reached
-                    begin, closing = (0, bounds) if pos == 0 else ((bounds[0] + 1, bounds[1:]) if bounds else (0, []))
-                    events = []
-                    for nl in closing:
-                        if nl - begin > MAX_LINE:
-                            self._skip(begin, f"longer than {MAX_LINE} bytes")
-                        else:
-                            fh.seek(begin)
-                            events += self._decode_lines([fh.read(nl - begin)], begin)
-                        begin = nl + 1
-                    if len(events) >= n or pos == 0:
-                        break
-                    want = len(ends) + (n - len(events)) * 2
-                complete_end = ends[0] + 1 if ends else 0
-                fh.seek(complete_end)
-                partial = fh.read(min(end - complete_end, MAX_LINE + 1))
-                self._place(fh, end, st.st_ino)
-        except FileNotFoundError:
+        fh = open_log(self.path)
+        if fh is None:
             return []
+        with fh:
+            st = os.fstat(fh.fileno())
+            end = st.st_size
+            pos = end
+            ends: list[int] = []  # offsets of the newlines seen, last first
+            while True:
+                while pos > 0 and len(ends) <= want:
+                    step = min(_TAIL_CHUNK, pos)
+                    pos -= step
+                    fh.seek(pos)
+                    chunk = fh.read(step)
+                    i = len(chunk)
+                    while (i := chunk.rfind(b"\n", 0, i)) != -1:
+                        ends.append(pos + i)
+                self.skipped, self.first_skip = skipped, first  # each look counts the same lines anew
+                bounds = ends[::-1]
+                # the first line is whole only when the start of the file was reached
+                begin, closing = (0, bounds) if pos == 0 else ((bounds[0] + 1, bounds[1:]) if bounds else (0, []))
+                events = []
+                for nl in closing:
+                    if nl - begin > MAX_LINE:
+                        self._skip(begin, f"longer than {MAX_LINE} bytes")
+                    else:
+                        fh.seek(begin)
+                        events += self._decode_lines([fh.read(nl - begin)], begin)
+                    begin = nl + 1
+                if len(events) >= n or pos == 0:
+                    break
+                want = len(ends) + (n - len(events)) * 2
+            complete_end = ends[0] + 1 if ends else 0
+            fh.seek(complete_end)
+            partial = fh.read(min(end - complete_end, MAX_LINE + 1))
+            self._place(fh, end, st.st_ino)
         self._partial = partial if len(partial) <= MAX_LINE else b""
         return events[-n:] if n else []
 
@@ -261,9 +272,8 @@ class EventTailer:
 
     def iter_new(self) -> Iterator[dict[str, Any]]:
         """What was appended since the last read, in chunks (a large log is never read whole)."""
-        try:
-            fh = open(self.path, "rb")
-        except FileNotFoundError:
+        fh = open_log(self.path)
+        if fh is None:
             return
         with fh:
             st = os.fstat(fh.fileno())
@@ -322,9 +332,7 @@ class EventTailer:
         if not self.skipped or self._noticed:
             return None
         self._noticed = True
-        lines = "line" if self.skipped == 1 else "lines"
-        return (f"{self.path}: skipped {self.skipped} {lines} that are not events "
-                f"(first: {self.first_skip}); the rest is read as usual")
+        return skip_notice(self.path, self.skipped, self.first_skip)
 
 
 class LineTailer(EventTailer):

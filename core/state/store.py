@@ -298,13 +298,14 @@ def history(path: Path) -> str | None:
     supervisor ran here"), or None when nothing does."""
     import mmap
 
-    from pilothouse.core.state.events import decode_event
+    from pilothouse.core.state.events import decode_event, open_log
 
     events = Path(path).with_name("events.jsonl")
     try:
-        if not events.is_file():  # a FIFO put there would hold the open forever
+        fh = open_log(events)  # a FIFO or a directory there is no log, and no witness: OSError
+        if fh is None:
             return None
-        with open(events, "rb") as fh:
+        with fh:
             st = os.fstat(fh.fileno())
             key = (str(events), st.st_ino)
             head = fh.readline(256)

@@ -450,3 +450,68 @@ def test_a_monster_line_is_skipped_with_a_note_and_read_past_once(tmp_path: Path
     assert notice is not None and f"longer than {MAX_LINE} bytes" in notice
     log.append("job.created", job="next")
     assert [e["job"] for e in tailer.read_new()] == ["next"]
+
+
+_EVERY_READER = """
+import sys
+from pathlib import Path
+from pilothouse.core.state.event_index import EventLookup
+from pilothouse.core.state.events import EventLog, EventLogUnusable, EventTailer
+from pilothouse.core.state.store import history
+
+path = Path(sys.argv[1])
+made = []
+readers = {
+    "read_new": lambda: EventTailer(path).read_new(),
+    "tail": lambda: EventTailer(path).tail(5),
+    "start_at_end": lambda: EventTailer(path, start_at_end=True),
+    "lookup": lambda: EventLookup(path).select("j"),
+    "append": lambda: EventLog(path).append("job.created", job="j", commit=lambda: made.append(1)),
+}
+for name, read in readers.items():
+    try:
+        read()
+        print(name, "read it")
+    except EventLogUnusable as exc:
+        print(name, str(exc).splitlines()[0])
+print("committed" if made else "nothing committed", "witness", history(path.with_name("state.db")))
+"""
+
+
+@pytest.mark.parametrize("kind", ["a FIFO", "a directory"])
+def test_a_fifo_or_a_directory_in_place_of_the_log_is_refused_at_once_by_every_reader_and_the_writer(
+        tmp_path: Path, kind: str) -> None:
+    """Opened without blocking and checked on the descriptor: no reader waits for a FIFO's writer or
+    reads a directory, and the writer makes no change it cannot log (run in a process of its own, so
+    a reader that did block fails this test instead of holding the suite)."""
+    path = tmp_path / "events.jsonl"
+    os.mkfifo(path) if kind == "a FIFO" else path.mkdir()
+    out = subprocess.run([sys.executable, "-c", _EVERY_READER, str(path)], capture_output=True, text=True,
+                         timeout=120).stdout.splitlines()
+    said = f"{path} is {kind}, not the event log: move it aside (mv {path} {path}.aside) and run this again"
+    assert [line.split(" ", 1)[0] for line in out[:-1]] == ["read_new", "tail", "start_at_end", "lookup", "append"]
+    assert all(line.split(" ", 1)[1].startswith(said) for line in out[:-1]), out
+    assert out[-1] == "nothing committed witness None"
+
+
+def test_a_second_look_back_counts_a_skipped_line_once(tmp_path: Path) -> None:
+    """A caller that looks further back (live leaving heartbeats out) reads the first look's lines
+    again: the garbage among them is still one skipped line."""
+    path = tmp_path / "events.jsonl"
+    log = EventLog(path)
+    for i in range(10):
+        log.append("supervisor.heartbeat", data={"i": i})
+    with open(path, "ab") as fh:
+        fh.write(b"garbage\n")
+    tailer = EventTailer(path)
+    assert len(tailer.tail(4)) == 4 and len(tailer.tail(16)) == 10
+    assert tailer.skipped == 1
+    assert tailer.skip_notice() == (f"{path}: skipped 1 line that is not an event (the line at byte "
+                                    f"{path.stat().st_size - 8}: not JSON (Expecting value)); the rest is read as usual")
+    with open(path, "ab") as fh:
+        fh.write(b"[1]\n")
+    tailer.read_new()
+    assert tailer.skipped == 2
+    again = EventTailer(path)
+    again.read_new()
+    assert "skipped 2 lines that are not events (first: the line at byte" in (again.skip_notice() or "")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import queue
 import subprocess
 import sys
@@ -194,3 +195,49 @@ def test_why_shows_the_end_of_a_failed_gates_output_without_its_escape_sequences
         "    | FAILED test_x.py::test_one - assert 1 == 2",
         "    | 1 failed, 2 passed in 0.1s",
     ]
+
+
+@pytest.mark.parametrize("kind", ["a FIFO", "a directory"])
+def test_live_events_and_why_refuse_a_fifo_or_a_directory_log_in_one_line(layout: RepoLayout, kind: str) -> None:
+    """A FIFO is not waited on (each command is bounded: a hang fails here, it does not hold the
+    suite) and a directory is no traceback: one line naming the file and the fix, exit 2."""
+    from support import run_cli_bounded
+
+    layout.runtime.mkdir(parents=True)
+    os.mkfifo(layout.events) if kind == "a FIFO" else layout.events.mkdir()
+    for argv in (["live"], ["live", "--job", "j"], ["live", "--follow"], ["events", "--job", "j"], ["why", "a"]):
+        r = run_cli_bounded(*argv, cwd=layout.root)
+        assert r is not None, f"{argv} hung on {kind}"
+        assert r.returncode == 2 and not r.stdout, (argv, r.stderr)
+        assert r.stderr.splitlines() == [f"pilothouse: {layout.events} is {kind}, not the event log: move it "
+                                         f"aside (mv {layout.events} {layout.events}.aside) and run this again; "
+                                         "the next event starts a new log there"], argv
+
+
+def test_one_garbage_line_is_one_skipped_line_for_live_with_or_without_filters(layout: RepoLayout, cli) -> None:
+    """`live` leaving heartbeats out looks further back than its first look: the garbage line it read
+    twice is still said as one, as `live --job` and `why` say it."""
+    seed(layout)
+    log = EventLog(layout.events)
+    for i in range(60):
+        log.append("supervisor.heartbeat", data={"pid": i})
+    with open(layout.events, "ab") as fh:
+        fh.write(b"garbage\n")
+    for argv in (["live"], ["live", "--job", "j"], ["why", "a"]):
+        r = cli(*argv, cwd=layout.root)
+        assert r.returncode == 0, r.stderr
+        notes = [x for x in r.stderr.splitlines() if "skipped" in x]
+        assert len(notes) == 1 and "skipped 1 line that is not an event (the line at byte" in notes[0], (argv, r.stderr)
+
+
+def test_live_for_a_job_whose_log_is_missing_says_the_log_is_missing(git_repo: Path, cli) -> None:
+    assert cli("init", "--gate-fast", "true", "--no-prove", cwd=git_repo).returncode == 0
+    (git_repo / "req.md").write_text("do a thing\n")
+    assert cli("job", "create", "j", "--request-file", "req.md", cwd=git_repo).returncode == 0
+    events = RepoLayout(git_repo).events
+    events.unlink()
+    for argv in (["live", "--job", "j"], ["why", "j"]):
+        r = cli(*argv, cwd=git_repo)
+        assert r.returncode == 2 and r.stderr.splitlines() == [
+            f"pilothouse: {events} is missing, but job 'j' exists (.ai/jobs/j.json): the log holds its history and "
+            "nothing else does; put the file back (from a backup or a copy) to read the job's story"], r.stderr

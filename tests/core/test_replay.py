@@ -250,3 +250,53 @@ def test_a_moment_outside_the_job_is_clamped_to_its_edge_and_said_so(demo_root: 
     assert json.loads(r.stdout)["at"] == _stamp(_events(_log(demo_root))[0]).isoformat()
     r = run_cli("replay", "demo", "--json", "--at", "+10h", cwd=demo_root)
     assert "is after the job" in r.stderr and json.loads(r.stdout)["state"] == "accepted"
+
+
+def _one_job(repo: Path) -> Path:
+    """`repo` set up with job j created (its job.created event in the log): the log's path."""
+    assert run_cli("init", "--gate-fast", "true", "--no-prove", cwd=repo).returncode == 0
+    (repo / "req.md").write_text("do a thing\n")
+    assert run_cli("job", "create", "j", "--request-file", "req.md", cwd=repo).returncode == 0
+    return repo / ".ai/runtime/events.jsonl"
+
+
+def test_replay_says_once_the_lines_it_skipped_in_the_words_live_uses(git_repo: Path) -> None:
+    events = _one_job(git_repo)
+    with open(events, "ab") as fh:
+        fh.write(b"garbage\n")
+    live = [x for x in run_cli("live", cwd=git_repo).stderr.splitlines() if "skipped" in x]
+    r = run_cli("replay", "j", "--json", cwd=git_repo)
+    assert r.returncode == 0 and json.loads(r.stdout)["job"] == "j", r.stderr
+    assert r.stderr.splitlines() == live and "skipped 1 line that is not an event (the line at byte" in live[0]
+
+
+@pytest.mark.parametrize("kind", ["a FIFO", "a directory"])
+def test_replay_on_a_fifo_or_a_directory_log_is_one_line_and_never_waits(git_repo: Path, kind: str) -> None:
+    import os
+
+    from support import run_cli_bounded
+
+    events = git_repo / ".ai/runtime/events.jsonl"
+    events.parent.mkdir(parents=True)
+    os.mkfifo(events) if kind == "a FIFO" else events.mkdir()
+    r = run_cli_bounded("replay", "j", "--json", cwd=git_repo)
+    assert r is not None, f"replay hung on {kind}"
+    assert r.returncode == 2 and not r.stdout
+    assert r.stderr.splitlines() == [f"pilothouse: {events} is {kind}, not the event log: move it aside "
+                                     f"(mv {events} {events}.aside) and run this again; the next event starts a "
+                                     "new log there"]
+
+
+def test_replay_of_a_job_whose_log_is_missing_says_the_log_is_missing(git_repo: Path) -> None:
+    events = _one_job(git_repo)
+    events.unlink()
+    r = run_cli("replay", "j", "--json", cwd=git_repo)
+    assert r.returncode == 2 and r.stderr.splitlines() == [
+        f"pilothouse: {events} is missing, but job 'j' exists (.ai/jobs/j.json): the log holds its history and "
+        "nothing else does; put the file back (from a backup or a copy) to read the job's story"]
+
+
+def test_replay_in_a_repository_not_set_up_says_to_run_init(git_repo: Path) -> None:
+    r = run_cli("replay", "j", "--json", cwd=git_repo)
+    assert r.returncode == 2 and r.stderr.splitlines() == [
+        f"pilothouse: {git_repo.resolve()} is not set up for pilothouse (no .ai/project.yaml): run `pilothouse init`"]

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import urllib.parse
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 from browser import DevTools, artifacts_dir, chromium
 
 
@@ -136,3 +138,59 @@ def test_an_unknown_job_or_a_missing_folder_is_one_line_naming_the_fix(cli: Any,
                        (("j", "--html", str(tmp_path / "r.html"), "--json"), "drop --html")):
         r = cli("report", *args, "--repo", str(copy))
         assert r.returncode == 2 and said in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def _one_job(cli: Any, repo: Path) -> Path:
+    """`repo` set up with job j created (its job.created event in the log): the log's path."""
+    from pilothouse.core.records.layout import RepoLayout
+
+    assert cli("init", "--gate-fast", "true", "--no-prove", cwd=repo).returncode == 0
+    (repo / "req.md").write_text("do a thing\n")
+    assert cli("job", "create", "j", "--request-file", "req.md", cwd=repo).returncode == 0
+    return RepoLayout(repo).events
+
+
+def test_report_says_once_the_lines_it_skipped_in_the_words_live_uses(cli: Any, git_repo: Path) -> None:
+    events = _one_job(cli, git_repo)
+    with open(events, "ab") as fh:
+        fh.write(b"garbage\n{\"seq\": 1e999}\n")
+    live = [x for x in cli("live", cwd=git_repo).stderr.splitlines() if "skipped" in x]
+    for args in (("--md",), ("--json",)):
+        r = cli("report", "j", *args, cwd=git_repo)
+        assert r.returncode == 0, r.stderr
+        assert r.stderr.splitlines() == live and "skipped 2 lines that are not events (first: the line" in live[0]
+
+
+@pytest.mark.parametrize("kind", ["a FIFO", "a directory"])
+def test_report_on_a_fifo_or_a_directory_log_is_one_line_and_never_waits(git_repo: Path, kind: str) -> None:
+    from pilothouse.core.records.layout import RepoLayout
+    from support import run_cli_bounded
+
+    events = RepoLayout(git_repo).events
+    events.parent.mkdir(parents=True)
+    os.mkfifo(events) if kind == "a FIFO" else events.mkdir()
+    r = run_cli_bounded("report", "j", "--md", cwd=git_repo)
+    assert r is not None, f"report hung on {kind}"
+    assert r.returncode == 2 and not r.stdout
+    assert r.stderr.splitlines() == [f"pilothouse: {events} is {kind}, not the event log: move it aside "
+                                     f"(mv {events} {events}.aside) and run this again; the next event starts a "
+                                     "new log there"]
+
+
+def test_report_of_a_job_whose_log_is_missing_says_the_log_is_missing(cli: Any, git_repo: Path) -> None:
+    events = _one_job(cli, git_repo)
+    events.unlink()
+    r = cli("report", "j", "--md", cwd=git_repo)
+    assert r.returncode == 2 and r.stderr.splitlines() == [
+        f"pilothouse: {events} is missing, but job 'j' exists (.ai/jobs/j.json): the log holds its history and "
+        "nothing else does; put the file back (from a backup or a copy) to read the job's story"]
+    r = cli("report", "other", "--md", cwd=git_repo)
+    assert r.returncode == 2 and "no job named 'other' and no event log yet" in r.stderr
+
+
+def test_a_repository_not_set_up_is_told_to_run_init_by_report_and_job_list(cli: Any, git_repo: Path) -> None:
+    said = f"pilothouse: {git_repo.resolve()} is not set up for pilothouse (no .ai/project.yaml): run `pilothouse init`"
+    for argv in (("report", "j", "--md"), ("job", "list"), ("job", "status")):
+        r = cli(*argv, cwd=git_repo)
+        assert r.returncode == 2 and r.stderr.splitlines() == [said], (argv, r.stderr)
+    assert not (git_repo / ".ai").exists()  # asking made nothing

@@ -346,6 +346,22 @@ async def test_starting_the_supervisor_without_bubblewrap_is_refused_with_the_fi
         assert not app.supervisor_alive()
 
 
+async def test_a_directory_in_place_of_the_event_log_is_one_notification_and_the_cockpit_opens(
+        cockpit_repo, make_app) -> None:
+    """The line every reader says about a log that is no file, shown once; the rest of the cockpit
+    (state.db's jobs and tasks) still opens and follows."""
+    cockpit_repo.events.unlink()
+    cockpit_repo.events.mkdir()
+    app = make_app(cockpit_repo, live=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        said = [str(n.message) for n in app._notifications if "not the event log" in str(n.message)]
+        assert said == [f"{cockpit_repo.events} is a directory, not the event log: move it aside (mv "
+                        f"{cockpit_repo.events} {cockpit_repo.events}.aside) and run this again; the next event "
+                        "starts a new log there"]
+        assert app.is_running
+
+
 async def test_hostile_event_lines_and_a_rewritten_log_keep_the_cockpit_following(cockpit_repo, make_app,
                                                                                   wait_for) -> None:
     """A job that is a list, a task that is a dict, a ts that is a number: skipped, said once in a

@@ -76,16 +76,13 @@ def _interactive(args: argparse.Namespace) -> int:
 
 
 def _open(args: argparse.Namespace, default: str) -> tuple[Any, Replay, datetime]:
-    from pilothouse.core.commands.reports.report import _layout
+    from pilothouse.core.commands.reports.report import _layout, require_events
     from pilothouse.core.queries.replay import Replay
     from pilothouse.core.state.event_index import EventLookup
-    from pilothouse.providers.errors import UserError
 
     layout = _layout(args.repo)
     with EventLookup(layout.events) as lookup:
-        if not lookup.has_job(args.job):
-            raise UserError(f"no events of a job named {args.job!r} in {layout.events}: "
-                            "see `pilothouse job list` for this repository's jobs")
+        require_events(layout, lookup, args.job)
     player = Replay(layout.events, args.job)
     assert player.start is not None and player.end is not None  # the job has events
     at = moment(args.at or default, player.start, player.end)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from pilothouse.core.commands._out import add_json_flag, emit_json
+from pilothouse.core.commands._out import add_json_flag, emit_json, say_skips
 
 TYPE_CHECKING = False  # typing costs ~2 ms on every command; annotations are strings here
 if TYPE_CHECKING:
@@ -43,9 +43,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.json and args.html:
         raise UserError("report --json prints the model; drop --html FILE, or drop --json to write the page")
     with EventLookup(layout.events) as lookup:
-        if not lookup.has_job(args.job):
-            raise UserError(f"no events of a job named {args.job!r} in {layout.events}: "
-                            "see `pilothouse job list` for this repository's jobs")
+        require_events(layout, lookup, args.job)
     tl = timeline.fold_of(layout.events, args.job).snapshot("slot")
     from pilothouse.core.commands.reports import render
 
@@ -71,13 +69,39 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def _layout(repo: str | None) -> Any:
-    """The repository; or, given a folder that holds a `.ai/` copied from elsewhere (no git), that."""
+    """The repository; or, given a folder that holds a `.ai/` copied from elsewhere (no git), that.
+    One pilothouse was never set up in is refused in one line."""
     from pathlib import Path
 
-    from pilothouse.core.records.layout import RepoLayout, find_repo
+    from pilothouse.core.records.layout import RepoLayout, find_repo, require_set_up
 
     if repo:
         here = RepoLayout(Path(repo).expanduser().resolve())
         if here.events.is_file():
             return here
-    return find_repo(repo)
+    layout = find_repo(repo)
+    require_set_up(layout)
+    return layout
+
+
+def require_events(layout: Any, lookup: Any, job: str) -> None:
+    """Refuse, in one line, a job the log has no events of: a log that is missing although the job
+    exists is said as such (not as a job nobody knows). Lines of the log that are not events are said
+    once on stderr, as every reader does."""
+    import os
+
+    from pilothouse.providers.errors import UserError
+
+    say_skips(lookup)
+    if lookup.has_job(job):
+        return
+    if not os.path.lexists(layout.events):
+        from pilothouse.core.records.state_witness import missing_log
+
+        missing = missing_log(layout, job)
+        if missing:
+            raise UserError(missing)
+        raise UserError(f"no job named {job!r} and no event log yet ({layout.events} does not exist): "
+                        "see `pilothouse job list` for this repository's jobs")
+    raise UserError(f"no events of a job named {job!r} in {layout.events}: "
+                    "see `pilothouse job list` for this repository's jobs")
