@@ -212,6 +212,8 @@ def test_replay_json_at_several_moments_is_the_fold_from_scratch_and_a_copied_ai
         start = _stamp(events[0])
         assert _replay_json(root, "--at", "+2.5s")["at"] == (start + timedelta(seconds=2.5)).isoformat()
         assert _replay_json(root)["state"] == _replay_json(root, "--at", "end")["state"] == "accepted"
+        assert _replay_json(root)["cost_label"] == "simulator"
+        assert "and $0.0000 (simulator) in the runs finished" in run_cli("replay", "demo", cwd=root).stdout
 
 
 def test_replay_json_while_the_problem_was_open_shows_it_open_and_the_job_blocked(stopped_root: Path) -> None:

@@ -45,7 +45,7 @@ def money_text(cost: float | None) -> str:
 
 def describe(bar: Bar | None, tl: Timeline, now: Any = None) -> Text:
     """The line under the chart: the bar under the cursor, in words (worker text as plain Text)."""
-    from pilothouse.providers.usage import tokens_text
+    from pilothouse.providers.usage import cost_label, tokens_text
 
     if bar is None:
         return Text("no bar here", style="dim")
@@ -55,7 +55,8 @@ def describe(bar: Bar | None, tl: Timeline, now: Any = None) -> Text:
     length = (bar_end(bar, span) - bar.start.timestamp()) if span is not None else 0.0
     out.append(f" · {STATE_WORDS[bar.state]} {seconds_text(length)}" + (" so far" if bar.end is None else ""))
     if bar.usage is not None:  # what a narrow terminal cuts last: the figures, then who, then which run
-        out.append(f" · {tokens_text(bar.tokens, bar.usage)} · {money_text(bar.cost_usd)} ({bar.usage})")
+        out.append(f" · {tokens_text(bar.tokens, bar.usage)} · {money_text(bar.cost_usd)} "
+                   f"({cost_label(bar.usage, [bar.provider])})")
     if bar.role or bar.provider:
         out.append(f" · {bar.role or '?'} on {labelled(bar.provider) if bar.provider else '?'}")  # sim says so
     if bar.run:

@@ -163,6 +163,7 @@ def state_at(player: Replay, at: datetime, last: int) -> dict[str, Any]:
     from pilothouse.core.queries.describe import describe
     from pilothouse.providers.redact import configured_redactor
     from pilothouse.providers.untrusted import inert
+    from pilothouse.providers.usage import cost_label
 
     tl = player.at(at, by="task")
     redact = configured_redactor().redact
@@ -176,6 +177,7 @@ def state_at(player: Replay, at: datetime, last: int) -> dict[str, Any]:
         "runs_going": [r.model_dump(mode="json") for r in tl.runs if r.end is None],
         # the runs finished by then: a run reports its tokens and cost when it ends
         "tokens": tl.tokens, "usage": tl.usage, "cost_usd": tl.cost_usd,
+        "cost_label": cost_label(tl.usage, (r.provider for r in tl.runs if r.end is not None)),
         "last_events": [{"seq": e.get("seq"), "ts": e.get("ts"), "type": e.get("type"),
                          "task": inert(redact(str(e["task"])), lines=False) if e.get("task") else None,
                          "run": e.get("run"), "text": inert(redact(describe(e)), lines=False)}
@@ -193,7 +195,7 @@ def _print(args: argparse.Namespace, layout: Any, player: Replay, at: datetime) 
 
     span = (player.end - player.start).total_seconds() if player.end and player.start else 0.0
     out = [f"{state['job']} at {_clock(at)} (+{state['since_start_s']:.1f}s of {span:.1f}s): {state['state']}, "
-           f"{tokens_text(state['tokens'], state['usage'])} and ${state['cost_usd']:.4f} in the runs finished"]
+           f"{tokens_text(state['tokens'], state['usage'])} and ${state['cost_usd']:.4f} ({state['cost_label']}) in the runs finished"]
     width = max((len(t["task"]) for t in state["tasks"]), default=0)
     out += ["tasks:"] + [f"  {t['task']:<{width}}  {t['state']:<10} attempts {t['attempts']}"
                          + (f"  {t['reason']}" if t["reason"] else "") for t in state["tasks"]] if state["tasks"] \
