@@ -188,7 +188,8 @@ def load_providers() -> dict[str, ProviderConfig]:
 def labelled(spec: str | None) -> str:
     """`provider[/model]` as shown to the operator: a simulator says so (its replies are scripted,
     not a model's). By name: the bundled `sim` and `sim-*` providers, without loading every file."""
+    from pilothouse.providers.usage import is_simulator
+
     if not spec:
         return str(spec)
-    key = spec.partition("/")[0]
-    return f"{spec} (simulator)" if key == "sim" or key.startswith("sim-") else spec
+    return f"{spec} (simulator)" if is_simulator(spec) else spec

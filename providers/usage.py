@@ -47,3 +47,20 @@ def tokens_text(total: int | None, usage: str | None, unit: str = "tokens") -> s
     if usage == "estimated":
         return f"~{total or 0} {unit} (estimated)"
     return f"{total or 0} {unit}"
+
+
+def is_simulator(spec: str | None) -> bool:
+    """A `provider[/model]` of the bundled simulator (`sim`, `sim-*`): its replies are scripted and its
+    runs priced at nothing, so a figure of one is no model's. By name, without loading any provider."""
+    key = (spec or "").partition("/")[0]
+    return key == "sim" or key.startswith("sim-")
+
+
+def cost_label(usage: str | None, providers: Iterable[str | None]) -> str:
+    """The word a cost is shown with: `simulator` when every run in it was the simulator's ($0 there
+    is no price of anything), `<label>, part simulator` when some were, else the usage label."""
+    label = usage if usage in LABELS else "measured"
+    sims = [is_simulator(p) for p in providers if p]
+    if sims and all(sims):
+        return "simulator"
+    return f"{label}, part simulator" if any(sims) else label

@@ -174,7 +174,7 @@ class ActionsMixin:
         if not detail.is_running and app.is_running:
             app._register(app, detail)  # what push_screen does first (App._get_screen), without the push
 
-    def open_run_detail(self, job: str | None, task: str, run: str | None = None) -> None:
+    def open_run_detail(self, job: str | None, task: str | None, run: str | None = None) -> None:
         app = self._app()
         if not job:
             return

@@ -21,7 +21,9 @@ class Usage:
     @property
     def simulated(self) -> bool:
         """For a provider's row: the loopback simulator, whose runs are priced at nothing."""
-        return self.key == "sim" or self.key.startswith("sim-")
+        from pilothouse.providers.usage import is_simulator
+
+        return is_simulator(self.key)
 
 
 def _rows(reader: StoreReader, column: str, where: str = "", params: tuple[str, ...] = ()) -> list[Usage]:

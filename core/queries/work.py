@@ -259,6 +259,11 @@ class Queries(ProblemQueries):
         return [self._run(r) for r in self._all(
             "SELECT * FROM runs WHERE job = ? AND task = ? ORDER BY started_at, run_id", (job, task))]
 
+    def job_runs(self, job: str) -> list[RunRow]:
+        """The job's own runs, of no task: its planner's, a combined review's."""
+        return [self._run(r) for r in self._all(
+            "SELECT * FROM runs WHERE job = ? AND task IS NULL ORDER BY started_at, run_id", (job,))]
+
     def run(self, run_id: str) -> RunRow | None:
         rows = self._all("SELECT * FROM runs WHERE run_id = ?", (run_id,))
         return self._run(rows[0]) if rows else None

@@ -212,6 +212,8 @@ def test_replay_json_at_several_moments_is_the_fold_from_scratch_and_a_copied_ai
         start = _stamp(events[0])
         assert _replay_json(root, "--at", "+2.5s")["at"] == (start + timedelta(seconds=2.5)).isoformat()
         assert _replay_json(root)["state"] == _replay_json(root, "--at", "end")["state"] == "accepted"
+        assert _replay_json(root)["cost_label"] == "simulator"
+        assert "and $0.0000 (simulator) in the runs finished" in run_cli("replay", "demo", cwd=root).stdout
 
 
 def test_replay_json_while_the_problem_was_open_shows_it_open_and_the_job_blocked(stopped_root: Path) -> None:
@@ -233,6 +235,9 @@ def test_replay_json_while_the_problem_was_open_shows_it_open_and_the_job_blocke
     (("nosuchjob",), "no events of a job named 'nosuchjob'"),
     (("demo", "--at", "yesterday"), "replay --at 'yesterday': not a moment; give an ISO time"),
     (("demo", "--at", "+5x"), "replay --at '+5x'"),
+    (("demo", "--at", ""), "replay --at '': not a moment"),
+    (("demo", "--at", "+1m30s5"), "replay --at '+1m30s5': a number after the seconds"),
+    (("demo", "--at", "2026-02-30"), "replay --at '2026-02-30': not a moment"),
     (("demo", "--speed", "0"), "replay --speed '0': give a number above 0"),
     (("demo", "--speed", "fast"), "replay --speed 'fast'"),
     (("demo", "--last", "-1"), "replay --last '-1': give a whole number"),
@@ -242,6 +247,55 @@ def test_bad_input_gets_one_line_naming_the_flag_and_the_fix(demo_root: Path, ar
     r = run_cli("replay", *args, cwd=demo_root)
     assert r.returncode == 2 and not r.stdout
     assert len(r.stderr.splitlines()) == 1 and words in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize(("at", "side"), [
+    ("+99999999999999999999h", "after"), ("+100000000h", "after"), ("+" + "9" * 5000 + "h", "after"),
+    ("10000-01-01", "after"), ("9999-12-31T23:00:00-05:00", "after"), ("-10h", "before"),
+    ("-" + "9" * 30 + "s", "before"), ("0000-01-01", "before"), ("0001-01-01T00:00:00+05:00", "before"),
+])
+def test_a_moment_no_date_can_hold_is_clamped_to_the_edge_like_any_other(demo_root: Path, at: str,
+                                                                          side: str) -> None:
+    r = run_cli("replay", "demo", "--json", f"--at={at}", cwd=demo_root)
+    assert r.returncode == 0 and len(r.stderr.splitlines()) == 1 and f"{side} the job" in r.stderr, r.stderr
+    events = _events(_log(demo_root))
+    assert json.loads(r.stdout)["at"] == _stamp(events[0 if side == "before" else -1]).isoformat()
+
+
+def test_a_negative_offset_counts_back_from_the_job_s_last_event_written_either_way(demo_root: Path) -> None:
+    end = _stamp(_events(_log(demo_root))[-1])
+    assert _replay_json(demo_root, "--at", "-30s")["at"] == (end - timedelta(seconds=30)).isoformat()
+    assert _replay_json(demo_root, "--at=-0.5m")["at"] == (end - timedelta(seconds=30)).isoformat()
+    assert _replay_json(demo_root, "--at", "-30")["at"] == (end - timedelta(seconds=30)).isoformat()
+
+
+def test_a_last_number_without_a_unit_is_of_the_next_unit_down() -> None:
+    from pilothouse.core.commands.reports.replay import moment
+
+    start, end = datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 2, tzinfo=UTC)
+    for text, after in (("+90", 90), ("+1m30", 90), ("+1h30", 5400), ("+1h30m15", 5415), ("+1.5", 1.5)):
+        assert moment(text, start, end) == start + timedelta(seconds=after), text
+    assert moment("-1h30", start, end) == end - timedelta(minutes=90)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(
+    st.text(),
+    st.builds(lambda sign, n, unit: f"{sign}{n}{unit}", st.sampled_from("+-"),
+              st.integers(min_value=0, max_value=10**400), st.sampled_from(["h", "m", "s", ""])),
+    st.builds(lambda y, rest: f"{y:04d}{rest}", st.integers(min_value=0, max_value=10**30),
+              st.sampled_from(["-01-01", "-12-31T23:59:59-12:00", "-01-01T00:00+14:00", "-02-29", "-13-01"]))))
+def test_any_moment_is_a_time_an_edge_or_one_user_error_never_a_crash(text: str) -> None:
+    from pilothouse.core.commands.reports.replay import moment
+    from pilothouse.providers.errors import UserError
+
+    start, end = datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 2, tzinfo=UTC)
+    try:
+        at = moment(text, start, end)
+    except UserError as exc:
+        assert "\n" not in str(exc) and str(exc).startswith("replay --at ")
+    else:
+        assert at in ("before", "after") or isinstance(at, datetime)
 
 
 def test_a_moment_outside_the_job_is_clamped_to_its_edge_and_said_so(demo_root: Path) -> None:

@@ -74,6 +74,7 @@ def test_the_report_tells_the_demos_story_with_job_status_numbers_and_opens_offl
         assert heading in md, heading
     assert f"accepted head: {report['head']}" in md and "CHANGES" in md  # add-titlecase's first review
     assert "| sim (simulator) |" in md  # the simulator says so wherever it shows
+    assert "cost: $0.0000 (simulator)" in md and report["cost_label"] == "simulator"
     page = tmp_path / "report.html"
     w = cli("report", "demo", "--html", str(page), cwd=root)
     assert w.returncode == 0 and str(page) in w.stdout, w.stderr

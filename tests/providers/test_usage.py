@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from pilothouse.providers.usage import combine, label_of, tokens_text, verdict_tokens
+from pilothouse.providers.usage import combine, cost_label, label_of, tokens_text, verdict_tokens
 
 
 @pytest.mark.parametrize("labels, label", [
@@ -28,3 +28,14 @@ def test_a_verdict_nobody_counted_has_no_token_count():
     assert verdict_tokens({"tokens": None, "usage": "unknown"}) is None
     assert verdict_tokens({"tokens": {"input": 3, "output": 2, "reasoning": 1}, "usage": "estimated"}) == 6
     assert verdict_tokens({"tokens": {"input": 3, "output": 2}}) == 5 and label_of({}) == "measured"
+
+
+@pytest.mark.parametrize(("usage", "providers", "label"), [
+    ("measured", ["sim", "sim-flaky/m1", None], "simulator"),
+    ("estimated", ["sim", "openai/gpt-x"], "estimated, part simulator"),
+    ("measured", ["openai/gpt-x", "simulated-but-not-sim"], "measured"),
+    ("unknown", [], "unknown"),
+    (None, ["anthropic"], "measured"),
+])
+def test_a_cost_of_simulator_runs_says_so_and_any_other_keeps_its_usage_label(usage, providers, label):
+    assert cost_label(usage, providers) == label

@@ -67,6 +67,33 @@ async def test_enter_on_a_bar_of_the_real_demo_opens_that_bars_run_not_the_tasks
         assert app.screen is screen
         await pilot.press("l")  # the next bar, gating: still the builder's run
         assert screen.chart.current.state == "gating" and screen.chart.current.run == bar.run
+        # the job's own lane: its planning bar is the assigner's run, opened as a task's run is
+        await pilot.press("k", "k", "k", *["h"] * 12)
+        plan = screen.chart.current
+        assert (plan.task, plan.state, plan.role) == (None, "planning", "planner") and plan.run
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunDetail) and app.screen.run_id is not None)
+        assert (app.screen.task_id, app.screen.run_id) == (None, plan.run)
+        assert "assigner plan on sim (simulator)" in _screen_text(app)
+        await pilot.press("escape")
+        await pilot.press(*["l"] * 12)  # its last bar: the full gate, which no worker held
+        gate = screen.chart.current
+        assert (gate.task, gate.state, gate.run) == (None, "gating", None)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.screen is screen and "no run to open: gating here was no worker's" in _screen_text(app)
+        await pilot.press("h")
+        assert "no run to open" not in _screen_text(app)
+
+
+async def test_the_cursor_line_of_a_simulator_run_says_its_cost_is_the_simulator_s(
+        demo_repo: Any, make_app: Any, wait_for: Any) -> None:
+    app = make_app(demo_repo)
+    async with app.run_test(size=(160, 40)) as pilot:
+        screen = await _open(pilot, wait_for)
+        await pilot.press("l")
+        assert screen.chart.current.provider == "sim" and screen.chart.current.usage is not None
+        assert "$0.00 (simulator)" in _screen_text(app) and "(measured)" not in _screen_text(app)
 
 
 async def test_T_is_offered_for_a_selected_job_and_the_palette_has_timeline(demo_repo, make_app, wait_for) -> None:

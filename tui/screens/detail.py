@@ -64,7 +64,8 @@ class RunDetail(Screen[None]):
 
     def __init__(self) -> None:
         super().__init__()
-        self.job = self.task_id = ""
+        self.job = ""
+        self.task_id: str | None = ""  # None: the job's own runs (its planner, a combined review)
         self.follower: Follower | None = None
         self._side_asked = 0  # reads of the side started; only the newest one's answer is drawn
         self._reset()
@@ -81,8 +82,9 @@ class RunDetail(Screen[None]):
         self.side_loaded = False  # gate, review and diff stat have been drawn once
         self._want_run: str | None = None  # the run asked for (enter on a timeline bar)
 
-    def open(self, job: str, task: str, run: str | None = None) -> None:
-        """Show `task` (at `run`, else its current or last run). One instance serves every open
+    def open(self, job: str, task: str | None, run: str | None = None) -> None:
+        """Show `task` (at `run`, else its current or last run), or with task None the job's own runs
+        (a timeline's planning bar: the assigner's). One instance serves every open
         (installed once, tui/actions.py): opening is a content update, not a new screen whose widgets
         are built, styled and laid out again."""
         self.job, self.task_id = job, task
@@ -126,7 +128,8 @@ class RunDetail(Screen[None]):
         self.call_after_refresh(self.cockpit.settled)  # built once, kept for every open
 
     def _draw(self) -> None:
-        self.query_one("#runs").border_title = f"runs of {self.task_id}"
+        self.query_one("#runs").border_title = f"runs of {self.task_id}" if self.task_id is not None \
+            else "the job's own runs"
         self.refresh_all()
         self.query_one("#stream").focus()
 
@@ -147,11 +150,14 @@ class RunDetail(Screen[None]):
     def refresh_all(self, side: bool = True) -> None:
         """Re-read the task and its runs; `side` also re-reads gate, review and diff (costlier)."""
         q = self.cockpit.queries
-        task = q.task(self.job, self.task_id) if q else None
-        runs = q.runs(self.job, self.task_id) if q else []
-        if task is None:
-            self.query_one("#detail-head", Static).update(Text(f"{self.job}/{self.task_id}: no such task"))
-            return
+        if self.task_id is None:
+            task, runs = None, (q.job_runs(self.job) if q else [])
+        else:
+            task = q.task(self.job, self.task_id) if q else None
+            runs = q.runs(self.job, self.task_id) if q else []
+            if task is None:
+                self.query_one("#detail-head", Static).update(Text(f"{self.job}/{self.task_id}: no such task"))
+                return
         table = self.query_one(RunsTable)
         rows: list[tuple[str, dict[str, Cell]]] = []
         for r in runs:
@@ -162,7 +168,7 @@ class RunDetail(Screen[None]):
         table.set_rows(rows)
         if self.run_id is None:
             asked = self._want_run if any(r.run_id == self._want_run for r in runs) else None
-            pick = asked or task.run_id or (runs[-1].run_id if runs else None)
+            pick = asked or (task.run_id if task else None) or (runs[-1].run_id if runs else None)
             if pick:
                 table.select_key(pick)
                 self.show_run(pick)
@@ -170,14 +176,19 @@ class RunDetail(Screen[None]):
         if side:
             self._side(task, runs)
 
-    def _head(self, task: TaskRow) -> None:
+    def _head(self, task: TaskRow | None) -> None:
         self._task_row = task
         q = self.cockpit.queries
+        if task is None:
+            run = q.run(self.run_id) if q is not None and self.run_id else None
+            self.query_one("#detail-head", Static).update(
+                sections.job_head_text(self.job, run, self.totals, self.cockpit.clock()))
+            return
         pauses = q.pauses().get((task.job, task.task), []) if q is not None else []
         self.query_one("#detail-head", Static).update(
             sections.head_text(task, self.run_id, self.totals, self.cockpit.clock(), pauses))
 
-    def _side(self, task: TaskRow, runs: list[RunRow]) -> None:
+    def _side(self, task: TaskRow | None, runs: list[RunRow]) -> None:
         """The logs at once (paths only); gate, review and diff stat from a worker thread."""
         layout = self.cockpit.layout
         assert layout is not None
@@ -195,7 +206,9 @@ class RunDetail(Screen[None]):
                 found = sections.task_events(layout, job, name)
             except Exception as exc:  # noqa: BLE001 - a damaged index or log: say so in the section
                 found, failed = [], f"gate and review unavailable: {exc}"
-            if task.branch or task.worktree:
+            if task is None:
+                diff = "the job's own runs have no branch of their own"
+            elif task.branch or task.worktree:
                 try:
                     diff = sections.diff_stat(layout, task)
                 except Exception as exc:  # noqa: BLE001
@@ -285,7 +298,7 @@ class RunDetail(Screen[None]):
             label = fmt.usage_label(self.totals)
             log.border_subtitle = (f"{fmt.tokens(self.totals.get('input', 0), label)} in · "
                                    f"{fmt.tokens(self.totals.get('output', 0), label)} out")
-            if self._task_row is not None:
+            if self._task_row is not None or self.task_id is None:
                 self._head(self._task_row)
 
     def _flush(self, log: RichLog) -> None:
@@ -315,8 +328,8 @@ class RunDetail(Screen[None]):
         if event.row_key.value:
             self.show_run(event.row_key.value)
             q = self.cockpit.queries
-            task = q.task(self.job, self.task_id) if q else None
-            if task is not None:
+            task = q.task(self.job, self.task_id) if q and self.task_id is not None else None
+            if task is not None or self.task_id is None:
                 self._head(task)
 
     def task_problem(self) -> Problem | None:

@@ -23,12 +23,14 @@ if TYPE_CHECKING:
 SIDE_EVENTS = frozenset({"gate.finished", "review.finished"})
 
 
-def task_events(layout: RepoLayout, job: str, task: str, types: frozenset[str] = SIDE_EVENTS) -> list[dict[str, Any]]:
+def task_events(layout: RepoLayout, job: str, task: str | None, types: frozenset[str] = SIDE_EVENTS) -> list[dict[str, Any]]:
     """The task's events of `types`, oldest first, through the event index (it catches up with the log
     first: call it from a worker thread)."""
     from pilothouse.core.state.event_index import EventLookup
 
     with EventLookup(layout.events) as lookup:
+        if task is None:  # the job's own (its full gate, a combined review): select(job) is every task's too
+            return [e for e in lookup.select(job, types=types) if e.get("task") is None]
         return lookup.select(job, task, types=types)
 
 
@@ -47,6 +49,25 @@ def head_text(task: TaskRow, run_id: str | None, totals: dict[str, int], now: da
         t += Text(f"  now: {fmt.words(task.activity)}", style="cyan")
     if task.reason:
         t += Text(f"\n{fmt.words(task.reason)}", style="yellow")
+    return t
+
+
+def job_head_text(job: str, run: RunRow | None, totals: dict[str, int], now: datetime) -> Text:
+    """The head of the job's own runs (task None): no task, so the run shown is the subject."""
+    streamed = sum(totals.get(k, 0) for k in ("input", "output"))
+    t = fmt.styled(f"{job} / ", "dim") + Text("(job)", style="bold")
+    t += Text("  the job's own runs: its planner, a combined review", style="dim")
+    if run is None:
+        return t + Text("\nno run of the job's own in the store", style="dim")
+    from pilothouse.providers.registry import labelled
+
+    t += Text(f"\n{run.role} {run.mode} on {labelled(run.provider)}  run {run.run_id}  ")
+    t += fmt.state_text(run.state)
+    t += Text(f"  tokens {fmt.tokens(max(run.tokens, streamed), run.usage)}"
+              f"  elapsed {fmt.worked(run.started_at, run.finished_at, now) or '—'}")
+    why = (run.verdict or {}).get("reason")
+    if why:
+        t += Text(f"\n{fmt.words(str(why))}", style="yellow")
     return t
 
 

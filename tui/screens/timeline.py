@@ -3,7 +3,8 @@ or per task, with the problems, answers, gate failures, merges and quota waits o
 
 The log is read once, in a thread (a big job's screen appears at once and fills in), into a kept
 `TimelineFold` (core/queries/timeline.py); live events are folded into it one by one and the chart
-is drawn again once per burst. enter on a bar opens its run's detail, as enter on a task does.
+is drawn again once per burst. enter on a bar opens its run's detail, as enter on a task does; on
+the job's own lane, the planner's or a combined review's run (the full gate's bar, no worker's, says so).
 `R` turns it into a replay of the job (timeline_replay.py).
 """
 
@@ -45,7 +46,7 @@ def money_text(cost: float | None) -> str:
 
 def describe(bar: Bar | None, tl: Timeline, now: Any = None) -> Text:
     """The line under the chart: the bar under the cursor, in words (worker text as plain Text)."""
-    from pilothouse.providers.usage import tokens_text
+    from pilothouse.providers.usage import cost_label, tokens_text
 
     if bar is None:
         return Text("no bar here", style="dim")
@@ -55,7 +56,8 @@ def describe(bar: Bar | None, tl: Timeline, now: Any = None) -> Text:
     length = (bar_end(bar, span) - bar.start.timestamp()) if span is not None else 0.0
     out.append(f" · {STATE_WORDS[bar.state]} {seconds_text(length)}" + (" so far" if bar.end is None else ""))
     if bar.usage is not None:  # what a narrow terminal cuts last: the figures, then who, then which run
-        out.append(f" · {tokens_text(bar.tokens, bar.usage)} · {money_text(bar.cost_usd)} ({bar.usage})")
+        out.append(f" · {tokens_text(bar.tokens, bar.usage)} · {money_text(bar.cost_usd)} "
+                   f"({cost_label(bar.usage, [bar.provider])})")
     if bar.role or bar.provider:
         out.append(f" · {bar.role or '?'} on {labelled(bar.provider) if bar.provider else '?'}")  # sim says so
     if bar.run:
@@ -119,6 +121,7 @@ class TimelineScreen(ReplayMixin, Screen[None]):
         self._early: list[dict[str, Any]] = []  # events that came while the log was being read
         self._redraw_pending = False
         self.redraws = 0  # how many times the chart was drawn from the fold (tests: one per burst)
+        self.note: str | None = None  # said under the cursor's line until it moves (`say`)
 
     @property
     def cockpit(self) -> CockpitApp:
@@ -285,7 +288,11 @@ class TimelineScreen(ReplayMixin, Screen[None]):
         tl = self.timeline
         if tl is not None:
             now = None if self.replaying else self.now(tl)
-            self.query_one("#timeline-info", Static).update(describe(self.chart.current, tl, now))
+            line = describe(self.chart.current, tl, now)
+            if self.note:  # in the second line's place (the marks'): the info pane is two lines high
+                line = line.split("\n")[0]
+                line.append("\n" + self.note, style="yellow")
+            self.query_one("#timeline-info", Static).update(line)
 
     # --- keys -----------------------------------------------------------------------------------
 
@@ -295,6 +302,7 @@ class TimelineScreen(ReplayMixin, Screen[None]):
         return True
 
     def action_move(self, step: int) -> None:
+        self.note = None
         if self.replaying:
             self.scrub(step)  # along the time: the chart follows the moment
             return
@@ -302,6 +310,7 @@ class TimelineScreen(ReplayMixin, Screen[None]):
         self.refresh_info()
 
     def action_lane(self, step: int) -> None:
+        self.note = None
         self.chart.move_lane(step)
         if self.replaying and self.moment is not None:
             self.chart.snap(self.moment)
@@ -362,9 +371,16 @@ class TimelineScreen(ReplayMixin, Screen[None]):
     def action_open_run(self) -> None:
         bar = self.chart.current
         if bar is None:
+            self.say("no bar under the cursor: move onto one (arrows or h j k l), then enter")
             return
-        if bar.task is None:
-            self.app.notify("the job's own runs (its planner, its full gate) belong to no task: `pilothouse "
-                            f"report {self.job}` tells them", title="timeline", timeout=5)
+        if bar.task is None and bar.run is None:
+            # the job's full gate is the one bar of the job's own lane no worker held
+            self.say(f"no run to open: {STATE_WORDS[bar.state]} here was no worker's; `pilothouse report "
+                     f"{self.job}` lists the job's gate runs")
             return
         self.cockpit.open_run_detail(self.job, bar.task, run=bar.run)
+
+    def say(self, words: str) -> None:
+        """A line under the cursor's, until the cursor moves: why a key did nothing."""
+        self.note = words
+        self.refresh_info()

@@ -26,6 +26,7 @@ def as_json(tl: Timeline) -> dict[str, Any]:
     out = tl.model_dump(mode="json")
     out["by_role"] = sums(tl, "role")
     out["by_provider"] = sums(tl, "provider")
+    out["cost_label"] = _cost_label(tl)
     return out
 
 
@@ -89,13 +90,19 @@ def _counts(counts: dict[str, Any] | None) -> str:
     return f"{passed} passed, {failed} failed" if passed is not None or failed is not None else ""
 
 
+def _cost_label(tl: Timeline) -> str:
+    from pilothouse.providers.usage import cost_label
+
+    return cost_label(tl.usage, (r.provider for r in tl.runs))
+
+
 def summary_lines(tl: Timeline) -> list[str]:
     gate_runs, failed = len(tl.gates), sum(g.passed is False for g in tl.gates)
     return [f"state: {tl.state}",
             f"from {_clock(tl.start)} to {_clock(tl.end)} ({_dur(_span(tl))})",
             f"tasks: {len(tl.tasks)}, done {sum(t.state == 'done' for t in tl.tasks)}",
             f"gate runs: {gate_runs}, failed {failed}; review rounds: {len(tl.reviews)}; problems: {len(tl.problems)}",
-            f"{_tokens(tl.tokens, tl.usage)}; cost: ${tl.cost_usd:.4f}",
+            f"{_tokens(tl.tokens, tl.usage)}; cost: ${tl.cost_usd:.4f} ({_cost_label(tl)})",
             f"accepted head: {tl.head or '—'}; shipped commit: {tl.shipped or '— (not shipped)'}"]
 
 

@@ -18,12 +18,13 @@ from pilothouse.core.commands._out import add_json_flag, emit_json
 TYPE_CHECKING = False  # typing costs ~2 ms on every command; annotations are strings here
 if TYPE_CHECKING:
     from datetime import datetime
-    from typing import Any
+    from typing import Any, Literal
 
     from pilothouse.core.queries.replay import Replay
 
-_WHEN = ("an ISO time (2026-12-02T20:37:35Z; no zone means UTC), an offset from the job's first event "
-         "(+90s, +5m, +1h30m), 'start' or 'end'")
+_WHEN = ("an ISO time (2026-12-02T20:37:35Z; no zone means UTC); an offset from the job's first event "
+         "(+90s, +5m, +1h30m; a last number with no unit is of the next unit down: +90 is +90s, +1m30 "
+         "is +1m30s, +1h30 is +1h30m); one back from its last event (-30s, -2m); 'start' or 'end'")
 
 
 def _checked(args: argparse.Namespace) -> None:
@@ -49,6 +50,12 @@ def register(sub: Any) -> None:
                                    "log alone. On a terminal without --json it opens the cockpit's replay.")
     p.add_argument("job", metavar="JOB", help="a job with events in this repository's log")
     p.add_argument("--at", metavar="TIME", help=f"the moment: {_WHEN} (default: the end; on a terminal, the start)")
+    # argparse takes `--at -30s` for an unknown option ("expected one argument"), as it does any word
+    # after a dash but a bare number; this command has no option that starts with a digit, so a dash
+    # and a digit is a value here (the attribute is argparse's own test for that)
+    import re
+
+    p._negative_number_matcher = re.compile(r"^-\.?\d")
     p.add_argument("--last", metavar="N", default="10", help="how many of the last events to print")
     p.add_argument("--speed", metavar="N", default="10",
                    help="playing speed on a terminal: seconds of the job a second")
@@ -85,17 +92,21 @@ def _open(args: argparse.Namespace, default: str) -> tuple[Any, Replay, datetime
         require_events(layout, lookup, args.job)
     player = Replay(layout.events, args.job)
     assert player.start is not None and player.end is not None  # the job has events
-    at = moment(args.at or default, player.start, player.end)
-    if at < player.start or at > player.end:
-        edge, side = (player.start, "before") if at < player.start else (player.end, "after")
-        print(f"replay --at {args.at}: {_clock(at)} is {side} the job ({_clock(player.start)} to "
+    # `--at ""` is a slip (an empty variable), not a wish for the default: moment() refuses it
+    at = moment(default if args.at is None else args.at, player.start, player.end)
+    if isinstance(at, str) or not player.start <= at <= player.end:
+        side = at if isinstance(at, str) else ("before" if at < player.start else "after")
+        edge = player.start if side == "before" else player.end
+        where = f"{_clock(at)} is" if not isinstance(at, str) else "that is far"
+        print(f"replay --at {args.at}: {where} {side} the job ({_clock(player.start)} to "
               f"{_clock(player.end)}); showing {_clock(edge)}", file=sys.stderr)
         at = edge
     return layout, player, at
 
 
-def moment(text: str, start: datetime, end: datetime) -> datetime:
-    """`--at` as a moment (not yet clamped to the job)."""
+def moment(text: str, start: datetime, end: datetime) -> datetime | Literal["before", "after"]:
+    """`--at` as a moment (not yet clamped to the job); "before" or "after" for one no datetime can
+    hold (an offset of 10^20 hours, a year past 9999): past the job's edge all the same."""
     import re
     from datetime import timedelta
 
@@ -105,14 +116,39 @@ def moment(text: str, start: datetime, end: datetime) -> datetime:
     word = text.strip().lower()
     if word in ("start", "end"):
         return start if word == "start" else end
-    offset = re.fullmatch(r"\+(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?", word)
-    if offset and word != "+":
-        h, m, s = (float(g or 0) for g in offset.groups())
-        return start + timedelta(hours=h, minutes=m, seconds=s)
-    at = parse_ts(text.strip()) if re.match(r"\d{4}-\d\d-\d\d", word) else None
-    if at is None:
-        raise UserError(f"replay --at {text!r}: not a moment; give {_WHEN}")
-    return at
+    offset = re.fullmatch(r"([+-])(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?(\d+(?:\.\d+)?)?",
+                          word)
+    if offset and any(offset.groups()[1:]):
+        sign, *units, bare = offset.groups()
+        h, m, s = (float(g or 0) for g in units)
+        if bare is not None:
+            # as a clock reads: +1h30 is an hour and a half, +1m30 a minute and a half, +90 seconds
+            if units[2] is not None:
+                raise UserError(f"replay --at {text!r}: a number after the seconds; give {_WHEN}")
+            if units[0] is not None and units[1] is None:
+                m += float(bare)
+            else:
+                s += float(bare)
+        seconds = h * 3600 + m * 60 + s  # float: 10^400 hours is inf, never an error here
+        side: Literal["before", "after"] = "after" if sign == "+" else "before"
+        try:
+            return start + timedelta(seconds=seconds) if sign == "+" else end - timedelta(seconds=seconds)
+        except OverflowError:  # past timedelta's 10^9 days or datetime's years 1 to 9999
+            return side
+    dated = re.match(r"(\d{4,})(-\d\d-\d\d.*)", text.strip())
+    if dated:
+        year, rest = dated.groups()
+        if len(year) == 4:
+            try:
+                at = parse_ts(text.strip())
+            except OverflowError:  # 9999-12-31T23:00-05:00 is in year 10000 once in UTC
+                return "after" if year == "9999" else "before"
+            if at is not None:
+                return at
+        if (len(year) > 4 or set(year) == {"0"}) and parse_ts("2000" + rest) is not None:
+            # a readable moment in a year no datetime holds: past one edge of any job
+            return "before" if set(year) == {"0"} else "after"
+    raise UserError(f"replay --at {text!r}: not a moment; give {_WHEN}")
 
 
 def _clock(at: datetime | None) -> str:
@@ -124,6 +160,7 @@ def state_at(player: Replay, at: datetime, last: int) -> dict[str, Any]:
     from pilothouse.core.queries.describe import describe
     from pilothouse.providers.redact import configured_redactor
     from pilothouse.providers.untrusted import inert
+    from pilothouse.providers.usage import cost_label
 
     tl = player.at(at, by="task")
     redact = configured_redactor().redact
@@ -137,6 +174,7 @@ def state_at(player: Replay, at: datetime, last: int) -> dict[str, Any]:
         "runs_going": [r.model_dump(mode="json") for r in tl.runs if r.end is None],
         # the runs finished by then: a run reports its tokens and cost when it ends
         "tokens": tl.tokens, "usage": tl.usage, "cost_usd": tl.cost_usd,
+        "cost_label": cost_label(tl.usage, (r.provider for r in tl.runs if r.end is not None)),
         "last_events": [{"seq": e.get("seq"), "ts": e.get("ts"), "type": e.get("type"),
                          "task": inert(redact(str(e["task"])), lines=False) if e.get("task") else None,
                          "run": e.get("run"), "text": inert(redact(describe(e)), lines=False)}
@@ -154,7 +192,7 @@ def _print(args: argparse.Namespace, layout: Any, player: Replay, at: datetime) 
 
     span = (player.end - player.start).total_seconds() if player.end and player.start else 0.0
     out = [f"{state['job']} at {_clock(at)} (+{state['since_start_s']:.1f}s of {span:.1f}s): {state['state']}, "
-           f"{tokens_text(state['tokens'], state['usage'])} and ${state['cost_usd']:.4f} in the runs finished"]
+           f"{tokens_text(state['tokens'], state['usage'])} and ${state['cost_usd']:.4f} ({state['cost_label']}) in the runs finished"]
     width = max((len(t["task"]) for t in state["tasks"]), default=0)
     out += ["tasks:"] + [f"  {t['task']:<{width}}  {t['state']:<10} attempts {t['attempts']}"
                          + (f"  {t['reason']}" if t["reason"] else "") for t in state["tasks"]] if state["tasks"] \
