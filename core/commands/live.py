@@ -62,7 +62,7 @@ def _clock(ts: str) -> str:
 
     try:
         return datetime.fromisoformat(ts.replace("Z", "+00:00")).astimezone().strftime("%H:%M:%S")
-    except ValueError:
+    except (ValueError, OverflowError):  # OverflowError: a damaged line's time at the edge of the years
         return ts[11:19] if len(ts) >= 19 else ts
 
 

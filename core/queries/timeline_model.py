@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
+from pilothouse.core.state.events import event_seconds
 from pilothouse.providers.untrusted import UntrustedText
 from pydantic import BaseModel, Field
 
@@ -193,13 +194,7 @@ def _texter() -> Any:
     return text
 
 
-def _ts(value: object) -> float | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value).timestamp()
-    except ValueError:
-        return None
+_ts = event_seconds
 
 
 def _dt(t: float | None) -> datetime | None:

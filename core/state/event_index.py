@@ -358,12 +358,9 @@ class EventIndex:
 
 
 def _stamp(value: object) -> float | None:
-    from datetime import datetime
+    from pilothouse.core.state.events import event_seconds
 
-    try:
-        return datetime.fromisoformat(value).timestamp() if isinstance(value, str) else None
-    except ValueError:
-        return None
+    return event_seconds(value)
 
 
 def _continues(fh: Any, st: os.stat_result, meta: dict[str, Any], offset: int) -> bool:

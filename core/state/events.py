@@ -41,9 +41,15 @@ def parse_ts(value: str | None) -> datetime | None:
         return None
     try:
         dt = datetime.fromisoformat(value)
-    except ValueError:
+        return dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
+    except (ValueError, OverflowError):  # OverflowError: a zone that moves it past year 9999 or before 1
         return None
-    return dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
+
+
+def event_seconds(value: object) -> float | None:
+    """An event's `ts` as seconds since the epoch (naive is UTC); None for anything else or unreadable."""
+    dt = parse_ts(value) if isinstance(value, str) else None
+    return dt.timestamp() if dt is not None else None
 
 
 # seq stays well inside SQLite's and JSON consumers' integer range; a writer that reaches it

@@ -260,6 +260,8 @@ def test_timestamps_are_utc_with_milliseconds() -> None:
     naive = parse_ts("2026-11-29T07:00:00")
     assert naive == datetime(2026, 11, 29, 7, 0, tzinfo=UTC) and naive.tzinfo is UTC
     assert (parse_ts(None), parse_ts(""), parse_ts("yesterday")) == (None, None, None)
+    # a damaged line's time that its zone moves out of the years a datetime holds: unreadable, not a crash
+    assert parse_ts("9999-12-31T23:00:00-05:00") is None and parse_ts("0001-01-01T00:00:00+01:00") is None
 
 
 def test_an_event_is_one_compact_line_with_every_field(tmp_path: Path) -> None:
