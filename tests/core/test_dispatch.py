@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from pilothouse.providers import paths
-from support import no_bwrap_env
+from support import guard, no_bwrap_env
 
 # the started line's fields, in order (no model validates it: dispatch builds it by hand)
 STARTED_KEYS = ["type", "schema", "run_id", "provider", "runner", "model", "mode", "workdir", "log",
@@ -223,7 +223,7 @@ def test_signal_still_prints_an_interrupted_verdict(git_repo, tmp_path, sig):
     assert started["type"] == "pilothouse.started"
     time.sleep(0.3)
     p.send_signal(sig)
-    rest, err = p.communicate(timeout=20)
+    rest, err = p.communicate(timeout=guard(20))
     v = json.loads(rest.strip().splitlines()[-1])
     assert p.returncode == 0, err
     assert v["interrupted"] is True and v["run_id"] == started["run_id"]

@@ -16,6 +16,7 @@ import pytest
 import yaml
 from pilothouse.providers import paths
 from pilothouse.providers.redact import secret_forms
+from support import guard
 
 CANARY = "sk-canary-9f8e7d6c5b4a3210"
 
@@ -67,7 +68,7 @@ def test_canary_key_never_leaks(cli, git_repo, tmp_path):
                 assert CANARY.encode() not in data, (pid, what)
         time.sleep(0.1)
     assert seen, "no child process was observed"
-    rest, err = p.communicate(timeout=20)
+    rest, err = p.communicate(timeout=guard(20))
     assert json.loads(rest.splitlines()[-1])["timed_out"] is True
     # 3. not a byte of it under logs or sandboxes (the key file itself lives in secrets_dir)
     hits = []

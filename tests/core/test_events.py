@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from pilothouse.core.state.events import EventLog, EventTailer, follow
+from support import guard
 
 
 def test_append_assigns_increasing_seq_and_fields(tmp_path: Path) -> None:
@@ -122,7 +123,7 @@ def test_follow_wakes_on_append_from_another_process(tmp_path: Path) -> None:
     code = ("import sys\nfrom pathlib import Path\nfrom pilothouse.core.state.events import EventLog\n"
             "EventLog(Path(sys.argv[1])).append('job.accepted')\n")
     subprocess.run([sys.executable, "-c", code, str(path)], check=True)
-    t.join(timeout=20)
+    t.join(timeout=guard(20))
     assert seen == ["job.created", "job.accepted"]
 
 
@@ -155,7 +156,7 @@ def test_a_change_committed_with_its_event_is_logged_before_any_reaction(tmp_pat
         commit.thread = other  # type: ignore[attr-defined]
 
     answered = log.append("problem.answered", commit=commit)
-    commit.thread.join(timeout=10)  # type: ignore[attr-defined]
+    commit.thread.join(timeout=guard(10))  # type: ignore[attr-defined]
     assert reacted and reacted[0]["seq"] == answered["seq"] + 1
 
     def failing() -> None:
@@ -357,7 +358,7 @@ def test_follow_goes_on_after_another_file_in_its_directory_changes(tmp_path: Pa
     time.sleep(1.0)  # let the watcher report that change on its own, before ours
     assert t.is_alive()
     EventLog(path).append("job.accepted")
-    t.join(timeout=20)
+    t.join(timeout=guard(20))
     assert seen == ["job.created", "job.accepted"]
 
 

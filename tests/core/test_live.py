@@ -16,6 +16,7 @@ from pilothouse.core.queries.why import explain
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.state import store
 from pilothouse.core.state.events import EventLog, EventTailer
+from support import guard
 
 
 @pytest.fixture
@@ -78,7 +79,7 @@ def test_follow_sees_appends_from_another_process(layout: RepoLayout) -> None:
         assert [e["seq"] for e in got] == [2, 3, 4]
     finally:
         follower.terminate()
-        follower.wait(timeout=10)
+        follower.wait(timeout=guard(10))
 
 
 def test_events_for_task(layout: RepoLayout, cli) -> None:
@@ -144,7 +145,7 @@ def test_live_follow_goes_on_through_hostile_lines_and_a_restarted_log(layout: R
         assert [(e["seq"], e["task"]) for e in got] == [(i + 1, f"new{i}") for i in range(6)]
     finally:
         follower.terminate()
-        follower.wait(timeout=10)
+        follower.wait(timeout=guard(10))
     err = follower.stderr.read()  # type: ignore[union-attr]
     assert err.count("not events") == 1 and "skipped 3 lines" in err
 

@@ -17,7 +17,7 @@ from pilothouse.core.records.project import (
 )
 from pilothouse.core.repo_setup import init_project
 from pilothouse.providers.errors import UserError
-from support import git
+from support import git, guard
 
 
 def _write(repo: Path, text: str) -> RepoLayout:
@@ -216,7 +216,7 @@ def test_init_asks_on_a_tty(tmp_path: Path) -> None:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     os.close(slave)
     os.write(master, b"make lint\n\n")  # fast, then Enter: full defaults to fast
-    out, err = proc.communicate(timeout=30)
+    out, err = proc.communicate(timeout=guard(30))
     os.close(master)
     assert proc.returncode == 0, err
     assert load_project(RepoLayout(repo)).gates == {"fast": "make lint", "full": "make lint"}

@@ -16,6 +16,7 @@ from pilothouse.core.dispatch import priority as cpu_priority
 from pilothouse.core.dispatch import runs
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.supervisor.wake import Waker
+from support import guard
 
 
 def _nice_of(pid: int) -> int:
@@ -97,7 +98,7 @@ def test_worker_session_inherits_the_dispatch_priority() -> None:
         if _autogroups_settable():
             assert _autogroup_nice(child) == 5
     finally:
-        parent.communicate("", timeout=10)
+        parent.communicate("", timeout=guard(10))
 
 
 def test_nice_zero_changes_nothing() -> None:
@@ -147,7 +148,7 @@ def test_everything_in_a_sandbox_shares_the_lowered_priority_of_its_session(git_
     proc = _confined(git_repo, "import os, time; time.sleep(0.3); "
                                "print(os.getsid(0) == os.getsid(1), open('/proc/self/autogroup').read())")
     cpu_priority.set_session(proc.pid, 6)
-    out, _ = proc.communicate(timeout=60)
+    out, _ = proc.communicate(timeout=guard(60))
     same_session, autogroup = out.split(" ", 1)
     assert same_session == "True"  # the command is in the session bwrap was started in
     if _autogroups_settable():
@@ -168,7 +169,7 @@ def test_a_confined_command_cannot_type_into_a_terminal(git_repo: Path) -> None:
     leader, follower = pty.openpty()
     try:
         proc = _confined(git_repo, code, stdin=follower)
-        out, _ = proc.communicate(timeout=60)
+        out, _ = proc.communicate(timeout=guard(60))
     finally:
         os.close(follower)
         os.close(leader)

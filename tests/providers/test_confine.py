@@ -20,7 +20,7 @@ from pilothouse.providers import confine, paths
 from pilothouse.providers.confine.probe import WRITER, probe_spec, run_writer
 from pilothouse.providers.errors import UserError
 from pilothouse.providers.runners.base import LaunchSpec, RunSpec
-from support import git
+from support import git, guard
 
 
 def require_confinement() -> None:
@@ -307,7 +307,7 @@ def test_gate_command_runs_confined(layout, isolated_home):
     scratch = paths.cache_dir() / "gates" / "g1"
     launch = confine.prepare_command([sys.executable, "-I", "conftest_like.py"], {"PATH": "/usr/bin:/bin"},
                                      layout["own"], scratch)
-    proc = subprocess.run(launch.argv, env=launch.env, cwd=launch.cwd, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(launch.argv, env=launch.env, cwd=launch.cwd, capture_output=True, text=True, timeout=guard(60))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("blocked")
     assert not (isolated_home / "gate-pwned").exists()

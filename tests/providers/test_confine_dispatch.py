@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from pilothouse.providers import confine, keys, paths
-from support import git
+from support import git, guard
 from test_confine import require_confinement
 from test_runner_common import require_cli
 
@@ -235,7 +235,7 @@ def test_canary_key_over_a_whole_sim_job(cli, tmp_path):
         leaks.update(_processes_with(CANARY.encode()))
         saw_bwrap = saw_bwrap or _bwrap_running_for(paths.data_dir())
         time.sleep(0.1)
-    stdout, stderr = proc.communicate(timeout=30)
+    stdout, stderr = proc.communicate(timeout=guard(30))
     assert proc.returncode == 0, stdout[-2000:] + stderr[-2000:]
     assert b"job.accepted" in stdout
     assert saw_bwrap, "no worker of the job ran under bwrap"

@@ -13,6 +13,7 @@ import pytest
 from pilothouse.providers import confine
 from pilothouse.providers.confine.probe import probe_spec
 from pilothouse.providers.runners.base import LaunchSpec
+from support import guard
 from test_confine import abort_when_ready, require_confinement
 
 PROBE_NET = r"""
@@ -77,7 +78,7 @@ def test_network_none_keeps_only_the_local_model(tmp_path: Path, servers):
     spec.extra["network"] = "none"
     cut = confine.wrap(launch, spec)
     assert "--unshare-net" in cut.argv and "pilothouse.providers.netrelay" in cut.argv
-    proc = subprocess.run(cut.argv, env=cut.env, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(cut.argv, env=cut.env, capture_output=True, text=True, timeout=guard(60))
     assert proc.returncode == 0, proc.stderr
     seen = json.loads(proc.stdout)
     assert seen["model"] == "model-ok"

@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 from pilothouse.providers import confine
+from support import guard
 
 
 def test_shims_under_home_run_confined_and_private_dirs_stay_hidden(tmp_path: Path, isolated_home: Path) -> None:
@@ -29,7 +30,7 @@ def test_shims_under_home_run_confined_and_private_dirs_stay_hidden(tmp_path: Pa
     script = f"tool; cat {isolated_home}/.ssh/id_ed25519 && echo LEAKED; touch {root}/written && echo WROTE; true"
     launch = confine.prepare_command(["/bin/sh", "-c", script], env, workdir, tmp_path / "scratch")
     assert "bwrap" in os.path.basename(launch.argv[0])
-    out = subprocess.run(launch.argv, env=launch.env, cwd=launch.cwd, capture_output=True, text=True, timeout=60)
+    out = subprocess.run(launch.argv, env=launch.env, cwd=launch.cwd, capture_output=True, text=True, timeout=guard(60))
     assert "tool-ran" in out.stdout, out.stderr
     assert "LEAKED" not in out.stdout
     assert "WROTE" not in out.stdout  # the tool root is bound read-only

@@ -11,7 +11,7 @@ import pytest
 from pilothouse.providers import confine, paths
 from pilothouse.providers.confine import mounts as confine_mounts
 from pilothouse.providers.confine.mounts import _drop_nested
-from support import git
+from support import git, guard
 
 KINDS = {"--tmpfs": 0, "--bind": 1, "--ro-bind": 2}
 
@@ -58,7 +58,7 @@ def test_tool_root_is_bound_once_and_git_stays_read_only_in_the_worktree(git_rep
     # what the shims need is still there, read-only
     script = f"test -d {tool_root}/libexec && ! touch {tool_root}/libexec/x 2>/dev/null && touch ok"
     launch = confine.prepare_command(["/bin/sh", "-c", script], {"PATH": path_env}, git_repo)
-    proc = subprocess.run(launch.argv, env=launch.env, cwd=launch.cwd, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(launch.argv, env=launch.env, cwd=launch.cwd, capture_output=True, text=True, timeout=guard(60))
     assert proc.returncode == 0, proc.stderr
     assert (git_repo / "ok").exists() and not (tool_root / "libexec" / "x").exists()
 

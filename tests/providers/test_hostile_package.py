@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from pilothouse.providers.hostpython import host_env, python_argv
+from support import guard
 
 
 def plant(repo: Path, marker: Path) -> None:
@@ -67,7 +68,7 @@ def test_without_a_console_script_the_registration_is_python_isolated(tmp_path: 
     os.symlink(sys.executable, clone / "bin" / "python")
     said = subprocess.run([str(clone / "bin" / "python"), "-I", "-c",
                            "import json; from pilothouse.providers.mcp_hosts import server_command; "
-                           "print(json.dumps(server_command()))"], capture_output=True, text=True, timeout=120)
+                           "print(json.dumps(server_command()))"], capture_output=True, text=True, timeout=guard(120))
     assert said.returncode == 0, said.stderr
     argv = json.loads(said.stdout)
     assert argv == [str(clone / "bin" / "python"), "-I", "-m", "pilothouse", "mcp"]

@@ -13,6 +13,7 @@ import yaml
 from pilothouse.core import demo
 from pilothouse.core.supervisor import control as supervisor_ctl
 from pilothouse.providers.hostpython import host_env, python_argv
+from support import guard
 
 # A shadow module as an attacker writes it: it records that it ran (the operator's user, outside
 # the sandbox), then hands over the real module so nothing else looks wrong.
@@ -89,7 +90,7 @@ def test_a_host_python_gets_no_code_path_from_the_environment(tmp_path: Path) ->
 def test_python_m_pilothouse_drops_its_working_directory_before_any_lazy_import(tmp_path: Path) -> None:
     (tmp_path / "yaml.py").write_text("raise SystemExit('planted yaml ran')\n")
     out = subprocess.run([sys.executable, "-m", "pilothouse", "status"], cwd=tmp_path, capture_output=True, text=True,
-                         timeout=60)
+                         timeout=guard(60))
     assert "planted yaml ran" not in out.stdout + out.stderr
 
 
@@ -99,7 +100,7 @@ def test_only_the_working_directory_leaves_the_import_path(tmp_path: Path) -> No
     code = ("import json, os, sys; from pilothouse.providers.hostpython import drop_cwd_from_path; "
             "sys.path[1:1] = ['.', os.getcwd(), os.getcwd() + '/']; before = list(sys.path); drop_cwd_from_path(); "
             "print(json.dumps([before, sys.path]))")
-    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=guard(60))
     assert out.returncode == 0, out.stderr
     before, after = json.loads(out.stdout)
     assert after == [p for p in before if p not in ("", ".") and os.path.abspath(p) != os.path.realpath(tmp_path)]
@@ -113,6 +114,6 @@ def test_a_host_python_carries_the_no_byte_code_choice_over_to_its_children(tmp_
     for flags, want in ((["-B"], ["-I", "-B", "-m", "x"]), ([], ["-I", "-m", "x"])):
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         out = subprocess.run([sys.executable, *flags, "-c", code], cwd=tmp_path, capture_output=True, text=True,
-                             env=env, timeout=60)
+                             env=env, timeout=guard(60))
         assert out.returncode == 0, out.stderr
         assert json.loads(out.stdout)[1:] == want, flags

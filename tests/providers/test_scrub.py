@@ -13,6 +13,7 @@ import yaml
 from pilothouse.providers import paths
 from pilothouse.providers.redact import REDACTED, Redactor, secret_forms
 from pilothouse.providers.scrub import scrub_tree
+from support import guard
 
 KEY = "sk-canary-scrub-7a6b5c4d3e2f"
 
@@ -60,7 +61,7 @@ def test_a_worker_that_reads_its_credential_leaves_no_key_in_its_run_folder(tmp_
     data["gates"] = {"fast": "true", "full": "true"}
     layout.project_yaml.write_text(yaml.safe_dump(data))
     done = subprocess.run([sys.executable, "-m", "pilothouse.core.supervisor.loop", "--repo", str(layout.root),
-                           "--once"], capture_output=True, text=True, timeout=180)
+                           "--once"], capture_output=True, text=True, timeout=guard(180))
     assert done.returncode == 0, done.stderr
     events = [json.loads(line) for line in layout.events.read_text().splitlines()]
     assert any(e["type"] == "task.state" and e["data"]["to"] == "done" for e in events)

@@ -9,6 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 from pilothouse.providers.sim.server import SimServer, load_scenario
+from support import guard
 
 BUILTIN_TOOLS = [
     {"type": "function", "function": {"name": n, "description": f"{n} a file", "parameters": {
@@ -18,7 +19,7 @@ BUILTIN_TOOLS = [
 ]
 
 # the sim is on loopback: never route it through a proxy from the environment
-HTTP = httpx.Client(trust_env=False, timeout=10)
+HTTP = httpx.Client(trust_env=False, timeout=guard(10))
 
 
 def prompt(mode: str, text: str = "do the task") -> str:
@@ -36,7 +37,7 @@ def sse(resp: httpx.Response) -> list[dict]:
 def chat(url: str, messages: list[dict], stream: bool = True, tools: list | None = None, **extra) -> httpx.Response:
     body = {"model": "sim-1", "messages": messages, "tools": BUILTIN_TOOLS if tools is None else tools,
             "stream": stream, **extra}
-    return HTTP.post(f"{url}/v1/chat/completions", json=body, timeout=10)
+    return HTTP.post(f"{url}/v1/chat/completions", json=body, timeout=guard(10))
 
 
 def assemble(chunks: list[dict]) -> tuple[str, list[dict], str | None, dict | None]:

@@ -11,9 +11,10 @@ import sys
 from pathlib import Path
 
 import httpx
+from support import guard
 
 # the sim is on loopback: never route it through a proxy from the environment
-HTTP = httpx.Client(trust_env=False, timeout=10)
+HTTP = httpx.Client(trust_env=False, timeout=guard(10))
 
 
 def test_serve_answers_then_exits_cleanly_on_sigint(tmp_path: Path) -> None:
@@ -32,10 +33,10 @@ def test_serve_answers_then_exits_cleanly_on_sigint(tmp_path: Path) -> None:
         resp = HTTP.post(f"{url}/v1/chat/completions", headers={"authorization": "Bearer sk-sim-test"},
                           json={"model": "sim-1", "messages": [{"role": "user", "content": "[pilothouse mode: explore]"}],
                                 "tools": [{"type": "function", "function": {"name": "read", "parameters": {
-                                    "type": "object", "properties": {"path": {"type": "string"}}}}}]}, timeout=10)
+                                    "type": "object", "properties": {"path": {"type": "string"}}}}}]}, timeout=guard(10))
         assert resp.json()["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "read"
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=10)
+        out, err = proc.communicate(timeout=guard(10))
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -10,10 +10,11 @@ from pathlib import Path
 import httpx
 import pytest
 from pilothouse.providers.sim.server import SimServer
+from support import guard
 
 SCENARIO = Path(__file__).resolve().parent / "scenarios" / "mcp-host.yaml"
 PROMPT = "Drive the job words to acceptance. [pilothouse mode: host]"
-HTTP = httpx.Client(trust_env=False, timeout=10)  # loopback: never through a proxy from the environment
+HTTP = httpx.Client(trust_env=False, timeout=guard(10))  # loopback: never through a proxy from the environment
 SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}, "request": {"type": "string"}},
           "required": ["name", "request"]}
 CLAUDE_TOOLS = [{"name": "Read", "input_schema": {"type": "object", "properties": {"file_path": {"type": "string"}}}}] + [

@@ -8,6 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 from pilothouse.providers.sim.server import SimServer
+from support import guard
 
 PROMPT = "[pilothouse mode: code]\n\nAdd a slug helper.\n\ntask: t1"
 CLAUDE_SYSTEM = [{"type": "text", "text": "You are Claude Code.\n<env>\nWorking directory: /tmp/work/repo\n</env>"}]
@@ -29,7 +30,7 @@ CODEX_TOOLS = [
 ]
 
 # the sim is on loopback: never route it through a proxy from the environment
-HTTP = httpx.Client(trust_env=False, timeout=10)
+HTTP = httpx.Client(trust_env=False, timeout=guard(10))
 
 
 def events(resp: httpx.Response) -> list[tuple[str, dict]]:
@@ -59,7 +60,7 @@ def served(tmp_path: Path) -> list[dict]:
 def messages(url: str, msgs: list[dict], stream: bool = True, headers: dict | None = None) -> httpx.Response:
     body = {"model": "claude-sim", "max_tokens": 1000, "system": CLAUDE_SYSTEM, "tools": CLAUDE_TOOLS,
             "messages": msgs, "stream": stream}
-    return HTTP.post(f"{url}/v1/messages?beta=true", json=body, headers=headers or {}, timeout=10)
+    return HTTP.post(f"{url}/v1/messages?beta=true", json=body, headers=headers or {}, timeout=guard(10))
 
 
 def test_messages_stream_text_tool_use_and_usage(sim: SimServer, tmp_path: Path) -> None:
@@ -120,7 +121,7 @@ def test_messages_errors_in_anthropic_shape() -> None:
 def responses(url: str, items: list[dict], stream: bool = True) -> httpx.Response:
     body = {"model": "sim-1", "instructions": "You are Codex.", "input": items, "tools": CODEX_TOOLS,
             "stream": stream, "store": False}
-    return HTTP.post(f"{url}/v1/responses", json=body, timeout=10)
+    return HTTP.post(f"{url}/v1/responses", json=body, timeout=guard(10))
 
 
 ENV = {"type": "message", "role": "user", "content": [

@@ -40,11 +40,12 @@ def test_the_first_frame_waits_for_no_record_models(cockpit_repo) -> None:
     import sys
 
     from pilothouse.providers import provider_index
+    from support import guard
 
     provider_index.records()  # the providers' cache, as any earlier command leaves it
     cockpit_repo.project_yaml.write_text("gates: [")  # a broken file: its error still reaches the status line
     proc = subprocess.run([sys.executable, "-c", FIRST_FRAME, str(cockpit_repo.root)], capture_output=True, text=True,
-                          timeout=120)
+                          timeout=guard(120))
     assert proc.returncode == 0, proc.stderr
     seen = ast.literal_eval(proc.stdout.strip().splitlines()[-1])
     assert seen["rows"] == 5  # first-draft's tasks

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support import git
+from support import git, guard
 
 pytestmark = pytest.mark.anyio
 
@@ -97,7 +97,7 @@ def test_the_shell_settings_keep_the_operators_own_and_git_diff_working(tmp_path
     git(repo, "add", "a.txt")
     git(repo, "-c", "user.email=a@b", "commit", "-qm", "a")
     (repo / "a.txt").write_text("two\n")
-    shown = subprocess.run(["git", "diff"], cwd=repo, env=env, capture_output=True, text=True, timeout=60)
+    shown = subprocess.run(["git", "diff"], cwd=repo, env=env, capture_output=True, text=True, timeout=guard(60))
     assert shown.returncode == 0 and "-one" in shown.stdout and "+two" in shown.stdout, shown.stderr
     said = subprocess.run(["git", "config", "user.name"], cwd=repo, env=env, capture_output=True, text=True)
     assert said.stdout.strip() == "me"

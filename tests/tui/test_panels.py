@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from cockpit_support import shown
 from pilothouse.core.state.store import connect
+from support import guard
 from test_cockpit import replies
 
 pytestmark = pytest.mark.anyio
@@ -96,7 +97,7 @@ def accepted_sim_job(tmp_path, scenario_text: str, **project: object):
     layout.project_yaml.write_text(yaml.safe_dump(data))
     git(layout.root, "commit", "-qam", "quick gates")
     done = subprocess.run([sys.executable, "-m", "pilothouse.core.supervisor.loop", "--repo", str(layout.root),
-                           "--once"], capture_output=True, text=True, timeout=180)
+                           "--once"], capture_output=True, text=True, timeout=guard(180))
     assert done.returncode == 0, done.stderr
     return layout
 

@@ -23,6 +23,7 @@ import aiohttp
 import pytest
 from browser import DevTools, artifacts_dir, chromium
 from pilothouse.core.records.layout import RepoLayout
+from support import guard
 
 CLOSING = (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED, aiohttp.WSMsgType.CLOSING)
 
@@ -260,7 +261,7 @@ def test_unix_socket_mode_is_owner_only_and_still_wants_the_token(cockpit_repo, 
 
 def test_a_bad_label_is_one_line_naming_the_option(cockpit_repo) -> None:
     done = subprocess.run([sys.executable, "-m", "pilothouse", "serve", str(cockpit_repo.root), "--label", "a b"],
-                          capture_output=True, text=True, env=dict(os.environ), timeout=60)
+                          capture_output=True, text=True, env=dict(os.environ), timeout=guard(60))
     assert done.returncode != 0
     assert "--label 'a b'" in done.stderr and "Traceback" not in done.stderr
 
@@ -272,7 +273,7 @@ def test_a_taken_port_is_one_line_naming_it(cockpit_repo) -> None:
         taken.listen()
         port = taken.getsockname()[1]
         done = subprocess.run([sys.executable, "-m", "pilothouse", "serve", str(cockpit_repo.root), "--port",
-                               str(port)], capture_output=True, text=True, env=dict(os.environ), timeout=60)
+                               str(port)], capture_output=True, text=True, env=dict(os.environ), timeout=guard(60))
     assert done.returncode != 0 and "Traceback" not in done.stderr
     assert f"cannot listen on 127.0.0.1:{port}" in done.stderr and "--port" in done.stderr
 

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.state.store import connect
+from support import guard
 
 pytestmark = pytest.mark.anyio
 
@@ -62,7 +63,7 @@ def sim_jobs(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRe
         if reply not in procs:
             procs[reply] = launch(reply)
         if reply not in jobs:
-            out, _ = procs[reply].communicate(timeout=420)
+            out, _ = procs[reply].communicate(timeout=guard(420))
             assert procs[reply].returncode == 3, f"{SCENARIOS[reply]} did not stop for the operator:\n{out}"
             jobs[reply] = RepoLayout(base / reply)
         return jobs[reply]
@@ -72,7 +73,7 @@ def sim_jobs(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRe
         if proc.poll() is None:
             proc.kill()
         subprocess.run([sys.executable, "-m", "pilothouse", "job", "stop"], cwd=base / reply, env=env,
-                       capture_output=True, timeout=60)
+                       capture_output=True, timeout=guard(60))
 
 
 def _rows(layout: RepoLayout, sql: str, *params: Any) -> list[Any]:
@@ -120,7 +121,7 @@ async def _answer(layout: RepoLayout, reply: str, wait_for: Any) -> None:
         assert answered and answered[0]["data"]["reply"] == reply
         # the supervisor acts: consumes the reply, the problem leaves `open`, the work moves on
         await wait_for(pilot, lambda: _rows(layout, "SELECT consumed_at FROM replies WHERE code=?", code)[0][0],
-                       timeout=180)
+                       timeout=guard(180))
         acted = ("task.state", "job.started", "job.planned", "problem.closed", "run.started")
         await wait_for(pilot, lambda: any(e["type"] in acted for e in _events(layout)
                                           if e["seq"] > answered[0]["seq"]), timeout=60)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from support import guard
 from test_serve import read_screen, served
 from tmux_support import Tmux, need_tmux
 
@@ -57,7 +58,7 @@ def test_demo_without_follow_opens_the_cockpit_on_its_job(tmux, tmp_path: Path) 
         assert "COCKPIT-EXIT=1" not in screen  # 0 accepted, 3 waiting: the job ran under the cockpit
     finally:
         subprocess.run([sys.executable, "-m", "pilothouse", "job", "stop", "--repo", str(dest)],
-                       capture_output=True, text=True, env=dict(os.environ), timeout=60)
+                       capture_output=True, text=True, env=dict(os.environ), timeout=guard(60))
 
 
 def test_serve_gives_each_browser_tab_the_cockpit(cockpit_repo) -> None:

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support import guard
 
 
 def need_tmux() -> None:
@@ -22,7 +23,7 @@ class Tmux:
         self.sock, self.name = sock, name
 
     def run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["tmux", "-S", str(self.sock), *args], capture_output=True, text=True, timeout=20)
+        return subprocess.run(["tmux", "-S", str(self.sock), *args], capture_output=True, text=True, timeout=guard(20))
 
     def start(self, command: str, *, width: int = 120, height: int = 40, cwd: Path | None = None) -> None:
         """Run `command` in a new session; the shell around it shows its exit status as COCKPIT-EXIT=N."""
@@ -38,7 +39,7 @@ class Tmux:
         return self.run("capture-pane", "-t", self.name, "-p").stdout
 
     def wait_for(self, *texts: str, timeout: float = 30) -> str:
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + guard(timeout)  # a guard against a hang, never a speed test
         while True:
             screen = self.screen()
             if all(t in screen for t in texts):

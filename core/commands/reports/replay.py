@@ -139,12 +139,12 @@ def moment(text: str, start: datetime, end: datetime) -> datetime | Literal["bef
     if dated:
         year, rest = dated.groups()
         if len(year) == 4:
-            try:
-                at = parse_ts(text.strip())
-            except OverflowError:  # 9999-12-31T23:00-05:00 is in year 10000 once in UTC
-                return "after" if year == "9999" else "before"
+            at = parse_ts(text.strip())
             if at is not None:
                 return at
+            if year in ("9999", "0001") and parse_ts("2000" + rest) is not None:
+                # readable, but its zone moves it out of the years a datetime holds (9999-12-31T23:00-05:00)
+                return "after" if year == "9999" else "before"
         if (len(year) > 4 or set(year) == {"0"}) and parse_ts("2000" + rest) is not None:
             # a readable moment in a year no datetime holds: past one edge of any job
             return "before" if set(year) == {"0"} else "after"
