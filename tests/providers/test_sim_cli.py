@@ -24,7 +24,9 @@ def test_serve_answers_then_exits_cleanly_on_sigint(tmp_path: Path) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "pilothouse", "sim", "serve", "--scenario", "explore-basic",
          "--served-log", str(served), "--api-key-file", str(key)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ),
+        # started as a script's background job is: SIGINT ignored, which Python then never raises on its own
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     try:
         assert proc.stdout is not None
         banner = proc.stdout.readline()

@@ -71,7 +71,10 @@ def cmd_serve(args: Any) -> int:
     sim = SimServer(args.scenario, port=args.port, api_key=api_key, served_log=args.served_log)
     url = sim.start()
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    # SIGINT by hand too: a server started from a script in the background inherits SIGINT ignored,
+    # and Python then never turns it into KeyboardInterrupt (the busy suite's `sim serve` never stopped)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
     print(f"pilothouse sim (simulated model server, loopback only) listening on {url} — "
           f"scenario {sim.scenario.name}", flush=True)
     print(f"  endpoints: {url}/v1/chat/completions  {url}/v1/responses  {url}/v1/messages  {url}/v1/models",
