@@ -172,3 +172,16 @@ def fix_slugify(worktree: Path) -> None:
         "import unicodedata\n\n\ndef slugify(text: str) -> str:\n"
         "    folded = unicodedata.normalize('NFKD', text).encode('ascii', 'ignore').decode('ascii')\n"
         "    return '-'.join(folded.lower().split())\n")
+
+
+def refuses_unusable_log(repo: Path, kind: str, *argv: str) -> None:
+    """A FIFO or a directory put in the event log's place: the command ends with the log door's one line."""
+    events = repo / ".ai/runtime/events.jsonl"
+    events.parent.mkdir(parents=True)
+    os.mkfifo(events) if kind == "a FIFO" else events.mkdir()
+    r = run_cli_bounded(*argv, cwd=repo)
+    assert r is not None, f"{argv[0]} hung on {kind}"
+    assert r.returncode == 2 and not r.stdout
+    assert r.stderr.splitlines() == [f"pilothouse: {events} is {kind}, not the event log: move it aside "
+                                     f"(mv {events} {events}.aside) and run this again; the next event starts a "
+                                     "new log there"]

@@ -329,19 +329,9 @@ def test_replay_says_once_the_lines_it_skipped_in_the_words_live_uses(git_repo: 
 
 @pytest.mark.parametrize("kind", ["a FIFO", "a directory"])
 def test_replay_on_a_fifo_or_a_directory_log_is_one_line_and_never_waits(git_repo: Path, kind: str) -> None:
-    import os
+    from support import refuses_unusable_log
 
-    from support import run_cli_bounded
-
-    events = git_repo / ".ai/runtime/events.jsonl"
-    events.parent.mkdir(parents=True)
-    os.mkfifo(events) if kind == "a FIFO" else events.mkdir()
-    r = run_cli_bounded("replay", "j", "--json", cwd=git_repo)
-    assert r is not None, f"replay hung on {kind}"
-    assert r.returncode == 2 and not r.stdout
-    assert r.stderr.splitlines() == [f"pilothouse: {events} is {kind}, not the event log: move it aside "
-                                     f"(mv {events} {events}.aside) and run this again; the next event starts a "
-                                     "new log there"]
+    refuses_unusable_log(git_repo, kind, "replay", "j", "--json")
 
 
 def test_replay_of_a_job_whose_log_is_missing_says_the_log_is_missing(git_repo: Path) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import urllib.parse
 from pathlib import Path
 from typing import Any
@@ -164,18 +163,9 @@ def test_report_says_once_the_lines_it_skipped_in_the_words_live_uses(cli: Any, 
 
 @pytest.mark.parametrize("kind", ["a FIFO", "a directory"])
 def test_report_on_a_fifo_or_a_directory_log_is_one_line_and_never_waits(git_repo: Path, kind: str) -> None:
-    from pilothouse.core.records.layout import RepoLayout
-    from support import run_cli_bounded
+    from support import refuses_unusable_log
 
-    events = RepoLayout(git_repo).events
-    events.parent.mkdir(parents=True)
-    os.mkfifo(events) if kind == "a FIFO" else events.mkdir()
-    r = run_cli_bounded("report", "j", "--md", cwd=git_repo)
-    assert r is not None, f"report hung on {kind}"
-    assert r.returncode == 2 and not r.stdout
-    assert r.stderr.splitlines() == [f"pilothouse: {events} is {kind}, not the event log: move it aside "
-                                     f"(mv {events} {events}.aside) and run this again; the next event starts a "
-                                     "new log there"]
+    refuses_unusable_log(git_repo, kind, "report", "j", "--md")
 
 
 def test_report_of_a_job_whose_log_is_missing_says_the_log_is_missing(cli: Any, git_repo: Path) -> None:
