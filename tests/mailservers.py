@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import guard
 
 
 def free_port() -> int:
@@ -30,7 +31,7 @@ def free_port() -> int:
 
 
 def _wait_port(port: int, timeout: float = 15.0) -> None:
-    end = time.monotonic() + timeout
+    end = time.monotonic() + guard(timeout)
     while time.monotonic() < end:
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=1):
@@ -165,7 +166,7 @@ class SmtpSink:
         self.controller.start()
 
     def wait_for(self, pred: Any, timeout: float = 30.0) -> EmailMessage:
-        end = time.monotonic() + timeout
+        end = time.monotonic() + guard(timeout)
         while time.monotonic() < end:
             for m in list(self.messages):
                 if pred(m):

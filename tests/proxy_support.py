@@ -18,6 +18,8 @@ import subprocess
 import threading
 from pathlib import Path
 
+from support import guard
+
 
 def _pipe(src: socket.socket, dst: socket.socket) -> None:
     try:
@@ -34,7 +36,7 @@ def _splice(a: socket.socket, b: socket.socket) -> None:
     back = threading.Thread(target=_pipe, args=(b, a), daemon=True)
     back.start()
     _pipe(a, b)
-    back.join(timeout=30)
+    back.join(timeout=guard(30))
     a.close()
     b.close()
 
@@ -46,7 +48,7 @@ def _splice_tls(tls: ssl.SSLSocket, plain: socket.socket) -> None:
     sel.register(plain, selectors.EVENT_READ, tls)
     try:
         while sel.get_map():
-            for key, _ in sel.select(timeout=60) or [(None, None)]:
+            for key, _ in sel.select(timeout=guard(60)) or [(None, None)]:
                 if key is None:
                     return  # idle for a minute: the test is long over
                 src, dst = key.fileobj, key.data

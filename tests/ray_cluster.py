@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from support import guard, until
+
 RAY = str(Path(sys.executable).with_name("ray"))
 
 
@@ -31,7 +33,7 @@ class Cluster:
         code = ("import json, sys, ray; ray.init(address=sys.argv[1], logging_level='ERROR', log_to_driver=False);"
                 "print(json.dumps({n['NodeID']: 'pilothouse_worker' in n['Resources'] for n in ray.nodes()"
                 " if n['Alive']}))")
-        out = subprocess.run([sys.executable, "-c", code, self.address], capture_output=True, text=True, timeout=60,
+        out = subprocess.run([sys.executable, "-c", code, self.address], capture_output=True, text=True, timeout=guard(60),
                              env=node_env(self.node_home.parent / "driver"), check=True).stdout
         return dict(json.loads(out.strip().splitlines()[-1]))
 
@@ -40,7 +42,7 @@ class Cluster:
                 "try:\n    ray.get_actor(sys.argv[2], namespace=sys.argv[3])\nexcept ValueError:\n    print('gone')\n"
                 "else:\n    print('alive')")
         out = subprocess.run([sys.executable, "-c", code, self.address, name, namespace], capture_output=True,
-                             text=True, timeout=60, env=node_env(self.node_home.parent / "driver"), check=True)
+                             text=True, timeout=guard(60), env=node_env(self.node_home.parent / "driver"), check=True)
         return out.stdout.strip().splitlines()[-1] == "alive"
 
     def kill_actor(self, name: str, namespace: str) -> None:
@@ -48,7 +50,7 @@ class Cluster:
         code = ("import sys, ray; ray.init(address=sys.argv[1], logging_level='ERROR', log_to_driver=False)\n"
                 "ray.kill(ray.get_actor(sys.argv[2], namespace=sys.argv[3]))")
         subprocess.run([sys.executable, "-c", code, self.address, name, namespace], capture_output=True,
-                       text=True, timeout=60, env=node_env(self.node_home.parent / "driver"), check=True)
+                       text=True, timeout=guard(60), env=node_env(self.node_home.parent / "driver"), check=True)
 
 
 COMMON = ["--node-ip-address", "127.0.0.1", "--num-cpus", "1", "--object-store-memory", str(100 << 20),
@@ -113,18 +115,13 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
         while _session(proc.pid) and time.monotonic() < deadline:
             proc.poll()
             time.sleep(0.1)
-    proc.wait(timeout=5)
+    proc.wait(timeout=guard(5))
 
 
-def wait_for(what: str, check: Any, timeout: float = 90) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"{what} not up in {timeout}s")
+def wait_for(what: str, check: Any) -> None:
+    until(check, f"{what} up", every=0.3)
 
 
 def status(address: str, env: dict[str, str]) -> str:
     return subprocess.run([RAY, "status", "--address", address], capture_output=True, text=True, env=env,
-                          timeout=60).stdout
+                          timeout=guard(60)).stdout

@@ -29,6 +29,22 @@ def guard(timeout: float | None) -> float:
     return GUARD_S if timeout is None else max(timeout, GUARD_S)
 
 
+def until(check: Callable[[], Any], what: str, every: float = 0.05) -> Any:
+    """Look again every `every` seconds until `check()` gives something true, and give that. Only
+    the guard ends the wait, and then the test fails saying what never came: how long it took is
+    never the verdict."""
+    import time
+
+    deadline = time.monotonic() + GUARD_S
+    while True:
+        got = check()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not so after {GUARD_S:g}s (the suite's guard against a hang)")
+        time.sleep(every)
+
+
 def git(cwd: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
 
@@ -144,13 +160,39 @@ def run_cli(*args: str, cwd: Path | None = None, input: str | None = None, timeo
                           capture_output=True, text=True, timeout=guard(timeout), env=full_env)
 
 
-def run_cli_bounded(*args: str, cwd: Path, within: float = 120) -> subprocess.CompletedProcess[str] | None:
+def wait_job(cli: Any, root: Path, job: str) -> subprocess.CompletedProcess[str]:
+    """`job wait` until the job ends, for as long as it moves: a job whose agent CLIs take minutes
+    each on a busy machine is slow, not hung. It is a hang when the event log gains nothing but
+    heartbeats for the suite's guard."""
+    import time
+
+    from pilothouse.core.records.layout import RepoLayout
+
+    log = RepoLayout(root).events
+
+    def moved() -> int:
+        text = log.read_text(errors="replace") if log.exists() else ""
+        return sum(1 for line in text.splitlines() if '"supervisor.heartbeat"' not in line)
+
+    seen, since = moved(), time.monotonic()
+    while True:
+        r = cli("job", "wait", job, "--repo", str(root), "--timeout", "60")
+        if r.returncode != 124:  # 124: still going after the 60 s asked for
+            return r
+        now = moved()
+        if now != seen:
+            seen, since = now, time.monotonic()
+        elif time.monotonic() - since > GUARD_S:
+            raise AssertionError(f"job {job} made no move in {GUARD_S:g}s: {r.stdout[-2000:]}")
+
+
+def run_cli_bounded(*args: str, cwd: Path) -> subprocess.CompletedProcess[str] | None:
     """Run the real CLI where it must answer at once (a FIFO in place of a file it reads): None when
-    it was still running after `within` seconds and was killed, so a hang fails one test instead of
-    holding the suite for GUARD_S."""
+    it was still running after the suite's guard and was killed, so a hang fails this one test. The
+    bound is the guard, not a guess at how long a CLI takes, so a busy machine changes no verdict."""
     try:
         return subprocess.run([sys.executable, "-m", "pilothouse", *args], cwd=cwd, capture_output=True,
-                              text=True, timeout=within, stdin=subprocess.DEVNULL, env=dict(os.environ))
+                              text=True, timeout=GUARD_S, stdin=subprocess.DEVNULL, env=dict(os.environ))
     except subprocess.TimeoutExpired:
         return None
 

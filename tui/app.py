@@ -155,6 +155,8 @@ class CockpitApp(ActionsMixin, FixMixin, App[None]):
         elif self.repos:
             from pilothouse.tui.screens.picker import RepoPicker
 
+            # the top line says so from the picker's first frame, not from the clock's next tick
+            self.dashboard.update_status()
             self.push_screen(RepoPicker(self.repos), self._picked)
 
     def _picked(self, layout: RepoLayout | None) -> None:
@@ -310,6 +312,8 @@ class CockpitApp(ActionsMixin, FixMixin, App[None]):
         table = self.dashboard.problems
         problems = len(set(table.problems) - set(table.pending)) if self.queries else 0
         start = self.key_for("supervisor.toggle", "S")
+        if self.layout is None:  # the repository picker is up: nothing here has a supervisor yet
+            return status_text(repo, "none until you pick a repository", "dim", problems, narrow)
         if self.setup_error and not self.supervisor_alive():
             assert self.layout is not None
             if self.layout.project_yaml.exists():

@@ -10,7 +10,7 @@ from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.state import store
 from pilothouse.core.stops import answering, budgets, problems
 from pilothouse.providers.errors import UserError
-from support import project_layout
+from support import guard, project_layout
 
 T0 = datetime(2026, 11, 29, 7, 0, tzinfo=UTC)
 POLICY = 'gates: {fast: "true", full: "true"}\nbudgets: {job_tokens: 1000}\n'
@@ -187,7 +187,7 @@ def test_a_job_on_a_server_that_reports_no_usage_still_meets_its_budget(tmp_path
     data["budgets"] = {"job_tokens": 500}  # the assigner's prompt alone is more, counted or not
     layout.project_yaml.write_text(yaml.safe_dump(data))
     done = subprocess.run([sys.executable, "-m", "pilothouse.core.supervisor.loop", "--repo", str(layout.root),
-                           "--once"], capture_output=True, text=True, timeout=120)
+                           "--once"], capture_output=True, text=True, timeout=guard(120))
     assert done.returncode == 0, done.stderr
     conn = store.connect(layout.state_db, readonly=True)
     runs = [json.loads(r["verdict"]) for r in conn.execute("SELECT verdict FROM runs WHERE state = 'finished'")]
@@ -239,7 +239,7 @@ def test_the_budget_problem_of_a_job_that_is_accepted_is_closed(tmp_path: Path) 
     data["budgets"] = {"job_tokens": 2000}  # past it only once the builder has run
     layout.project_yaml.write_text(yaml.safe_dump(data))
     done = subprocess.run([sys.executable, "-m", "pilothouse.core.supervisor.loop", "--repo", str(layout.root),
-                           "--once"], capture_output=True, text=True, timeout=180)
+                           "--once"], capture_output=True, text=True, timeout=guard(180))
     assert done.returncode == 0, done.stderr
     conn = store.connect(layout.state_db, readonly=True)
     job = conn.execute("SELECT state FROM jobs_state WHERE job = 'demo'").fetchone()
@@ -269,12 +269,12 @@ def test_the_budget_problem_of_a_job_whose_every_task_is_skipped_is_closed(tmp_p
     data["budgets"] = {"job_tokens": 2000}
     layout.project_yaml.write_text(yaml.safe_dump(data))
     loop = [sys.executable, "-m", "pilothouse.core.supervisor.loop", "--repo", str(layout.root), "--once"]
-    done = subprocess.run(loop, capture_output=True, text=True, timeout=180)
+    done = subprocess.run(loop, capture_output=True, text=True, timeout=guard(180))
     assert done.returncode == 0, done.stderr
     stops = [p for p in problems.list_problems(layout, True, job="demo") if p.kind != "budget"]
     assert [p.task for p in stops] == ["one"], [p.summary for p in problems.list_problems(layout, True)]
     answering.act(layout, stops[0].code, "skip")
-    done = subprocess.run(loop, capture_output=True, text=True, timeout=180)
+    done = subprocess.run(loop, capture_output=True, text=True, timeout=guard(180))
     assert done.returncode == 0, done.stderr
     conn = store.connect(layout.state_db, readonly=True)
     job = conn.execute("SELECT state FROM jobs_state WHERE job = 'demo'").fetchone()

@@ -10,6 +10,7 @@ import pytest
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.state.events import EventLog
 from pilothouse.providers.errors import UserError
+from support import guard
 
 
 @pytest.fixture
@@ -232,7 +233,7 @@ out = {}
 for name, argv in (("create", ["job", "create", "j2", "--request-file", "req.md"]),
                    ("define", ["task", "define", "--file", "t.yaml", "--job", "demo"])):
     r = subprocess.run([sys.executable, "-m", "pilothouse", *argv], cwd=work, capture_output=True, text=True,
-                       timeout=60)
+                       timeout=900)
     out[name] = [r.returncode, r.stderr]
 out["left"] = sorted(os.path.relpath(os.path.join(d, f), work) for d, _, fs in os.walk(os.path.join(work, ".ai"))
                      for f in fs if f.endswith(".tmp") or f.startswith(".") or f == "j2.json")
@@ -254,7 +255,7 @@ def test_a_full_or_read_only_disk_is_one_line_naming_the_path(repo: Path, tmp_pa
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     r = subprocess.run(["unshare", "-rm", sys.executable, "-c", _DISK_DRIVER, str(repo), str(mnt), mode],
-                       capture_output=True, text=True, timeout=120)
+                       capture_output=True, text=True, timeout=guard(120))
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     for name in ("create", "define"):
@@ -315,7 +316,7 @@ def test_output_into_a_closed_pipe_is_not_an_error(tmp_path: Path) -> None:
     os.close(read_end)
     try:
         r = subprocess.run([sys.executable, "-m", "pilothouse", "view", "--keys", "--json"], stdout=write_end,
-                           stderr=subprocess.PIPE, text=True, cwd=tmp_path, timeout=60)
+                           stderr=subprocess.PIPE, text=True, cwd=tmp_path, timeout=guard(60))
     finally:
         os.close(write_end)
     assert r.returncode == 0, r.stderr

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import guard, until
 
 READERS = (("job", "status"), ("job", "list"), ("problem", "list"), ("check",), ("job", "start"))
 
@@ -137,14 +138,13 @@ def test_a_store_held_locked_names_the_holder_after_a_bounded_wait(blocked: tupl
     finally:
         assert holder.stdin is not None
         holder.stdin.close()
-        holder.wait(timeout=30)
+        holder.wait(timeout=guard(30))
     assert cli("job", "status", "--repo", str(root)).returncode == 0
 
 
 @pytest.mark.slow
 def test_the_supervisor_outlasts_a_held_write_lock_and_beats_again(blocked: tuple[Path, bytes, str],
                                                                    cli: Any) -> None:
-    import time
 
     from pilothouse.core.records.layout import RepoLayout
     from pilothouse.core.state.events import EventTailer
@@ -162,20 +162,22 @@ def test_the_supervisor_outlasts_a_held_write_lock_and_beats_again(blocked: tupl
              "print('held', flush=True); sys.stdin.read(); c.execute('COMMIT')"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         assert holder.stdout is not None and holder.stdout.readline() == "held\n"
-        deadline = time.monotonic() + 150
+
+        def says(pred: Any) -> Any:
+            def check() -> Any:
+                assert control.status(layout) is not None, layout.supervisor_log.read_text()[-3000:]
+                return pred()
+            return check
+
         # its heartbeat meets the lock, says who holds it, and waits instead of dying
-        while f"pid {holder.pid}" not in layout.supervisor_log.read_text():
-            assert control.status(layout) is not None, layout.supervisor_log.read_text()[-3000:]
-            assert time.monotonic() < deadline, layout.supervisor_log.read_text()[-3000:]
-            time.sleep(0.2)
+        until(says(lambda: f"pid {holder.pid}" in layout.supervisor_log.read_text()),
+              "the supervisor named the lock's holder", every=0.2)
         tail = EventTailer(layout.events, start_at_end=True)
         assert holder.stdin is not None
         holder.stdin.close()
-        assert holder.wait(timeout=30) == 0
-        while not any(e["type"] == "supervisor.heartbeat" for e in tail.read_new()):
-            assert control.status(layout) is not None, layout.supervisor_log.read_text()[-3000:]
-            assert time.monotonic() < deadline + 60
-            time.sleep(0.2)
+        assert holder.wait(timeout=guard(30)) == 0
+        until(says(lambda: any(e["type"] == "supervisor.heartbeat" for e in tail.read_new())),
+              "the supervisor beat again", every=0.2)
         assert "Traceback" not in layout.supervisor_log.read_text()
     finally:
         cli("job", "stop", "--repo", str(root))
@@ -191,7 +193,7 @@ def test_a_read_only_ai_folder_is_said_as_read_only_not_as_damage(blocked: tuple
     ai = str(root / ".ai")
     for argv in (("job", "status"), ("problem", "list"), ("problem", "act", "XXXXXX", "retry")):
         r = subprocess.run([bwrap, "--dev-bind", "/", "/", "--ro-bind", ai, ai, sys.executable, "-m", "pilothouse",
-                            *argv, "--repo", str(root)], capture_output=True, text=True, timeout=60)
+                            *argv, "--repo", str(root)], capture_output=True, text=True, timeout=guard(60))
         assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1, r.stdout + r.stderr
         assert "read-only" in r.stderr and "maintain repair" not in r.stderr, r.stderr
 

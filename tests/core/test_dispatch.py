@@ -378,14 +378,14 @@ def test_a_key_handed_over_on_a_pipe_is_the_runs_key_and_in_no_argv_or_environme
                                                    .replace("needs_key: false", "needs_key: true"))
     argv = [sys.executable, "-m", "pilothouse", "dispatch", "--provider", "sim-keyed", "--mode", "explore",
             "--workdir", str(git_repo), "--task-file", task(tmp_path)]
-    refused = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    refused = subprocess.run(argv, capture_output=True, text=True, timeout=guard(120))
     assert refused.returncode != 0 and "no API key for provider 'sim-keyed'" in refused.stderr
     secret = "sk-piped-" + "4d" * 16
     r, w = os.pipe()
     os.write(w, secret.encode())
     os.close(w)
     try:
-        ran = subprocess.run(argv, capture_output=True, text=True, timeout=120, pass_fds=(r,),
+        ran = subprocess.run(argv, capture_output=True, text=True, timeout=guard(120), pass_fds=(r,),
                              env={**os.environ, KEY_FD_ENV: str(r)})
     finally:
         os.close(r)

@@ -56,8 +56,8 @@ def test_canary_key_never_leaks(cli, git_repo, tmp_path):
     assert p.stdout is not None
     json.loads(p.stdout.readline())
     seen: set[int] = set()
-    deadline = time.monotonic() + 1.5
-    while time.monotonic() < deadline:
+    # looked at for the dispatch's whole life (it ends at its own --timeout), however slow the machine
+    while p.poll() is None:
         for pid in _descendants(p.pid):
             for what in ("cmdline", "environ"):
                 try:
@@ -156,7 +156,7 @@ def test_a_job_over_every_runner_leaves_no_form_of_the_key_anywhere(tmp_path: Pa
     layout.project_yaml.write_text(yaml.safe_dump(project, sort_keys=False))
     subprocess.run(["git", "commit", "-qam", "one task per runner"], cwd=layout.root, check=True)
     done = subprocess.run([sys.executable, "-m", "pilothouse.core.supervisor.loop", "--repo", str(layout.root),
-                           "--once"], capture_output=True, text=True, timeout=900)
+                           "--once"], capture_output=True, text=True, timeout=guard(900))
     assert done.returncode == 0, done.stderr[-3000:]
 
     events = [json.loads(line) for line in layout.events.read_text().splitlines()]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.state import store
 from pilothouse.core.stops import problems
 from pilothouse.core.supervisor import control as supervisor_ctl
+from support import until
 
 THREE = """
 name: three-ways
@@ -70,13 +70,13 @@ def _started_job(tmp_path: Path) -> RepoLayout:
     data["gates"] = {"fast": "true", "full": "true"}
     layout.project_yaml.write_text(yaml.safe_dump(data))
     supervisor_ctl.start(layout)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
+
+    def there() -> bool:
         states = {t: r["state"] for t, r in _tasks(layout).items()} if layout.state_db.exists() else {}
-        if states == {"one": "done", "two": "running", "three": "stopped"} and _tasks(layout)["two"]["run_id"]:
-            return layout
-        time.sleep(0.2)
-    raise AssertionError(f"the job never got there: {states}")
+        return states == {"one": "done", "two": "running", "three": "stopped"} and bool(_tasks(layout)["two"]["run_id"])
+
+    until(there, "one done, two running, three stopped", every=0.2)
+    return layout
 
 
 def _alive(pid: int) -> bool:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from pilothouse.core.state.events import EventLog, EventTailer, follow
-from support import guard
+from support import guard, until
 
 
 def test_append_assigns_increasing_seq_and_fields(tmp_path: Path) -> None:
@@ -33,7 +33,7 @@ def test_seq_strictly_increasing_across_processes(tmp_path: Path) -> None:
         "for i in range(50):\n    log.append('run.activity', data={'i': i})\n"
     )
     procs = [subprocess.Popen([sys.executable, "-c", code, str(path)]) for _ in range(4)]
-    assert all(p.wait(timeout=60) == 0 for p in procs)
+    assert all(p.wait(timeout=guard(60)) == 0 for p in procs)
     seqs = [json.loads(line)["seq"] for line in path.read_text().splitlines()]
     assert seqs == list(range(1, 201))
 
@@ -350,10 +350,7 @@ def test_follow_goes_on_after_another_file_in_its_directory_changes(tmp_path: Pa
 
     t = threading.Thread(target=reader, daemon=True)
     t.start()
-    deadline = time.monotonic() + 20
-    while not seen:
-        assert time.monotonic() < deadline, "follow never yielded the first event"
-        time.sleep(0.02)
+    until(lambda: seen, "follow yielded the first event", every=0.02)
     (path.parent / "state.db-wal").write_text("another file of the runtime dir")
     time.sleep(1.0)  # let the watcher report that change on its own, before ours
     assert t.is_alive()
@@ -490,7 +487,7 @@ def test_a_fifo_or_a_directory_in_place_of_the_log_is_refused_at_once_by_every_r
     path = tmp_path / "events.jsonl"
     os.mkfifo(path) if kind == "a FIFO" else path.mkdir()
     out = subprocess.run([sys.executable, "-c", _EVERY_READER, str(path)], capture_output=True, text=True,
-                         timeout=120).stdout.splitlines()
+                         timeout=guard(120)).stdout.splitlines()
     said = f"{path} is {kind}, not the event log: move it aside (mv {path} {path}.aside) and run this again"
     assert [line.split(" ", 1)[0] for line in out[:-1]] == ["read_new", "tail", "start_at_end", "lookup", "append"]
     assert all(line.split(" ", 1)[1].startswith(said) for line in out[:-1]), out

@@ -24,7 +24,7 @@ from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.state import store
 from pilothouse.core.supervisor import control as supervisor_ctl
 from ray_cluster import COMMON, RAY, Cluster, free_port, node_env, ports, start_worker, status, stop, wait_for
-from support import Events, git
+from support import Events, git, guard, until
 
 try:
     import ray
@@ -130,11 +130,8 @@ def _slow_second(tmp_path: Path) -> Path:
     return path
 
 
-def _wait_for_file(path: Path, why: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        assert time.monotonic() < deadline, why
-        time.sleep(0.1)
+def _wait_for_file(path: Path, why: str) -> None:
+    until(path.exists, why, every=0.1)
 
 
 def _sigkill(pid: int) -> None:
@@ -308,16 +305,12 @@ def test_aborting_a_cluster_run_kills_its_dispatch_on_the_node_and_its_actor(clu
     try:
         placed = ev.wait(lambda e: e["type"] == "run.placed" and e["task"] == "first")
         run_id = placed["run"]
-        deadline = time.monotonic() + 30
-        while runs.find_dispatch_pid(run_id) is None:  # the node's dispatch, by its --run-id
-            assert time.monotonic() < deadline, "the dispatch never started on the node"
-            time.sleep(0.1)
+        until(lambda: runs.find_dispatch_pid(run_id) is not None,  # the node's dispatch, by its --run-id
+              "the dispatch started on the node", every=0.1)
         # what the worker does shows here while it runs, as a local run's does (the supervisor tails it)
         here = runs.provider_logs("sim", run_id)["jsonl"]
-        deadline = time.monotonic() + 60
-        while not (here.is_file() and "Looking first." in here.read_text()):
-            assert time.monotonic() < deadline, "the run's activity never reached this machine while it ran"
-            time.sleep(0.1)
+        until(lambda: here.is_file() and "Looking first." in here.read_text(),
+              "the run's activity reached this machine while it ran", every=0.1)
         if how == "abort":
             assert supervisor_ctl.abort_run(layout, run_id, grace=2.0)
         elif how == "actor killed":  # as a cancel that timed out ends, or a crashed actor: the dispatch ends too
@@ -392,7 +385,7 @@ def test_a_run_lost_with_its_node_says_which_node_and_its_retry_goes_to_a_live_o
                 return True
 
         holder = Holder.options(scheduling_strategy=NodeAffinitySchedulingStrategy(live, soft=False)).remote()
-        assert ray.get(holder.ready.remote(), timeout=60)
+        assert ray.get(holder.ready.remote(), timeout=guard(60))
         supervisor_ctl.start(layout)
         first = ev.wait(lambda e: e["type"] == "run.placed" and e["task"] == "first")
         assert first["data"]["node_id"] != live

@@ -13,7 +13,7 @@ import pytest
 from pilothouse.core.git.gate_counts import counts_of, parse_cargo, parse_go_json, parse_junit, parse_summary
 from pilothouse.core.git.gates import run_gate
 from pilothouse.core.records.project import ProjectConfig
-from support import git
+from support import git, guard
 
 FIX = Path(__file__).parent / "fixtures" / "gate_counts"
 # test_mix.py (fixture source): 3 passed, 2 failed (one a unittest case), 2 skipped (one unittest),
@@ -211,7 +211,7 @@ def js_runners() -> Path:
             fresh.mkdir()
             (fresh / "package.json").write_text('{"private": true}\n')
             out = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--ignore-scripts", "--loglevel=error",
-                                  *JS_PACKAGES], cwd=fresh, capture_output=True, text=True, timeout=600)
+                                  *JS_PACKAGES], cwd=fresh, capture_output=True, text=True, timeout=guard(600))
             assert out.returncode == 0, out.stderr[-2000:]
             shutil.rmtree(JS_CACHE, ignore_errors=True)
             os.replace(fresh, JS_CACHE)

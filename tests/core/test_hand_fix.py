@@ -13,6 +13,7 @@ import yaml
 from pilothouse.core import demo
 from pilothouse.core.stops import answering, problems
 from pilothouse.core.stops.replies import KIND_REPLIES
+from support import guard
 
 NOTHING = """
 name: nothing
@@ -31,7 +32,7 @@ scripts:
 
 def _once(root: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "pilothouse.core.supervisor.loop", "--repo", str(root), "--once"],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=guard(120))
     assert done.returncode == 0, done.stderr
 
 

@@ -19,6 +19,7 @@ from pilothouse.core.git.leaks import SecretInDiff, check_branch, check_staged
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.stops import answering, problems
 from pilothouse.providers.redact import secret_forms
+from support import guard
 
 CANARY = "sk-canary-names-7f6e5d4c3b2a"
 
@@ -58,7 +59,7 @@ def _everything_git_holds(root: Path) -> bytes:
 
 def _once(layout: RepoLayout) -> None:
     done = subprocess.run([sys.executable, "-m", "pilothouse.core.supervisor.loop", "--repo", str(layout.root),
-                           "--once"], capture_output=True, text=True, timeout=180)
+                           "--once"], capture_output=True, text=True, timeout=guard(180))
     assert done.returncode == 0, done.stderr
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.state.events import EventLog
+from support import guard
 
 # every form attack 5 used, and the neighbours a terminal also obeys
 HOSTILE = ("title\x1b]0;PWNED-TITLE\x07 clear\x1b[2J\x1b[H csi8\x9b2J "
@@ -86,7 +87,7 @@ def test_pilothouse_run_on_a_terminal_writes_no_escape_byte(git_repo, tmp_path) 
             break
         got += chunk
     os.close(ours)
-    assert proc.wait(timeout=120) in (0, 1)
+    assert proc.wait(timeout=guard(120)) in (0, 1)
     assert b"report:" in got and b"csi8" in got, got
     assert b"\x1b" not in got and b"\x07" not in got and b"\x9b" not in got
     assert_inert(got.decode("utf-8").replace("\r\n", "\n"), "run on a tty")

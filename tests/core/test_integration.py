@@ -12,7 +12,7 @@ from pilothouse.core.git import worktrees as wt
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.records.project import ProjectConfig
 from pilothouse.providers.errors import UserError
-from support import git
+from support import git, until
 
 PY = sys.executable
 # the project's check, without pytest's start-up cost (test_gates runs the real pytest)
@@ -155,15 +155,14 @@ def test_supervisor_killed_mid_gate(layout: RepoLayout, tmp_path: Path) -> None:
             "merge_task(RepoLayout(Path(sys.argv[1])), cfg, 'j', sys.argv[2], 'merge t')\n")
     proc = subprocess.Popen([sys.executable, "-c", code, str(layout.root), branch])
     pending = integ.pending_file(layout, "j")
-    deadline = time.monotonic() + 30
-    pgid = None
-    while time.monotonic() < deadline and pgid is None:
+
+    def gate_pgid() -> int | None:
         try:
-            pgid = json.loads(pending.read_text()).get("gate_pgid")
+            return json.loads(pending.read_text()).get("gate_pgid")
         except (FileNotFoundError, ValueError):
-            pass
-        time.sleep(0.05)
-    assert pgid, "the gate never started"
+            return None
+
+    pgid = until(gate_pgid, "the gate started")
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     os.kill(pgid, 0)  # the orphaned gate still runs

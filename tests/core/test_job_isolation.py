@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import yaml
@@ -19,7 +18,7 @@ from pilothouse.core import demo
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.state import store
 from pilothouse.core.supervisor import control
-from support import git
+from support import git, guard, until
 
 
 def _plan(job: str, task: str, path: str) -> str:
@@ -70,7 +69,7 @@ CLASH = ("name: clash\ndescription: two jobs writing one file\nscripts:"
 
 def _once(layout: RepoLayout) -> None:
     done = subprocess.run([sys.executable, "-m", "pilothouse.core.supervisor.loop", "--repo", str(layout.root),
-                           "--once"], capture_output=True, text=True, timeout=300)
+                           "--once"], capture_output=True, text=True, timeout=guard(300))
     assert done.returncode == 0, done.stderr
 
 
@@ -191,10 +190,7 @@ def test_two_jobs_ship_one_after_the_other_and_a_fresh_clone_starts_nothing(tmp_
 def _gone(pid: int) -> None:
     from pilothouse.core.dispatch import runs
 
-    deadline = time.monotonic() + 30
-    while runs.process_matches(pid, None) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert not runs.process_matches(pid, None)
+    until(lambda: not runs.process_matches(pid, None), f"process {pid} is gone", every=0.02)
 
 
 def test_two_jobs_changing_one_file_the_second_ship_is_refused_naming_it(tmp_path: Path, cli) -> None:

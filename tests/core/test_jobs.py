@@ -12,6 +12,7 @@ from pilothouse.core.records import jobs
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.state.events import EventTailer
 from pilothouse.providers.errors import UserError
+from support import guard
 
 
 def png_bytes() -> bytes:
@@ -262,7 +263,7 @@ def test_a_job_created_with_its_own_sim_scenario_runs_every_role_on_the_simulato
     assert r.returncode == 0, r.stderr
     assert jobs.load_job(layout, "j").sim_scenario == str(scen.resolve())
     done = subprocess.run([sys.executable, "-m", "pilothouse.core.supervisor.loop", "--repo", str(git_repo), "--once"],
-                          capture_output=True, text=True, timeout=180)
+                          capture_output=True, text=True, timeout=guard(180))
     assert done.returncode == 0, done.stderr
     conn = store.connect(layout.state_db, readonly=True)
     state = conn.execute("SELECT state FROM jobs_state WHERE job='j'").fetchone()["state"]
@@ -306,7 +307,7 @@ def test_a_key_pasted_into_a_job_or_a_reply_is_refused_before_anything_is_stored
     layout = demo.prepare(tmp_path / "repo", str(scenario))
     root = str(layout.root)
     done = subprocess.run([sys.executable, "-m", "pilothouse.core.supervisor.loop", "--repo", root, "--once"],
-                          capture_output=True, text=True, timeout=180)
+                          capture_output=True, text=True, timeout=guard(180))
     assert done.returncode == 0, done.stderr
     [p] = problems.list_problems(layout, True, job="demo")
     assert p.kind == "builder_blocked" and "hint" in p.replies

@@ -18,6 +18,7 @@ from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.stops import answering, problems
 from pilothouse.providers.errors import UserError
 from pilothouse.providers.redact import secret_forms
+from support import guard
 
 CANARY = "sk-canary-leak-5e4d3c2b1a09"
 
@@ -57,7 +58,7 @@ def _quick(layout: RepoLayout) -> None:
 
 def _once(layout: RepoLayout) -> None:
     done = subprocess.run([sys.executable, "-m", "pilothouse.core.supervisor.loop", "--repo", str(layout.root),
-                           "--once"], capture_output=True, text=True, timeout=180)
+                           "--once"], capture_output=True, text=True, timeout=guard(180))
     assert done.returncode == 0, done.stderr
 
 

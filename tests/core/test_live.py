@@ -68,13 +68,13 @@ def test_follow_sees_appends_from_another_process(layout: RepoLayout) -> None:
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=lambda: [lines.put(x) for x in follower.stdout], daemon=True).start()  # type: ignore[union-attr]
     try:
-        first = json.loads(lines.get(timeout=20))
+        first = json.loads(lines.get(timeout=guard(20)))
         assert first["type"] == "job.created"  # history printed: the follower is up
         code = ("import sys; from pathlib import Path; from pilothouse.core.state.events import EventLog\n"
                 "log = EventLog(Path(sys.argv[1]))\n"
                 "[log.append('task.state', job='j', task=f't{i}', data={'to': 'ready'}) for i in range(3)]\n")
         subprocess.run([sys.executable, "-c", code, str(layout.events)], check=True)
-        got = [json.loads(lines.get(timeout=20)) for _ in range(3)]
+        got = [json.loads(lines.get(timeout=guard(20))) for _ in range(3)]
         assert [e["task"] for e in got] == ["t0", "t1", "t2"]
         assert [e["seq"] for e in got] == [2, 3, 4]
     finally:
@@ -132,16 +132,16 @@ def test_live_follow_goes_on_through_hostile_lines_and_a_restarted_log(layout: R
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=lambda: [lines.put(x) for x in follower.stdout], daemon=True).start()  # type: ignore[union-attr]
     try:
-        assert json.loads(lines.get(timeout=20))["type"] == "job.created"
+        assert json.loads(lines.get(timeout=guard(20)))["type"] == "job.created"
         with open(layout.events, "ab") as fh:
             fh.write(b'{"seq": "x", "type": "a"}\n{"seq": 2, "type": "t", "job": ["j"]}\n{"seq": Infinity}\n')
         log.append("task.state", job="j", task="after-garbage")
-        assert json.loads(lines.get(timeout=20))["task"] == "after-garbage"
+        assert json.loads(lines.get(timeout=guard(20)))["task"] == "after-garbage"
         with open(layout.events, "r+b") as fh:
             fh.truncate(0)
         for i in range(6):  # more bytes than before: only the changed content says it was rewritten
             log.append("task.state", job="j", task=f"new{i}", data={"to": "ready", "pad": "x" * 40})
-        got = [json.loads(lines.get(timeout=20)) for _ in range(6)]
+        got = [json.loads(lines.get(timeout=guard(20))) for _ in range(6)]
         assert [(e["seq"], e["task"]) for e in got] == [(i + 1, f"new{i}") for i in range(6)]
     finally:
         follower.terminate()

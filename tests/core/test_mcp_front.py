@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from mcp_client import connect, run, sim_repo
+from support import guard
 
 VERSION = "2025-06-18"
 HANDSHAKE = [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
@@ -43,7 +44,7 @@ def _converse(repo: Path, messages: list[dict[str, Any]], replies: int) -> list[
         got = [json.loads(proc.stdout.readline()) for _ in range(replies)]
     finally:
         proc.stdin.close()
-        rc = proc.wait(timeout=120)
+        rc = proc.wait(timeout=guard(120))
     assert rc == 0, proc.stderr.read() if proc.stderr else rc
     return got
 

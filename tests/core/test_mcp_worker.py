@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from mcp_client import connect, data, error, run, sim_repo
+from support import guard
 
 PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"
                     "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082")
@@ -102,7 +103,7 @@ def test_an_attachment_path_outside_the_jobs_folder_is_refused(repo: Path, tmp_p
 def test_the_worker_profile_needs_its_job(repo: Path) -> None:
     def mcp(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "pilothouse", "mcp", *args], cwd=repo, capture_output=True,
-                              text=True, timeout=30, stdin=subprocess.DEVNULL)
+                              text=True, timeout=guard(30), stdin=subprocess.DEVNULL)
 
     out = mcp("--worker")
     assert out.returncode == 2 and out.stderr == (

@@ -22,7 +22,7 @@ from pilothouse.core.notify.watch import Watcher
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.state import store
 from pilothouse.core.stops import answering, problems
-from support import git
+from support import git, guard, until
 
 OPERATOR = "me@example.org"
 BOX = "pilot@pilothouse.test"
@@ -50,7 +50,7 @@ def settings_for(dovecot: Dovecot, smtp_port: int) -> EmailSettings:
 
 def _once(layout: RepoLayout) -> None:
     done = subprocess.run([sys.executable, "-m", "pilothouse.core.supervisor.loop", "--repo", str(layout.root),
-                           "--once"], capture_output=True, text=True, timeout=120)
+                           "--once"], capture_output=True, text=True, timeout=guard(120))
     assert done.returncode == 0, done.stderr
 
 
@@ -103,7 +103,7 @@ def test_a_gate_failure_is_mailed_and_a_signed_emailed_retry_finishes_the_job(
         assert f"{problem.code} retry: recorded for demo (gate_failed)" in answer.get_content()  # type: ignore[attr-defined]
     finally:
         stop.set()
-        thread.join(timeout=30)
+        thread.join(timeout=guard(30))
     assert not thread.is_alive()
     _once(layout)
     conn = store.connect(layout.state_db, readonly=True)
@@ -150,7 +150,7 @@ def test_replies_top_bottom_and_interleaved_are_each_obeyed_once_through_the_rea
             assert f"{problem.code} skip: recorded" in answer.get_content(), (style, answer.get_content())  # type: ignore[attr-defined]
     finally:
         stop.set()
-        thread.join(timeout=30)
+        thread.join(timeout=guard(30))
     assert not thread.is_alive()
     conn = store.connect(layout.state_db, readonly=True)
     got = sorted((r["code"], r["reply"]) for r in conn.execute("SELECT code, reply FROM replies"))
@@ -292,10 +292,7 @@ def test_job_start_starts_the_email_watcher_and_off_stops_it(tmp_path: Path, cli
         done = cli("job", "start", "--repo", str(layout.root))
         assert done.returncode == 0, done.stderr
         assert "email watcher started" in done.stdout
-        deadline = time.monotonic() + 20
-        while not watch.running() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert watch.running()
+        until(watch.running, "the email watcher runs", every=0.1)
         assert "email watcher started" not in cli("job", "start", "--repo", str(layout.root)).stdout  # one per user
         off = cli("notify", "email", "off")
         assert "the email watcher (pid " in off.stdout and "stopped" in off.stdout, off.stdout + off.stderr
@@ -322,7 +319,7 @@ def test_a_server_without_idle_is_polled(tmp_path: Path, smtp: SmtpSink) -> None
         assert problems.get_problem(layout, problem.code).pending is not None
     finally:
         stop.set()
-        thread.join(timeout=30)
+        thread.join(timeout=guard(30))
         dovecot.stop()
     assert any("the server has no IDLE, looking every 5s" in line for line in lines), lines
 
@@ -357,7 +354,7 @@ def test_a_mail_too_large_to_read_is_refused_from_its_headers(tmp_path: Path, do
         assert answer.get_content().startswith("refused: larger than 256 KiB")  # type: ignore[attr-defined]
     finally:
         stop.set()
-        thread.join(timeout=30)
+        thread.join(timeout=guard(30))
     assert problems.get_problem(layout, problem.code).pending is None
 
 
@@ -382,7 +379,7 @@ def test_the_foreground_watcher_logs_to_its_file_and_stop_ends_it_keeping_the_se
         assert "reading INBOX" in watch.log_file().read_text()  # and in email.log, as the docs say
         stopped = cli("notify", "email", "stop")
         assert stopped.returncode == 0 and f"the email watcher (pid {fg.pid}) stopped" in stopped.stdout, stopped
-        assert fg.wait(timeout=60) == 0  # a guard: `stop` answered only once it had left
+        assert fg.wait(timeout=guard(60)) == 0  # a guard: `stop` answered only once it had left
         assert "stopped" in watch.log_file().read_text().splitlines()[-1]
         assert email_settings.load() is not None  # stop is not off
         assert "no email watcher is running" in cli("notify", "email", "stop").stdout

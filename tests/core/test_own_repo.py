@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support import guard
 
 FIXTURES = Path(__file__).parent / "fixtures" / "thirdparty"
 CACHE = Path(os.environ.get("PILOTHOUSE_TEST_CACHE") or "/var/tmp/pilothouse-test-cache")
@@ -62,7 +63,7 @@ def _fresh_repo(tmp_path: Path, name: str) -> Path:
 
 def _install(argv: list[str], cwd: Path, **env: str) -> None:
     CACHE.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=600,
+    done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=guard(600),
                           env={**os.environ, "PIP_CACHE_DIR": str(CACHE / "pip"),
                                "npm_config_cache": str(CACHE / "npm"), **env})
     assert done.returncode == 0, (argv, done.stdout[-2000:], done.stderr[-2000:])

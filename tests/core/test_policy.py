@@ -10,7 +10,7 @@ from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.records.project import load_project
 from pilothouse.core.stops import policy, quota
 from pilothouse.providers.errors import UserError
-from support import project_layout
+from support import guard, project_layout
 
 T0 = datetime(2026, 11, 29, 7, 0, tzinfo=UTC)
 
@@ -167,7 +167,7 @@ def _sim_job(tmp_path: Path, cli, probe_scenario: str) -> RepoLayout:
     data["gates"] = {"fast": "true", "full": "true"}
     layout.project_yaml.write_text(yaml.safe_dump(data))
     done = subprocess.run([sys.executable, "-m", "pilothouse.core.supervisor.loop", "--repo", str(layout.root),
-                           "--once"], capture_output=True, text=True, timeout=120)
+                           "--once"], capture_output=True, text=True, timeout=guard(120))
     assert done.returncode == 0, done.stderr
     return layout
 
@@ -189,7 +189,7 @@ def test_a_model_without_tool_calls_on_auto_is_given_no_builder_and_the_problem_
     import sys
 
     subprocess.run([sys.executable, "-m", "pilothouse.core.supervisor.loop", "--repo", str(layout.root), "--once"],
-                   capture_output=True, text=True, timeout=120, check=True)
+                   capture_output=True, text=True, timeout=guard(120), check=True)
     assert problems.list_problems(layout, True, job="demo") == []
 
 

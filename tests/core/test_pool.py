@@ -11,7 +11,7 @@ from pilothouse.core.git import checkout as co
 from pilothouse.core.git import pool
 from pilothouse.core.git import worktrees as wt
 from pilothouse.core.records.layout import RepoLayout
-from support import git
+from support import git, guard
 
 
 @pytest.fixture
@@ -219,7 +219,7 @@ def test_a_job_s_next_task_works_in_the_checkout_its_dependency_merged_from(tmp_
     save_tasks(layout, validate_tasks(entries, load_project(layout), job="demo"))
     assert cli("job", "plan-ready", "demo", "--repo", str(layout.root)).returncode == 0
     done = subprocess.run([sys.executable, "-m", "pilothouse.core.supervisor.loop", "--repo", str(layout.root),
-                           "--once"], capture_output=True, text=True, timeout=180)
+                           "--once"], capture_output=True, text=True, timeout=guard(180))
     assert done.returncode == 0, done.stderr
     events = [json.loads(x) for x in layout.events.read_text().splitlines()]
     how = {e["task"]: e["data"].get("checkout") for e in events if e["type"] == "run.started" and e["task"]}

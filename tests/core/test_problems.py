@@ -12,6 +12,7 @@ from pilothouse.core.state import store
 from pilothouse.core.state.events import EventTailer
 from pilothouse.core.stops import answering, fingerprint, holds, problems
 from pilothouse.providers.errors import UserError
+from support import guard, until
 
 T0 = datetime(2026, 11, 29, 7, 0, tzinfo=UTC)
 
@@ -166,7 +167,7 @@ def test_a_summary_a_worker_wrote_reaches_a_terminal_without_its_escape_sequence
                           "the builder is blocked: \x1b]0;pwned\x07\x1b[2Jwhich API?\x07", replies=["hint", "skip"])
     primary, secondary = pty.openpty()
     proc = subprocess.run([sys.executable, "-m", "pilothouse", "problem", "list", "--repo", str(git_repo)],
-                          stdin=subprocess.DEVNULL, stdout=secondary, stderr=subprocess.PIPE, timeout=60)
+                          stdin=subprocess.DEVNULL, stdout=secondary, stderr=subprocess.PIPE, timeout=guard(60))
     os.close(secondary)
     out = b""
     while True:
@@ -266,7 +267,6 @@ def test_four_operators_answering_at_once_record_exactly_one_answer(layout: Repo
     import fcntl
     import subprocess
     import sys
-    import time
 
     subprocess.run(["git", "init", "-q", str(layout.root)], check=True)
     p = problems.open_problem(layout, "j1", "b", "review_rejected", "rejected", now=T0)
@@ -279,13 +279,14 @@ def test_four_operators_answering_at_once_record_exactly_one_answer(layout: Repo
                                    "--who", f"op{i}@cli", "--repo", str(layout.root)],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                  for i, a in enumerate(answers)]
-        deadline = time.monotonic() + 120
-        while _flock_waiters(Path(lock.name)) < len(procs):
+
+        def all_waiting() -> bool:
             assert all(pr.poll() is None for pr in procs), [pr.communicate() for pr in procs]
-            assert time.monotonic() < deadline, "the four answers never reached the log's lock"
-            time.sleep(0.05)
+            return _flock_waiters(Path(lock.name)) >= len(procs)
+
+        until(all_waiting, "the four answers reached the log's lock")
         fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
-    outs = [(pr.wait(timeout=120), *pr.communicate()) for pr in procs]
+    outs = [(pr.wait(timeout=guard(120)), *pr.communicate()) for pr in procs]
     winners = [i for i, (rc, _, _) in enumerate(outs) if rc == 0]
     assert len(winners) == 1, outs
     won = answers[winners[0]][0]

@@ -15,28 +15,21 @@ from pilothouse.core.dispatch import runs
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.state import store
 from pilothouse.core.supervisor import control as supervisor_ctl
-from support import Events, git
+from support import Events, git, guard, until
 
 
 def _kill(pid: int) -> None:
     os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + 10
-    while runs.process_matches(pid, None) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert not runs.process_matches(pid, None)
+    until(lambda: not runs.process_matches(pid, None), f"process {pid} is gone", every=0.02)
 
 
-def _wait_merged_not_gated(layout: RepoLayout, before: str, timeout: float = 60) -> None:
+def _wait_merged_not_gated(layout: RepoLayout, before: str) -> None:
     """Until git has merged (the integration branch moved) while the merge's gate still runs."""
     from pilothouse.core.git.worktrees import worktree_root
 
     pending = worktree_root(layout) / "integration-demo.pending.json"
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pending.exists() and git(layout.root, "rev-parse", "pilothouse/integration/demo") != before:
-            return
-        time.sleep(0.02)
-    raise AssertionError("the merge never reached its gate")
+    until(lambda: pending.exists() and git(layout.root, "rev-parse", "pilothouse/integration/demo") != before,
+          "the merge reached its gate", every=0.02)
 
 
 def _slow_project(layout: RepoLayout) -> None:
@@ -122,7 +115,7 @@ def test_unspawned_launch_is_spawned_once_on_restart(tmp_path: Path) -> None:
         sup2.recover()
         assert set(sup2.children) == {launch.run_id}
         proc = sup2.children[launch.run_id]
-        proc.wait(timeout=60)
+        proc.wait(timeout=guard(60))
         sup2.collect(launch.run_id)
         row = sup2.store.run(launch.run_id)
         assert row is not None and row["state"] == "finished"
@@ -172,10 +165,8 @@ def test_a_dispatch_killed_before_it_scrubbed_its_run_folder_is_scrubbed_by_the_
     try:
         started = events.wait(lambda e: e["type"] == "run.started" and e["data"]["role"] == "builder")
         conv = paths.providers_dir() / "sim" / "runs" / started["run"] / "state" / "conversation.json"
-        deadline = time.monotonic() + 60
-        while not (conv.exists() and key in conv.read_text(errors="replace")):
-            assert time.monotonic() < deadline, "the builder never put its key into its session"
-            time.sleep(0.1)
+        until(lambda: conv.exists() and key in conv.read_text(errors="replace"),
+              "the builder put its key into its session", every=0.1)
         _kill(started["data"]["pid"])  # the dispatch dies mid-run: it never scrubs
         events.wait(lambda e: e["type"] == "run.finished" and e.get("run") == started["run"])
     finally:

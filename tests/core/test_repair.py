@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import time
 from pathlib import Path
 
 import yaml
@@ -14,6 +13,7 @@ from pilothouse.core import demo
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.state.events import EventTailer
 from pilothouse.core.supervisor import control as supervisor_ctl
+from support import until
 
 
 def _accepted_demo(tmp_path: Path, cli) -> RepoLayout:
@@ -47,10 +47,8 @@ def test_a_store_deleted_under_a_running_supervisor_stops_it_and_repair_brings_t
     try:
         for suffix in ("", "-wal", "-shm"):
             layout.state_db.with_name(layout.state_db.name + suffix).unlink(missing_ok=True)
-        deadline = time.monotonic() + 60
-        while supervisor_ctl.status(layout) is not None and time.monotonic() < deadline:
-            time.sleep(0.2)  # waiting for it to notice, not timing it
-        assert supervisor_ctl.status(layout) is None
+        until(lambda: supervisor_ctl.status(layout) is None, "the supervisor stopped on its store's deletion",
+              every=0.2)
     finally:
         supervisor_ctl.stop(layout)
     stopped = [e for e in EventTailer(layout.events).read_new() if e["type"] == "supervisor.stopped"]

@@ -14,6 +14,7 @@ import yaml
 from pilothouse.core import demo
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.state import store
+from support import guard
 
 TWO = """
 name: two-tasks
@@ -54,7 +55,7 @@ def _git(cwd: Path, *args: str) -> str:
 
 def _once(layout: RepoLayout) -> None:
     done = subprocess.run([sys.executable, "-m", "pilothouse.core.supervisor.loop", "--repo", str(layout.root),
-                           "--once"], capture_output=True, text=True, timeout=180)
+                           "--once"], capture_output=True, text=True, timeout=guard(180))
     assert done.returncode == 0, done.stderr
 
 

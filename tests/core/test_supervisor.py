@@ -18,7 +18,7 @@ from pilothouse.core.state.events import EventLog
 from pilothouse.core.stops import answering, problems
 from pilothouse.core.supervisor import control as supervisor_ctl
 from pilothouse.core.supervisor.state import IllegalTransition, StateStore
-from support import no_bwrap_env
+from support import guard, no_bwrap_env, until
 
 BLOCKED = """
 name: blocked-builder
@@ -62,7 +62,7 @@ def _quick_project(layout: RepoLayout, **changes: object) -> None:
 def _once(layout: RepoLayout) -> None:
     """The supervisor in the foreground until no job can move without the operator."""
     done = subprocess.run([sys.executable, "-m", "pilothouse.core.supervisor.loop", "--repo", str(layout.root), "--once"],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=guard(120))
     assert done.returncode == 0, done.stderr
 
 
@@ -75,7 +75,7 @@ def test_stop_keeps_others_going_then_wait_exits_3_and_a_reply_finishes(tmp_path
     try:
         # one per repository: a second supervisor refuses, `job start` finds the running one
         second = subprocess.run([sys.executable, "-m", "pilothouse.core.supervisor.loop", "--repo", str(layout.root)],
-                                capture_output=True, text=True, timeout=30)
+                                capture_output=True, text=True, timeout=guard(30))
         assert second.returncode == 2
         assert "already running" in second.stderr and f"pid {pid}" in second.stderr
         again = cli("job", "start", "--repo", str(layout.root))
@@ -216,7 +216,6 @@ scripts:
 
 def test_abort_run_stops_the_task_until_the_operator_retries(tmp_path: Path, cli) -> None:
     import json
-    import time
 
     from pilothouse.core.state.events import EventTailer
     from pilothouse.core.stops import answering, problems
@@ -228,26 +227,17 @@ def test_abort_run_stops_the_task_until_the_operator_retries(tmp_path: Path, cli
     supervisor_ctl.start(layout)
     try:
         tailer = EventTailer(layout.events)
-        run_id = None
-        deadline = time.monotonic() + 60
-        while run_id is None and time.monotonic() < deadline:
-            run_id = next((e["run"] for e in tailer.read_new() if e["type"] == "run.started" and e["task"] == "one"),
-                          None)
-            time.sleep(0.05)
-        assert run_id is not None
+        run_id = until(lambda: next((e["run"] for e in tailer.read_new()
+                                     if e["type"] == "run.started" and e["task"] == "one"), None),
+                       "task one's run started")
         # abort once the worker runs (its START line), so the dispatch itself answers the signal
         from pilothouse.providers import paths
 
         latest = paths.logs_dir() / "latest.log"
-        while f"sim/{run_id} pid" not in (latest.read_text() if latest.exists() else ""):
-            assert time.monotonic() < deadline, "the worker never started"
-            time.sleep(0.05)
+        until(lambda: f"sim/{run_id} pid" in (latest.read_text() if latest.exists() else ""), "the worker started")
         assert supervisor_ctl.abort_run(layout, run_id) is True
-        opened: list[problems.Problem] = []
-        deadline = time.monotonic() + 60
-        while not opened and time.monotonic() < deadline:
-            opened = problems.list_problems(layout, job="demo")
-            time.sleep(0.1)
+        opened: list[problems.Problem] = until(lambda: problems.list_problems(layout, job="demo"),
+                                               "the abort's problem opened", every=0.1)
         assert [(p.task, p.kind) for p in opened] == [("one", "operator_aborted")]  # no crash: the operator's
         assert "aborted by the operator" in opened[0].summary
         conn = store.connect(layout.state_db, readonly=True)

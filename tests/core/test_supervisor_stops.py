@@ -13,6 +13,7 @@ import yaml
 from pilothouse.core import demo
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.stops import answering, problems
+from support import guard
 
 NOTHING = """
 name: does-nothing
@@ -45,7 +46,7 @@ def _quick_project(layout: RepoLayout, **changes: object) -> None:
 
 def _once(layout: RepoLayout) -> None:
     done = subprocess.run([sys.executable, "-m", "pilothouse.core.supervisor.loop", "--repo", str(layout.root),
-                           "--once"], capture_output=True, text=True, timeout=120)
+                           "--once"], capture_output=True, text=True, timeout=guard(120))
     assert done.returncode == 0, done.stderr
 
 

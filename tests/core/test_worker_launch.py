@@ -8,7 +8,6 @@ import os
 import select
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,7 @@ from pilothouse.core.dispatch import priority as cpu_priority
 from pilothouse.core.dispatch import runs
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.supervisor.wake import Waker
-from support import guard
+from support import guard, until
 
 
 def _nice_of(pid: int) -> int:
@@ -72,7 +71,7 @@ def test_dispatch_runs_niced_and_says_when_its_verdict_is_written(git_repo: Path
         # the byte comes after the verdict is on disk, so reading it then must find it
         verdict = runs.read_verdict(layout, launch.run_id, "sim")
         assert verdict is not None and verdict["verdict"] == "completed"
-        assert proc.wait(timeout=60) == 0
+        assert proc.wait(timeout=guard(60)) == 0
         assert os.read(r, 64) == b""  # EOF: the dispatch was the only writer
     finally:
         os.close(r)
@@ -120,13 +119,13 @@ def test_waker_reports_a_verdict_and_forgets_a_closed_pipe(payload: bytes) -> No
     if payload:
         os.write(w, payload)
     os.close(w)
-    deadline = time.monotonic() + 5
     items: list = []
-    while time.monotonic() < deadline:
-        _exited, got = waker.wait(1.0)
-        items += got
-        if "run-1" not in waker._notify:
-            break
+
+    def unregistered() -> bool:
+        items.extend(waker.wait(1.0)[1])
+        return "run-1" not in waker._notify
+
+    until(unregistered, "the pipe's end unregistered it")
     assert ("verdict", "run-1") in items if payload else items == []
     assert "run-1" not in waker._notify  # EOF unregistered and closed it
     waker.unwatch_pid("run-1")  # nothing left to forget: no error
@@ -195,7 +194,7 @@ def test_a_recorded_launch_is_spawned_even_if_project_yaml_broke_just_now(git_re
         supervisor_launch.start(sup, launch)
         assert "r-1" in sup.live_runs()
         assert _nice_of(sup.children["r-1"].pid) == 10  # the last good setting
-        assert sup.children["r-1"].wait(timeout=60) == 0
+        assert sup.children["r-1"].wait(timeout=guard(60)) == 0
     finally:
         sup.conn.close()
 
@@ -236,6 +235,6 @@ def test_a_spawned_dispatch_is_handed_the_settings_the_supervisor_read(git_repo:
     monkeypatch.setattr(runs, "dispatch_argv", lambda *_a, **_k: [sys.executable, "-I", "-c", code])
     launch = _launch(layout, git_repo, "settings-1")
     proc = runs.spawn(layout, launch)
-    assert proc.wait(timeout=60) == 0
+    assert proc.wait(timeout=guard(60)) == 0
     seen = json.loads(runs.run_files(layout, launch.run_id)["out"].read_text())
     assert seen == [json.loads(second.read_text()), False, False]

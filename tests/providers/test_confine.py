@@ -20,7 +20,7 @@ from pilothouse.providers import confine, paths
 from pilothouse.providers.confine.probe import WRITER, probe_spec, run_writer
 from pilothouse.providers.errors import UserError
 from pilothouse.providers.runners.base import LaunchSpec, RunSpec
-from support import git, guard
+from support import git, guard, until
 
 
 def require_confinement() -> None:
@@ -50,7 +50,7 @@ def run_confined(spec: RunSpec, code: str, *args: str, env: dict[str, str] | Non
                         cwd=spec.workdir)
     wrapped = confine.wrap(launch, spec)
     return subprocess.run(wrapped.argv, env=wrapped.env, cwd=wrapped.cwd, capture_output=True, text=True,
-                          timeout=60, stdin=subprocess.DEVNULL)
+                          timeout=guard(60), stdin=subprocess.DEVNULL)
 
 
 def test_bwrap_is_available_here():
@@ -195,16 +195,10 @@ def test_child_dies_with_its_parent(layout, tmp_path):
                     pass
         return False
 
-    deadline = time.monotonic() + 20
-    while not sleeper_alive() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert sleeper_alive(), "the confined child never started"
+    until(sleeper_alive, "the confined child started", every=0.02)
     os.kill(parent.pid, signal.SIGKILL)
     parent.wait()
-    deadline = time.monotonic() + 20
-    while sleeper_alive() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not sleeper_alive(), "the confined child outlived its parent"
+    until(lambda: not sleeper_alive(), "the confined child ended with its parent")
     assert not Path(f"/proc/{bwrap_pid}").exists() or b"Z" in Path(f"/proc/{bwrap_pid}/stat").read_bytes()
 
 

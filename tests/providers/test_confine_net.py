@@ -72,7 +72,7 @@ def test_network_none_keeps_only_the_local_model(tmp_path: Path, servers):
     # without the option the host network is there
     plain = confine.wrap(launch, spec)
     assert "--unshare-net" not in plain.argv
-    seen = json.loads(subprocess.run(plain.argv, env=plain.env, capture_output=True, text=True, timeout=60).stdout)
+    seen = json.loads(subprocess.run(plain.argv, env=plain.env, capture_output=True, text=True, timeout=guard(60)).stdout)
     assert seen["model"] == "model-ok" and seen["other"] == "other-ok"
     # network: none — the model (through the relay) and nothing else
     spec.extra["network"] = "none"

@@ -27,7 +27,7 @@ def plant(repo: Path, marker: Path) -> None:
 def start_as_the_host_does(argv: list[str], repo: Path) -> subprocess.CompletedProcess[str]:
     """The host agent starts its MCP server in the repository, stdin its pipe: closed at once here,
     the server ends."""
-    return subprocess.run(argv, cwd=repo, env=host_env(), capture_output=True, text=True, timeout=120,
+    return subprocess.run(argv, cwd=repo, env=host_env(), capture_output=True, text=True, timeout=guard(120),
                           stdin=subprocess.DEVNULL)
 
 

@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from support import guard
 
 CODEX_BEFORE = """# my codex settings
 model = "o3"  # the one I like
@@ -109,7 +110,7 @@ def test_the_real_host_reads_the_config_install_host_wrote(cli, isolated_home, t
 
     binary = require_cli(runner)
     ok(cli("install", "host", host))
-    r = subprocess.run([str(binary), "mcp", "list"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    r = subprocess.run([str(binary), "mcp", "list"], cwd=tmp_path, capture_output=True, text=True, timeout=guard(120),
                        stdin=subprocess.DEVNULL)
     listed = r.stdout + r.stderr
     assert r.returncode == 0, listed

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from mcp_client import sim_repo
+from support import guard
 from test_runner_common import require_cli
 
 SCENARIO = Path(__file__).resolve().parent / "scenarios" / "mcp-host.yaml"
@@ -38,7 +39,7 @@ def run_claude(home: Path, repo: Path, base_url: str, key: Path) -> list[str]:
            "MCP_TIMEOUT": "60000"}
     out = subprocess.run([str(binary), "-p", PROMPT, "--output-format", "stream-json", "--verbose", "--model", "sim-1",
                           "--allowedTools", "mcp__pilothouse", "--max-turns", "12", "--setting-sources", "user"],
-                         cwd=repo, env=env, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+                         cwd=repo, env=env, capture_output=True, text=True, timeout=guard(600), stdin=subprocess.DEVNULL)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     calls = []
     for line in out.stdout.splitlines():
@@ -65,7 +66,7 @@ def run_codex(home: Path, repo: Path, base_url: str, key: Path) -> list[str]:
     argv = [str(binary), "exec", "--json", "--skip-git-repo-check", "-c",
             'mcp_servers.pilothouse.default_tools_approval_mode="approve"', "-c",
             "mcp_optional_startup_grace_ms=60000", "-C", str(repo), "-"]
-    out = subprocess.run(argv, cwd=repo, input=PROMPT, capture_output=True, text=True, timeout=600)
+    out = subprocess.run(argv, cwd=repo, input=PROMPT, capture_output=True, text=True, timeout=guard(600))
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     calls = []
     for line in out.stdout.splitlines():

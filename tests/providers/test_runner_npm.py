@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+from support import guard
 
 
 def fake_cli(prefix: Path, name: str, version: str, counter: Path | None = None) -> Path:
@@ -128,7 +129,7 @@ def test_install_runner_puts_the_pinned_cli_in_the_users_prefix_and_uninstall_re
     assert json.loads(r.stdout) == {
         "changed": [f"installed claude-code {p.version} (@anthropic-ai/claude-code) at {binary}"]}
     assert (isolated_home / ".npm").is_dir()  # npm's cache went to the test's HOME
-    version = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=60,
+    version = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=guard(60),
                              env={"PATH": os.environ["PATH"], "HOME": str(isolated_home)})
     assert version.returncode == 0 and version.stdout.split()[0] == p.version, version.stdout + version.stderr
     record = installed_records()["claude-code"]

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from recorder import Exchange, Recorder
+from support import guard
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 INSTALL = REPO_ROOT / "scripts" / "install-model-server"
@@ -44,7 +45,7 @@ def install_dir(env: dict[str, str]) -> Path:
     given = env.get("PILOTHOUSE_TEST_MODEL_SERVER")
     if given:
         return Path(given)
-    out = subprocess.run([str(INSTALL), "--where"], capture_output=True, text=True, env=env, timeout=30)
+    out = subprocess.run([str(INSTALL), "--where"], capture_output=True, text=True, env=env, timeout=guard(30))
     if out.returncode != 0:
         raise NotInstalled(f"scripts/install-model-server --where failed: {out.stderr.strip()}")
     return Path(out.stdout.strip())

@@ -20,6 +20,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from support import guard
+
 _PREFIX = re.compile(r"Llama\.generate: (\d+) prefix-match hit, remaining (\d+) prompt tokens")
 _CACHED = "Llama.generate: full prompt already cached"
 _PROMPT = re.compile(r"^llama_perf_context_print:\s+prompt eval time =\s*[\d.]+ ms /\s*(\d+) tokens", re.M)
@@ -135,7 +137,7 @@ class Recorder(ThreadingHTTPServer):
         return self.server_log.stat().st_size
 
     def _log_since(self, offset: int, want_perf: bool) -> str:
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + guard(5)
         while True:
             with self.server_log.open("rb") as fh:
                 fh.seek(offset)

@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 from modelserver import INSTALL, REPO_ROOT
+from support import guard
 
 pytestmark = pytest.mark.realmodel
 
 
 def _script(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(INSTALL), *args], capture_output=True, text=True, env=env, timeout=60)
+    return subprocess.run([str(INSTALL), *args], capture_output=True, text=True, env=env, timeout=guard(60))
 
 
 def test_the_build_lives_in_the_ci_cache_and_a_finished_one_is_reused(tmp_path: Path) -> None:
@@ -51,7 +52,7 @@ def test_without_the_build_the_real_model_tests_fail_in_one_line_naming_the_scri
     env = dict(os.environ, PILOTHOUSE_TEST_MODEL_SERVER=str(tmp_path / "no-build-here"))
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:xdist",
                            "tests/realmodel/test_realmodel_dispatch.py::test_plan_verdict_is_honest"],
-                          cwd=REPO_ROOT, capture_output=True, text=True, env=env, timeout=120)
+                          cwd=REPO_ROOT, capture_output=True, text=True, env=env, timeout=guard(120))
     assert done.returncode == 1, done.stdout[-2000:]
     said = [line for line in done.stdout.splitlines() if "scripts/install-model-server" in line]
     assert said and all("run scripts/install-model-server" in line for line in said), done.stdout[-2000:]

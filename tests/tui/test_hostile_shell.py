@@ -60,7 +60,7 @@ def test_without_the_shells_settings_the_nested_repository_runs_its_commands(ui_
     marker = tmp_path / "marker"
     nest_hostile_repo(ui_worktree, marker)
     shell, done = operator_shell(tmp_path)
-    subprocess.run([str(shell)], cwd=ui_worktree, capture_output=True, timeout=120, stdin=subprocess.DEVNULL,
+    subprocess.run([str(shell)], cwd=ui_worktree, capture_output=True, timeout=guard(120), stdin=subprocess.DEVNULL,
                    env={**os.environ, "GIT_PAGER": "cat"})
     assert done.exists() and marker.exists()
     assert "run.sh" in marker.read_text()
