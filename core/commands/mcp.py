@@ -36,10 +36,6 @@ def _serve(args: Any) -> int:
         raise UserError("--context goes with --worker: the host's server reads the repository itself")
     if args.context and args.repo:
         raise UserError("pass --context or --repo, not both: a worker's server reads one of them")
-    if not args.worker:
-        from pilothouse.core.mcp import front
+    from pilothouse.core.mcp import front
 
-        return front.serve(args.repo)
-    from pilothouse.core.mcp.server import serve
-
-    return serve(args.repo, args.job if args.worker else None, args.context)
+    return front.serve(args.repo, args.job if args.worker else None, args.context)

@@ -11,6 +11,13 @@ The record (cache_dir()/mcp-handshake.json) is written from the real server's an
 used only while its fingerprint matches: this package's sources, the SDK's installed files and
 pilothouse's version. Without one (a first start, an upgrade) every message waits for the SDK,
 and the record is made for the next start.
+
+A worker's server (`--worker`) starts inside the run's sandbox, where the agent CLI gives it a
+time limit and drops it for the whole run when it is late (on a loaded machine the SDK import
+alone took tens of seconds). Its record is the host's: dispatch copies it from the host's cache
+into the job's context folder (read-only in the sandbox) and makes it there, once, when the cache
+has none (see worker_record). Nothing a worker wrote is ever read as a record: a record decides
+the tool descriptions every later worker's model reads.
 """
 
 from __future__ import annotations
@@ -45,18 +52,26 @@ def fingerprint() -> str:
     return h.hexdigest()
 
 
-def record_path() -> Path:
+HOST = "host"
+WORKER = "worker"
+# the worker's record in a job's context folder (core/dispatch/jobcontext.py)
+WORKER_RECORD = "mcp-handshake.json"
+RECORDER = "mcp-worker-record"  # the thread that makes the worker's record
+
+
+def record_path(profile: str = HOST) -> Path:
     from pilothouse.providers.paths import cache_dir
 
-    return cache_dir() / "mcp-handshake.json"
+    return cache_dir() / ("mcp-handshake.json" if profile == HOST else f"mcp-{profile}-handshake.json")
 
 
-def load_record() -> dict[str, Any] | None:
+def load_record(path: Path | None = None, profile: str = HOST) -> dict[str, Any] | None:
     try:
-        data = json.loads(record_path().read_text())
+        data = json.loads((path or record_path(profile)).read_text())
     except (OSError, ValueError):
         return None
-    if not isinstance(data, dict) or data.get("fingerprint") != fingerprint():
+    if (not isinstance(data, dict) or data.get("fingerprint") != fingerprint()
+            or data.get("profile", HOST) != profile):
         return None
     return data
 
@@ -151,13 +166,35 @@ def make_record(build: Any) -> dict[str, Any]:
     return {"fingerprint": fingerprint(), "answers": answers}
 
 
-def save_record(build: Any) -> None:
+def save_record(build: Any, profile: str = HOST, path: Path | None = None) -> None:
     from pilothouse.providers.fsutil import atomic_write_text
 
     try:
-        atomic_write_text(record_path(), json.dumps(make_record(build)), mode=0o600, durable=False)
+        record = {**make_record(build), "profile": profile}
+        atomic_write_text(path or record_path(profile), json.dumps(record), mode=0o600, durable=False)
     except Exception as exc:  # noqa: BLE001 - the record only speeds up the next start
         print(f"pilothouse mcp: could not record the handshake for a faster next start: {exc}", file=sys.stderr)
+
+
+def _build_worker() -> Any:
+    from pilothouse.core.mcp.server import build
+
+    # the worker profile's handshake names no job (its tools and instructions are the same for all)
+    return build(worker_job="record", context=None)
+
+
+def worker_record(dest: Path) -> None:
+    """Put the worker profile's record into a job's context folder `dest` from the host's cache;
+    without one there, make it in the background (this dispatch's worker waits for the SDK, the
+    next one does not)."""
+    from pilothouse.providers.fsutil import atomic_write_text
+
+    record = load_record(profile=WORKER)
+    if record is not None:
+        atomic_write_text(dest / WORKER_RECORD, json.dumps(record), mode=0o600, durable=False)
+        return
+    threading.Thread(target=save_record, args=(_build_worker, WORKER, record_path(WORKER)),
+                     name=RECORDER, daemon=True).start()
 
 
 def _claim_stdio() -> tuple[Any, int]:
@@ -172,9 +209,14 @@ def _claim_stdio() -> tuple[Any, int]:
     return wire_in, wire_out
 
 
-def serve(repo: str | None) -> int:
-    """The host profile on stdio, its handshake answered from the record when there is one."""
-    record = load_record()
+def serve(repo: str | None, worker_job: str | None = None, context: str | None = None) -> int:
+    """The host profile on stdio, or with `worker_job` the worker's (see server.build), its
+    handshake answered from the record when there is one."""
+    if worker_job is not None:
+        # the host's copy beside the job's records, never the sandbox's own cache (the worker's)
+        record = load_record(Path(context) / WORKER_RECORD, WORKER) if context else None
+    else:
+        record = load_record()
     wire_in, wire_out = _claim_stdio()
     built: dict[str, Any] = {}
     ready = threading.Event()
@@ -182,7 +224,7 @@ def serve(repo: str | None) -> int:
     def build() -> Any:
         from pilothouse.core.mcp.server import build as build_server
 
-        return build_server(repo)
+        return build_server(repo, worker_job, context)
 
     def load() -> None:
         try:
@@ -190,7 +232,7 @@ def serve(repo: str | None) -> int:
         except BaseException as exc:  # noqa: BLE001 - re-raised on the main thread
             built["error"] = exc
         ready.set()
-        if record is None and "server" in built:
+        if record is None and "server" in built and worker_job is None:
             save_record(build)  # for the next start; this one is already served by the SDK
 
     loader = threading.Thread(target=load, name="mcp-sdk", daemon=True)

@@ -1,4 +1,4 @@
-"""The MCP server: which tools each profile gets, served on stdio."""
+"""The MCP server: which tools each profile gets (front.py serves it on stdio)."""
 
 from __future__ import annotations
 
@@ -34,10 +34,3 @@ def _who() -> str:
     except Exception:  # no passwd entry in some containers
         return "operator@mcp"
 
-
-def serve(repo: str | None = None, worker_job: str | None = None, context: str | None = None) -> int:
-    import anyio
-
-    server = build(repo, worker_job, context)
-    anyio.run(server.run_stdio_async)
-    return 0
