@@ -13,18 +13,24 @@ from pilothouse.core import demo
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.state.events import EventTailer
 from pilothouse.core.supervisor import control as supervisor_ctl
-from support import until
+from support import guard, until
 
 
-def _accepted_demo(tmp_path: Path, cli) -> RepoLayout:
+def _demo(tmp_path: Path, review: str) -> RepoLayout:
+    """The recovery demo, quick, with true gates: job `demo`, not started."""
     quick = tmp_path / "quick.yaml"
     bundled = Path(demo._data() / "scenarios" / "demo-recovery.yaml").read_text()
     quick.write_text(bundled.replace("delay_s: 3", "delay_s: 0"))
     layout = demo.prepare(tmp_path / "repo", str(quick))
     data = yaml.safe_load(layout.project_yaml.read_text())
-    data["workflow"]["review"] = "off"
+    data["workflow"]["review"] = review
     data["gates"] = {"fast": "true", "full": "true"}
     layout.project_yaml.write_text(yaml.safe_dump(data))
+    return layout
+
+
+def _accepted_demo(tmp_path: Path, cli) -> RepoLayout:
+    layout = _demo(tmp_path, "off")
     assert cli("job", "start", "--repo", str(layout.root)).returncode == 0
     w = cli("job", "wait", "demo", "--repo", str(layout.root), timeout=120)
     assert w.returncode == 0, w.stdout + w.stderr
@@ -91,3 +97,73 @@ def test_a_corrupted_or_other_version_store_is_one_line_and_repair_keeps_it_asid
     conn.commit()
     conn.close()
     _one_line(cli("job", "start", cwd=git_repo), "made by another pilothouse version", "'99'", "maintain repair")
+
+
+def test_a_rebuilt_run_is_never_taken_as_the_answer_of_planning_or_the_combined_review(tmp_path: Path,
+                                                                                      cli) -> None:
+    """`maintain repair` rebuilds finished runs from the log with no result (core/dispatch/runs.py's
+    NOT_REBUILT): the job's planning and its combined review each run again for real, instead of
+    reading 'no plan' or 'no verdict' from a rebuilt row and stopping the job."""
+    from pilothouse.core.state import store
+    from pilothouse.core.upkeep.repair import _insert_run
+
+    layout = _demo(tmp_path, "once")
+    root = layout.root
+    conn = store.connect(layout.state_db)
+    with conn:
+        for run_id, role, mode in (("rebuilt-plan", "assigner", "plan"), ("rebuilt-review", "reviewer", "review")):
+            _insert_run(conn, run_id, {"job": "demo", "task": None, "role": role, "provider": "sim", "mode": mode,
+                                       "attempt": 1, "started": "2026-01-01T00:00:00.000Z",
+                                       "finished": "2026-01-01T00:01:00.000Z", "breakdown": None,
+                                       "end": {"verdict": "ok", "parse_state": "parsed", "tokens": 10}},
+                        "2026-01-01T00:01:00.000Z")
+    conn.close()
+    try:
+        assert cli("job", "start", cwd=root).returncode == 0
+        w = cli("job", "wait", "demo", cwd=root, timeout=120)
+    finally:
+        supervisor_ctl.stop(layout)
+    assert w.returncode == 0, w.stdout + w.stderr
+    status = json.loads(cli("job", "status", "demo", "--json", cwd=root).stdout)
+    assert status["state"] == "accepted", status
+    conn = store.connect(layout.state_db)
+    roles = [(r[0], r[1]) for r in conn.execute(
+        "SELECT role, run_id FROM runs WHERE task IS NULL ORDER BY started_at")]
+    conn.close()
+    assert roles[:2] == [("assigner", "rebuilt-plan"), ("reviewer", "rebuilt-review")]
+    assert {role for role, _ in roles[2:]} == {"assigner", "reviewer"}  # each ran again, for real
+    problems = [e for e in EventTailer(layout.events).read_new() if e["type"] == "problem.opened"]
+    assert problems == [], problems
+
+
+def test_a_rebuilt_combined_review_is_run_again_by_a_supervisor_that_finds_the_job_reviewing(
+        tmp_path: Path) -> None:
+    """A store rebuilt while the combined review ran: the job is `reviewing` and its one reviewer run
+    is the rebuilt row. The step launches the review again rather than read the rebuilt row's empty
+    result as a failed review."""
+    from pilothouse.core.supervisor import review
+    from pilothouse.core.supervisor.loop import Supervisor
+    from pilothouse.core.upkeep.repair import _insert_run
+
+    layout = _demo(tmp_path, "once")
+    sup = Supervisor(layout)
+    try:
+        sup.store.ensure_job("demo", 1)
+        sup.store.set_job("demo", None, reason="the combined change is being reviewed", state="reviewing")
+        with sup.conn:
+            _insert_run(sup.conn, "rebuilt-review", {
+                "job": "demo", "task": None, "role": "reviewer", "provider": "sim", "mode": "review", "attempt": 1,
+                "started": "2026-01-01T00:00:00.000Z", "finished": "2026-01-01T00:01:00.000Z", "breakdown": None,
+                "end": {"verdict": "ok", "parse_state": "parsed", "tokens": 10}}, "2026-01-01T00:01:00.000Z")
+        review._combined_review_step(sup, "demo")
+        assert sup.store.job("demo")["state"] == "reviewing"  # not blocked on the rebuilt row
+        again = [r["run_id"] for r in sup.conn.execute(
+            "SELECT run_id FROM runs WHERE role='reviewer' AND run_id != 'rebuilt-review'")]
+        assert len(again) == 1 and again[0] in sup.live_runs()
+        assert sup.children[again[0]].wait(timeout=guard(120)) == 0
+    finally:
+        for child in sup.children.values():
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+        sup.conn.close()
