@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 from pilothouse.providers import paths
 from pilothouse.providers.redact import REDACTED, Redactor, secret_forms
@@ -165,6 +168,17 @@ def test_a_nul_in_the_first_8192_bytes_makes_a_file_binary_and_a_read_only_file_
     assert (run / "text").stat().st_mode & 0o777 == 0o600
 
 
+def test_a_key_that_contains_another_key_is_redacted_whole(tmp_path: Path) -> None:
+    # the longer key is tried first: the shorter one inside it must not leave the longer one's tail
+    longer = KEY + "-and-more-of-it"
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "text.json").write_text(json.dumps({"out": longer}))
+    (run / "binary").write_bytes(b"\0" + longer.encode() + b"\0")
+    assert sorted(scrub_tree(run, Redactor([KEY, longer]))) == ["binary", "text.json"]
+    assert json.loads((run / "text.json").read_text()) == {"out": REDACTED}
+    assert (run / "binary").read_bytes() == b"\0" + b"*" * len(longer) + b"\0"
+
 def test_a_file_too_big_to_rewrite_that_holds_a_key_anywhere_is_removed_and_one_without_is_kept(
         tmp_path: Path) -> None:
     # sparse files past the in-memory limit: the key sits past it, across the limit itself, and across
@@ -186,3 +200,169 @@ def test_a_file_too_big_to_rewrite_that_holds_a_key_anywhere_is_removed_and_one_
     assert sorted(scrub_tree(run, Redactor([KEY]))) == sorted(spots)
     assert sorted(p.name for p in run.iterdir()) == ["clean"]
     assert (run / "clean").stat().st_size == MAX_FILE_BYTES + (3 << 20) + 16
+
+
+def test_a_file_of_exactly_256_mib_is_rewritten_and_one_byte_more_is_removed(tmp_path: Path) -> None:
+    """The limit is 256 MiB whatever the module's constant says: a file at it is read whole and
+    rewritten with its key masked, one a byte past it is too big to rewrite and goes."""
+    limit = 256 << 20
+    run = tmp_path / "run"
+    run.mkdir()
+    key = KEY.encode()
+    for name, size in (("at-limit.bin", limit), ("over-limit.bin", limit + 1)):
+        with open(run / name, "wb") as fh:  # sparse: NULs up to the key, its last bytes
+            fh.seek(size - len(key) - 1)
+            fh.write(key + b"\n")
+    assert sorted(scrub_tree(run, Redactor([KEY]))) == ["at-limit.bin", "over-limit.bin"]
+    assert sorted(p.name for p in run.iterdir()) == ["at-limit.bin"]
+    assert (run / "at-limit.bin").stat().st_size == limit  # a binary file keeps its length
+    with open(run / "at-limit.bin", "rb") as fh:
+        fh.seek(limit - len(key) - 2)
+        assert fh.read() == b"\0" + b"*" * len(key) + b"\n"
+
+
+# scrub_tree in a child process that, root or not, may not write into a folder its mode closes
+# (no CAP_DAC_OVERRIDE, nor CAP_DAC_READ_SEARCH to read a file its mode closes): a worker's
+# read-only folder or file then stops it as it stops the host's user; FSIZE: a write past it fails
+# with EFBIG, as on a full disk
+_SCRUB_IN_CHILD = """
+import json, resource, signal, sys
+from pathlib import Path
+from pilothouse.providers.redact import Redactor
+from pilothouse.providers.scrub import scrub_tree
+root, key, fsize = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+if fsize:
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+print(json.dumps(sorted(scrub_tree(root, Redactor([key])))))
+"""
+
+_NO_DAC = ["--bounding-set", "-dac_override,-dac_read_search", "--inh-caps", "-dac_override,-dac_read_search"]
+
+
+def _scrub_in_child(root: Path, *, fsize: int = 0) -> list[str]:
+    argv = [sys.executable, "-c", _SCRUB_IN_CHILD, str(root), KEY, str(fsize)]
+    if os.geteuid() == 0:  # root passes any mode: the child drops what lets it
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("running as root, and no setpriv (util-linux) to run the scrub without CAP_DAC_OVERRIDE")
+        argv = [setpriv, *_NO_DAC, *argv]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=guard(60))
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_a_file_in_a_folder_the_worker_made_read_only_is_rewritten_once_the_folder_is_its_owners_again(
+        tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    inner = run / "state" / "session"
+    inner.mkdir(parents=True)
+    above = (run / "state").stat().st_mode
+    (inner / "log.json").write_text(json.dumps({"out": KEY}))
+    inner.chmod(0o500)  # the worker closed its own folder: no new file (the redacted copy) in it
+    assert _scrub_in_child(run) == ["state/session/log.json"]
+    assert json.loads((inner / "log.json").read_text()) == {"out": REDACTED}
+    assert inner.stat().st_mode & 0o777 == 0o700  # opened to its owner only, the folder above left as it was
+    assert (run / "state").stat().st_mode == above
+    assert sorted(p.name for p in inner.iterdir()) == ["log.json"]  # no temp left of the failed write
+
+
+def test_a_file_that_cannot_be_rewritten_is_removed(tmp_path: Path) -> None:
+    # a write of more than 4 KiB fails (EFBIG, as when the disk is full), once and on the retry
+    run = tmp_path / "run"
+    (run / "logs").mkdir(parents=True)
+    (run / "logs" / "big.log").write_text(f"{KEY}\n" + "x" * 8192)
+    (run / "small.json").write_text(json.dumps({"out": KEY}))
+    assert _scrub_in_child(run, fsize=4096) == ["logs/big.log", "small.json"]
+    assert sorted(p.relative_to(run).as_posix() for p in run.rglob("*")) == ["logs", "small.json"]
+    assert json.loads((run / "small.json").read_text()) == {"out": REDACTED}
+
+
+def test_a_file_that_cannot_be_read_rewritten_or_removed_leaves_the_scrub_going(tmp_path: Path) -> None:
+    """In a run folder the worker made read-only nothing at its top can be replaced or removed (the
+    folder is the host's: the scrub does not reopen it), and a file its mode closes cannot be read:
+    each is passed over and every other file is still scrubbed."""
+    run = tmp_path / "run"
+    (run / "sub").mkdir(parents=True)
+    (run / "a-unreadable.json").write_text(KEY)
+    (run / "a-unreadable.json").chmod(0o000)
+    (run / "b-stuck.json").write_text(json.dumps({"out": KEY}))
+    with open(run / "c-big.bin", "wb") as fh:  # too big to rewrite, and it cannot be removed either
+        fh.write(KEY.encode())
+        fh.truncate((256 << 20) + 1)
+    (run / "sub" / "z.json").write_text(json.dumps({"out": KEY}))
+    run.chmod(0o500)
+    try:
+        assert _scrub_in_child(run) == ["b-stuck.json", "c-big.bin", "sub/z.json"]
+    finally:
+        run.chmod(0o700)
+    assert json.loads((run / "sub" / "z.json").read_text()) == {"out": REDACTED}
+    assert sorted(p.name for p in run.iterdir()) == ["a-unreadable.json", "b-stuck.json", "c-big.bin", "sub"]
+
+
+def test_a_write_ahead_log_is_emptied_into_its_database_which_still_opens_with_every_row(tmp_path: Path) -> None:
+    """The WAL is checkpointed for real (TRUNCATE): afterwards it is empty (or gone: the last
+    connection to close removes it), the key sits masked in the database's own pages, and the
+    database opens and reads every row, the WAL's included."""
+    run = tmp_path / "run"
+    (run / "storage").mkdir(parents=True)
+    db = run / "storage" / "session.db"
+    writer = sqlite3.connect(db, isolation_level=None)
+    writer.execute("PRAGMA journal_mode=WAL")
+    writer.execute("PRAGMA wal_autocheckpoint=0")
+    writer.execute("CREATE TABLE msg (id INTEGER PRIMARY KEY, v TEXT)")
+    writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the table is in the database, the rows only in the WAL
+    for v in ("first", f"the key is {KEY}", "last"):
+        writer.execute("INSERT INTO msg(v) VALUES (?)", (v,))
+    wal = run / "storage" / "session.db-wal"
+    assert KEY.encode() in wal.read_bytes() and KEY.encode() not in db.read_bytes()
+    # the worker is gone: what it left is the database and its WAL, not yet merged
+    left = tmp_path / "left"
+    (left / "storage").mkdir(parents=True)
+    for f in (db, wal):
+        (left / "storage" / f.name).write_bytes(f.read_bytes())
+    writer.close()
+    assert scrub_tree(left, Redactor([KEY])) == ["storage/session.db"]
+    wal_left = left / "storage" / "session.db-wal"
+    assert (wal_left.read_bytes() if wal_left.exists() else b"") == b""
+    data = (left / "storage" / "session.db").read_bytes()
+    assert KEY.encode() not in data and b"the key is " + b"*" * len(KEY) in data
+    with sqlite3.connect(left / "storage" / "session.db") as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        rows = [v for (v,) in conn.execute("SELECT v FROM msg ORDER BY id")]
+    assert rows == ["first", "the key is " + "*" * len(KEY), "last"]
+
+
+_WAITS = re.compile(r"nanosleep\(.*?\{tv_sec=(\d+), tv_nsec=(\d+)\}")
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace to see how long SQLite is told to wait")
+def test_a_database_a_live_process_keeps_locked_is_waited_for_2_s_then_masked_like_any_other_file(
+        tmp_path: Path) -> None:
+    """A dispatch that died may leave its worker holding the session's database: the checkpoint
+    waits for the lock 2 s in all (SQLite's busy handler sleeps that long in steps: its requested
+    sleeps, not a clock, are the measure), then gives up, and the WAL is masked like any file."""
+    run = tmp_path / "run"
+    run.mkdir()
+    holder = sqlite3.connect(run / "session.db", isolation_level=None)
+    holder.execute("PRAGMA journal_mode=WAL")
+    holder.execute("PRAGMA wal_autocheckpoint=0")
+    holder.execute("CREATE TABLE msg (v TEXT)")
+    holder.execute("INSERT INTO msg VALUES (?)", (f"the key is {KEY}",))
+    holder.execute("BEGIN IMMEDIATE")  # a writer that never finishes: the WAL cannot be emptied
+    try:
+        log = tmp_path / "trace"
+        code = ("import json, sys; from pathlib import Path; from pilothouse.providers.redact import Redactor; "
+                "from pilothouse.providers.scrub import scrub_tree; "
+                "print(json.dumps(scrub_tree(Path(sys.argv[1]), Redactor([sys.argv[2]]))))")
+        done = subprocess.run(["strace", "-f", "-qq", "-o", str(log), "-e", "trace=nanosleep,clock_nanosleep",
+                               sys.executable, "-c", code, str(run), KEY], capture_output=True, text=True,
+                              timeout=guard(60))
+        assert done.returncode == 0, done.stderr
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    waited = sum(int(s) * 10**9 + int(ns) for s, ns in _WAITS.findall(log.read_text()))
+    assert waited == 2 * 10**9
+    assert "session.db-wal" in json.loads(done.stdout)
+    assert not any(KEY.encode() in f.read_bytes() for f in run.iterdir() if f.is_file())
