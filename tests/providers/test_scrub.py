@@ -168,6 +168,16 @@ def test_a_nul_in_the_first_8192_bytes_makes_a_file_binary_and_a_read_only_file_
     assert (run / "text").stat().st_mode & 0o777 == 0o600
 
 
+def test_no_key_to_look_for_or_a_root_that_is_a_link_leaves_the_files_as_they_are(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "notes.txt").write_text(KEY)
+    (tmp_path / "link").symlink_to(run)  # a run folder is the host's own directory, never a link to one
+    assert scrub_tree(run, Redactor([])) == []
+    assert scrub_tree(tmp_path / "link", Redactor([KEY])) == []
+    assert scrub_tree(tmp_path / "missing", Redactor([KEY])) == []
+    assert (run / "notes.txt").read_text() == KEY
+
 def test_a_key_that_contains_another_key_is_redacted_whole(tmp_path: Path) -> None:
     # the longer key is tried first: the shorter one inside it must not leave the longer one's tail
     longer = KEY + "-and-more-of-it"
@@ -280,8 +290,8 @@ def test_a_file_that_cannot_be_rewritten_is_removed(tmp_path: Path) -> None:
 
 def test_a_file_that_cannot_be_read_rewritten_or_removed_leaves_the_scrub_going(tmp_path: Path) -> None:
     """In a run folder the worker made read-only nothing at its top can be replaced or removed (the
-    folder is the host's: the scrub does not reopen it), and a file its mode closes cannot be read:
-    each is passed over and every other file is still scrubbed."""
+    folder is the host's: the scrub does not reopen it), and a file its mode closes cannot be read
+    (nor opened by SQLite): each is passed over and every other file is still scrubbed."""
     run = tmp_path / "run"
     (run / "sub").mkdir(parents=True)
     (run / "a-unreadable.json").write_text(KEY)
@@ -291,12 +301,16 @@ def test_a_file_that_cannot_be_read_rewritten_or_removed_leaves_the_scrub_going(
         fh.write(KEY.encode())
         fh.truncate((256 << 20) + 1)
     (run / "sub" / "z.json").write_text(json.dumps({"out": KEY}))
+    (run / "sub" / "closed.db").write_bytes(b"")  # a database SQLite may not open: its WAL is not folded in
+    (run / "sub" / "closed.db").chmod(0o000)
+    (run / "sub" / "closed.db-wal").write_bytes(b"\0" + KEY.encode())
     run.chmod(0o500)
     try:
-        assert _scrub_in_child(run) == ["b-stuck.json", "c-big.bin", "sub/z.json"]
+        assert _scrub_in_child(run) == ["b-stuck.json", "c-big.bin", "sub/closed.db-wal", "sub/z.json"]
     finally:
         run.chmod(0o700)
     assert json.loads((run / "sub" / "z.json").read_text()) == {"out": REDACTED}
+    assert (run / "sub" / "closed.db-wal").read_bytes() == b"\0" + b"*" * len(KEY)
     assert sorted(p.name for p in run.iterdir()) == ["a-unreadable.json", "b-stuck.json", "c-big.bin", "sub"]
 
 
