@@ -56,6 +56,12 @@ def is_simulator(spec: str | None) -> bool:
     return key == "sim" or key.startswith("sim-")
 
 
+def cost_text(cost_usd: float | None, label: str) -> str:
+    """A cost as every view shows it: `$0.0000 (simulator)`, `$0.0123 (measured)`; with its label
+    always (`cost_label`), so a simulator's $0 is never read as a model's price."""
+    return f"${cost_usd or 0.0:.4f} ({label})"
+
+
 def cost_label(usage: str | None, providers: Iterable[str | None]) -> str:
     """The word a cost is shown with: `simulator` when every run in it was the simulator's ($0 there
     is no price of anything), `<label>, part simulator` when some were, else the usage label."""

@@ -227,3 +227,25 @@ def refuses_unusable_log(repo: Path, kind: str, *argv: str) -> None:
     assert r.stderr.splitlines() == [f"pilothouse: {events} is {kind}, not the event log: move it aside "
                                      f"(mv {events} {events}.aside) and run this again; the next event starts a "
                                      "new log there"]
+
+
+def stamp(t: float) -> str:
+    """A POSIX time as the event log writes it (utc_now_iso: milliseconds, Z)."""
+    from datetime import UTC, datetime
+
+    at = datetime.fromtimestamp(t, UTC)
+    return at.strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 1000:03d}Z"
+
+
+def write_log(path: Path, lines: list[tuple[float | str, str, dict[str, Any]]], job: str = "j") -> None:
+    """An event log in the log's own format, with the stamps a test chooses: each line is (a POSIX
+    time or a ts string as it is, the type, its fields: task, run, data; job `job` unless given)."""
+    import json
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    out = []
+    for seq, (at, kind, fields) in enumerate(lines, start=1):
+        event = {"seq": seq, "ts": at if isinstance(at, str) else stamp(at), "type": kind, "job": job,
+                 "task": None, "run": None, "data": {}, **fields}
+        out.append(json.dumps(event, separators=(",", ":")))
+    path.write_text("\n".join(out) + "\n")

@@ -89,39 +89,27 @@ def elapsed(start: str | None, end: str | None, now: datetime) -> str:
 Spans = Iterable[tuple[str, str | None]]
 
 
-def _merged(spans: Spans, now: datetime, lo: datetime, hi: datetime) -> list[tuple[datetime, datetime]]:
-    """The spans (end None: still going) clipped to [lo, hi], sorted, overlaps joined."""
-    out: list[tuple[datetime, datetime]] = []
+def _spans(spans: Spans, now: datetime) -> list[tuple[float, float | None]]:
+    """The stored (start, end) stamps as seconds; a span still going ends now."""
+    out: list[tuple[float, float | None]] = []
     for start, end in spans:
-        a, b = parse_ts(start), parse_ts(end) or now
-        if a is None:
-            continue
-        a, b = max(a, lo), min(b, hi)
-        if b <= a:
-            continue
-        if out and a <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], b))
-        else:
-            out.append((a, b))
-    out.sort()
+        a = parse_ts(start)
+        if a is not None:
+            out.append((a.timestamp(), (parse_ts(end) or now).timestamp()))
     return out
 
 
 def worked(start: str | None, end: str | None, now: datetime, pauses: Spans = (), busy: Spans = ()) -> str:
     """Elapsed from `start` to `end` (None: now) less the time spent waiting for the operator:
-    `pauses` (a problem's opened/closed times) except where `busy` (a worker ran meanwhile)."""
+    `pauses` (a problem's opened/closed times) except where `busy` (a worker ran meanwhile). The
+    arithmetic is core's (core/queries/task_figures.py), the one `job status`, replay and the report use."""
+    from pilothouse.core.queries.task_figures import worked_seconds
+
     t0 = parse_ts(start)
     if t0 is None:
         return ""
     t1 = parse_ts(end) or now
-    total = (t1 - t0).total_seconds()
-    working = _merged(busy, now, t0, t1)
-    for a, b in _merged(sorted(pauses), now, t0, t1):
-        total -= (b - a).total_seconds()
-        for c, d in working:  # the part of the wait a worker of the job was running
-            overlap = (min(b, d) - max(a, c)).total_seconds()
-            total += max(0.0, overlap)
-    return duration(total)
+    return duration(worked_seconds(t0.timestamp(), t1.timestamp(), _spans(pauses, now), _spans(busy, now)))
 
 
 def countdown(at: str | None, now: datetime) -> str:

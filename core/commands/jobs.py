@@ -310,9 +310,11 @@ def _status(args: Any) -> int:
             line += f" — {s['reason']}"
         print(line)
         if s["tasks"]:
-            print_table(["TASK", "STATE", "KIND", "TRY", "PROVIDER", "WHY / DOING"],
-                        [[t["task"], t["state"], t["kind"], t["attempt"], t["provider"] or "-",
-                          t["reason"] or t["activity"] or ""] for t in s["tasks"]])
+            from pilothouse.core.queries.task_figures import duration_text
+
+            print_table(["TASK", "STATE", "KIND", "TRY", "ELAPSED", "PROVIDER", "WHY / DOING"],
+                        [[t["task"], t["state"], t["kind"], t["attempt"], duration_text(t["elapsed_s"]),
+                          t["provider"] or "-", t["reason"] or t["activity"] or ""] for t in s["tasks"]])
         elif s["state"] == "not started":
             print(f"  not started: pilothouse job start {s['job']}")
         for p in s["problems"]:
@@ -340,16 +342,24 @@ def _require_rows(layout: Any, names: list[str], states: dict[str, Any]) -> None
 
 def status_rows(layout: Any, name: str | None = None) -> list[dict[str, Any]]:
     """The state of one job (or every job): its tasks, open problems and the supervisor; what
-    `job status --json` prints and the MCP server's job_status returns."""
+    `job status --json` prints and the MCP server's job_status returns.
+
+    A task's attempt and elapsed time are read from the job's event log, as `replay` and `report`
+    read them (core/queries/task_figures.py): the three say the same of one log. A task the log
+    holds nothing of (a store whose log was lost) keeps the store's attempt, and no elapsed time."""
+    import time
+
     from pilothouse.core.records import jobs
 
     selected = [jobs.load_job(layout, name)] if name else jobs.list_jobs(layout)
     states, tasks, problems = job_states(layout, with_problems=True)
     _require_rows(layout, [j.name for j in selected], states)
     sup = supervisor_info(layout)
+    now = time.time()
     out = []
     for j in selected:
         st = states.get(j.name)
+        figured = _log_figures(layout, j.name, now) if tasks.get(j.name) else {}
         out.append({"job": j.name, "revision": j.revision, "state": st["state"] if st else _recorded(j),
                     "planned_revision": st["planned_revision"] if st else 0,
                     "reason": st["reason"] if st else (j.finished().says() if j.finished() else None),
@@ -357,8 +367,28 @@ def status_rows(layout: Any, name: str | None = None) -> list[dict[str, Any]]:
                     "usage": st["usage"] if st else "measured",
                     "coordinator": (st and st["coordinator"]) or (
                         f"{j.coordinator.provider}/{j.coordinator.model or ''}".rstrip("/") if j.coordinator else None),
-                    "tasks": [{k: t.get(k) for k in ("task", "state", "kind", "attempt", "review_round", "provider",
-                                                     "branch", "merged_sha", "reason", "activity", "tokens", "usage")}
+                    "tasks": [{**{k: t.get(k) for k in ("task", "state", "kind", "attempt", "review_round", "provider",
+                                                        "branch", "merged_sha", "reason", "activity", "tokens", "usage")},
+                               **_figures(figured.get(t["task"]), t)}
                               for t in tasks.get(j.name, [])],
                     "problems": problems.get(j.name, []), "supervisor": sup})
     return out
+
+
+def _log_figures(layout: Any, job: str, now: float) -> dict[str, tuple[int, float | None]]:
+    """Each task's (attempt, elapsed seconds) in the job's event log (task_figures.figures, as replay
+    and the report read them); nothing without a log file to read (a store whose log was lost, or a
+    FIFO or a folder in its place: `job status` reads the store, the commands that need the log say so)."""
+    if not layout.events.is_file():
+        return {}
+    from pilothouse.core.queries.task_figures import figures
+    from pilothouse.core.queries.timeline import fold_of
+
+    return figures(fold_of(layout.events, job), now)
+
+
+def _figures(figured: tuple[int, float | None] | None, row: dict[str, Any]) -> dict[str, Any]:
+    """A task's attempt and elapsed seconds: the log's (task_figures), else the store's attempt."""
+    if figured is None:
+        return {"attempt": row.get("attempt"), "elapsed_s": None}
+    return {"attempt": figured[0], "elapsed_s": figured[1]}

@@ -255,3 +255,26 @@ def gate_record(gate: dict[str, Any]) -> dict[str, Any]:
     if gate.get("passed") and not gate.get("counts"):
         out["counts_off"] = COUNTS_OFF
     return out
+
+
+# what every view of a gate's counts says (the report, the event lines of `live`/replay/the cockpit, the
+# gate log, `init`'s proof): passed, failed and skipped always, a 0 too, so a skipped test is never
+# hidden and "no skips" is never read as "skips not counted"; xfailed and errors when there are any
+ALWAYS = ("passed", "failed", "skipped")
+IF_ANY = ("xfailed", "errors")
+
+
+def _count(counts: dict[str, Any], key: str) -> int | str:
+    value = counts.get(key, 0)
+    return value if isinstance(value, int) and not isinstance(value, bool) else "?"  # a log is any JSON
+
+
+def counts_parts(counts: dict[str, Any]) -> list[str]:
+    """`['3 passed', '0 failed', '1 skipped', '1 errors']`: ALWAYS, then IF_ANY that are not 0."""
+    return [f"{_count(counts, k)} {k}" for k in ALWAYS] + [
+        f"{_count(counts, k)} {k}" for k in IF_ANY if _count(counts, k) not in (0, "?")]
+
+
+def counts_text(counts: dict[str, Any], sep: str = ", ") -> str:
+    """`5 tests: 3 passed, 0 failed, 1 skipped, 1 errors` (`sep` between the parts)."""
+    return f"{_count(counts, 'collected')} tests: " + sep.join(counts_parts(counts))

@@ -54,9 +54,9 @@ class Proof:
 
 
 def counts_words(counts: dict[str, Any]) -> str:
-    parts = [f"{counts.get(k, 0)} {k}" for k in ("passed", "failed", "errors", "skipped", "xfailed")
-             if counts.get(k) or k == "passed"]
-    return f"{counts.get('collected', 0)} tests: " + ", ".join(parts) + f" ({counts.get('source') or '?'})"
+    from pilothouse.core.git.gate_counts import counts_text
+
+    return f"{counts_text(counts)} ({counts.get('source') or '?'})"
 
 
 def _finding(res: GateResult, levels: list[str], base: str) -> str | None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pilothouse.core.git.gate_counts import counts_text
+
 
 def short(value: Any, width: int = 80) -> str:
     text = value if isinstance(value, str) else str(value)
@@ -74,10 +76,8 @@ def _describe_known(ev: dict[str, Any]) -> str:
         tool = str(d.get("toolchain") or "")
         ran = f" [ran {tool if len(tool) <= 140 else '…' + tool[-139:]}]" if tool else ""
         counts = d.get("counts")
-        counted = (f" {counts.get('passed', 0)}/{counts.get('collected', 0)} passed"
-                   + (f", {counts['failed']} failed" if counts.get("failed") else "")
-                   + (f", {counts['skipped']} skipped" if counts.get("skipped") else "")) \
-            if isinstance(counts, dict) else " no counts (weakened-test count checks off)" if d.get("counts_off") else ""
+        counted = f" {counts_text(counts)}" if isinstance(counts, dict) else \
+            " no counts (weakened-test count checks off)" if d.get("counts_off") else ""
         code = f" exit {d['exit_code']}" if d.get("exit_code") not in (None, 0) else ""
         return f"gate {d.get('level', '?')}{where} {verdict}{code}{took}{counted}{ran}" + (
             f": {short(reason, 120)}" if reason and not d.get("passed") else "")

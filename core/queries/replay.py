@@ -10,7 +10,9 @@ fold reads are held (the index skips the activity and usage lines, nearly all of
 
 Never state.db: a `.ai/` copied from another machine replays the same. The log is written in time
 order (each line is stamped under the log's lock), so "the events up to t" is a prefix of the
-log; a stamp that went back (a clock set back) counts as the latest stamp before it.
+log. Each event is at its moment as core/queries/moments.py reads the whole log (the report reads
+it the same way): a stamp past tomorrow or out of the log's order never starts or ends the job, and
+moments never go back. The job's span is `moments.span`, the report's too.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from pilothouse.core.queries.moments import limit, moments, span
 from pilothouse.core.queries.timeline import TYPES, Mark, Timeline, TimelineFold
 from pilothouse.core.queries.timeline_model import _dt, _text, _ts
 from pilothouse.core.state.event_index import EventLookup
@@ -43,7 +46,9 @@ class Replay:
 
     def _reset(self) -> None:
         self._events: list[dict[str, Any]] = []
-        self._times: list[float] = []        # each event's time, never less than the one before
+        self._stamps: list[float] = []       # each event's stamp, as the log has it
+        self._ordered = True                 # every stamp so far is its own moment
+        self._times: list[float] = []        # each event's moment (moments.py), never less than the one before
         self._seqs: list[int] = []           # each event's seq, never less than the one before
         self._folds = [TimelineFold(self.job)]  # _folds[i]: the fold of the first i * EVERY events
         self._live = TimelineFold(self.job)  # the fold of every event read
@@ -66,26 +71,47 @@ class Replay:
                 self._reset()  # offsets of another kind (bytes, or places in one reading)
             self._indexed = lookup.indexed
             new = lookup.select_after(self.job, self._after, TYPES)
-            first, last = lookup.bounds(self.job)
+            _, last = lookup.bounds(self.job)
         self._file = file
-        for off, ev in new:
-            self._after = off
-            self._add(ev)
-        self.start = _dt(_ts(first.get("ts"))) if first else None
-        self.end = _dt(_ts(last.get("ts"))) if last else None
+        if new:
+            self._after = new[-1][0]
+            self._add([ev for _, ev in new])
+        self._live.tail = _ts(last.get("ts")) if last else None
+        first, end = span(self._live.first, self._live.last, self._live.tail)
+        self.start, self.end = _dt(first), _dt(end)
         return bool(new) or self.end != old_end
 
-    def _add(self, ev: dict[str, Any]) -> None:
-        t = _ts(ev.get("ts"))
-        if t is None:
-            return  # the fold passes over it too
-        self._events.append(ev)
-        self._times.append(max(t, self._times[-1]) if self._times else t)
-        seq = int(ev.get("seq") or 0)
-        self._seqs.append(max(seq, self._seqs[-1]) if self._seqs else seq)
-        self._live.apply(ev)
-        if len(self._events) % EVERY == 0:
-            self._folds.append(self._live.copy())
+    def _add(self, events: list[dict[str, Any]]) -> None:
+        """Fold the events read, each at its moment read with every event before it (moments.py).
+        Stamps that keep the log's order are their own moments and fold on from where the fold was;
+        when new ones move an earlier moment (a log stamped out of order), the folds are made again."""
+        kept = [(ev, s) for ev, s in ((ev, _ts(ev.get("ts"))) for ev in events) if s is not None]
+        if not kept:
+            return  # the fold passes over a line with no readable stamp too
+        old = len(self._events)
+        self._events += [ev for ev, _ in kept]
+        self._stamps += [s for _, s in kept]
+        new = [s for _, s in kept]
+        if self._ordered and new[-1] <= limit() and all(
+                a <= b for a, b in zip([self._stamps[old - 1] if old else new[0], *new], new, strict=False)):
+            times: list[float | None] = [*self._times, *new]
+        else:
+            times = moments(self._stamps)
+            self._ordered = times == self._stamps
+            if times[:old] != self._times:  # an earlier moment moved: fold everything again
+                self._folds, self._live, old = [TimelineFold(self.job)], TimelineFold(self.job), 0
+                self._times, self._seqs = [], []
+        if any(t is None for t in times[old:]):
+            return  # no stamp of the job is a moment (every one past tomorrow): nothing to place
+        for n in range(old, len(self._events)):
+            ev, t = self._events[n], times[n]
+            assert t is not None
+            self._times.append(t)
+            seq = int(ev.get("seq") or 0)
+            self._seqs.append(max(seq, self._seqs[-1]) if self._seqs else seq)
+            self._live.apply(ev, t)
+            if (n + 1) % EVERY == 0:
+                self._folds.append(self._live.copy())
 
     # ------------------------------------------------------------ the state at a moment
 
@@ -107,7 +133,7 @@ class Replay:
     def at(self, t: datetime, by: str = "slot") -> Timeline:
         """The job as it stood at t, from its events alone; the Timeline's `end` is t."""
         shape: Literal["slot", "task"] = "task" if by == "task" else "slot"
-        return self.fold_at(t).snapshot(shape).model_copy(update={"end": t})
+        return self.fold_at(t).snapshot(shape, until=t.timestamp()).model_copy(update={"end": t})
 
     def at_seq(self, seq: int, by: str = "slot") -> Timeline:
         """The job as it stood just after the log's line `seq` was written (a moment finer than a

@@ -8,6 +8,10 @@ order) and `snapshot(at)` turns what was folded into pydantic values. The state 
 the fold of the events up to t: a replay seeks through the event index to the last line at or
 before t and folds up to it (or folds further from a kept fold), nothing else is needed.
 
+An event's moment is its stamp as core/queries/moments.py reads it: a stamp past tomorrow or out of
+the log's order (a damaged or hostile log) never starts or ends the job. `extend` reads a batch of
+lines whole; `apply` alone, a line at a time (a live view), can only keep moments from going back.
+
 Everything a worker could have written (problem summaries, review findings, reasons, an operator's
 words quoted back) is shown through `inert()` after the configured redaction: a log from elsewhere
 was redacted with that machine's keys, not this one's.
@@ -52,6 +56,7 @@ class TimelineFold:
         self.seq = 0
         self.first: float | None = None
         self.last: float | None = None
+        self.tail: float | None = None   # the stamp of the job's last line of any type (fold_of sets it)
         self.runs: dict[str, dict[str, Any]] = {}
         self.bars: list[dict[str, Any]] = []          # closed and open, in start order
         self.open: dict[str, dict[str, Any]] = {}     # occupant (task, or JOB_LANE) -> its open bar
@@ -91,14 +96,24 @@ class TimelineFold:
         return new
 
     def extend(self, events: Iterable[dict[str, Any]]) -> TimelineFold:
-        for ev in events:
-            self.apply(ev)
+        """Fold a batch of lines, each at its moment read with the whole batch (core/queries/moments.py)."""
+        from pilothouse.core.queries.moments import moments
+
+        mine = [ev for ev in events if ev.get("job") == self.job and ev.get("type") in TYPES]
+        for ev, t in zip(mine, moments([_ts(ev.get("ts")) for ev in mine]), strict=True):
+            if t is not None:
+                self.apply(ev, t if self.last is None else max(t, self.last))
         return self
 
-    def apply(self, ev: dict[str, Any]) -> None:
+    def apply(self, ev: dict[str, Any], t: float | None = None) -> None:
+        """Fold one line, at moment `t` (given by a reader that saw the lines around it), or else at
+        its stamp as a live view can read it: never before the line before, never past tomorrow."""
         if ev.get("job") != self.job or ev.get("type") not in TYPES:
             return
-        t = _ts(ev.get("ts"))
+        if t is None:
+            from pilothouse.core.queries.moments import next_moment
+
+            t = next_moment(self.last, _ts(ev.get("ts")))
         if t is None:
             return
         self.seq = max(self.seq, int(ev.get("seq") or 0))
@@ -154,11 +169,15 @@ class TimelineFold:
     # -- the parts of apply -------------------------------------------------------------------------
 
     def _task_state(self, t: float, task: str, run: str | None, data: dict[str, Any]) -> None:
+        from pilothouse.core.queries.task_figures import attempt_after_state
+
         info = self.tasks.setdefault(task, {"state": "planned", "reason": None, "attempts": 0, "review_round": 0,
-                                            "merged_sha": None})
+                                            "merged_sha": None, "started": None, "changed": None})
         to = data.get("to")
         info["state"] = to if isinstance(to, str) else info["state"]
         info["reason"] = data.get("reason")
+        info["attempts"] = attempt_after_state(info["attempts"], data)
+        info["changed"] = t
         bar = _BAR_OF.get(str(to))
         if bar is None:
             self._leave(t, task)
@@ -205,7 +224,12 @@ class TimelineFold:
         if task is None:  # the planner and a combined review hold the job's lane while they run
             self._enter(t, JOB_LANE, None, "planning" if role == "assigner" else "reviewing", run, None)
         elif role == "builder" and task in self.tasks:
-            self.tasks[task]["attempts"] += 1
+            from pilothouse.core.queries.task_figures import attempt_after_run
+
+            info = self.tasks[task]
+            info["attempts"] = attempt_after_run(info["attempts"], data)
+            if data.get("mode") != "resume":
+                info["started"] = t  # a fresh attempt: its elapsed time starts here (the store's started_at)
         cur = self.open.get(task or JOB_LANE)
         if cur is not None and cur["run"] is None:
             cur["run"] = run
@@ -249,14 +273,14 @@ class TimelineFold:
         if kind == "problem.opened":
             self.problems[code] = {"code": code, "task": task, "kind": data.get("kind"),
                                    "summary": data.get("summary"), "opened": t, "reply": None, "words": None,
-                                   "who": None, "answered": None, "outcome": None}
+                                   "who": None, "answered": None, "outcome": None, "closed": None}
             self._mark("problem_opened", t, ev, f"{code} {data.get('kind') or ''}: {data.get('summary') or ''}")
         elif kind == "problem.answered" and code in self.problems:
             self.problems[code].update(reply=data.get("reply"), words=data.get("words"), who=data.get("who"),
                                        answered=t)
             self._mark("problem_answered", t, ev, f"{code} {data.get('reply') or ''} by {data.get('who') or '?'}")
         elif kind == "problem.closed" and code in self.problems:
-            self.problems[code]["outcome"] = data.get("outcome") or data.get("reason")
+            self.problems[code].update(outcome=data.get("outcome") or data.get("reason"), closed=t)
 
     def _mark(self, kind: str, t: float, ev: dict[str, Any], text: object) -> None:
         task = ev.get("task")
@@ -264,10 +288,12 @@ class TimelineFold:
 
     # -- the picture ------------------------------------------------------------------------------
 
-    def snapshot(self, by: Literal["slot", "task"] = "slot") -> Timeline:
+    def snapshot(self, by: Literal["slot", "task"] = "slot", until: float | None = None) -> Timeline:
+        """The picture of what was folded; `until`: the moment it is of (its end; default: the job's
+        last moment, the span core/queries/moments.py gives), to which a task still active counts."""
         from pilothouse.core.queries.timeline_view import snapshot
 
-        return snapshot(self, by)
+        return snapshot(self, by, until)
 
 
 def read(events_path: Any, job: str, by: Literal["slot", "task"] = "slot") -> Timeline:
@@ -280,6 +306,7 @@ def fold_of(events_path: Any, job: str) -> TimelineFold:
 
     with EventLookup(events_path) as lookup:
         fold = TimelineFold(job).extend(lookup.select(job, types=TYPES))
+        fold.tail = _ts((lookup.bounds(job)[1] or {}).get("ts"))
         if any(r["end"] is not None and r["cost_usd"] is None for r in fold.runs.values()):
             # a log from before run.finished carried the cost: the runs' last usage lines have it
             for ev in lookup.select(job, types=("run.usage",)):

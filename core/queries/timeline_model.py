@@ -134,12 +134,14 @@ class TaskOutcome(BaseModel):
     task: str
     state: str
     reason: UntrustedText | None = None
-    attempts: int = 0               # builder runs started for it (fresh and resumed)
+    attempts: int = 0               # the attempt it is on, as `job status` counts (core/queries/task_figures.py)
+    elapsed_s: float | None = None  # its current attempt's time, less its waits for the operator (the same)
     review_round: int = 0
     merged_sha: str | None = None
     tokens: int = 0
     usage: str = "measured"
     cost_usd: float = 0.0
+    cost_label: str = "measured"    # what its cost is shown with: `simulator` for the simulator's runs
 
 
 class Timeline(BaseModel):

@@ -1,5 +1,7 @@
 """A folded timeline (core/queries/timeline.py) as pydantic values: lanes per worker slot or per task,
-and the sums a report shows (by task, by role, by provider), each with its usage label."""
+and the sums a report shows (by task, by role, by provider), each with its usage label and, for its
+cost, the label a cost is shown with (`simulator` when the simulator's runs make it: $0 there is no
+price of anything)."""
 
 from __future__ import annotations
 
@@ -26,9 +28,14 @@ if TYPE_CHECKING:
 _WORK = {"building", "reviewing", "planning"}  # where a run's tokens were spent
 
 
-def snapshot(fold: TimelineFold, by: Literal["slot", "task"] = "slot") -> Timeline:
-    from pilothouse.providers.usage import combine
+def snapshot(fold: TimelineFold, by: Literal["slot", "task"] = "slot", until: float | None = None) -> Timeline:
+    from pilothouse.core.queries.moments import span
+    from pilothouse.core.queries.task_figures import figures
+    from pilothouse.providers.usage import combine, cost_label
 
+    first, last = span(fold.first, fold.last, fold.tail)
+    end = until if until is not None else last
+    figured = figures(fold, end)
     _text = _texter()
     runs = {k: Run(**{**r, "start": _dt(r["start"]), "end": _dt(r["end"]), "reason": _text(r["reason"])})
             for k, r in fold.runs.items()}
@@ -61,14 +68,17 @@ def snapshot(fold: TimelineFold, by: Literal["slot", "task"] = "slot") -> Timeli
     tasks = []
     for name, info in fold.tasks.items():
         own = runs_of.get(name, [])
+        usage = combine(_label(r) for r in own)
+        attempts, elapsed = figured[name]
         tasks.append(TaskOutcome(
-            task=name, state=info["state"], reason=_text(info["reason"]), attempts=info["attempts"],
+            task=name, state=info["state"], reason=_text(info["reason"]), attempts=attempts, elapsed_s=elapsed,
             review_round=info["review_round"], merged_sha=info["merged_sha"],
-            tokens=sum(r.tokens or 0 for r in own), usage=combine(_label(r) for r in own),
-            cost_usd=round(sum(r.cost_usd or 0.0 for r in own), 6)))
+            tokens=sum(r.tokens or 0 for r in own), usage=usage,
+            cost_usd=round(sum(r.cost_usd or 0.0 for r in own), 6),
+            cost_label=cost_label(usage, (r.provider for r in own))))
     every = list(runs.values())
     return Timeline(
-        job=fold.job, state=fold.state, start=_dt(fold.first), end=_dt(fold.last), seq=fold.seq,
+        job=fold.job, state=fold.state, start=_dt(first), end=_dt(end), seq=fold.seq,
         lanes=list(lanes.values()), marks=marks, runs=every, tasks=tasks,
         gates=[GateRun(**{**g, "start": _dt(g["start"]), "end": _dt(g.get("end")), "reason": _text(g.get("reason"))})
                for g in fold.gates],
@@ -87,9 +97,9 @@ def _label(run: Run) -> str:
 
 
 def sums(timeline: Timeline, key: Literal["role", "provider"]) -> list[dict[str, Any]]:
-    """Tokens and cost by role (in `usage`'s order) or by provider, each sum with its label."""
+    """Tokens and cost by role (in `usage`'s order) or by provider, each sum with its labels."""
     from pilothouse.core.queries.usage import ROLES
-    from pilothouse.providers.usage import combine
+    from pilothouse.providers.usage import combine, cost_label
 
     groups: dict[str, list[Run]] = {}
     for r in timeline.runs:
@@ -100,7 +110,9 @@ def sums(timeline: Timeline, key: Literal["role", "provider"]) -> list[dict[str,
     for k in order:
         rs = groups[k]
         tokens = sum(r.tokens or 0 for r in rs)
+        usage = combine(_label(r) for r in rs)
         out.append({key: k, "runs": len(rs), "running": sum(r.end is None for r in rs), "tokens": tokens,
-                    "usage": combine(_label(r) for r in rs), "share": round(tokens / total, 4) if total else 0.0,
-                    "cost_usd": round(sum(r.cost_usd or 0.0 for r in rs), 6)})
+                    "usage": usage, "share": round(tokens / total, 4) if total else 0.0,
+                    "cost_usd": round(sum(r.cost_usd or 0.0 for r in rs), 6),
+                    "cost_label": cost_label(usage, (r.provider for r in rs))})
     return out

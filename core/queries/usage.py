@@ -17,6 +17,8 @@ class Usage:
     tokens: int
     cost_usd: float
     running: int = 0    # runs not finished yet: their share is still growing
+    providers: tuple[str, ...] = ()  # whose runs they are: a cost of the simulator's says so (cost_label)
+    usage: str = "measured"  # measured | estimated | unknown, the label of the sum
 
     @property
     def simulated(self) -> bool:
@@ -26,12 +28,28 @@ class Usage:
         return is_simulator(self.key)
 
 
+# whose runs a sum is of, and the usage labels of its parts (a run still going: measured so far)
+_PROVIDERS = (" group_concat(DISTINCT provider) AS providers, group_concat(DISTINCT coalesce(CASE WHEN"
+              " json_valid(verdict) THEN json_extract(verdict, '$.usage') END, CASE WHEN state = 'running'"
+              " THEN 'measured' ELSE 'unknown' END)) AS labels")
+
+
+def _providers(joined: str | None) -> tuple[str, ...]:
+    return tuple(p for p in (joined or "").split(",") if p)
+
+
+def _label(joined: str | None) -> str:
+    from pilothouse.providers.usage import combine
+
+    return combine(str(joined or "").split(","))
+
+
 def _rows(reader: StoreReader, column: str, where: str = "", params: tuple[str, ...] = ()) -> list[Usage]:
     sql = (f"SELECT {column} AS key, count(*) AS runs, coalesce(sum(tokens), 0) AS tokens,"
-           " coalesce(sum(cost_usd), 0) AS cost, sum(state = 'running') AS running"
+           f" coalesce(sum(cost_usd), 0) AS cost, sum(state = 'running') AS running,{_PROVIDERS}"
            f" FROM runs WHERE {column} IS NOT NULL {where} GROUP BY {column} ORDER BY {column}")
-    return [Usage(str(r["key"]), int(r["runs"]), int(r["tokens"]), float(r["cost"]), int(r["running"] or 0))
-            for r in reader._all(sql, params)]
+    return [Usage(str(r["key"]), int(r["runs"]), int(r["tokens"]), float(r["cost"]), int(r["running"] or 0),
+                  _providers(r["providers"]), _label(r["labels"])) for r in reader._all(sql, params)]
 
 
 def by_provider(reader: StoreReader) -> list[Usage]:
@@ -45,9 +63,10 @@ def by_job(reader: StoreReader) -> list[Usage]:
 def by_task(reader: StoreReader, job: str) -> list[Usage]:
     """The job's tasks; its assigner and combined review (no task) are the row `(job)`."""
     rows = _rows(reader, "task", "AND job = ?", (job,))
-    own = [Usage("(job)", int(r["runs"]), int(r["tokens"]), float(r["cost"]), int(r["running"] or 0))
+    own = [Usage("(job)", int(r["runs"]), int(r["tokens"]), float(r["cost"]), int(r["running"] or 0),
+                 _providers(r["providers"]), _label(r["labels"]))
            for r in reader._all("SELECT count(*) AS runs, coalesce(sum(tokens), 0) AS tokens,"
-                                " coalesce(sum(cost_usd), 0) AS cost, sum(state = 'running') AS running"
+                                f" coalesce(sum(cost_usd), 0) AS cost, sum(state = 'running') AS running,{_PROVIDERS}"
                                 " FROM runs WHERE job = ? AND task IS NULL", (job,)) if r["runs"]]
     return own + rows
 
@@ -72,17 +91,14 @@ class RoleUsage:
     share: float        # of the job's counted tokens, 0..1
     usage: str          # measured | estimated | unknown, the label of the sum
     running: int = 0
+    providers: tuple[str, ...] = ()
 
 
 def by_role(reader: StoreReader, job: str) -> list[RoleUsage]:
     """The job's tokens by the role that spent them, largest share first among ROLES' order."""
-    from pilothouse.providers.usage import combine
-
     rows = reader._all(
         f"SELECT {_ROLE_SQL} AS role, count(*) AS runs, coalesce(sum(tokens), 0) AS tokens,"
-        " coalesce(sum(cost_usd), 0) AS cost, sum(state = 'running') AS running,"
-        " group_concat(DISTINCT coalesce(json_extract(verdict, '$.usage'), CASE WHEN state = 'running'"
-        " THEN 'measured' ELSE 'unknown' END)) AS labels"
+        f" coalesce(sum(cost_usd), 0) AS cost, sum(state = 'running') AS running,{_PROVIDERS}"
         " FROM runs WHERE job = ? GROUP BY 1", (job,))
     total = sum(int(r["tokens"]) for r in rows) or 0
     found = {str(r["role"]): r for r in rows}
@@ -91,7 +107,7 @@ def by_role(reader: StoreReader, job: str) -> list[RoleUsage]:
         r = found.get(role)
         if r is None:
             continue
-        labels = str(r["labels"] or "").split(",")
         out.append(RoleUsage(role, int(r["runs"]), int(r["tokens"]), float(r["cost"]),
-                             int(r["tokens"]) / total if total else 0.0, combine(labels), int(r["running"] or 0)))
+                             int(r["tokens"]) / total if total else 0.0, _label(r["labels"]), int(r["running"] or 0),
+                             _providers(r["providers"])))
     return out

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pilothouse.core.queries.problems import ProblemQueries
+from pilothouse.core.queries.task_figures import ACTIVE
 from pilothouse.core.state.store import loads
 from pilothouse.providers.errors import UserError
 
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 
 # task states that no longer move on their own
 TASK_FINAL = frozenset({"done", "skipped", "cancelled"})
-TASK_ACTIVE = frozenset({"running", "gating", "reviewing", "merging"})
+TASK_ACTIVE = ACTIVE  # a task's elapsed time goes on counting in these (core/queries/task_figures.py)
 JOB_FINAL = frozenset({"accepted", "shipped", "failed", "stopped"})
 
 

@@ -250,12 +250,14 @@ def _after_builder(sup: Supervisor, job: str, tid: str, tdef: Any, run_id: str, 
         start_gate(sup, job, row, tdef)  # type: ignore[arg-type]
         _check_paths(sup, job, row, tdef)  # type: ignore[arg-type]
     elif d.action == stops.WAIT:
-        # a usage limit is not a failure: the attempt is given back and the task waits
+        # a usage limit is not a failure: the attempt is given back and the task waits; the event says
+        # the attempt it is on now, which every view of the log reads (core/queries/task_figures.py)
         c = dict(d.counters)
         c["wait_for"] = [r["provider"]]
         c["quota_waits"] = int(c.get("quota_waits", 0)) + 1
-        sup.store.set_task(job, tid, "waiting", d.reason, attempt=max(0, int(r["attempt"]) - 1),
-                           session_id=session, counters=c)
+        attempt = max(0, int(r["attempt"]) - 1)
+        sup.store.set_task(job, tid, "waiting", d.reason, attempt=attempt, session_id=session, counters=c,
+                           event_data={"attempt": attempt})
     elif d.action == stops.RERUN:
         sup.store.set_task(job, tid, "ready", d.reason, counters=d.counters)
     else:

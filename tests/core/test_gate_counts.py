@@ -259,7 +259,7 @@ def test_a_gate_event_says_its_counts_or_that_the_count_checks_are_off() -> None
     counted = describe({"type": "gate.finished", "data": {
         "level": "fast", "where": "worktree", "passed": True, "exit_code": 0, "duration_s": 1.5,
         "counts": {"collected": 9, "passed": 8, "failed": 0, "skipped": 1}, "toolchain": "/usr/bin/go"}})
-    assert counted == "gate fast in worktree passed (1.5s) 8/9 passed, 1 skipped [ran /usr/bin/go]"
+    assert counted == "gate fast in worktree passed (1.5s) 9 tests: 8 passed, 0 failed, 1 skipped [ran /usr/bin/go]"
     off = describe({"type": "gate.finished", "data": {"level": "full", "where": "integration", "passed": True,
                                                       "counts_off": "…", "duration_s": 0.1}})
     assert off == "gate full in integration passed (0.1s) no counts (weakened-test count checks off)"
@@ -274,3 +274,20 @@ def test_a_builders_start_says_how_long_its_worktree_took_to_set_up() -> None:
     line = describe({"type": "run.started", "data": {"role": "builder", "mode": "code", "provider": "sim",
                                                      "worktree_ms": 41.5, "checkout": "pooled"}})
     assert line.endswith(", worktree pooled in 41.5ms"), line
+
+
+def test_every_view_of_a_gates_counts_says_passed_failed_and_skipped_a_zero_too() -> None:
+    from pilothouse.core.git.gate_counts import counts_text
+    from pilothouse.core.git.prove import counts_words
+    from pilothouse.core.queries.describe import describe
+
+    counts = {"collected": 7, "passed": 5, "failed": 0, "skipped": 2, "xfailed": 0, "errors": 0, "source": "junit"}
+    assert counts_text(counts) == "7 tests: 5 passed, 0 failed, 2 skipped"
+    assert counts_text({**counts, "skipped": 0, "errors": 2}) == "7 tests: 5 passed, 0 failed, 0 skipped, 2 errors"
+    assert counts_text(counts, " · ") == "7 tests: 5 passed · 0 failed · 2 skipped"
+    assert counts_words(counts) == "7 tests: 5 passed, 0 failed, 2 skipped (junit)"  # init's proof of the gate
+    line = describe({"type": "gate.finished", "data": {"level": "fast", "passed": True, "counts": counts}})
+    assert line == "gate fast passed 7 tests: 5 passed, 0 failed, 2 skipped"  # live, replay, the cockpit's events
+    # a log is any JSON: a count that is no number is said as unknown, never shown as it came
+    assert counts_text({"collected": "<b>", "passed": True, "skipped": [1]}) == \
+        "? tests: ? passed, 0 failed, ? skipped"

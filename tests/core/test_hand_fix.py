@@ -54,7 +54,7 @@ def test_gate_task_tries_a_hand_fix_in_the_worktree_and_retry_takes_it_through_t
     (wt / "one.txt").write_text("by hand\n")
     r = cli("gate", "one", "--repo", str(layout.root))
     assert r.returncode == 0, (r.stdout, r.stderr)
-    assert "passed — 1 tests: 1 passed (tap)" in r.stdout and f"problem act {p.code} retry" in r.stdout
+    assert "passed — 1 tests: 1 passed, 0 failed, 0 skipped (tap)" in r.stdout and f"problem act {p.code} retry" in r.stdout
     assert (wt / "one.txt").read_text() == "by hand\n"  # the gate commits nothing and keeps the edit
     answering.act(layout, p.code, "retry")
     _once(layout.root)

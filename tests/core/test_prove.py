@@ -23,7 +23,7 @@ def test_init_proves_a_pytest_gate_on_the_base_with_its_counts_and_interpreter(g
     assert r.returncode == 0, r.stderr
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=git_repo, capture_output=True, text=True).stdout
     proved = next(line for line in r.stdout.splitlines() if line.startswith("  gate fast/full"))
-    assert f"passed on {head[:10]} — 1 tests: 1 passed (junit) in " in proved and f"ran {sys.executable}" in proved
+    assert f"passed on {head[:10]} — 1 tests: 1 passed, 0 failed, 0 skipped (junit) in " in proved and f"ran {sys.executable}" in proved
     # the throwaway worktree is gone, and so is its registration
     assert not any((worktree_root(find_repo(git_repo)) / "_prove").iterdir())
     listed = subprocess.run(["git", "worktree", "list"], cwd=git_repo, capture_output=True, text=True).stdout

@@ -72,8 +72,8 @@ def _stamp(ev: dict[str, Any]) -> datetime:
 def from_scratch(path: Path, t: datetime, by: str = "slot") -> Timeline:
     """The state at t the slow way: every event of the log read and the ones up to t folded anew."""
     upto = [e for e in _events(path) if _stamp(e) <= t]
-    return TimelineFold("demo").extend(upto).snapshot("task" if by == "task" else "slot").model_copy(
-        update={"end": t})
+    return TimelineFold("demo").extend(upto).snapshot("task" if by == "task" else "slot", until=t.timestamp()
+                                                      ).model_copy(update={"end": t})
 
 
 def _moments(path: Path) -> st.SearchStrategy[datetime]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import urllib.parse
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -185,3 +186,108 @@ def test_a_repository_not_set_up_is_told_to_run_init_by_report_and_job_list(cli:
         r = cli(*argv, cwd=git_repo)
         assert r.returncode == 2 and r.stderr.splitlines() == [said], (argv, r.stderr)
     assert not (git_repo / ".ai").exists()  # asking made nothing
+
+
+def _run(at: float, kind: str, task: str | None, run: str, **data: Any) -> tuple[float, str, dict[str, Any]]:
+    return (at, kind, {"task": task, "run": run, "data": data})
+
+
+def _priced_job(t0: float) -> list[tuple[float | str, str, dict[str, Any]]]:
+    """A job whose planner and task `sim-task` ran on the simulator, task `paid` on a priced provider and
+    task `mixed` on both; `paid`'s gate counted a skipped test."""
+    lines: list[tuple[float | str, str, dict[str, Any]]] = [(t0, "job.created", {})]
+    lines.append(_run(t0 + 1, "run.started", None, "plan", role="assigner", mode="plan", provider="sim", attempt=1))
+    lines.append(_run(t0 + 2, "run.finished", None, "plan", verdict="completed", tokens=100, cost_usd=0.0))
+    for n, (task, providers) in enumerate((("sim-task", ["sim"]), ("paid", ["claude"]),
+                                           ("mixed", ["sim", "claude"]))):
+        at = t0 + 3 + 10 * n
+        lines.append((at, "task.state", {"task": task, "data": {"from": "ready", "to": "running"}}))
+        for k, provider in enumerate(providers):
+            run = f"{task}-{k}"
+            lines.append(_run(at + 1 + 3 * k, "run.started", task, run, role="builder", mode="code" if not k else "resume",
+                              provider=provider, attempt=1))
+            lines.append(_run(at + 2 + 3 * k, "run.finished", task, run, verdict="completed", tokens=50,
+                              cost_usd=0.0 if provider == "sim" else 0.0125))
+        lines.append((at + 8, "gate.started", {"task": task, "data": {"level": "fast", "where": "worktree"}}))
+        lines.append((at + 9, "gate.finished", {"task": task, "data": {
+            "level": "fast", "where": "worktree", "passed": True, "duration_s": 0.5,
+            "counts": {"collected": 6, "passed": 4 if task == "paid" else 6, "failed": 1 if task == "paid" else 0,
+                       "skipped": 1 if task == "paid" else 0, "errors": 0, "source": "junit"}}}))
+    return lines
+
+
+def test_every_gates_counts_say_its_skipped_tests_and_every_cost_of_the_simulator_says_so(
+        cli: Any, tmp_path: Path) -> None:
+    import time
+
+    from support import write_log
+
+    copy = tmp_path / "copied"
+    write_log(copy / ".ai/runtime/events.jsonl", _priced_job(round(time.time()) - 600))
+    md = cli("report", "j", "--repo", str(copy), "--md")
+    assert md.returncode == 0, md.stderr
+    gates = [line for line in md.stdout.splitlines() if "| fast | worktree |" in line]
+    assert [line.split(" | ")[5] for line in gates] == [
+        "6 tests: 6 passed, 0 failed, 0 skipped" if "paid" not in line else "6 tests: 4 passed, 1 failed, 1 skipped"
+        for line in gates] and len(gates) == 3
+    cells = [line.strip("| ").split(" | ") for line in md.stdout.splitlines() if line.startswith("| ")]
+    rows = {row[0]: row[-1] for row in cells if row[-1].startswith("$")}  # every table's cost column
+    assert rows == {"sim-task": "$0.0000 (simulator)", "paid": "$0.0125 (measured)",
+                    "mixed": "$0.0125 (measured, part simulator)", "planner": "$0.0000 (simulator)",
+                    "builders": "$0.0125 (measured, part simulator)", "resumes": "$0.0125 (measured)",
+                    "sim (simulator)": "$0.0000 (simulator)", "claude": "$0.0250 (measured)"}
+    assert "cost: $0.0250 (measured, part simulator)" in md.stdout  # the total, as it always said
+    model = json.loads(cli("report", "j", "--repo", str(copy), "--json").stdout)
+    assert {t["task"]: t["cost_label"] for t in model["tasks"]} == {
+        "sim-task": "simulator", "paid": "measured", "mixed": "measured, part simulator"}
+    assert [(r["role"], r["cost_label"]) for r in model["by_role"]] == [
+        ("planner", "simulator"), ("builders", "measured, part simulator"), ("resumes", "measured")]
+    replay = json.loads(cli("replay", "j", "--repo", str(copy), "--json").stdout)
+    assert [t["cost_label"] for t in replay["tasks"]] == [t["cost_label"] for t in model["tasks"]]
+
+
+@pytest.mark.parametrize("where", ["last", "first", "middle"])
+def test_a_stamp_in_year_9999_or_out_of_the_logs_order_never_becomes_the_jobs_start_or_end(
+        cli: Any, tmp_path: Path, where: str) -> None:
+    import time
+
+    from support import stamp, write_log
+
+    t0 = round(time.time()) - 600
+    lines = _priced_job(t0)
+    start, end = stamp(lines[0][0]), stamp(lines[-1][0])  # type: ignore[arg-type]
+    hostile: tuple[float | str, str, dict[str, Any]] = (
+        "9999-12-31T23:59:59.999Z", "task.state", {"task": "paid", "data": {"from": "running", "to": "stopped",
+                                                                            "reason": "forged"}})
+    stray = (lines[10][0] + 3600, "review.finished", {"task": "paid", "data": {"round": 1, "overall": "PASS"}})
+    if where == "last":
+        lines.append(hostile)
+    elif where == "first":
+        lines.insert(1, hostile)
+    else:  # one in year 9999, one an hour ahead of the lines after it, one in 2001 among them
+        lines[12:12] = [hostile, stray, ("2001-01-01T00:00:00.000Z", "review.finished", {"task": "mixed"})]
+    copy = tmp_path / "copied"
+    write_log(copy / ".ai/runtime/events.jsonl", lines)
+    model = json.loads(cli("report", "j", "--repo", str(copy), "--json").stdout)
+    state = json.loads(cli("replay", "j", "--repo", str(copy), "--json").stdout)
+    iso = [datetime.fromisoformat(x.replace("Z", "+00:00")) for x in (start, end)]
+    assert [datetime.fromisoformat(model[k]) for k in ("start", "end")] == iso
+    assert [datetime.fromisoformat(state[k]) for k in ("start", "end")] == iso
+    assert state["at"] == state["end"]  # the default moment, the end, is the job's: not year 9999
+    md = cli("report", "j", "--repo", str(copy), "--md")
+    assert md.returncode == 0 and "(9999" not in md.stdout and "9999-12-31" not in md.stdout, md.stderr
+    assert all(datetime.fromisoformat(b["start"]) <= iso[1] for lane in model["lanes"] for b in lane["bars"])
+
+
+def test_a_log_whose_every_stamp_is_past_tomorrow_is_one_line_from_replay_and_an_empty_report(
+        cli: Any, tmp_path: Path) -> None:
+    from support import write_log
+
+    copy = tmp_path / "copied"
+    write_log(copy / ".ai/runtime/events.jsonl", [("9999-12-31T23:59:59.999Z", "job.created", {}),
+                                                 ("9999-12-31T23:59:59.999Z", "job.state", {"data": {"state": "x"}})])
+    r = cli("replay", "j", "--repo", str(copy), "--json")
+    assert r.returncode == 2 and not r.stdout and len(r.stderr.splitlines()) == 1, r.stderr
+    assert "has a time to replay it at" in r.stderr and "hours past this machine's clock" in r.stderr
+    r = cli("report", "j", "--repo", str(copy), "--md")
+    assert r.returncode == 0 and "from — to — (—)" in r.stdout, r.stderr

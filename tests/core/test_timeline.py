@@ -26,12 +26,18 @@ def _status(cli: Any, root: Path) -> dict[str, Any]:
     return json.loads(r.stdout)
 
 
-def _agrees_with_status(tl: Timeline, status: dict[str, Any]) -> None:
+def _agrees_with_status(tl: Timeline, status: dict[str, Any], root: Path) -> None:
+    import sqlite3
+
     assert (tl.state, tl.tokens, tl.usage) == (status["state"], status["tokens"], status["usage"])
     mine = {t.task: (t.state, t.tokens, t.usage, t.review_round, t.merged_sha) for t in tl.tasks}
     theirs = {t["task"]: (t["state"], t["tokens"], t["usage"], t["review_round"], t["merged_sha"])
               for t in status["tasks"]}
     assert mine == theirs
+    # the attempt each task is on, read from the log, is the one the supervisor counted in its store
+    with sqlite3.connect(root / ".ai/runtime/state.db") as db:
+        counted = dict(db.execute("SELECT task, attempt FROM tasks WHERE job = 'demo'").fetchall())
+    assert {t.task: t.attempts for t in tl.tasks} == counted == {t["task"]: t["attempt"] for t in status["tasks"]}
 
 
 def _task_states(tl: Timeline, task: str) -> list[str]:
@@ -69,7 +75,7 @@ def test_the_demos_timeline_shows_each_task_planned_built_gated_reviewed_merged_
     r = _demo(cli, root)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     tl = timeline.read(root / ".ai/runtime/events.jsonl", "demo")
-    _agrees_with_status(tl, _status(cli, root))
+    _agrees_with_status(tl, _status(cli, root), root)
     first = min((b for lane in tl.lanes for b in lane.bars), key=lambda b: b.start)
     assert (first.task, first.state, first.role) == (None, "planning", "planner") and first.tokens
     for task in ("add-slugify", "add-wordcount", "export-api"):
@@ -104,7 +110,7 @@ def test_a_stopped_job_fixed_by_hand_shows_the_failures_the_wait_for_the_operato
     finally:
         cli("job", "stop", "--repo", str(root), timeout=30)
     tl = timeline.read(root / ".ai/runtime/events.jsonl", "demo")
-    _agrees_with_status(tl, _status(cli, root))
+    _agrees_with_status(tl, _status(cli, root), root)
     # built, failed the gate, the builder's one retry failed it again, the stop, the hand fix gated and merged
     assert _task_states(tl, "add-slugify") == ["building", "gating", "building", "gating", "waiting_operator",
                                                "gating", "merging"]
@@ -112,7 +118,7 @@ def test_a_stopped_job_fixed_by_hand_shows_the_failures_the_wait_for_the_operato
     [p] = tl.problems
     assert p.kind == "gate_failed" and p.reply == "retry" and str(p.who).endswith("@cli") and p.answered
     assert [g.passed for g in tl.gates] == [False, False, True, True]
-    assert tl.tasks[0].attempts == 2  # the builder and its resume; the fix was the operator's
+    assert tl.tasks[0].attempts == 1  # the builder and its resume are one attempt; the fix was the operator's
     _cuts_agree(_copied(root, tmp_path / "elsewhere"))
 
 
@@ -121,7 +127,7 @@ def test_a_quota_wait_is_its_own_bar_and_mark_and_the_build_resumes_after_it(cli
     r = _demo(cli, root, "quota-wait")
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     tl = timeline.read(root / ".ai/runtime/events.jsonl", "demo")
-    _agrees_with_status(tl, _status(cli, root))
+    _agrees_with_status(tl, _status(cli, root), root)
     states = _task_states(tl, "add-slugify")
     assert states[:3] == ["building", "waiting_quota", "building"] and states[-1] == "merging"
     assert [m.kind for m in tl.marks if m.kind == "quota_wait"] == ["quota_wait"]

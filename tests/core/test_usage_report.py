@@ -42,3 +42,31 @@ def test_a_jobs_tokens_by_role_add_up_to_every_run_say_their_share_and_bad_group
                        (("no-such-job",), "no job named 'no-such-job'")):
         r = cli("usage", *args, cwd=demo_repo)
         assert r.returncode == 2 and said in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_every_cost_usage_shows_of_the_simulators_runs_says_so(git_repo: Path, cli) -> None:
+    from pilothouse.core.records import jobs
+    from pilothouse.core.records.layout import RepoLayout
+    from pilothouse.core.state import store
+
+    assert cli("init", "--gate-fast", "true", "--no-prove", cwd=git_repo).returncode == 0
+    jobs.create_job(RepoLayout(git_repo), "j", "do it")
+    conn = store.connect(RepoLayout(git_repo).state_db)
+    now = "2026-11-29T07:00:00.000Z"
+    for run, task, role, provider, cost in (("r1", None, "assigner", "sim", 0.0), ("r2", "a", "builder", "sim", 0.0),
+                                            ("r3", "b", "builder", "claude", 0.5), ("r4", "b", "reviewer", "sim", 0.0)):
+        conn.execute("INSERT INTO runs(run_id, job, task, role, provider, mode, attempt, state, verdict, tokens,"
+                     " cost_usd, started_at) VALUES (?, 'j', ?, ?, ?, 'code', 1, 'finished', ?, 100, ?, ?)",
+                     (run, task, role, provider, json.dumps({"usage": "measured"}), cost, now))
+    conn.close()
+    costs = {}
+    for args in (("j",), ("j", "--by", "task"), ()):
+        table = cli("usage", *args, cwd=git_repo).stdout.splitlines()[2:]
+        costs.update({line.split()[0]: line.split("  ")[-1].strip() for line in table})
+    assert costs == {"planner": "$0.0000 (simulator)", "builders": "$0.5000 (measured, part simulator)",
+                     "reviewers": "$0.0000 (simulator)", "(job)": "$0.0000 (simulator)", "a": "$0.0000 (simulator)",
+                     "b": "$0.5000 (measured, part simulator)", "claude": "$0.5000 (measured)",
+                     "sim": "$0.0000 (simulator)"}
+    rows = _json(cli, git_repo, "j", "--by", "task")["rows"]
+    assert [(r["task"], r["cost_label"]) for r in rows] == [("(job)", "simulator"), ("a", "simulator"),
+                                                            ("b", "measured, part simulator")]

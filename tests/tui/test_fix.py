@@ -174,7 +174,8 @@ async def test_gate_log_lists_every_run_searchable_and_printable(hostile_task, c
         log = app.screen.query_one("#gatelog-text", RichLog)
         text = _drawn(log)
         assert text.count("── ") == 2  # both runs of the gate, oldest first
-        assert "failed (exit 1) 2.5s 1/2 passed" in text  # each run's record: exit code, time, counts
+        # each run's record: exit code, time, counts (passed, failed and skipped, a 0 too)
+        assert "failed (exit 1) 2.5s 2 tests: 1 passed, 1 failed, 0 skipped" in text
         assert "E   assert 6 == 7" in text and "\x1b" not in text and "[red]1 failed[/red]" in text
         await pilot.press("slash", *"assert")
         await pilot.pause()

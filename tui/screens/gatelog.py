@@ -34,7 +34,9 @@ def gate_lines(events: list[dict[str, Any]], evidence_tail: str | None = None, f
             head.append(f" {data['duration_s']}s", style="dim")
         counts = data.get("counts")
         if isinstance(counts, dict):
-            head.append(f" {counts.get('passed', 0)}/{counts.get('collected', 0)} passed", style="dim")
+            from pilothouse.core.git.gate_counts import counts_text
+
+            head.append(f" {counts_text(counts)}", style="dim")
         elif data.get("counts_off"):
             head.append(" no counts (weakened-test count checks off)", style="dim")
         if data.get("reason"):

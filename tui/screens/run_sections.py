@@ -94,11 +94,12 @@ def gate_text(events: list[dict[str, Any]]) -> Text:
 
 
 def counts_line(counts: dict[str, Any]) -> str:
-    """'9 tests: 3 passed · 2 failed · 2 skipped · 1 xfailed · 1 errors (junit)', zeros left out."""
-    parts = [f"{counts[k]} {k}" for k in ("passed", "failed", "skipped", "xfailed", "errors")
-             if isinstance(counts.get(k), int) and counts[k]]
+    """'9 tests: 3 passed · 2 failed · 2 skipped · 1 xfailed · 1 errors (junit)': passed, failed and
+    skipped always (core's counts_text, as every view of a gate's counts), xfailed and errors if any."""
+    from pilothouse.core.git.gate_counts import counts_text
+
     source = f" ({counts['source']})" if counts.get("source") else ""
-    return f"{counts.get('collected', 0)} tests: {' · '.join(parts) or 'none ran'}{source}"
+    return counts_text(counts, " · ") + source
 
 
 def findings_text(runs: list[RunRow], events: list[dict[str, Any]]) -> Text:

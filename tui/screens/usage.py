@@ -23,10 +23,16 @@ if TYPE_CHECKING:
 
 
 def money(usage: Usage, provider: bool = False) -> Text:
-    if provider and usage.simulated:
+    """A row's cost; a provider's, a job's or a task's made by the simulator says so (core's cost_label,
+    as the report and `pilothouse usage` have it), all of it or in part."""
+    from pilothouse.providers.usage import cost_label
+
+    label = cost_label(None, (usage.key,) if provider else usage.providers)
+    if label == "simulator":
         return Text("$0 (simulated)", style="italic dim")
     cost = usage.cost_usd
-    return Text(f"${cost:.4f}" if 0 < cost < 0.01 else f"${cost:,.2f}")
+    text = f"${cost:.4f}" if 0 < cost < 0.01 else f"${cost:,.2f}"
+    return Text(text + (" part sim" if label.endswith("part simulator") else ""))
 
 
 def _cells(u: Usage, name: Cell, provider: bool = False) -> dict[str, Cell]:

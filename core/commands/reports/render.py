@@ -41,12 +41,15 @@ def _clock(at: datetime | None) -> str:
 
 
 def _dur(seconds: float | None) -> str:
-    if seconds is None:
-        return "—"
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    m, s = divmod(int(seconds), 60)
-    return f"{m}m{s:02d}s" if m < 60 else f"{m // 60}h{m % 60:02d}m"
+    from pilothouse.core.queries.task_figures import duration_text
+
+    return duration_text(seconds)
+
+
+def _cost(cost_usd: float | None, label: str) -> str:
+    from pilothouse.providers.usage import cost_text
+
+    return cost_text(cost_usd, label)
 
 
 def _span(tl: Timeline) -> float | None:
@@ -55,8 +58,11 @@ def _span(tl: Timeline) -> float | None:
 
 def sections(tl: Timeline) -> list[tuple[str, list[str], list[list[str]]]]:
     """The report's tables, the same for Markdown and HTML: (title, headers, rows of plain text)."""
-    tasks = [[t.task, t.state, t.reason or "", str(t.attempts), str(t.review_round), (t.merged_sha or "")[:10],
-              _tokens(t.tokens, t.usage), f"${t.cost_usd:.4f}"] for t in tl.tasks]
+    # attempts and elapsed as `job status` and replay have them (core/queries/task_figures.py); every
+    # cost with its label, as the total has it: a simulator's $0 says so
+    tasks = [[t.task, t.state, t.reason or "", str(t.attempts), _dur(t.elapsed_s), str(t.review_round),
+              (t.merged_sha or "")[:10], _tokens(t.tokens, t.usage), _cost(t.cost_usd, t.cost_label)]
+             for t in tl.tasks]
     gates = [[g.task or "(job)", g.level or "", g.where or "", "running" if g.passed is None else
               ("passed" if g.passed else "FAILED"), _dur(g.duration_s), _counts(g.counts), g.reason or ""]
              for g in tl.gates]
@@ -66,14 +72,15 @@ def sections(tl: Timeline) -> list[tuple[str, list[str], list[list[str]]]]:
                  p.words or "", p.who or "", _clock(p.answered) if p.answered else "", p.outcome or ""]
                 for p in tl.problems]
     roles = [[r["role"], str(r["runs"]), _tokens(r["tokens"], r["usage"]), f"{r['share'] * 100:.0f}%",
-              f"${r['cost_usd']:.4f}"] for r in sums(tl, "role")]
+              _cost(r["cost_usd"], r["cost_label"])] for r in sums(tl, "role")]
     from pilothouse.providers.registry import labelled
 
     # a simulator says so wherever it shows: its replies are scripted, not a model's
-    providers = [[labelled(str(r["provider"])), str(r["runs"]), _tokens(r["tokens"], r["usage"]), f"{r['share'] * 100:.0f}%",
-                  f"${r['cost_usd']:.4f}"] for r in sums(tl, "provider")]
+    providers = [[labelled(str(r["provider"])), str(r["runs"]), _tokens(r["tokens"], r["usage"]),
+                  f"{r['share'] * 100:.0f}%", _cost(r["cost_usd"], r["cost_label"])] for r in sums(tl, "provider")]
     return [
-        ("Tasks", ["task", "outcome", "why", "builder runs", "review rounds", "merged", "tokens", "cost"], tasks),
+        ("Tasks", ["task", "outcome", "why", "attempts", "elapsed", "review rounds", "merged", "tokens", "cost"],
+         tasks),
         ("Gate runs", ["task", "level", "where", "result", "took", "tests", "why"], gates),
         ("Review rounds", ["task", "round", "overall", "findings", "summaries"], reviews),
         ("Problems", ["code", "task", "kind", "summary", "opened", "answer", "words", "by", "answered", "outcome"],
@@ -84,10 +91,9 @@ def sections(tl: Timeline) -> list[tuple[str, list[str], list[list[str]]]]:
 
 
 def _counts(counts: dict[str, Any] | None) -> str:
-    if not counts:
-        return ""
-    passed, failed = counts.get("passed"), counts.get("failed")
-    return f"{passed} passed, {failed} failed" if passed is not None or failed is not None else ""
+    from pilothouse.core.git.gate_counts import counts_text
+
+    return counts_text(counts) if counts else ""
 
 
 def _cost_label(tl: Timeline) -> str:
@@ -102,7 +108,7 @@ def summary_lines(tl: Timeline) -> list[str]:
             f"from {_clock(tl.start)} to {_clock(tl.end)} ({_dur(_span(tl))})",
             f"tasks: {len(tl.tasks)}, done {sum(t.state == 'done' for t in tl.tasks)}",
             f"gate runs: {gate_runs}, failed {failed}; review rounds: {len(tl.reviews)}; problems: {len(tl.problems)}",
-            f"{_tokens(tl.tokens, tl.usage)}; cost: ${tl.cost_usd:.4f} ({_cost_label(tl)})",
+            f"{_tokens(tl.tokens, tl.usage)}; cost: {_cost(tl.cost_usd, _cost_label(tl))}",
             f"accepted head: {tl.head or '—'}; shipped commit: {tl.shipped or '— (not shipped)'}"]
 
 

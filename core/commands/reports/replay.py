@@ -91,7 +91,13 @@ def _open(args: argparse.Namespace, default: str) -> tuple[Any, Replay, datetime
     with EventLookup(layout.events) as lookup:
         require_events(layout, lookup, args.job)
     player = Replay(layout.events, args.job)
-    assert player.start is not None and player.end is not None  # the job has events
+    if player.start is None or player.end is None:
+        from pilothouse.core.queries.moments import MAX_AHEAD_S
+        from pilothouse.providers.errors import UserError
+
+        raise UserError(f"no event of job {args.job!r} in {layout.events} has a time to replay it at (each is "
+                        f"unreadable, or over {MAX_AHEAD_S / 3600:.0f} hours past this machine's clock): "
+                        "the log is damaged; `pilothouse report` shows what it says")
     # `--at ""` is a slip (an empty variable), not a wish for the default: moment() refuses it
     at = moment(default if args.at is None else args.at, player.start, player.end)
     if isinstance(at, str) or not player.start <= at <= player.end:
@@ -162,7 +168,7 @@ def state_at(player: Replay, at: datetime, last: int) -> dict[str, Any]:
     from pilothouse.providers.untrusted import inert
     from pilothouse.providers.usage import cost_label
 
-    tl = player.at(at, by="task")
+    tl = player.at(at, by="task")  # each task's attempts and elapsed time: core/queries/task_figures.py
     redact = configured_redactor().redact
     assert player.start is not None
     return {
@@ -187,14 +193,17 @@ def _print(args: argparse.Namespace, layout: Any, player: Replay, at: datetime) 
     if args.json:
         emit_json(state)
         return 0
+    from pilothouse.core.queries.task_figures import duration_text
     from pilothouse.providers.untrusted import inert
-    from pilothouse.providers.usage import tokens_text
+    from pilothouse.providers.usage import cost_text, tokens_text
 
     span = (player.end - player.start).total_seconds() if player.end and player.start else 0.0
     out = [f"{state['job']} at {_clock(at)} (+{state['since_start_s']:.1f}s of {span:.1f}s): {state['state']}, "
-           f"{tokens_text(state['tokens'], state['usage'])} and ${state['cost_usd']:.4f} ({state['cost_label']}) in the runs finished"]
+           f"{tokens_text(state['tokens'], state['usage'])} and {cost_text(state['cost_usd'], state['cost_label'])} "
+           "in the runs finished"]
     width = max((len(t["task"]) for t in state["tasks"]), default=0)
-    out += ["tasks:"] + [f"  {t['task']:<{width}}  {t['state']:<10} attempts {t['attempts']}"
+    out += ["tasks:"] + [f"  {t['task']:<{width}}  {t['state']:<10} attempts {t['attempts']}  "
+                         f"elapsed {duration_text(t['elapsed_s'])}  cost {cost_text(t['cost_usd'], t['cost_label'])}"
                          + (f"  {t['reason']}" if t["reason"] else "") for t in state["tasks"]] if state["tasks"] \
         else ["tasks: none planned yet"]
     out += ["open problems:"] + [f"  {p['code']} {p['kind']} {p['task'] or '(job)'}: {p['summary']}"

@@ -35,7 +35,7 @@ def cmd_usage(args: argparse.Namespace) -> int:
     from pilothouse.core.records.jobs import load_job
     from pilothouse.core.records.layout import find_repo
     from pilothouse.providers.errors import UserError
-    from pilothouse.providers.usage import tokens_text
+    from pilothouse.providers.usage import cost_label, cost_text, tokens_text
 
     layout = find_repo(args.repo)
     by = args.by or ("role" if args.job else "provider")
@@ -47,17 +47,19 @@ def cmd_usage(args: argparse.Namespace) -> int:
         load_job(layout, args.job)  # one line if there is no such job, or its record is damaged
     reader = StoreReader(layout)
     if by == "role":
+        # every cost with the label it is shown with: a simulator's $0 says so (cost_label)
         rows: list[dict[str, Any]] = [
             {"role": r.role, "runs": r.runs, "running": r.running, "tokens": r.tokens, "usage": r.usage,
-             "share": round(r.share, 4), "cost_usd": round(r.cost_usd, 6)} for r in usage.by_role(reader, args.job)]
+             "share": round(r.share, 4), "cost_usd": round(r.cost_usd, 6),
+             "cost_label": cost_label(r.usage, r.providers)} for r in usage.by_role(reader, args.job)]
         key = "role"
     else:
         got = usage.by_task(reader, args.job) if by == "task" else (
             usage.by_provider(reader) if by == "provider" else usage.by_job(reader))
         total = sum(u.tokens for u in got) or 0
         rows = [{by: u.key, "runs": u.runs, "running": u.running, "tokens": u.tokens,
-                 "share": round(u.tokens / total, 4) if total else 0.0, "cost_usd": round(u.cost_usd, 6)}
-                for u in got]
+                 "share": round(u.tokens / total, 4) if total else 0.0, "cost_usd": round(u.cost_usd, 6),
+                 "usage": u.usage, "cost_label": cost_label(u.usage, u.providers)} for u in got]
         key = by
     if args.json:
         emit_json({"job": args.job, "by": by, "rows": rows, "tokens": sum(r["tokens"] for r in rows),
@@ -70,6 +72,7 @@ def cmd_usage(args: argparse.Namespace) -> int:
 
     print_table([key.upper(), "RUNS", "TOKENS", "SHARE", "COST"],
                 [[labelled(str(r[key])) if key == "provider" else str(r[key]), str(r["runs"]) + (f" ({r['running']} running)" if r["running"] else ""),
-                  tokens_text(r["tokens"], r.get("usage")), f"{r['share'] * 100:.0f}%", f"${r['cost_usd']:.4f}"]
+                  tokens_text(r["tokens"], r.get("usage")), f"{r['share'] * 100:.0f}%",
+                  cost_text(r["cost_usd"], r["cost_label"])]
                  for r in rows])
     return 0
