@@ -12,8 +12,11 @@ last transactions (OpenCode keeps its whole session in one).
 
 The files are the worker's: symlinks are never followed, only regular files are read, and the
 redacted copy replaces the file by rename (a hard link to a file elsewhere is replaced, never
-written through). A file that cannot be rewritten is removed, and so is one holding a key that is too
-big to rewrite in memory (over MAX_FILE_BYTES; it is searched to its end, a chunk at a time).
+written through). What the worker closed against its owner (a read-only or mode-000 folder, the
+run folder itself included, a mode-000 file) is opened to the owner again first: the run folder is
+the operator's, and a key must not stay at rest because a worker ran chmod. A file that cannot be
+rewritten is removed, and so is one holding a key that is too big to rewrite in memory (over
+MAX_FILE_BYTES; it is searched to its end, a chunk at a time).
 """
 
 from __future__ import annotations
@@ -23,11 +26,13 @@ import re
 import stat
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from pilothouse.providers import workerfs
 from pilothouse.providers.redact import REDACTED, Redactor
 
 MAX_FILE_BYTES = 256 * 1024 * 1024
+_T = TypeVar("_T")
 
 
 def _pattern(redactor: Redactor) -> re.Pattern[bytes] | None:
@@ -52,7 +57,7 @@ def scrub_tree(root: Path, redactor: Redactor, *, skip: frozenset[str] = frozens
         return []
     span = max(len(form.encode("utf-8")) for form in redactor.forms)  # the longest a match can be
     # every regular file, the big ones too: _scrub_file searches those to their end
-    files = list(workerfs.walk(root, skip_names=skip, on_skip=on_skip, limit=1 << 62))
+    files = list(workerfs.walk(root, skip_names=skip, on_skip=on_skip, limit=1 << 62, reopen=True))
     names = {f.rel for f in files}
     for f in files:
         if f.rel.endswith("-wal") and f.rel[:-4] in names:
@@ -66,7 +71,8 @@ def scrub_tree(root: Path, redactor: Redactor, *, skip: frozenset[str] = frozens
 
 def _scrub_file(root: Path, f: workerfs.FileAt, pattern: re.Pattern[bytes], span: int) -> bool:
     try:
-        entry = workerfs.read(root, f.rel, MAX_FILE_BYTES, find=pattern, span=span)
+        entry = _owned(root, f.rel, lambda: workerfs.read(root, f.rel, MAX_FILE_BYTES, find=pattern, span=span),
+                       itself=True)
     except OSError:
         return False
     if entry.kind != "file":
@@ -77,7 +83,7 @@ def _scrub_file(root: Path, f: workerfs.FileAt, pattern: re.Pattern[bytes], span
         if pattern.search(entry.data) is None and not entry.found_past:
             return False
         try:
-            workerfs.remove(root, f.rel)
+            _owned(root, f.rel, lambda: workerfs.remove(root, f.rel))
         except OSError:
             pass
         return True
@@ -86,19 +92,28 @@ def _scrub_file(root: Path, f: workerfs.FileAt, pattern: re.Pattern[bytes], span
     data = scrub_bytes(entry.data, pattern)
     mode = stat.S_IMODE(f.mode) | 0o600
     try:
-        workerfs.write(root, f.rel, data, mode)
+        _owned(root, f.rel, lambda: workerfs.write(root, f.rel, data, mode))
     except OSError:
-        parent = f.rel.rsplit("/", 1)[0] if "/" in f.rel else ""
         try:
-            if parent:
-                workerfs.chmod(root, parent, 0o700)  # a worker may have made its own folder read-only
-            workerfs.write(root, f.rel, data, mode)
+            _owned(root, f.rel, lambda: workerfs.remove(root, f.rel))
         except OSError:
-            try:
-                workerfs.remove(root, f.rel)
-            except OSError:
-                pass
+            pass
     return True
+
+
+def _owned(root: Path, rel: str, act: Callable[[], _T], *, itself: bool = False) -> _T:
+    """`act()`, and once more after taking back what a worker may have locked against its owner:
+    the folder holding `rel` (the run folder itself for a file at its top) made read-only, and with
+    `itself` the file made unreadable (mode 000). Both are the operator's to undo: the run folder
+    and everything in it belong to the operator's uid (a worker runs as it)."""
+    try:
+        return act()
+    except OSError:
+        parent = rel.rsplit("/", 1)[0] if "/" in rel else ""
+        workerfs.chmod(root, parent, 0o700)
+        if itself:
+            workerfs.chmod(root, rel, 0o600)
+        return act()
 
 
 def _checkpoint(root: Path, rel: str) -> None:

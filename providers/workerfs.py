@@ -278,12 +278,14 @@ class FileAt:
 
 def walk(root: Path | str, under: str = "", *, skip_names: frozenset[str] = frozenset(),
          skip_dirs: Callable[[str], bool] | None = None,
-         on_skip: Callable[[Skipped], None] | None = None, limit: int = READ_LIMIT) -> Iterator[FileAt]:
+         on_skip: Callable[[Skipped], None] | None = None, limit: int = READ_LIMIT,
+         reopen: bool = False) -> Iterator[FileAt]:
     """Every regular file under `root`, depth first by name. Links (to files or directories)
     are not followed, FIFOs, devices, sockets and files over `limit` are not yielded: each goes to
     `on_skip` as a Skipped. `skip_names`: file names passed over silently (the host's own).
     `under`: walk only that folder of the tree (reached without following a link); the paths
-    yielded stay relative to `root`."""
+    yielded stay relative to `root`. `reopen`: a folder whose mode closes it to its owner is
+    opened to the owner (0700) and walked (the tree is the walker's own, as a run folder is)."""
     try:
         fd = open_root(root)
     except (FileNotFoundError, NotADirectoryError):
@@ -296,11 +298,11 @@ def walk(root: Path | str, under: str = "", *, skip_names: frozenset[str] = froz
         finally:
             _close(fd)
         fd = sub
-    yield from _walk_fd(fd, f"{under}/" if under else "", skip_names, skip_dirs, on_skip, limit)
+    yield from _walk_fd(fd, f"{under}/" if under else "", skip_names, skip_dirs, on_skip, limit, reopen)
 
 
 def _walk_fd(fd: int, prefix: str, skip_names: frozenset[str], skip_dirs: Callable[[str], bool] | None,
-             on_skip: Callable[[Skipped], None] | None, limit: int) -> Iterator[FileAt]:
+             on_skip: Callable[[Skipped], None] | None, limit: int, reopen: bool = False) -> Iterator[FileAt]:
     try:
         try:
             names = sorted(os.listdir(fd))
@@ -316,12 +318,16 @@ def _walk_fd(fd: int, prefix: str, skip_names: frozenset[str], skip_dirs: Callab
                 if skip_dirs is not None and skip_dirs(rel):
                     continue
                 try:
-                    sub = os.open(name, DIR_FLAGS, dir_fd=fd)
+                    sub = _open_dir_at(fd, name, reopen)
+                except PermissionError:
+                    if on_skip is not None:
+                        on_skip(Skipped(rel, "a directory its mode closes"))
+                    continue
                 except OSError:
                     if on_skip is not None:
                         on_skip(Skipped(rel, "a directory that became a link"))
                     continue
-                yield from _walk_fd(sub, rel + "/", skip_names, skip_dirs, on_skip, limit)
+                yield from _walk_fd(sub, rel + "/", skip_names, skip_dirs, on_skip, limit, reopen)
             elif stat.S_ISREG(st.st_mode):
                 if name in skip_names:
                     continue
@@ -334,6 +340,15 @@ def _walk_fd(fd: int, prefix: str, skip_names: frozenset[str], skip_dirs: Callab
                 on_skip(Skipped(rel, _kind_of(st.st_mode)))
     finally:
         _close(fd)
+
+
+def _open_dir_at(fd: int, name: str, reopen: bool) -> int:
+    try:
+        return os.open(name, DIR_FLAGS, dir_fd=fd)
+    except PermissionError:
+        if not reopen or not _chmod_at(fd, name, 0o700):
+            raise
+        return os.open(name, DIR_FLAGS, dir_fd=fd)
 
 
 # --- writing -------------------------------------------------------------------------------------
@@ -465,21 +480,31 @@ def rmdir(root: Path | str, rel: Path | str) -> bool:
 
 
 def chmod(root: Path | str, rel: Path | str, mode: int) -> bool:
-    """chmod a directory or regular file at `rel` (False for a link or anything else: Linux has
-    no lchmod, and a chmod through a link would change its target)."""
+    """chmod a directory or regular file at `rel` ("" for the root itself); False for a link or
+    anything else (Linux has no lchmod, and a chmod through a link would change its target). The
+    name is pinned by an O_PATH fd, which opens whatever its mode (a worker's mode-000 file too), and
+    changed through that fd's /proc link, which names the pinned inode, never a path again."""
+    if str(rel) in ("", "."):
+        with opened(root) as fd:
+            os.fchmod(fd, mode)
+        return True
     with _parent_of(root, rel) as where:
-        if where is None:
+        return where is not None and _chmod_at(where[0], where[1], mode)
+
+
+def _chmod_at(d: int, name: str, mode: int) -> bool:
+    try:
+        t = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=d)
+    except OSError:
+        return False
+    try:
+        st = os.fstat(t)
+        if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
             return False
-        try:
-            t = os.open(where[1], FILE_FLAGS, dir_fd=where[0])
-        except OSError:
-            return False
-        try:
-            st = os.fstat(t)
-            if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
-                return False
-            os.fchmod(t, mode)
-            return True
-        finally:
-            os.close(t)
+        os.chmod(f"/proc/self/fd/{t}", mode)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(t)
 

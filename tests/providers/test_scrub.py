@@ -288,30 +288,40 @@ def test_a_file_that_cannot_be_rewritten_is_removed(tmp_path: Path) -> None:
     assert json.loads((run / "small.json").read_text()) == {"out": REDACTED}
 
 
-def test_a_file_that_cannot_be_read_rewritten_or_removed_leaves_the_scrub_going(tmp_path: Path) -> None:
-    """In a run folder the worker made read-only nothing at its top can be replaced or removed (the
-    folder is the host's: the scrub does not reopen it), and a file its mode closes cannot be read
-    (nor opened by SQLite): each is passed over and every other file is still scrubbed."""
+def test_what_a_worker_locked_against_its_owner_is_opened_again_and_every_key_goes(tmp_path: Path) -> None:
+    """The run folder and everything in it are the operator's (a worker runs as its uid): a run
+    folder the worker made read-only, a file it made mode 000, a file too big to rewrite in such a
+    folder, a folder it made mode 000 are each taken back (the folder opened to its owner, the file
+    made readable) and scrubbed; nothing holding a key is passed over."""
     run = tmp_path / "run"
     (run / "sub").mkdir(parents=True)
-    (run / "a-unreadable.json").write_text(KEY)
+    (run / "a-unreadable.json").write_text(json.dumps({"out": KEY}))
     (run / "a-unreadable.json").chmod(0o000)
-    (run / "b-stuck.json").write_text(json.dumps({"out": KEY}))
-    with open(run / "c-big.bin", "wb") as fh:  # too big to rewrite, and it cannot be removed either
+    (run / "b-top.json").write_text(json.dumps({"out": KEY}))
+    with open(run / "c-big.bin", "wb") as fh:  # too big to rewrite: removed, from a read-only folder
         fh.write(KEY.encode())
         fh.truncate((256 << 20) + 1)
     (run / "sub" / "z.json").write_text(json.dumps({"out": KEY}))
-    (run / "sub" / "closed.db").write_bytes(b"")  # a database SQLite may not open: its WAL is not folded in
+    (run / "sub" / "closed.db").write_bytes(b"")  # a database SQLite may not open: its WAL is masked
     (run / "sub" / "closed.db").chmod(0o000)
     (run / "sub" / "closed.db-wal").write_bytes(b"\0" + KEY.encode())
+    (run / "hidden").mkdir()
+    (run / "hidden" / "k.txt").write_text(KEY)
+    (run / "hidden").chmod(0o000)  # not even listed, but by its owner
+    (run / "sub").chmod(0o500)
     run.chmod(0o500)
     try:
-        assert _scrub_in_child(run) == ["b-stuck.json", "c-big.bin", "sub/closed.db-wal", "sub/z.json"]
+        assert _scrub_in_child(run) == ["a-unreadable.json", "b-top.json", "c-big.bin", "hidden/k.txt",
+                                        "sub/closed.db-wal", "sub/z.json"]
     finally:
         run.chmod(0o700)
-    assert json.loads((run / "sub" / "z.json").read_text()) == {"out": REDACTED}
+    assert all((run / d).stat().st_mode & 0o777 == 0o700 for d in ("", "sub", "hidden"))
+    assert (run / "hidden" / "k.txt").read_text() == REDACTED
+    for name in ("a-unreadable.json", "b-top.json", "sub/z.json"):
+        assert json.loads((run / name).read_text()) == {"out": REDACTED}, name
     assert (run / "sub" / "closed.db-wal").read_bytes() == b"\0" + b"*" * len(KEY)
-    assert sorted(p.name for p in run.iterdir()) == ["a-unreadable.json", "b-stuck.json", "c-big.bin", "sub"]
+    assert sorted(p.name for p in run.iterdir()) == ["a-unreadable.json", "b-top.json", "hidden", "sub"]
+    assert not _files_holding(run, [KEY.encode()])
 
 
 def test_a_write_ahead_log_is_emptied_into_its_database_which_still_opens_with_every_row(tmp_path: Path) -> None:
