@@ -4,10 +4,10 @@ The cockpit writes its colours as words (`bold red` for a stopped task, `yellow`
 format.py). The rows are Rich renderables drawn with the app's console, and a Rich style name is
 looked up in the console's theme before it is parsed as a colour: so one Rich theme pushed on that
 console gives each word the Textual theme's colour for its meaning ($error, $warning, $success,
-$primary, $secondary), with no widget knowing. Each colour is then made lighter or darker, keeping
-its hue, until it has a WCAG contrast of at least 3 against every background a row can have (the
-panel, the focused panel, the cursor row focused and not) — a theme's own $warning on a light
-surface often has less.
+$primary, $secondary; blue is $primary and $success mixed), with no widget knowing. Each colour is
+then made lighter or darker, keeping its hue, until it has a WCAG contrast of at least 3 against
+every background a row can have (the panel, the focused panel, the cursor row focused and not) — a
+theme's own $warning on a light surface often has less.
 """
 
 from __future__ import annotations
@@ -21,9 +21,12 @@ from textual.color import Color, ColorParseError
 if TYPE_CHECKING:
     from rich.console import Console
 
-# the colour words the cockpit writes, and the theme variable that means the same
-ROLES = {"red": "error", "yellow": "warning", "green": "success", "cyan": "primary", "magenta": "secondary",
-         "blue": "primary"}
+# the colour words the cockpit writes, and the theme variable that means the same; blue, halfway from
+# $primary to $success (a cyan-teal in most themes), is a hue of its own: the timeline draws building
+# (blue) beside merging (cyan), and both as $primary could not be told apart
+ROLES: dict[str, str | tuple[str, str]] = {"red": "error", "yellow": "warning", "green": "success",
+                                           "cyan": "primary", "magenta": "secondary", "blue": ("primary", "success")}
+_VARIABLES = sorted({name for role in ROLES.values() for name in ((role,) if isinstance(role, str) else role)})
 MIN_CONTRAST = 3.0
 _MARGIN = 0.3  # the rendered colours are rounded to 8 bits: aim a little above the floor
 # the cursor row's backgrounds, as cockpit.tcss draws them (KeyedTable > .datatable--cursor)
@@ -78,12 +81,24 @@ def readable(colour: Color, grounds: list[Color], floor: float = MIN_CONTRAST + 
     return best
 
 
+def role_colour(variables: dict[str, str], role: str | tuple[str, str]) -> Color:
+    """A ROLES entry's colour under these theme variables: the variable's, or halfway between two."""
+    if isinstance(role, str):
+        return Color.parse(variables[role])
+    first, second = role
+    return Color.parse(variables[first]).blend(Color.parse(variables[second]), 0.5)
+
+
 def rich_theme(variables: dict[str, str]) -> Theme | None:
     """The colour words as this Textual theme's colours; None for a theme whose colours are the
     terminal's own (ansi-dark, ansi-light: nothing to compute, the terminal's palette applies)."""
     try:
+        # Textual parses `ansi_blue` (to a stand-in it lightens, darkens and mixes into other hues:
+        # cyan came out pink and blue green), so a theme of the terminal's colours is told by them
+        if any(Color.parse(variables[name]).ansi is not None for name in ("foreground", "surface", *_VARIABLES)):
+            return None
         grounds = backgrounds(variables)
-        colours = {word: readable(Color.parse(variables[var]), grounds) for word, var in ROLES.items()}
+        colours = {word: readable(role_colour(variables, role), grounds) for word, role in ROLES.items()}
     except (ColorParseError, KeyError):
         return None
     styles: dict[str, Style] = {}

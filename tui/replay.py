@@ -1,10 +1,10 @@
 """`pilothouse replay JOB` on a terminal: the cockpit opened straight on the job's timeline in replay
 mode (tui/screens/timeline_replay.py), at `at` (None: the job's first event), playing at `speed`
-once space is pressed; esc goes back to the dashboard, as from any timeline."""
+once space is pressed; q quits the cockpit (the replay is what was asked for), esc goes back to the
+dashboard, as from any timeline."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -16,7 +16,10 @@ def replay_app(layout: RepoLayout, job: str, at: datetime | None, speed: float, 
     from pilothouse.tui.screens.timeline import TimelineScreen
 
     app = CockpitApp(layout, **kwargs)
-    opener: Callable[[], TimelineScreen] = lambda: TimelineScreen(job, replay=True, at=at, speed=speed)  # noqa: E731
+
+    def opener() -> TimelineScreen:
+        return TimelineScreen(job, replay=True, at=at, speed=speed, from_command_line=True)
+
     app.first_screen = opener
     return app
 

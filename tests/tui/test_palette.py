@@ -80,3 +80,56 @@ async def test_the_palette_reaches_settings_usage_ship_diff_and_the_gate_log(coc
         await pilot.pause(0.3)
         await pilot.press("enter")
         await wait_for(pilot, lambda: type(app.screen).__name__ == screen)
+
+
+def _lab(c: Color) -> tuple[float, float, float]:
+    """CIE L*a*b* (D65) of a colour: how far apart two colours look is the distance of these."""
+    def linear(v: int) -> float:
+        x = v / 255
+        return x / 12.92 if x <= 0.04045 else ((x + 0.055) / 1.055) ** 2.4
+
+    def f(t: float) -> float:
+        return t ** (1 / 3) if t > 0.008856 else 7.787 * t + 16 / 116
+
+    r, g, b = linear(c.r), linear(c.g), linear(c.b)
+    x = f((0.4124 * r + 0.3576 * g + 0.1805 * b) / 0.95047)
+    y = f(0.2126 * r + 0.7152 * g + 0.0722 * b)
+    z = f((0.0193 * r + 0.1192 * g + 0.9505 * b) / 1.08883)
+    return 116 * y - 16, 500 * (x - y), 200 * (y - z)
+
+
+async def test_the_timelines_building_and_merging_bars_are_two_colours_on_every_theme(demo_repo, make_app,
+                                                                                      wait_for) -> None:
+    """Building (█, blue) and merging (▀, cyan) were both the theme's $primary: on textual-dark two bars of
+    one colour side by side. Measured from the chart as drawn: two hues far apart (ΔE), each readable."""
+    import math
+
+    from pilothouse.tui.palette import contrast
+    from pilothouse.tui.screens.timeline import TimelineScreen
+
+    app = make_app(demo_repo)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.dashboard.selected_job == "demo")
+        await pilot.press("T")
+        await wait_for(pilot, lambda: isinstance(app.screen, TimelineScreen) and app.screen.loaded)
+        chart = app.screen.chart
+        measured = {}
+        for theme in sorted(app.available_themes):
+            app.theme = theme
+            await pilot.pause()
+            bars: dict[str, set[tuple[Color, Color]]] = {"█": set(), "▀": set()}
+            for y in range(chart.size.height):
+                for seg in chart.render_line(y):
+                    glyph = seg.text[:1]
+                    if glyph in bars and set(seg.text) == {glyph} and seg.style and not seg.style.reverse:
+                        bars[glyph].add((seg.style.color, seg.style.bgcolor))
+            assert all(len(drawn) == 1 for drawn in bars.values()), (theme, bars)  # one colour each, both drawn
+            (building, ground), (merging, _) = bars["█"].pop(), bars["▀"].pop()
+            if building.triplet is None:  # ansi-dark/-light: the terminal's own blue and cyan
+                assert theme.startswith("ansi") and building != merging, theme
+                continue
+            building, merging, ground = (Color.from_rich_color(c) for c in (building, merging, ground))
+            measured[theme] = math.dist(_lab(building), _lab(merging))
+            assert measured[theme] >= 15, f"{theme}: building {building.hex}, merging {merging.hex}"
+            assert min(contrast(building, ground), contrast(merging, ground)) >= 3.0, theme
+    assert measured["textual-dark"] >= 40 and measured["textual-light"] >= 40, measured

@@ -124,3 +124,94 @@ def test_pilothouse_replay_on_a_terminal_opens_the_cockpit_on_the_replay_screen(
         assert "Play/pause" not in screen  # the terminal is restored
     finally:
         tmux.run("kill-server")
+
+
+def _footer(app: Any) -> dict[str, str]:
+    """The footer's keys now, left to right: description -> the key it shows (the first, for one said twice)."""
+    from textual.widgets._footer import FooterKey
+
+    out: dict[str, str] = {}
+    for k in app.screen.query(FooterKey):
+        out.setdefault(str(k.description), k.key_display)
+    return out
+
+
+async def test_q_quits_a_replay_the_command_line_opened_and_the_footer_says_so(demo_repo, wait_for) -> None:
+    """`pilothouse replay` asked for the replay: q leaves it for the shell (it went to the dashboard),
+    as the footer says; esc still goes to the dashboard, as from any timeline."""
+    app = _app(demo_repo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await _ready(pilot, wait_for)
+        await wait_for(pilot, lambda: _footer(app).get("Quit") == "q")
+        assert "End replay" not in _footer(app)
+        await pilot.press("R")  # the job as it is now: still the screen the command line opened
+        await wait_for(pilot, lambda: not screen.replaying and _footer(app).get("Quit") == "q")
+        await pilot.press("q")
+        await wait_for(pilot, lambda: not app.is_running or app.screen_stack[-1] is not screen)
+        assert not app.is_running  # not to the dashboard
+
+
+async def test_the_leave_key_remapped_quits_and_the_footer_names_it(demo_repo, wait_for) -> None:
+    """q's three meanings are one binding id (timeline.leave): a remap moves them all together."""
+    from test_keymap import _write
+
+    _write("keys:\n  timeline.leave: x\n")
+    app = _app(demo_repo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await _ready(pilot, wait_for)
+        await wait_for(pilot, lambda: _footer(app).get("Quit") == "x")
+        assert screen.active_bindings["x"].binding.action == "leave('quit')"
+        await pilot.press("x")
+        await wait_for(pilot, lambda: not app.is_running)
+
+
+async def test_q_ends_a_replay_begun_with_R_back_to_the_timeline(demo_repo, make_app, wait_for) -> None:
+    from pilothouse.tui.screens.timeline import TimelineScreen
+
+    app = make_app(demo_repo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.dashboard.selected_job == "demo")
+        await pilot.press("T")
+        await wait_for(pilot, lambda: isinstance(app.screen, TimelineScreen) and app.screen.loaded)
+        screen = app.screen
+        assert "Quit" not in _footer(app) and "End replay" not in _footer(app)  # q is Back, as esc
+        await pilot.press("R")
+        await _ready(pilot, wait_for)
+        await wait_for(pilot, lambda: _footer(app).get("End replay") == "q")
+        await pilot.press("q")
+        await wait_for(pilot, lambda: not screen.replaying and "End replay" not in _footer(app))
+        assert app.screen is screen and screen.chart.moment is None
+        await pilot.press("q")  # the timeline's q: back to the dashboard, where q quits
+        await wait_for(pilot, lambda: app.screen is app.dashboard)
+        assert app.is_running
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+@pytest.mark.parametrize("opened", ["command line", "R"])
+async def test_the_replays_footer_fits_with_every_key_a_replay_needs(demo_repo, make_app, wait_for, size,
+                                                                     opened) -> None:
+    """The replay offers more keys than 80 columns (or 120) hold: the timeline's own ones the help lists
+    go first (R, enter, b, +), so none is cut at the edge and the replay's keys are all whole."""
+    from pilothouse.tui.screens.timeline import TimelineScreen
+    from test_footer import _cut
+
+    app = _app(demo_repo) if opened == "command line" else make_app(demo_repo)
+    async with app.run_test(size=size) as pilot:
+        if opened == "R":
+            await wait_for(pilot, lambda: app.dashboard.selected_job == "demo")
+            await pilot.press("T")
+            await wait_for(pilot, lambda: isinstance(app.screen, TimelineScreen) and app.screen.loaded)
+            await pilot.press("R")
+        await _ready(pilot, wait_for)
+        leave = "Quit" if opened == "command line" else "End replay"
+        await wait_for(pilot, lambda: leave in _footer(app))
+        await pilot.pause()
+        cut, shown = _cut(app)
+        assert cut == [], cut
+        assert shown >= {leave, "Play/pause", "Slower", "Faster", "Next mark", "Back", "Help"}, shown
+        if size == (120, 40):
+            assert "By task/slot" in shown and "Zoom" in shown
+            await pilot.resize_terminal(80, 24)  # narrower while it is up: the footer is built again to fit
+            await wait_for(pilot, lambda: "By task/slot" not in _cut(app)[1])
+            cut, shown = _cut(app)
+            assert cut == [] and shown >= {leave, "Play/pause", "Slower", "Faster", "Next mark", "Help"}, (cut, shown)

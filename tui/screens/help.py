@@ -70,6 +70,7 @@ TIMELINE_HELP = {
     "replay.prev": "replay: to the previous one",
     "replay.start": "replay: to the job's first event",
     "replay.end": "replay: to its last",
+    "timeline.leave": "back, as esc; on a replay begun with R, to the timeline; on `pilothouse replay`, quit",
 }
 DETAIL_HELP = {
     "detail.back": "back to the dashboard (q goes back on every screen but the dashboard)",
@@ -123,7 +124,10 @@ class HelpScreen(ModalScreen[None]):
             yield Static(_section("On a problem (Problems panel, or a stopped task)",
                                   _rows(REPLY_BINDINGS, {f"problem.{k}": v for k, v in REPLY_HELP.items()}, keys)))
             yield Static(_section("Jobs and workers", _rows(JOB_BINDINGS, JOB_HELP, keys)))
-            timeline = [b for b in TimelineScreen.BINDINGS if b.id in TIMELINE_HELP]
+            # one row an id (q's three bindings are one), in TIMELINE_HELP's order
+            shown = [b for b in TimelineScreen.BINDINGS if isinstance(b, Binding) and b.id in TIMELINE_HELP]
+            timeline = sorted({b.id: b for b in reversed(shown)}.values(),
+                              key=lambda b: list(TIMELINE_HELP).index(b.id or ""))
             moves = " ".join(keys.get(i, "") for i in ("timeline.prev", "timeline.next", "timeline.up", "timeline.down"))
             yield Static(_section("Timeline (T on a job)", [
                 (moves, "from bar to bar along a lane, from lane to lane"), *_rows(timeline, TIMELINE_HELP, keys)]))

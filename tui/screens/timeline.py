@@ -86,16 +86,12 @@ _REPLAY_ACTIONS = {"play", "speed", "jump", "edge", "scrub"}
 class TimelineScreen(ReplayMixin, Screen[None]):
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
     BINDINGS = [
-        Binding("escape,q", "app.pop_screen", "Back", id="timeline.back"),
-        Binding("enter", "open_run", "Run detail", id="timeline.open"),
-        Binding("left,h", "move(-1)", "Prev bar", show=False, id="timeline.prev"),
-        Binding("right,l", "move(1)", "Next bar", show=False, id="timeline.next"),
-        Binding("up,k", "lane(-1)", "Lane up", show=False, id="timeline.up"),
-        Binding("down,j", "lane(1)", "Lane down", show=False, id="timeline.down"),
-        Binding("b", "toggle_lanes", "By task/slot", id="timeline.lanes"),
-        Binding("plus,equals_sign", "zoom(1)", "Zoom", id="timeline.zoom_in"),
-        Binding("minus", "zoom(-1)", "Zoom out", show=False, id="timeline.zoom_out"),
-        Binding("R", "replay", "Replay", id="timeline.replay"),
+        # q leaves to where the screen came from, and the footer says where: the shell for the screen
+        # `pilothouse replay` opened, the timeline for a replay begun with R, else the dashboard (as esc)
+        Binding("q", "leave('back')", "Back", show=False, id="timeline.leave"),
+        Binding("q", "leave('quit')", "Quit", id="timeline.leave"),
+        Binding("q", "leave('replay')", "End replay", id="timeline.leave"),
+        # the replay's keys before the timeline's: the footer shows them first
         Binding("space", "play", "Play/pause", id="replay.play"),
         Binding("left_square_bracket", "speed(-1)", "Slower", id="replay.slower"),
         Binding("right_square_bracket", "speed(1)", "Faster", id="replay.faster"),
@@ -105,12 +101,26 @@ class TimelineScreen(ReplayMixin, Screen[None]):
         Binding("end", "edge(1)", "End", show=False, id="replay.end"),
         Binding("shift+left", "scrub(-10)", "Back 10", show=False, id="replay.back"),
         Binding("shift+right", "scrub(10)", "On 10", show=False, id="replay.on"),
+        Binding("escape", "app.pop_screen", "Back", id="timeline.back"),
+        Binding("enter", "open_run", "Run detail", id="timeline.open"),
+        Binding("left,h", "move(-1)", "Prev bar", show=False, id="timeline.prev"),
+        Binding("right,l", "move(1)", "Next bar", show=False, id="timeline.next"),
+        Binding("up,k", "lane(-1)", "Lane up", show=False, id="timeline.up"),
+        Binding("down,j", "lane(1)", "Lane down", show=False, id="timeline.down"),
+        Binding("b", "toggle_lanes", "By task/slot", id="timeline.lanes"),
+        Binding("plus,equals_sign", "zoom(1)", "Zoom", id="timeline.zoom_in"),
+        Binding("minus", "zoom(-1)", "Zoom out", show=False, id="timeline.zoom_out"),
+        Binding("R", "replay", "Replay", id="timeline.replay"),
     ]
+    # what the footer leaves out, first to last, when the keys on offer do not fit its width (a replay's
+    # at 80 columns, 120 too): their keys still work, and the help lists them
+    FOOTER_SPARE = ("timeline.replay", "timeline.open", "timeline.lanes", "timeline.zoom_in", "timeline.back")
 
     def __init__(self, job: str, by: Literal["slot", "task"] = "slot", replay: bool = False,
-                 at: datetime | None = None, speed: float = 10.0) -> None:
+                 at: datetime | None = None, speed: float = 10.0, from_command_line: bool = False) -> None:
         super().__init__()
         self.job = job
+        self.from_command_line = from_command_line  # `pilothouse replay` opened it: q quits the cockpit
         self.replaying = replay
         self._replay_from = at
         self.init_replay(speed)
@@ -299,7 +309,23 @@ class TimelineScreen(ReplayMixin, Screen[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in _REPLAY_ACTIONS:
             return self.replaying
+        if action == "leave":  # the one of q's three that applies (the footer shows its word)
+            return parameters == (self.leaves_to(),)
         return True
+
+    def leaves_to(self) -> str:
+        """Where q goes: `quit` the cockpit, end the `replay` begun with R, or `back` to the dashboard."""
+        if self.from_command_line:
+            return "quit"
+        return "replay" if self.replaying else "back"
+
+    def action_leave(self, to: str) -> None:
+        if to == "quit":
+            self.app.exit()
+        elif to == "replay":
+            self.action_replay()
+        else:
+            self.app.pop_screen()
 
     def action_move(self, step: int) -> None:
         self.note = None

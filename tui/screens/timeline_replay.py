@@ -4,7 +4,8 @@ from the events alone), and under it what the dashboard said then: each task's s
 open, the last events.
 
 `space` plays (`[` `]` slower, faster), `←` `→` scrub a column, `n` `N` jump to the next or previous
-problem, failed gate or merge, `home` `end` to the job's first and last event. Mixed into
+problem, failed gate or merge, `home` `end` to the job's first and last event; `q` leaves: a replay
+begun with R back to the timeline, the one `pilothouse replay` opened out of the cockpit. Mixed into
 TimelineScreen, which owns the chart and the keys.
 """
 

@@ -19,7 +19,8 @@ from pilothouse.core.queries.timeline_model import STATE_WORDS, Bar, Mark, Timel
 from rich.text import Text
 from textual.widget import Widget
 
-# state -> (glyph, colour word); cyan and blue are both the theme's $primary: the glyph tells them apart
+# state -> (glyph, colour word); blue (building) and cyan (merging) are two hues under every theme
+# (tui/palette.py: cyan is $primary, blue $primary mixed with $success), and the glyphs differ too
 GLYPHS = {"planning": ("▄", "magenta"), "building": ("█", "blue"), "gating": ("▓", "yellow"),
           "reviewing": ("▒", "green"), "merging": ("▀", "cyan"), "waiting_operator": ("━", "bold red"),
           "waiting_quota": ("┄", "yellow")}
