@@ -81,14 +81,14 @@ async def measure_worker(repo: Path, starts: int) -> list[float]:
     import threading
 
     from mcp import Client, StdioServerParameters
+    from pilothouse.core.dispatch import handshake
     from pilothouse.core.dispatch.jobcontext import write_job_context
-    from pilothouse.core.mcp import front
 
     sandbox = repo.parent / "run"
     sandbox.mkdir()
     write_job_context(repo, "bench", sandbox)  # the first dispatch makes the record, in the background
     for t in threading.enumerate():
-        if t.name == front.RECORDER:
+        if t.name == handshake.RECORDER:
             t.join()
     server = write_job_context(repo, "bench", sandbox)
     assert server is not None

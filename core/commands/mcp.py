@@ -22,6 +22,10 @@ def register(sub: Any) -> None:
     p.add_argument("--repo", metavar="PATH", help="the repository (default: the one containing the current dir)")
     p.add_argument("--context", metavar="DIR", help="with --worker: the copy of the job's records a run's "
                    "sandbox holds (dispatch writes it; the repository itself is hidden from workers)")
+    import argparse
+
+    # dispatch's own: makes the worker profile's handshake record (core/dispatch/handshake.py)
+    p.add_argument("--record", metavar="PROFILE", help=argparse.SUPPRESS)
     p.set_defaults(func=_serve)
 
 
@@ -38,4 +42,6 @@ def _serve(args: Any) -> int:
         raise UserError("pass --context or --repo, not both: a worker's server reads one of them")
     from pilothouse.core.mcp import front
 
+    if args.record:
+        return front.record(args.record)
     return front.serve(args.repo, args.job if args.worker else None, args.context)

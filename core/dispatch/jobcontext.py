@@ -43,7 +43,7 @@ def write_job_context(workdir: Path, job: str, sandbox_root: Path) -> dict[str, 
     for a in record.attachments:
         # read like the server would (the job's folder only, no link followed, bounded)
         atomic_write_bytes(fresh / a.path, read_attachment(layout, job, a.path), mode=0o600, durable=False)
-    from pilothouse.core.mcp.front import worker_record
+    from pilothouse.core.dispatch.handshake import worker_record
 
     worker_record(fresh)  # so the server answers the CLI's handshake at once
     shutil.rmtree(dest, ignore_errors=True)

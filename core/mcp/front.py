@@ -16,13 +16,12 @@ A worker's server (`--worker`) starts inside the run's sandbox, where the agent 
 time limit and drops it for the whole run when it is late (on a loaded machine the SDK import
 alone took tens of seconds). Its record is the host's: dispatch copies it from the host's cache
 into the job's context folder (read-only in the sandbox) and makes it there, once, when the cache
-has none (see worker_record). Nothing a worker wrote is ever read as a record: a record decides
+has none (core/dispatch/handshake.py). Nothing a worker wrote is ever read as a record: a record decides
 the tool descriptions every later worker's model reads.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
@@ -30,50 +29,16 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from pilothouse.core.dispatch.handshake import (
+    HOST,
+    WORKER,
+    WORKER_RECORD,
+    fingerprint,
+    load_record,
+    record_path,
+)
+
 HANDSHAKE = ("initialize", "notifications/initialized", "tools/list", "ping")
-
-
-def fingerprint() -> str:
-    """What the recorded answers depend on, cheap enough to check at every start (no SDK import)."""
-    import importlib.util
-
-    from pilothouse import __version__
-
-    h = hashlib.sha256(__version__.encode())
-    here = Path(__file__).parent
-    for f in sorted(here.glob("*.py")):
-        h.update(f.name.encode() + f.read_bytes())
-    for name in ("mcp", "mcp_types"):
-        spec = importlib.util.find_spec(name)
-        origin = spec.origin if spec is not None else None
-        if origin:
-            st = os.stat(origin)
-            h.update(f"{origin}:{st.st_mtime_ns}:{st.st_size}".encode())
-    return h.hexdigest()
-
-
-HOST = "host"
-WORKER = "worker"
-# the worker's record in a job's context folder (core/dispatch/jobcontext.py)
-WORKER_RECORD = "mcp-handshake.json"
-RECORDER = "mcp-worker-record"  # the thread that makes the worker's record
-
-
-def record_path(profile: str = HOST) -> Path:
-    from pilothouse.providers.paths import cache_dir
-
-    return cache_dir() / ("mcp-handshake.json" if profile == HOST else f"mcp-{profile}-handshake.json")
-
-
-def load_record(path: Path | None = None, profile: str = HOST) -> dict[str, Any] | None:
-    try:
-        data = json.loads((path or record_path(profile)).read_text())
-    except (OSError, ValueError):
-        return None
-    if (not isinstance(data, dict) or data.get("fingerprint") != fingerprint()
-            or data.get("profile", HOST) != profile):
-        return None
-    return data
 
 
 class _Lines:
@@ -183,18 +148,15 @@ def _build_worker() -> Any:
     return build(worker_job="record", context=None)
 
 
-def worker_record(dest: Path) -> None:
-    """Put the worker profile's record into a job's context folder `dest` from the host's cache;
-    without one there, make it in the background (this dispatch's worker waits for the SDK, the
-    next one does not)."""
-    from pilothouse.providers.fsutil import atomic_write_text
+def record(profile: str) -> int:
+    """`pilothouse mcp --record PROFILE`: make the profile's record in the host's cache now (dispatch
+    starts it for the worker profile when there is none: core/dispatch/handshake.py)."""
+    if profile != WORKER:
+        from pilothouse.providers.errors import UserError
 
-    record = load_record(profile=WORKER)
-    if record is not None:
-        atomic_write_text(dest / WORKER_RECORD, json.dumps(record), mode=0o600, durable=False)
-        return
-    threading.Thread(target=save_record, args=(_build_worker, WORKER, record_path(WORKER)),
-                     name=RECORDER, daemon=True).start()
+        raise UserError(f"--record takes {WORKER!r} (the host's record is made by its first start)")
+    save_record(_build_worker, WORKER)
+    return 0
 
 
 def _claim_stdio() -> tuple[Any, int]:
