@@ -50,16 +50,38 @@ def ensure_hub(layout: RepoLayout, url: str) -> None:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     # the first runs of a job are sent at once, each from a thread of its own: one makes the hub (the
-    # lock is on the folder it goes in, so no lock file shows in the operator's `git status`)
+    # lock is on the folder it goes in, so no lock file shows in the operator's `git status`). It is
+    # made aside and renamed into place: `git init` writes HEAD before refs/ and objects/, and a
+    # sender that checks HEAD without the lock must never push into a half-made repository
     folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
     try:
         fcntl.flock(folder, fcntl.LOCK_EX)
         if not (path / "HEAD").exists():
-            git(path.parent, "init", "-q", "--bare", str(path))
+            import shutil
+            import tempfile
+
+            aside = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+            try:
+                git(path.parent, "init", "-q", "--bare", str(aside))
+                os.chmod(aside, 0o777 & ~_umask())  # as `git init` makes it in place (mkdtemp's is 0700)
+                os.rename(aside, path)
+            finally:
+                shutil.rmtree(aside, ignore_errors=True)
         if path.resolve().is_relative_to(layout.root.resolve()):
             _exclude(layout, "/" + str(path.resolve().relative_to(layout.root.resolve())) + "/")
     finally:
         os.close(folder)
+
+
+def _umask() -> int:
+    """This process's umask, read without setting it (os.umask would change it for every thread)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
 
 
 def _exclude(layout: RepoLayout, pattern: str) -> None:

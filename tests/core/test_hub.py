@@ -11,6 +11,7 @@ import pytest
 from pilothouse.core.executor import hub
 from pilothouse.core.git.worktrees import GitError
 from pilothouse.core.records.layout import RepoLayout
+from support import until
 
 
 def _git(cwd: Path, *args: str) -> str:
@@ -119,9 +120,30 @@ def test_a_hub_that_cannot_take_the_base_is_one_line_naming_ray_hub(git_repo: Pa
     assert "\n" not in message and "access rights" not in message
 
 
-def test_the_first_runs_of_a_job_sent_at_once_all_get_their_base_into_a_hub_made_once(git_repo: Path) -> None:
+# `git init` writes HEAD before refs/ and objects/; this one leaves a second between the two, so a
+# sender that took HEAD for a made hub would push into a half-made one (seen under load as "does not
+# appear to be a git repository")
+_SLOW_INIT = """#!/bin/bash
+for last; do :; done
+if [[ " $* " == *" init "* ]]; then
+  mkdir -p "$last" && echo 'ref: refs/heads/main' > "$last/HEAD" && sleep 1
+fi
+exec %s "$@"
+"""
+
+
+@pytest.mark.parametrize("init", ["git's own", "slow"])
+def test_the_first_runs_of_a_job_sent_at_once_all_get_their_base_into_a_hub_made_once(
+        git_repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, init: str) -> None:
+    import shutil
     import threading
 
+    if init == "slow":
+        wrapper = tmp_path / "bin" / "git"
+        wrapper.parent.mkdir()
+        wrapper.write_text(_SLOW_INIT % shutil.which("git"))
+        wrapper.chmod(0o755)
+        monkeypatch.setenv("PATH", f"{wrapper.parent}:{os.environ['PATH']}")
     layout = RepoLayout(git_repo)
     url = str(git_repo / ".ai" / "hub.git")
     base = _git(git_repo, "rev-parse", "HEAD")
@@ -130,6 +152,8 @@ def test_the_first_runs_of_a_job_sent_at_once_all_get_their_base_into_a_hub_made
 
     def send(run_id: str) -> None:
         start.wait()
+        if init == "slow" and run_id != "r-0":  # the others come once the hub's HEAD shows
+            until(lambda: (Path(url) / "HEAD").exists(), "the hub's HEAD", every=0.01)
         try:
             hub.publish_base(layout, url, base, run_id)
         except BaseException as exc:  # noqa: BLE001 - the test names it
@@ -142,6 +166,7 @@ def test_the_first_runs_of_a_job_sent_at_once_all_get_their_base_into_a_hub_made
         t.join()
     assert failed == []
     assert len(_git(git_repo, "--git-dir", url, "for-each-ref", "refs/pilothouse/base").splitlines()) == 8
+    assert sorted(p.name for p in (git_repo / ".ai").iterdir()) == ["hub.git"]  # nothing left aside
 
 
 def test_runs_starting_at_once_on_a_fresh_node_each_get_their_checkout(git_repo: Path, tmp_path: Path) -> None:
