@@ -121,7 +121,9 @@ class Replay:
 
     def fold_at_seq(self, seq: int) -> TimelineFold:
         """The fold of the events up to the log's line `seq`, that one included."""
-        return self._fold_of_first(bisect_right(self._seqs, seq))
+        fold = self._fold_of_first(bisect_right(self._seqs, seq))
+        fold.tail = None  # the job's last line of any type (a run's last usage) may come after `seq`
+        return fold
 
     def _fold_of_first(self, n: int) -> TimelineFold:
         if n == len(self._events):

@@ -32,6 +32,17 @@ async def _ready(pilot: Any, wait_for: Any) -> Any:
     return app.screen
 
 
+async def _open(pilot: Any, wait_for: Any) -> Any:
+    """The demo job's timeline, opened from the dashboard with T."""
+    from pilothouse.tui.screens.timeline import TimelineScreen
+
+    app = pilot.app
+    await wait_for(pilot, lambda: app.dashboard.selected_job == "demo")
+    await pilot.press("T")
+    await wait_for(pilot, lambda: isinstance(app.screen, TimelineScreen) and app.screen.loaded)
+    return app.screen
+
+
 def test_the_replay_commands_entry_point_takes_layout_job_moment_and_speed() -> None:
     from pilothouse.tui import replay
 
@@ -84,14 +95,9 @@ async def test_jumps_ends_scrubbing_and_playing_move_the_moment(demo_repo, wait_
 
 
 async def test_R_on_a_timeline_replays_from_the_cursors_bar_and_back(demo_repo, make_app, wait_for) -> None:
-    from pilothouse.tui.screens.timeline import TimelineScreen
-
     app = make_app(demo_repo)
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: app.dashboard.selected_job == "demo")
-        await pilot.press("T")
-        await wait_for(pilot, lambda: isinstance(app.screen, TimelineScreen) and app.screen.loaded)
-        screen = app.screen
+        screen = await _open(pilot, wait_for)
         assert screen.check_action("play", ()) is False  # the replay keys are off until R
         await pilot.press("l", "l")
         bar = screen.chart.current
@@ -166,14 +172,9 @@ async def test_the_leave_key_remapped_quits_and_the_footer_names_it(demo_repo, w
 
 
 async def test_q_ends_a_replay_begun_with_R_back_to_the_timeline(demo_repo, make_app, wait_for) -> None:
-    from pilothouse.tui.screens.timeline import TimelineScreen
-
     app = make_app(demo_repo)
     async with app.run_test(size=(80, 24)) as pilot:
-        await wait_for(pilot, lambda: app.dashboard.selected_job == "demo")
-        await pilot.press("T")
-        await wait_for(pilot, lambda: isinstance(app.screen, TimelineScreen) and app.screen.loaded)
-        screen = app.screen
+        screen = await _open(pilot, wait_for)
         assert "Quit" not in _footer(app) and "End replay" not in _footer(app)  # q is Back, as esc
         await pilot.press("R")
         await _ready(pilot, wait_for)
@@ -192,15 +193,12 @@ async def test_the_replays_footer_fits_with_every_key_a_replay_needs(demo_repo, 
                                                                      opened) -> None:
     """The replay offers more keys than 80 columns (or 120) hold: the timeline's own ones the help lists
     go first (R, enter, b, +), so none is cut at the edge and the replay's keys are all whole."""
-    from pilothouse.tui.screens.timeline import TimelineScreen
     from test_footer import _cut
 
     app = _app(demo_repo) if opened == "command line" else make_app(demo_repo)
     async with app.run_test(size=size) as pilot:
         if opened == "R":
-            await wait_for(pilot, lambda: app.dashboard.selected_job == "demo")
-            await pilot.press("T")
-            await wait_for(pilot, lambda: isinstance(app.screen, TimelineScreen) and app.screen.loaded)
+            await _open(pilot, wait_for)
             await pilot.press("R")
         await _ready(pilot, wait_for)
         leave = "Quit" if opened == "command line" else "End replay"
@@ -212,6 +210,11 @@ async def test_the_replays_footer_fits_with_every_key_a_replay_needs(demo_repo, 
         if size == (120, 40):
             assert "By task/slot" in shown and "Zoom" in shown
             await pilot.resize_terminal(80, 24)  # narrower while it is up: the footer is built again to fit
-            await wait_for(pilot, lambda: "By task/slot" not in _cut(app)[1])
+
+            def narrow() -> bool:  # built again and laid out (an empty or unplaced footer is no answer)
+                cut, keys = _cut(app)
+                return cut == [] and leave in keys and "By task/slot" not in keys
+
+            await wait_for(pilot, narrow)
             cut, shown = _cut(app)
             assert cut == [] and shown >= {leave, "Play/pause", "Slower", "Faster", "Next mark", "Help"}, (cut, shown)
