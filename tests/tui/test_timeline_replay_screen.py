@@ -88,8 +88,11 @@ async def test_jumps_ends_scrubbing_and_playing_move_the_moment(demo_repo, wait_
         assert screen.speed == 600.0
         await pilot.press("left_square_bracket")
         assert screen.speed == 60.0
+        before = screen.moment
         await pilot.press("space")
-        assert screen.playing
+        # at 60x the demo plays through in a fraction of a second: on a loaded machine it may be over
+        # by the time the test looks, so playing, or played from where it was to the end, passes
+        assert screen.playing or (before != player.end and screen.moment == player.end)
         await wait_for(pilot, lambda: screen.moment == player.end)  # played to the end, where it stops
         assert not screen.playing
 
