@@ -121,7 +121,15 @@ class RunDetail(Screen[None]):
         yield SteadyFooter()
 
     def on_mount(self) -> None:
-        self.query_one("#side").border_title = "gate · review · diff · logs"
+        from textual.css.query import NoMatches
+
+        try:
+            side = self.query_one("#side")
+        except NoMatches:
+            # composed ahead of its first open (prepare_run_detail) while the app quits: its children
+            # were never mounted, and there is nothing to draw (the busy run quit a replay just then)
+            return
+        side.border_title = "gate · review · diff · logs"
         if self.job:  # mounted ahead of its first open (tui/actions.py) has no task yet: open() draws it
             self._draw()
         self.set_interval(1, self._tick)
