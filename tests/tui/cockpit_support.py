@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 NOW = datetime(2026, 11, 29, 7, 30, 0, tzinfo=UTC)
 T0 = datetime(2026, 11, 29, 7, 0, 0, tzinfo=UTC)
@@ -45,3 +46,14 @@ def bury(layout: object, megabytes: int = 10) -> None:
             fh.write(json.dumps({"seq": seq, "ts": ts(29.9), "type": "run.activity", "job": "first-draft",
                                  "task": "calendar-api", "run": RUN_API, "data": {"tool": f"edit src/api.py {seq}" * 3}},
                                 separators=(",", ":")) + "\n")
+
+
+async def open_timeline(pilot: Any, wait_for: Any) -> Any:
+    """The demo job's timeline, opened from the dashboard with T."""
+    from pilothouse.tui.screens.timeline import TimelineScreen
+
+    app = pilot.app
+    await wait_for(pilot, lambda: app.dashboard.selected_job == "demo")
+    await pilot.press("T")
+    await wait_for(pilot, lambda: isinstance(app.screen, TimelineScreen) and app.screen.loaded)
+    return app.screen

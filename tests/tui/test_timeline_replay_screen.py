@@ -9,7 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from cockpit_support import T0, frozen_clock
+from cockpit_support import T0, frozen_clock, open_timeline
 from pilothouse.core.queries.replay import Replay
 
 pytestmark = pytest.mark.anyio
@@ -29,17 +29,6 @@ async def _ready(pilot: Any, wait_for: Any) -> Any:
     app = pilot.app
     await wait_for(pilot, lambda: isinstance(app.screen, TimelineScreen) and app.screen.loaded
                    and app.screen.events_moment == app.screen.moment)
-    return app.screen
-
-
-async def _open(pilot: Any, wait_for: Any) -> Any:
-    """The demo job's timeline, opened from the dashboard with T."""
-    from pilothouse.tui.screens.timeline import TimelineScreen
-
-    app = pilot.app
-    await wait_for(pilot, lambda: app.dashboard.selected_job == "demo")
-    await pilot.press("T")
-    await wait_for(pilot, lambda: isinstance(app.screen, TimelineScreen) and app.screen.loaded)
     return app.screen
 
 
@@ -100,7 +89,7 @@ async def test_jumps_ends_scrubbing_and_playing_move_the_moment(demo_repo, wait_
 async def test_R_on_a_timeline_replays_from_the_cursors_bar_and_back(demo_repo, make_app, wait_for) -> None:
     app = make_app(demo_repo)
     async with app.run_test(size=(120, 40)) as pilot:
-        screen = await _open(pilot, wait_for)
+        screen = await open_timeline(pilot, wait_for)
         assert screen.check_action("play", ()) is False  # the replay keys are off until R
         await pilot.press("l", "l")
         bar = screen.chart.current
@@ -177,7 +166,7 @@ async def test_the_leave_key_remapped_quits_and_the_footer_names_it(demo_repo, w
 async def test_q_ends_a_replay_begun_with_R_back_to_the_timeline(demo_repo, make_app, wait_for) -> None:
     app = make_app(demo_repo)
     async with app.run_test(size=(80, 24)) as pilot:
-        screen = await _open(pilot, wait_for)
+        screen = await open_timeline(pilot, wait_for)
         assert "Quit" not in _footer(app) and "End replay" not in _footer(app)  # q is Back, as esc
         await pilot.press("R")
         await _ready(pilot, wait_for)
@@ -201,7 +190,7 @@ async def test_the_replays_footer_fits_with_every_key_a_replay_needs(demo_repo, 
     app = _app(demo_repo) if opened == "command line" else make_app(demo_repo)
     async with app.run_test(size=size) as pilot:
         if opened == "R":
-            await _open(pilot, wait_for)
+            await open_timeline(pilot, wait_for)
             await pilot.press("R")
         await _ready(pilot, wait_for)
         leave = "Quit" if opened == "command line" else "End replay"

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cockpit_support import open_timeline
 from demo_log import FIXTURE
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.state import events as core_events
@@ -21,16 +22,6 @@ HOSTILE = "[red]x[/] \x1b]0;owned\x07 \x1b[2J gone"
 
 def _screen_text(app: Any) -> str:
     return "\n".join("".join(seg.text for seg in strip) for strip in app.screen._compositor.render_strips())
-
-
-async def _open(pilot: Any, wait_for: Any) -> Any:
-    from pilothouse.tui.screens.timeline import TimelineScreen
-
-    app = pilot.app
-    await wait_for(pilot, lambda: app.dashboard.selected_job == "demo")
-    await pilot.press("T")
-    await wait_for(pilot, lambda: isinstance(app.screen, TimelineScreen) and app.screen.loaded)
-    return app.screen
 
 
 def _after_the_log(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
@@ -50,7 +41,7 @@ async def test_enter_on_a_bar_of_the_real_demo_opens_that_bars_run_not_the_tasks
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     app = make_app(RepoLayout(root))
     async with app.run_test(size=(120, 40)) as pilot:
-        screen = await _open(pilot, wait_for)
+        screen = await open_timeline(pilot, wait_for)
         assert screen.by == "slot" and [lane.label for lane in screen.timeline.lanes] == ["slot 1", "slot 2", "slot 3"]
         await pilot.press("b")  # by task: the lanes in the plan's order, whichever builder finished first
         assert [lane.key for lane in screen.timeline.lanes] == ["(job)", "add-slugify", "add-wordcount",
@@ -90,7 +81,7 @@ async def test_the_cursor_line_of_a_simulator_run_says_its_cost_is_the_simulator
         demo_repo: Any, make_app: Any, wait_for: Any) -> None:
     app = make_app(demo_repo)
     async with app.run_test(size=(160, 40)) as pilot:
-        screen = await _open(pilot, wait_for)
+        screen = await open_timeline(pilot, wait_for)
         await pilot.press("l")
         assert screen.chart.current.provider == "sim" and screen.chart.current.usage is not None
         assert "$0.00 (simulator)" in _screen_text(app) and "(measured)" not in _screen_text(app)
@@ -115,7 +106,7 @@ async def test_events_appended_while_it_is_open_are_folded_in_without_reading_th
         demo_repo, make_app, wait_for, monkeypatch) -> None:
     app = make_app(demo_repo, live=True)
     async with app.run_test(size=(120, 40)) as pilot:
-        screen = await _open(pilot, wait_for)
+        screen = await open_timeline(pilot, wait_for)
         await pilot.press("b")
         fold, drawn = screen.fold, screen.redraws
         assert "add-docs" not in _screen_text(app)
@@ -144,7 +135,7 @@ async def test_a_problem_summary_with_markup_and_escapes_is_drawn_as_its_words(d
                                                                      "summary": HOSTILE})
     app = make_app(demo_repo)
     async with app.run_test(size=(120, 40)) as pilot:
-        screen = await _open(pilot, wait_for)
+        screen = await open_timeline(pilot, wait_for)
         await pilot.press("b", *["j"] * 4, *["l"] * 12)  # export-api's last bar: waiting for the operator
         assert screen.chart.current.state == "waiting_operator"
         shown = _screen_text(app)
