@@ -480,8 +480,8 @@ def rmdir(root: Path | str, rel: Path | str) -> bool:
 
 
 def chmod(root: Path | str, rel: Path | str, mode: int) -> bool:
-    """chmod a directory or regular file at `rel` ("" for the root itself); False for a link or
-    anything else (Linux has no lchmod, and a chmod through a link would change its target). The
+    """chmod a directory or regular file at `rel` ("" for the root itself); False for a link, a
+    file with another hard link, or anything else (Linux has no lchmod, and a chmod through a link would change its target). The
     name is pinned by an O_PATH fd, which opens whatever its mode (a worker's mode-000 file too), and
     changed through that fd's /proc link, which names the pinned inode, never a path again."""
     if str(rel) in ("", "."):
@@ -499,7 +499,9 @@ def _chmod_at(d: int, name: str, mode: int) -> bool:
         return False
     try:
         st = os.fstat(t)
-        if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+        # a file with a second link is also a file elsewhere (a worker may link one of the
+        # operator's in): its mode is not the tree's to change
+        if not (stat.S_ISDIR(st.st_mode) or (stat.S_ISREG(st.st_mode) and st.st_nlink == 1)):
             return False
         os.chmod(f"/proc/self/fd/{t}", mode)
         return True

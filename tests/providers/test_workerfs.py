@@ -87,3 +87,18 @@ def test_read_remove_and_chmod_never_follow(tmp_path):
     assert workerfs.remove(root, "ai") is True
     assert target.read_bytes() == before and target.parent.is_dir()
     assert not workerfs.lexists(root, "ai")
+
+
+def test_chmod_changes_no_file_a_hard_link_shares_with_a_place_outside_the_tree(tmp_path):
+    outside = tmp_path / "operators.key"
+    outside.write_text("secret")
+    outside.chmod(0o400)
+    root = tmp_path / "run"
+    root.mkdir()
+    os.link(outside, root / "linked")
+    (root / "own").write_text("x")
+    (root / "own").chmod(0o000)
+    assert workerfs.chmod(root, "linked", 0o666) is False
+    assert outside.stat().st_mode & 0o777 == 0o400
+    assert workerfs.chmod(root, "own", 0o600) is True and (root / "own").stat().st_mode & 0o777 == 0o600
+    assert workerfs.chmod(root, "", 0o700) is True and root.stat().st_mode & 0o777 == 0o700
