@@ -6,16 +6,22 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from support import guard, until
+import pytest
+import yaml
+from pilothouse.core.records.layout import RepoLayout
+from support import git, guard, until
 
 RAY = str(Path(sys.executable).with_name("ray"))
 
@@ -125,3 +131,76 @@ def wait_for(what: str, check: Any) -> None:
 def status(address: str, env: dict[str, str]) -> str:
     return subprocess.run([RAY, "status", "--address", address], capture_output=True, text=True, env=env,
                           timeout=guard(60)).stdout
+
+
+def cluster_up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """A head and one worker node offering `pilothouse_worker: 1`; a test module makes it its fixture
+    (`cluster = pytest.fixture(scope="module", name="cluster")(cluster_up)`)."""
+    base = tmp_path_factory.mktemp("ray")
+    # short: Ray's unix sockets live under the temp dir, and their paths must fit in 107 bytes
+    temps = (Path(tempfile.mkdtemp(prefix="rh", dir="/tmp")), Path(tempfile.mkdtemp(prefix="rw", dir="/tmp")))
+    port = free_port()
+    address = f"127.0.0.1:{port}"
+    head_env = node_env(base / "head")
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        head = subprocess.Popen([RAY, "start", "--head", "--port", str(port), "--include-dashboard", "false",
+                                 "--dashboard-port", str(free_port()), "--temp-dir", str(temps[0]),
+                                 "--object-spilling-directory", str(temps[0] / "spill"), *COMMON, *ports()],
+                                env=head_env, cwd=base, stdout=open(base / "head.out", "wb"),
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        procs.append(head)
+        wait_for("the head", lambda: "Node status" in status(address, head_env))
+        node_home = base / "worker"
+        node_home.mkdir()
+        worker = start_worker(address, node_home, temps[1], {"pilothouse_worker": 1})
+        procs.append(worker)
+        wait_for("the worker node", lambda: "pilothouse_worker" in status(address, head_env))
+        yield Cluster(address, head, worker, temps, node_home)
+    finally:
+        for proc in reversed(procs):
+            stop(proc)
+        for temp in temps:
+            shutil.rmtree(temp, ignore_errors=True)
+
+
+def ray_project(layout: RepoLayout, cluster: Cluster | None, **extra: Any) -> None:
+    """Review off and a gate the notes pass; the builders on the cluster's worker node (None: here)."""
+    data = yaml.safe_load(layout.project_yaml.read_text())
+    data["workflow"]["review"] = "off"
+    data["gates"] = {"fast": "test -s notes/first.txt", "full": "test -s notes/first.txt"}
+    if cluster is not None:
+        data["executor"] = "ray"
+        data["ray"] = {"address": cluster.address, "resources": {"pilothouse_worker": 1}}
+    data.update(extra)
+    layout.project_yaml.write_text(yaml.safe_dump(data))
+    git(layout.root, "commit", "-qam", "run the builders on the cluster")
+
+
+def err_of(layout: RepoLayout, run_id: str) -> str:
+    from pilothouse.core.dispatch import runs
+
+    return Path(runs.run_files(layout, run_id)["err"]).read_text()
+
+
+SLOW_BUILDER = """name: slow-builder
+description: "a builder that takes its time"
+scripts:
+  - match:
+      mode: plan
+    turns:
+      - say: |
+          One step.
+          <!--RESULT-->{"tasks": [
+          {"id": "first", "title": "Write the first note", "description": "Create notes/first.txt.", "kind": "CONTRACT_CHANGE", "expected_paths": {"read": [], "write": ["notes/first.txt"]}, "depends_on": [], "acceptance": ["notes/first.txt exists"], "complexity": "easy"}
+          ]}<!--/RESULT-->
+  - match:
+      mode: code
+    turns:
+      - say: "Looking first."
+        actions:
+          - bash: {command: "ls"}
+      - say: "Thinking for a long while."
+        delay_s: 120
+      - say: "Done."
+"""

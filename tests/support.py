@@ -5,6 +5,7 @@ sys.path."""
 
 from __future__ import annotations
 
+import collections
 import os
 import subprocess
 import sys
@@ -84,6 +85,9 @@ class Events:
         self.tailer = EventTailer(layout.events)
         self.timeout = timeout
         self.seen: list[dict[str, Any]] = []
+        # read but not yet looked at: a batch read whole can hold the line a wait matches and the lines
+        # after it, which the next wait must still see
+        self._unseen: collections.deque[dict[str, Any]] = collections.deque()
 
     def wait(self, pred: Callable[[dict[str, Any]], bool], timeout: float | None = None) -> dict[str, Any]:
         import time
@@ -91,7 +95,10 @@ class Events:
         timeout = guard(self.timeout if timeout is None else timeout)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            for ev in self.tailer.read_new():
+            if not self._unseen:
+                self._unseen.extend(self.tailer.read_new())
+            while self._unseen:
+                ev = self._unseen.popleft()
                 self.seen.append(ev)
                 if pred(ev):
                     return ev

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from pilothouse.core.dispatch import runs
 from pilothouse.core.dispatch.runs import Launch
 from pilothouse.core.executor import hub
+from pilothouse.core.executor.placement import Placement, SandboxGone, sandbox_gone
 from pilothouse.core.records.layout import RepoLayout
 
 if TYPE_CHECKING:
@@ -32,9 +33,7 @@ if TYPE_CHECKING:
     from pilothouse.core.executor.host import Host
 
 _CONNECT = threading.Lock()
-LOST_NODE_S = 120.0  # how long new runs keep off a node that lost a run's actor, while Ray counts it alive
 LOG_WAIT_S = 10.0  # how long one ask for a cluster run's new log lines waits on the node
-PLACE_NOTICE_S = 10.0  # how long a run may wait for a node before it says why none took it
 
 
 def namespace_of(layout: RepoLayout) -> str:
@@ -108,10 +107,7 @@ class RayExecutor:
         self.layout = layout
         self.namespace = namespace_of(layout)
         self._watching: set[str] = set()
-        # nodes where a run's actor was lost lately, by node id: when. Ray may still count such a
-        # node alive for a while (its health checks take time), and placed a retry there, which was
-        # lost at once: new runs keep off it until Ray says it is gone or LOST_NODE_S have passed
-        self._lost_nodes: dict[str, float] = {}
+        self.placement = Placement()
 
     def live(self) -> set[str]:
         return set(self._watching)
@@ -177,7 +173,7 @@ class RayExecutor:
         try:
             self._run(sup, launch)
         except Exception as exc:  # noqa: BLE001 - the run ends without a verdict, and says why
-            why = self._node_lost(launch.run_id, exc) or describe(exc)
+            why = str(exc) if isinstance(exc, SandboxGone) else self._node_lost(launch.run_id, exc) or describe(exc)
             sup.log.warning("cluster run %s: %s", launch.run_id, why)
             with open(runs.run_files(self.layout, launch.run_id)["err"], "a") as err:
                 err.write(f"pilothouse: the cluster run failed: {why}\n")
@@ -203,13 +199,23 @@ class RayExecutor:
             _write_record(self.layout, launch.run_id, record)
         where: dict[str, Any] = {}
         avoid: list[str] = []
+        pinned: str | None = None
         if "node_id" in record:  # placed, so maybe started: only that actor may carry on
             try:
                 actor = ray.get_actor(name, namespace=self.namespace)
             except ValueError:
                 raise RuntimeError("its actor is gone from the cluster (its node stopped, or it was killed)") from None
         else:  # never placed, so never started: making it (again, by name) is its one start
-            avoid = self._keep_off(ray)
+            if launch.mode == "resume" and launch.resume_of:
+                # its session's sandbox is on one node alone (placement.py); SandboxGone when none has it
+                pinned = self.placement.sandbox_node(ray, launch, read_record(self.layout, launch.resume_of))
+                from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+                where["scheduling_strategy"] = NodeAffinitySchedulingStrategy(pinned, soft=False)
+                sup.log.info("cluster run %s resumes run %s on node %s, which holds its sandbox",
+                             launch.run_id, launch.resume_of, pinned[:12])
+            else:
+                avoid = self.placement.keep_off(ray)
             if avoid:
                 where["label_selector"] = {"ray.io/node-id": f"!in({', '.join(avoid)})"}
                 sup.log.info("cluster run %s keeps off node(s) %s, where a run was lost lately",
@@ -221,9 +227,14 @@ class RayExecutor:
         try:
             said_hello = actor.hello.remote()
             if "node_id" not in record:
-                self._say_while_unplaced(sup, launch, ray, said_hello, dict(project.ray.resources),
-                                         set(avoid))
-            hello = ray.get(said_hello)
+                self.placement.say_while_unplaced(sup, launch, ray, said_hello, dict(project.ray.resources),
+                                                  set(avoid), pinned)
+            try:
+                hello = ray.get(said_hello)
+            except ray.exceptions.RayError as exc:
+                if pinned is not None and "node_id" not in record:  # its node died while it waited for a place there
+                    raise sandbox_gone(launch, read_record(self.layout, str(launch.resume_of))) from exc
+                raise
             if "node_id" not in record:
                 record.update(node_id=str(hello["node_id"]), hostname=str(hello["hostname"]), root=str(hello["root"]))
                 _write_record(self.layout, launch.run_id, record)
@@ -274,61 +285,7 @@ class RayExecutor:
                     return True
 
     def _node_lost(self, run_id: str, exc: Exception) -> str | None:
-        """The run's actor died with its node (or its node's Ray): say which node, and keep new runs
-        off it. None when the run was lost some other way."""
-        import time
-
-        import ray
-
-        record = read_record(self.layout, run_id) or {}
-        node = str(record.get("node_id") or "")
-        if not node or not isinstance(exc, ray.exceptions.RayActorError):
-            return None
-        self._lost_nodes[node] = time.monotonic()
-        alive = any(n.get("NodeID") == node and n.get("Alive") for n in ray.nodes())
-        where = f"the node {record.get('hostname') or '?'} ({node[:12]}) that ran it"
-        return (f"{where} lost its actor; its retries keep off that node for {LOST_NODE_S:g}s or until Ray "
-                f"says it is gone" if alive else f"{where} died; its retries go to a live node")
-
-    def _keep_off(self, ray: Any) -> list[str]:
-        """The lately lost nodes Ray still counts alive (those it knows are gone take no runs)."""
-        import time
-
-        now = time.monotonic()
-        for node, when in list(self._lost_nodes.items()):
-            if now - when > LOST_NODE_S:
-                del self._lost_nodes[node]
-        if not self._lost_nodes:
-            return []
-        return [n["NodeID"] for n in ray.nodes() if n.get("Alive") and n.get("NodeID") in self._lost_nodes]
-
-    def _say_while_unplaced(self, sup: Host, launch: Launch, ray: Any, said_hello: Any,
-                            resources: dict[str, float], kept_off: set[str]) -> None:
-        """A run no node takes sat "running" with no hint: after PLACE_NOTICE_S unplaced it says
-        what it asks for and how many live nodes offer it, once (its placement is still awaited)."""
-        ready, _ = ray.wait([said_hello], timeout=PLACE_NOTICE_S)
-        if ready:
-            return
-        alive = [n for n in ray.nodes() if n.get("Alive")]
-        offering = [n for n in alive if all(float((n.get("Resources") or {}).get(k, 0)) >= v
-                                            for k, v in resources.items())]
-        asks = ", ".join(f"{k}: {v:g}" for k, v in resources.items())
-        usable = [n for n in offering if n.get("NodeID") not in kept_off]
-        if offering and not usable:
-            reason = (f"not placed after {PLACE_NOTICE_S:g}s: the only live node(s) offering {asks or 'a place'} lost "
-                      f"a run lately and are kept off for up to {LOST_NODE_S:g}s, until Ray says they are gone; "
-                      f"start another node with --resources (docs/executors.md)")
-        elif not offering:
-            reason = (f"not placed after {PLACE_NOTICE_S:g}s: it asks for {asks or 'no resource'}, which none of the "
-                      f"{len(alive)} live node(s) offer; start a node with --resources (docs/executors.md) or "
-                      f"change ray.resources in .ai/project.yaml")
-        else:
-            reason = (f"not placed after {PLACE_NOTICE_S:g}s: the {len(offering)} live node(s) offering "
-                      f"{asks or 'a place'} are taken by other runs; it starts when one is free")
-        sup.log.warning("cluster run %s %s", launch.run_id, reason)
-        sup.events.append("run.unplaced", job=launch.job, task=launch.task, run=launch.run_id,
-                          data={"reason": reason, "resources": resources, "nodes_alive": len(alive),
-                                "nodes_offering": len(offering)})
+        return self.placement.node_lost(read_record(self.layout, run_id) or {}, exc)
 
     def start_args(self, launch: Launch, record: dict[str, Any], public_key: bytes, nice: int) -> tuple[Any, ...]:
         """What the actor's start is called with, all of which Ray serializes and may keep: the key

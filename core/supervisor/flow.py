@@ -259,7 +259,15 @@ def _after_builder(sup: Supervisor, job: str, tid: str, tdef: Any, run_id: str, 
         sup.store.set_task(job, tid, "waiting", d.reason, attempt=attempt, session_id=session, counters=c,
                            event_data={"attempt": attempt})
     elif d.action == stops.RERUN:
-        sup.store.set_task(job, tid, "ready", d.reason, counters=d.counters)
+        c = dict(d.counters)
+        from pilothouse.core.dispatch import runs
+
+        spec = runs.read_spec(sup.layout, run_id) if resumed else None
+        if spec is not None and spec.task_text:
+            # a resume that never ran (its sandbox gone with its node, a crash) was to answer this text
+            # (gate output, findings, a hint): the fresh builder in its place is handed it (scheduling.py)
+            c["carried"] = spec.task_text[-6000:]
+        sup.store.set_task(job, tid, "ready", d.reason, counters=c)
     else:
         stop_task(sup.store, job, tid, d.reason, kind=d.kind or "worker_crashed", evidence=d.evidence,
                   counters=d.counters, session_id=session)

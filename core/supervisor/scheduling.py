@@ -178,7 +178,7 @@ def _spawn_builder(sup: Supervisor, job: str, tid: str, tdef: Any, choice: Any,
     launch = runs.Launch(run_id=runs.new_run_id(), job=job, task=tid, role="builder", provider=choice.provider,
                          mode=mode, workdir=str(path), task_text=L.build_text(job, tdef) + (
                              "note: resumed after a usage-limit wait (no attempt used)\n"
-                             if c.get("quota_waits") else ""),
+                             if c.get("quota_waits") else "") + _carried_text(c.pop("carried", None)),
                          attempt=int(r["attempt"]) + 1, model=choice.model, scenario=job_scenario(sup, job))
     c["builder_run"] = launch.run_id
     L.start(sup, launch, task_state="running", reason=choice.why,
@@ -186,6 +186,14 @@ def _spawn_builder(sup: Supervisor, job: str, tid: str, tdef: Any, choice: Any,
                     "branch": branch, "worktree": str(path), "commit_sha": base, "started_at": utc_now_iso(),
                     "session_id": None, "review_round": 0, "counters": c},
             event_extra={"worktree_ms": round(took * 1000, 1), "checkout": how})
+
+
+def _carried_text(carried: Any) -> str:
+    """What a resume that never ran was to answer, for the fresh builder that takes its place."""
+    if not carried:
+        return ""
+    return ("\nAn earlier run of this task was to continue with the words below, and could not (its session "
+            "was lost); the work so far is in this checkout. Address them too:\n\n" + str(carried).rstrip() + "\n")
 
 
 def _availability(sup: Supervisor, provider: str) -> Any:

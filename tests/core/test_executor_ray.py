@@ -10,10 +10,8 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +21,8 @@ from pilothouse.core import demo
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.state import store
 from pilothouse.core.supervisor import control as supervisor_ctl
-from ray_cluster import COMMON, RAY, Cluster, free_port, node_env, ports, start_worker, status, stop, wait_for
-from support import Events, git, guard, until
+from ray_cluster import SLOW_BUILDER, Cluster, cluster_up, free_port, ray_project
+from support import Events, git, until
 
 try:
     import ray
@@ -32,50 +30,8 @@ except ImportError:  # scripts/test installs the [ray] extra: a missing Ray is a
     pytest.fail("the Ray executor's tests need Ray: pip install -e '.[dev,ray]' (scripts/test does)", pytrace=False)
 
 pytestmark = pytest.mark.slow
+cluster = pytest.fixture(scope="module", name="cluster")(cluster_up)
 SECRET = "sk-sim-" + "7f3a9c" * 6  # the sim provider's key for the job: it must cross only sealed
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    base = tmp_path_factory.mktemp("ray")
-    # short: Ray's unix sockets live under the temp dir, and their paths must fit in 107 bytes
-    temps = (Path(tempfile.mkdtemp(prefix="rh", dir="/tmp")), Path(tempfile.mkdtemp(prefix="rw", dir="/tmp")))
-    port = free_port()
-    address = f"127.0.0.1:{port}"
-    head_env = node_env(base / "head")
-    procs: list[subprocess.Popen[bytes]] = []
-    try:
-        head = subprocess.Popen([RAY, "start", "--head", "--port", str(port), "--include-dashboard", "false",
-                                 "--dashboard-port", str(free_port()), "--temp-dir", str(temps[0]),
-                                 "--object-spilling-directory", str(temps[0] / "spill"), *COMMON, *ports()],
-                                env=head_env, cwd=base, stdout=open(base / "head.out", "wb"),
-                                stderr=subprocess.STDOUT, start_new_session=True)
-        procs.append(head)
-        wait_for("the head", lambda: "Node status" in status(address, head_env))
-        node_home = base / "worker"
-        node_home.mkdir()
-        worker = start_worker(address, node_home, temps[1], {"pilothouse_worker": 1})
-        procs.append(worker)
-        wait_for("the worker node", lambda: "pilothouse_worker" in status(address, head_env))
-        yield Cluster(address, head, worker, temps, node_home)
-    finally:
-        for proc in reversed(procs):
-            stop(proc)
-        for temp in temps:
-            shutil.rmtree(temp, ignore_errors=True)
-
-
-def _ray_project(layout: RepoLayout, cluster: Cluster | None, **extra: Any) -> None:
-    """Review off and a gate the notes pass; the builders on the cluster's worker node (None: here)."""
-    data = yaml.safe_load(layout.project_yaml.read_text())
-    data["workflow"]["review"] = "off"
-    data["gates"] = {"fast": "test -s notes/first.txt", "full": "test -s notes/first.txt"}
-    if cluster is not None:
-        data["executor"] = "ray"
-        data["ray"] = {"address": cluster.address, "resources": {"pilothouse_worker": 1}}
-    data.update(extra)
-    layout.project_yaml.write_text(yaml.safe_dump(data))
-    git(layout.root, "commit", "-qam", "run the builders on the cluster")
 
 
 def _holders_of(secret: bytes) -> list[str]:
@@ -149,7 +105,7 @@ def test_a_job_on_the_cluster_survives_a_killed_supervisor_and_merges_each_task_
 
     keys.set_key("sim", SECRET, use_backend="file")
     layout = demo.prepare(tmp_path / "repo", str(_slow_second(tmp_path)))
-    _ray_project(layout, cluster)
+    ray_project(layout, cluster)
     ev = Events(layout, timeout=90)
     pid = supervisor_ctl.start(layout)
     holders: list[str] = []
@@ -253,7 +209,7 @@ def test_a_hostile_builder_on_the_cluster_is_treated_exactly_as_one_here(cluster
     ended = {}
     for where, on in (("here", None), ("cluster", cluster)):
         layout = demo.prepare(tmp_path / where, str(scenario))
-        _ray_project(layout, on)
+        ray_project(layout, on)
         ended[where] = _run_job(layout)
         if on is not None:
             assert git(layout.root, "for-each-ref", "refs/pilothouse") == ""  # the run's refs are dropped
@@ -266,29 +222,6 @@ def test_a_hostile_builder_on_the_cluster_is_treated_exactly_as_one_here(cluster
     assert outside.read_text() == "the operator's\n"
 
 
-SLOW = """name: slow-builder
-description: "a builder that takes its time"
-scripts:
-  - match:
-      mode: plan
-    turns:
-      - say: |
-          One step.
-          <!--RESULT-->{"tasks": [
-          {"id": "first", "title": "Write the first note", "description": "Create notes/first.txt.", "kind": "CONTRACT_CHANGE", "expected_paths": {"read": [], "write": ["notes/first.txt"]}, "depends_on": [], "acceptance": ["notes/first.txt exists"], "complexity": "easy"}
-          ]}<!--/RESULT-->
-  - match:
-      mode: code
-    turns:
-      - say: "Looking first."
-        actions:
-          - bash: {command: "ls"}
-      - say: "Thinking for a long while."
-        delay_s: 120
-      - say: "Done."
-"""
-
-
 @pytest.mark.parametrize("how", ["abort", "job cancel", "actor killed"])
 def test_aborting_a_cluster_run_kills_its_dispatch_on_the_node_and_its_actor(cluster: Cluster, tmp_path: Path,
                                                                                how: str) -> None:
@@ -297,9 +230,9 @@ def test_aborting_a_cluster_run_kills_its_dispatch_on_the_node_and_its_actor(clu
     from pilothouse.core.upkeep import ending
 
     scenario = tmp_path / "slow-builder.yaml"
-    scenario.write_text(SLOW)
+    scenario.write_text(SLOW_BUILDER)
     layout = demo.prepare(tmp_path / "repo", str(scenario))
-    _ray_project(layout, cluster)
+    ray_project(layout, cluster)
     ev = Events(layout, timeout=90)
     supervisor_ctl.start(layout)
     try:
@@ -333,86 +266,6 @@ def test_aborting_a_cluster_run_kills_its_dispatch_on_the_node_and_its_actor(clu
     # a run that never landed leaves nothing on the hub or in the repository
     for where in (layout.root, layout.root / ".ai" / "hub.git"):
         assert run_id not in git(where, "for-each-ref", "refs/pilothouse"), where
-
-
-def test_a_run_no_node_takes_says_what_it_asks_for_and_that_no_node_offers_it(cluster: Cluster,
-                                                                            tmp_path: Path) -> None:
-    from pilothouse.core.upkeep import ending
-
-    layout = demo.prepare(tmp_path / "repo")
-    _ray_project(layout, cluster)
-    data = yaml.safe_load(layout.project_yaml.read_text())
-    data["ray"]["resources"] = {"gpu_box": 1}  # no node of the cluster offers it
-    layout.project_yaml.write_text(yaml.safe_dump(data))
-    ev = Events(layout, timeout=90)
-    supervisor_ctl.start(layout)
-    try:
-        unplaced = ev.wait(lambda e: e["type"] == "run.unplaced")
-        supervisor_ctl.stop(layout)
-        ending.cancel_job(layout, demo.JOB)  # its actor, never placed, must not wait on the cluster for good
-    finally:
-        supervisor_ctl.stop(layout)
-        ray.shutdown()
-    assert unplaced["data"]["resources"] == {"gpu_box": 1}
-    assert unplaced["data"]["nodes_offering"] == 0 and unplaced["data"]["nodes_alive"] == 2
-    assert "it asks for gpu_box: 1, which none of the 2 live node(s) offer" in unplaced["data"]["reason"]
-    assert not any(e["type"] == "run.placed" for e in ev.seen)
-
-
-def test_a_run_lost_with_its_node_says_which_node_and_its_retry_goes_to_a_live_one(cluster: Cluster,
-                                                                                 tmp_path: Path) -> None:
-    """A second worker node takes the builder (the first is held by a placeholder) and is killed: the
-    run's end names that node, and the automatic retry is placed on the live node, not the lost one."""
-    from pilothouse.core.upkeep import ending
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    scenario = tmp_path / "slow-builder.yaml"
-    scenario.write_text(SLOW)
-    layout = demo.prepare(tmp_path / "repo", str(scenario))
-    _ray_project(layout, cluster)
-    [live] = [n for n, is_worker in cluster.node_ids().items() if is_worker]  # the module's worker node
-    home, temp = tmp_path / "node-b", Path(tempfile.mkdtemp(prefix="rb", dir="/tmp"))
-    home.mkdir()
-    node_b = start_worker(cluster.address, home, temp, {"pilothouse_worker": 1})
-    ev = Events(layout, timeout=120)
-    try:
-        wait_for("the second worker node", lambda: len(cluster.node_ids()) == 3)
-        ray.init(address=cluster.address, namespace="placeholder", logging_level="ERROR", log_to_driver=False)
-
-        @ray.remote(num_cpus=0, resources={"pilothouse_worker": 1})
-        class Holder:
-            def ready(self) -> bool:
-                return True
-
-        holder = Holder.options(scheduling_strategy=NodeAffinitySchedulingStrategy(live, soft=False)).remote()
-        assert ray.get(holder.ready.remote(), timeout=guard(60))
-        supervisor_ctl.start(layout)
-        first = ev.wait(lambda e: e["type"] == "run.placed" and e["task"] == "first")
-        assert first["data"]["node_id"] != live
-        _wait_for_file(home / "pilothouse" / "state" / "logs" / "sim" / f"{first['run']}.jsonl",
-                       "the builder never started on the second node")
-        stop(node_b)  # the node dies while its run goes on
-        lost = ev.wait(lambda e: e["type"] == "run.finished" and e["run"] == first["run"])
-        ray.kill(holder)  # the live node is free again
-        again = ev.wait(lambda e: e["type"] == "run.placed" and e["task"] == "first" and e["run"] != first["run"])
-        supervisor_ctl.stop(layout)
-        ending.cancel_job(layout, demo.JOB)
-    finally:
-        supervisor_ctl.stop(layout)
-        ray.shutdown()
-        if node_b.poll() is None:
-            stop(node_b)
-        shutil.rmtree(temp, ignore_errors=True)
-    said = _err_of(layout, first["run"])
-    assert f"the node {first['data']['hostname']} ({first['data']['node_id'][:12]}) that ran it" in said, said
-    assert lost["data"]["verdict"] == "error"
-    assert again["data"]["node_id"] == live
-
-
-def _err_of(layout: RepoLayout, run_id: str) -> str:
-    from pilothouse.core.dispatch import runs
-
-    return Path(runs.run_files(layout, run_id)["err"]).read_text()
 
 
 def test_what_ray_serializes_for_a_runs_start_holds_its_key_only_sealed_to_its_actor(tmp_path: Path) -> None:

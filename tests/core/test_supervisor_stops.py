@@ -222,3 +222,58 @@ def test_a_job_whose_tasks_are_defined_by_hand_is_not_stopped_for_want_of_a_coor
     assert problems.list_problems(layout, True, job="demo") == []
     events = [json.loads(line)["type"] for line in layout.events.read_text().splitlines()]
     assert "problem.opened" not in events
+
+
+LOST_RESUME = """
+name: lost-resume
+description: the gate refuses the first draft; the resume that was to answer it dies mid-stream each try;
+  the fresh builder in its place is handed the gate's words and finishes the note
+scripts:
+  - match: {mode: plan}
+    turns:
+      - say: |
+          <!--RESULT-->{"tasks":[{"id":"one","title":"One","kind":"SAFE_PARALLEL","expected_paths":{"write":["one.txt"]}}]}<!--/RESULT-->
+  - match: {mode: code, contains: ["could not (its session was lost)", "The gate `grep -qx done one.txt` failed"]}
+    turns:
+      - say: "Answering the gate."
+        actions:
+          - write: {path: one.txt, content: "done\\n"}
+      - say: |
+          Done.
+          <!--RESULT-->{"status":"complete","files_changed":["one.txt"],"validation":{"commands":[],"passed":true},"risks":[]}<!--/RESULT-->
+  - match: {mode: code}
+    turns:
+      - say: "A draft."
+        actions:
+          - write: {path: one.txt, content: "draft\\n"}
+      - say: |
+          Drafted.
+          <!--RESULT-->{"status":"complete","files_changed":["one.txt"],"validation":{"commands":[],"passed":true},"risks":[]}<!--/RESULT-->
+      - say: "never heard"
+        fault: close_mid_stream
+"""
+
+
+def test_a_fresh_builder_taking_a_lost_resumes_place_is_handed_what_the_resume_was_to_answer(tmp_path: Path) -> None:
+    """A resume that ends without a result (here its model's stream dies; on a cluster its node is
+    gone) is replaced by a fresh builder, which starts a new session: the gate output the resume was
+    to answer goes into that builder's task, or it would never hear why its first draft failed."""
+    from pilothouse.core.dispatch import runs
+    from pilothouse.core.state import store
+
+    layout = _job(tmp_path, LOST_RESUME, gates={"fast": "grep -qx done one.txt", "full": "grep -qx done one.txt"})
+    _once(layout)
+    conn = store.connect(layout.state_db)
+    try:
+        builders = conn.execute("SELECT run_id, mode, verdict FROM runs WHERE task='one' AND role='builder' "
+                                "ORDER BY rowid").fetchall()
+        state = conn.execute("SELECT state FROM tasks WHERE task='one'").fetchone()["state"]
+    finally:
+        conn.close()
+    assert [r["mode"] for r in builders] == ["code", "resume", "code"], [dict(r) for r in builders]
+    assert json.loads(builders[1]["verdict"])["verdict"] == "error"
+    fresh = runs.read_spec(layout, builders[2]["run_id"])
+    assert fresh is not None
+    assert "could not (its session was lost)" in fresh.task_text
+    assert "The gate `grep -qx done one.txt` failed" in fresh.task_text
+    assert state == "done"
