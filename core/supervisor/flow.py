@@ -263,14 +263,33 @@ def _after_builder(sup: Supervisor, job: str, tid: str, tdef: Any, run_id: str, 
         from pilothouse.core.dispatch import runs
 
         spec = runs.read_spec(sup.layout, run_id) if resumed else None
-        if spec is not None and spec.task_text:
-            # a resume that never ran (its sandbox gone with its node, a crash) was to answer this text
-            # (gate output, findings, a hint): the fresh builder in its place is handed it (scheduling.py)
-            c["carried"] = spec.task_text[-6000:]
+        carried = _carried(spec.task_text if spec is not None else "")
+        if carried:
+            # a resume that ended without a result (its sandbox gone with its node, a crash, a timeout)
+            # was to answer this text (gate output, findings, a hint): the fresh builder in its place is
+            # handed it (scheduling.py)
+            c["carried"] = carried
         sup.store.set_task(job, tid, "ready", d.reason, counters=c)
     else:
         stop_task(sup.store, job, tid, d.reason, kind=d.kind or "worker_crashed", evidence=d.evidence,
                   counters=d.counters, session_id=session)
+
+
+def _carried(text: str) -> str:
+    """What a lost resume was to answer, as the fresh builder may be handed it: its head (the
+    supervisor's own words come first), never a text dispatch would refuse (gate output can hold a
+    credential-shaped test fixture: the fresh builder would be refused too, where without it the
+    task recovers), and redacted (it is kept in state.db until that builder starts)."""
+    from pilothouse.providers import guard, keys
+    from pilothouse.providers.errors import UserError
+    from pilothouse.providers.redact import configured_redactor
+
+    text = configured_redactor().redact(text[:6000])
+    try:
+        guard.check_task(text, keys.configured_secrets())
+    except UserError:
+        return ""
+    return text
 
 
 def _aborted(sup: Supervisor, run_id: str) -> bool:

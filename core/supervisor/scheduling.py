@@ -189,11 +189,12 @@ def _spawn_builder(sup: Supervisor, job: str, tid: str, tdef: Any, choice: Any,
 
 
 def _carried_text(carried: Any) -> str:
-    """What a resume that never ran was to answer, for the fresh builder that takes its place."""
+    """What a resume that ended without a result was to answer, for the fresh builder in its place."""
     if not carried:
         return ""
-    return ("\nAn earlier run of this task was to continue with the words below, and could not (its session "
-            "was lost); the work so far is in this checkout. Address them too:\n\n" + str(carried).rstrip() + "\n")
+    return ("\nAn earlier run of this task was to continue with the words below and ended without a result "
+            "(its session is not continued); the work so far is in this checkout. Address them too:\n\n"
+            + str(carried).rstrip() + "\n")
 
 
 def _availability(sup: Supervisor, provider: str) -> Any:

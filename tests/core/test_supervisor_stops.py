@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 from pilothouse.core import demo
 from pilothouse.core.records.layout import RepoLayout
@@ -233,7 +234,7 @@ scripts:
     turns:
       - say: |
           <!--RESULT-->{"tasks":[{"id":"one","title":"One","kind":"SAFE_PARALLEL","expected_paths":{"write":["one.txt"]}}]}<!--/RESULT-->
-  - match: {mode: code, contains: ["could not (its session was lost)", "The gate `grep -qx done one.txt` failed"]}
+  - match: {mode: code, contains: ["ended without a result (its session is not continued)", "The gate `grep -qx done one.txt` failed"]}
     turns:
       - say: "Answering the gate."
         actions:
@@ -274,6 +275,47 @@ def test_a_fresh_builder_taking_a_lost_resumes_place_is_handed_what_the_resume_w
     assert json.loads(builders[1]["verdict"])["verdict"] == "error"
     fresh = runs.read_spec(layout, builders[2]["run_id"])
     assert fresh is not None
-    assert "could not (its session was lost)" in fresh.task_text
+    assert "ended without a result (its session is not continued)" in fresh.task_text
     assert "The gate `grep -qx done one.txt` failed" in fresh.task_text
     assert state == "done"
+
+
+CREDENTIAL_IN_GATE = LOST_RESUME.replace('"The gate `grep -qx done one.txt` failed"', '"The gate `echo"')
+
+
+@pytest.mark.parametrize("printed", ["a configured key", "a credential-shaped fixture"])
+def test_what_a_lost_resume_carries_to_the_fresh_builder_is_redacted_and_never_a_text_dispatch_refuses(
+        tmp_path: Path, printed: str) -> None:
+    """The gate prints a credential, so its words (the resume's task) are refused by dispatch: the
+    resume ends without a result. A configured key is masked in what the fresh builder is handed, and
+    that builder finishes the task; a credential-shaped string no key names would be refused again
+    (the task would stop instead of recovering), so nothing is carried and the fresh builder runs."""
+    from pilothouse.core.dispatch import runs
+    from pilothouse.core.state import store
+    from pilothouse.providers import keys
+
+    secret = "sk-sim-" + "4e1d0b" * 6
+    shown = secret if printed == "a configured key" else "AKIA" + "QX7R2M9TZK4W8PLB"
+    keys.set_key("sim", secret, use_backend="file")
+    gate = f"echo {shown}; grep -qx done one.txt"
+    layout = _job(tmp_path, CREDENTIAL_IN_GATE, gates={"fast": gate, "full": gate})
+    _once(layout)
+    conn = store.connect(layout.state_db)
+    try:
+        builders = conn.execute("SELECT run_id, mode, verdict FROM runs WHERE task='one' AND role='builder' "
+                                "ORDER BY rowid").fetchall()
+        state = conn.execute("SELECT state FROM tasks WHERE task='one'").fetchone()["state"]
+        counters = [r["counters"] for r in conn.execute("SELECT counters FROM tasks")]
+    finally:
+        conn.close()
+    assert [r["mode"] for r in builders] == ["code", "resume", "code"], [dict(r) for r in builders]
+    assert "contains" in json.loads(builders[1]["verdict"])["error"]  # dispatch refused the resume's text
+    fresh = runs.read_spec(layout, builders[2]["run_id"])
+    assert fresh is not None and shown not in fresh.task_text and not any(shown in (c or "") for c in counters)
+    assert json.loads(builders[2]["verdict"])["verdict"] != "error"
+    if printed == "a configured key":
+        assert "ended without a result (its session is not continued)" in fresh.task_text
+        assert state == "done"
+    else:
+        assert "ended without a result" not in fresh.task_text
+        assert state != "done"  # it drafted again: the gate stops it, with the fresh builder having run
