@@ -21,7 +21,6 @@ MAX_FILE_BYTES; it is searched to its end, a chunk at a time).
 
 from __future__ import annotations
 
-import os
 import re
 import stat
 from collections.abc import Callable
@@ -119,36 +118,31 @@ def _owned(root: Path, rel: str, act: Callable[[], _T], *, itself: bool = False)
 def _checkpoint(root: Path, rel: str) -> None:
     """Fold a SQLite WAL into its database (and empty it), so the key sits in plain pages only.
 
-    The worker is gone; its database is still its own writing, so it is opened without running
-    anything its schema asks for (trusted_schema off) and only when both files are regular.
-    SQLite opens by path: its folder is reached by fd (/proc/self/fd/N), so no link on the way is
-    followed, and both names are lstat'ed regular in that pinned folder."""
+    The worker is gone (or, after a dispatch died, may still hold the database); its database is
+    still its own writing, so it is opened without running anything its schema asks for
+    (trusted_schema off). SQLite opens by path and writes in place, so it is given a folder of the
+    host's holding second links to the database, its WAL and its -shm (workerfs.linked_aside): no
+    name on that path is the worker's to swap for a link, and nothing is checkpointed when one of
+    them is a link, not a regular file, or a file with a hard link elsewhere (the operator's)."""
     import sqlite3
     from urllib.parse import quote
 
     parent, _, name = rel.rpartition("/")
     try:
-        with workerfs.opened(root) as rfd:
-            dfd = workerfs.open_dir(rfd, parent) if parent else os.dup(rfd)
-    except OSError:
-        return
-    try:
-        for n in (name, name + "-wal"):
-            if not stat.S_ISREG(os.stat(n, dir_fd=dfd, follow_symlinks=False).st_mode):
+        with workerfs.linked_aside(root, parent, (name, name + "-wal"), (name + "-shm",)) as aside:
+            if aside is None:
                 return
-        conn = sqlite3.connect(f"file:{quote(f'/proc/self/fd/{dfd}/{name}')}?mode=rw", uri=True, timeout=2,
-                               isolation_level=None)
-        try:
-            conn.execute("PRAGMA trusted_schema=OFF")
-            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        except sqlite3.Error:
-            pass  # not a database after all, or locked: the file is masked like any other
-        finally:
-            conn.close()
+            conn = sqlite3.connect(f"file:{quote(str(aside / name))}?mode=rw", uri=True, timeout=2,
+                                   isolation_level=None)
+            try:
+                conn.execute("PRAGMA trusted_schema=OFF")
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error:
+                pass  # not a database after all, or locked: the file is masked like any other
+            finally:
+                conn.close()
     except (OSError, sqlite3.Error):
         return
-    finally:
-        os.close(dfd)
 
 
 def scrub_run(provider: str, run_id: str, redactor: Redactor) -> list[str]:

@@ -351,6 +351,53 @@ def _open_dir_at(fd: int, name: str, reopen: bool) -> int:
         return os.open(name, DIR_FLAGS, dir_fd=fd)
 
 
+@contextmanager
+def linked_aside(root: Path | str, rel_dir: str, names: tuple[str, ...],
+                 optional: tuple[str, ...] = ()) -> Iterator[Path | None]:
+    """For a library that opens by path and writes in place (SQLite: a database, its -wal, its
+    -shm): a folder of the host's own, made in `root` (the run folder, which is read-only in the
+    worker's sandbox), holding a second hard link to each of `names`, and to each of `optional`
+    that exists, of the folder `rel_dir`, under the same names. Its path runs through no name the
+    worker can swap for a link after a check (the library resolves it again), and what is written
+    there lands in the worker's own inodes (its locks too: a live holder is still seen).
+
+    None, and nothing to open, when one of them is not a regular file this tree alone holds: a
+    link, a FIFO, or a file with a hard link elsewhere (an operator's file, written through)."""
+    with opened(root) as rfd:
+        d = _walk_to(rfd, _parts(rel_dir), make=False) if rel_dir else os.dup(rfd)
+        aside = f".aside-{os.getpid()}-{os.urandom(4).hex()}"
+        try:
+            os.mkdir(aside, 0o700, dir_fd=rfd)
+            afd = os.open(aside, DIR_FLAGS, dir_fd=rfd)
+        except BaseException:
+            _close(d)
+            raise
+        try:
+            yield Path(root) / aside if _link_sole(d, afd, names, optional) else None
+        finally:
+            for n in os.listdir(afd):  # our links, and what the library made beside them
+                os.unlink(n, dir_fd=afd)
+            os.close(afd)
+            os.rmdir(aside, dir_fd=rfd)
+            _close(d)
+
+
+def _link_sole(d: int, afd: int, names: tuple[str, ...], optional: tuple[str, ...]) -> bool:
+    for n in (*names, *optional):
+        try:
+            os.link(n, n, src_dir_fd=d, dst_dir_fd=afd, follow_symlinks=False)  # a link is linked, not followed
+        except FileNotFoundError:
+            if n in optional:
+                continue
+            return False
+        except OSError:
+            return False
+        st = os.stat(n, dir_fd=afd, follow_symlinks=False)  # ours: no one else can swap it
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink > 2:  # the worker's name and ours, no more
+            return False
+    return True
+
+
 # --- writing -------------------------------------------------------------------------------------
 
 def make_dir(root: Path | str, rel: Path | str, mode: int = 0o700) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import sqlite3
 import subprocess
@@ -95,33 +94,6 @@ def test_binary_files_keep_their_length_so_a_sqlite_session_still_opens(tmp_path
     assert value == "Bearer " + "*" * len(KEY) + " end"
     assert json.loads((tmp_path / "run" / "notes.json").read_text()) == {"out": REDACTED}
     assert outside.read_text() == KEY  # a symlink is never followed
-
-
-def test_a_sqlite_write_ahead_log_is_folded_in_so_no_transaction_is_lost(tmp_path: Path) -> None:
-    """OpenCode keeps its session in SQLite with a WAL: masking a WAL frame breaks its checksum and
-    SQLite would drop the session's last messages, so a resume would start over."""
-    run = tmp_path / "run"
-    run.mkdir()
-    db = run / "opencode.db"
-    writer = sqlite3.connect(db, isolation_level=None)
-    writer.execute("PRAGMA journal_mode=WAL")
-    writer.execute("PRAGMA wal_autocheckpoint=0")
-    writer.execute("CREATE TABLE part (id INTEGER PRIMARY KEY, v TEXT)")
-    writer.execute("INSERT INTO part(v) VALUES ('before')")
-    writer.execute("INSERT INTO part(v) VALUES (?)", (f"tool output: {KEY}",))
-    writer.execute("INSERT INTO part(v) VALUES ('after')")
-    wal = run / "opencode.db-wal"
-    assert KEY.encode() in wal.read_bytes()
-    copy = tmp_path / "copy"  # what is on disk once the worker is gone: the db and its WAL, unmerged
-    copy.mkdir()
-    for f in (db, wal):
-        (copy / f.name).write_bytes(f.read_bytes())
-    writer.close()
-    assert scrub_tree(copy, Redactor([KEY])) == ["opencode.db"]
-    with sqlite3.connect(copy / "opencode.db") as conn:
-        rows = [v for (v,) in conn.execute("SELECT v FROM part ORDER BY id")]
-    assert rows == ["before", "tool output: " + "*" * len(KEY), "after"]
-    assert not any(KEY.encode() in f.read_bytes() for f in copy.iterdir())
 
 
 def test_a_resumed_runs_link_is_followed_only_to_a_sibling_run_folder(tmp_path: Path) -> None:
@@ -323,70 +295,3 @@ def test_what_a_worker_locked_against_its_owner_is_opened_again_and_every_key_go
     assert sorted(p.name for p in run.iterdir()) == ["a-unreadable.json", "b-top.json", "hidden", "sub"]
     assert not _files_holding(run, [KEY.encode()])
 
-
-def test_a_write_ahead_log_is_emptied_into_its_database_which_still_opens_with_every_row(tmp_path: Path) -> None:
-    """The WAL is checkpointed for real (TRUNCATE): afterwards it is empty (or gone: the last
-    connection to close removes it), the key sits masked in the database's own pages, and the
-    database opens and reads every row, the WAL's included."""
-    run = tmp_path / "run"
-    (run / "storage").mkdir(parents=True)
-    db = run / "storage" / "session.db"
-    writer = sqlite3.connect(db, isolation_level=None)
-    writer.execute("PRAGMA journal_mode=WAL")
-    writer.execute("PRAGMA wal_autocheckpoint=0")
-    writer.execute("CREATE TABLE msg (id INTEGER PRIMARY KEY, v TEXT)")
-    writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the table is in the database, the rows only in the WAL
-    for v in ("first", f"the key is {KEY}", "last"):
-        writer.execute("INSERT INTO msg(v) VALUES (?)", (v,))
-    wal = run / "storage" / "session.db-wal"
-    assert KEY.encode() in wal.read_bytes() and KEY.encode() not in db.read_bytes()
-    # the worker is gone: what it left is the database and its WAL, not yet merged
-    left = tmp_path / "left"
-    (left / "storage").mkdir(parents=True)
-    for f in (db, wal):
-        (left / "storage" / f.name).write_bytes(f.read_bytes())
-    writer.close()
-    assert scrub_tree(left, Redactor([KEY])) == ["storage/session.db"]
-    wal_left = left / "storage" / "session.db-wal"
-    assert (wal_left.read_bytes() if wal_left.exists() else b"") == b""
-    data = (left / "storage" / "session.db").read_bytes()
-    assert KEY.encode() not in data and b"the key is " + b"*" * len(KEY) in data
-    with sqlite3.connect(left / "storage" / "session.db") as conn:
-        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
-        rows = [v for (v,) in conn.execute("SELECT v FROM msg ORDER BY id")]
-    assert rows == ["first", "the key is " + "*" * len(KEY), "last"]
-
-
-_WAITS = re.compile(r"nanosleep\(.*?\{tv_sec=(\d+), tv_nsec=(\d+)\}")
-
-
-@pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace to see how long SQLite is told to wait")
-def test_a_database_a_live_process_keeps_locked_is_waited_for_2_s_then_masked_like_any_other_file(
-        tmp_path: Path) -> None:
-    """A dispatch that died may leave its worker holding the session's database: the checkpoint
-    waits for the lock 2 s in all (SQLite's busy handler sleeps that long in steps: its requested
-    sleeps, not a clock, are the measure), then gives up, and the WAL is masked like any file."""
-    run = tmp_path / "run"
-    run.mkdir()
-    holder = sqlite3.connect(run / "session.db", isolation_level=None)
-    holder.execute("PRAGMA journal_mode=WAL")
-    holder.execute("PRAGMA wal_autocheckpoint=0")
-    holder.execute("CREATE TABLE msg (v TEXT)")
-    holder.execute("INSERT INTO msg VALUES (?)", (f"the key is {KEY}",))
-    holder.execute("BEGIN IMMEDIATE")  # a writer that never finishes: the WAL cannot be emptied
-    try:
-        log = tmp_path / "trace"
-        code = ("import json, sys; from pathlib import Path; from pilothouse.providers.redact import Redactor; "
-                "from pilothouse.providers.scrub import scrub_tree; "
-                "print(json.dumps(scrub_tree(Path(sys.argv[1]), Redactor([sys.argv[2]]))))")
-        done = subprocess.run(["strace", "-f", "-qq", "-o", str(log), "-e", "trace=nanosleep,clock_nanosleep",
-                               sys.executable, "-c", code, str(run), KEY], capture_output=True, text=True,
-                              timeout=guard(60))
-        assert done.returncode == 0, done.stderr
-    finally:
-        holder.execute("ROLLBACK")
-        holder.close()
-    waited = sum(int(s) * 10**9 + int(ns) for s, ns in _WAITS.findall(log.read_text()))
-    assert waited == 2 * 10**9
-    assert "session.db-wal" in json.loads(done.stdout)
-    assert not any(KEY.encode() in f.read_bytes() for f in run.iterdir() if f.is_file())

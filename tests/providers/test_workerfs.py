@@ -102,3 +102,32 @@ def test_chmod_changes_no_file_a_hard_link_shares_with_a_place_outside_the_tree(
     assert outside.stat().st_mode & 0o777 == 0o400
     assert workerfs.chmod(root, "own", 0o600) is True and (root / "own").stat().st_mode & 0o777 == 0o600
     assert workerfs.chmod(root, "", 0o700) is True and root.stat().st_mode & 0o777 == 0o700
+
+
+def test_a_folder_linked_aside_is_the_hosts_and_names_only_files_the_tree_alone_holds(tmp_path):
+    """What a library that opens by path (SQLite) is given: a host folder with second links to the
+    worker's files, so a name the worker swaps for a link afterwards changes nothing there; a
+    name that is a link, or a file with a hard link elsewhere, gives no folder at all."""
+    target, before = _operator_file(tmp_path)
+    root = tmp_path / "run"
+    (root / "sub").mkdir(parents=True)
+    (root / "sub" / "s.db").write_bytes(b"the worker's")
+    (root / "sub" / "s.db-wal").write_bytes(b"its log")
+    with workerfs.linked_aside(root, "sub", ("s.db", "s.db-wal"), ("s.db-shm",)) as aside:
+        assert aside is not None and aside.parent == root
+        assert sorted(p.name for p in aside.iterdir()) == ["s.db", "s.db-wal"]
+        kept = root / "sub" / ".kept"
+        os.link(root / "sub" / "s.db", kept)
+        (root / "sub" / "swap").symlink_to(target)
+        os.rename(root / "sub" / "swap", root / "sub" / "s.db")  # the worker, after the check
+        with open(aside / "s.db", "r+b") as fh:
+            fh.write(b"THE")
+    assert target.read_bytes() == before and kept.read_bytes() == b"THE worker's"
+    assert sorted(p.name for p in root.iterdir()) == ["sub"]  # the folder aside is gone
+    (root / "sub" / "s.db").unlink()
+    os.link(target, root / "sub" / "s.db")  # one of the operator's files, linked in
+    (root / "sub" / "l.db").symlink_to(target)
+    for names in (("s.db", "s.db-wal"), ("l.db", "s.db-wal"), ("missing.db",)):
+        with workerfs.linked_aside(root, "sub", names) as aside:
+            assert aside is None, names
+    assert target.read_bytes() == before and sorted(p.name for p in root.iterdir()) == ["sub"]
