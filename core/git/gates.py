@@ -311,11 +311,16 @@ def _run(command: str, cwd: Path, argv: list[str], env: dict[str, str], *, level
                 os.killpg(proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+        from pilothouse.providers.redact import configured_redactor
+
+        # the output is the worker's code talking: a test printing the run's key would put it in the
+        # problem, the resume's task and the kept log, none of which events' redaction covers
+        redact = configured_redactor().redact
         size = out.seek(0, os.SEEK_END)
         out.seek(max(0, size - TAIL_BYTES))
-        tail = out.read().decode("utf-8", errors="replace")
+        tail = redact(out.read().decode("utf-8", errors="replace"))
         if log_to is not None:
-            _keep_log(out, size, log_to)
+            _keep_log(out, size, log_to, redact)
         counts = None if timed_out else _counts(out, size, junit)
     duration = round(time.monotonic() - start, 3)
     code = proc.returncode
@@ -359,13 +364,13 @@ def gate_log(runtime: Path, job: str, task: str, level: str) -> Path:
     return runtime / "gates" / safe(job) / f"{safe(task)}.{safe(level)}.log"
 
 
-def _keep_log(out: Any, size: int, log_to: Path) -> None:
+def _keep_log(out: Any, size: int, log_to: Path, redact: Callable[[str], str]) -> None:
     from pilothouse.providers.fsutil import atomic_write_bytes
 
     out.seek(max(0, size - LOG_BYTES))
     try:
         log_to.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(log_to, out.read(), durable=False)
+        atomic_write_bytes(log_to, redact(out.read().decode("utf-8", errors="replace")).encode(), durable=False)
     except OSError:
         pass  # the tail in the event still says what failed; a full disk must not fail the gate
 

@@ -177,3 +177,19 @@ def test_a_gate_keeps_its_whole_output_where_gate_log_says(git_repo: Path, tmp_p
     assert not res.passed and len(res.output_tail) <= TAIL_BYTES and "line-1\n" not in res.output_tail
     kept = log.read_text()
     assert kept.startswith("line-1\n") and kept.rstrip().endswith("line-3000")
+
+
+def test_a_configured_key_the_gate_prints_is_in_neither_its_tail_nor_its_kept_log(git_repo: Path,
+                                                                                tmp_path: Path) -> None:
+    """A gate runs the worker's code, which can print the run's key: its tail goes into the problem
+    and the resume's task, its log to the operator's gate view, so both are redacted at the source."""
+    from pilothouse.core.git.gates import gate_log
+    from pilothouse.providers import keys
+
+    secret = "sk-sim-" + "9c2e5a" * 6
+    keys.set_key("sim", secret, use_backend="file")
+    log = gate_log(tmp_path / "runtime", "job-1", "one", "fast")
+    res = run_command(f"echo before {secret} after; exit 1", git_repo, level="fast", log_to=log)
+    assert not res.passed
+    for text in (res.output_tail, log.read_text()):
+        assert secret not in text and "before " in text and " after" in text, text
