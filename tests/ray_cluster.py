@@ -183,10 +183,8 @@ def err_of(layout: RepoLayout, run_id: str) -> str:
     return Path(runs.run_files(layout, run_id)["err"]).read_text()
 
 
-SLOW_BUILDER = """name: slow-builder
-description: "a builder that takes its time"
-scripts:
-  - match:
+# the assigner's plan of the executor tests' scenarios: one task, which writes notes/first.txt
+ONE_NOTE_PLAN = """  - match:
       mode: plan
     turns:
       - say: |
@@ -194,7 +192,12 @@ scripts:
           <!--RESULT-->{"tasks": [
           {"id": "first", "title": "Write the first note", "description": "Create notes/first.txt.", "kind": "CONTRACT_CHANGE", "expected_paths": {"read": [], "write": ["notes/first.txt"]}, "depends_on": [], "acceptance": ["notes/first.txt exists"], "complexity": "easy"}
           ]}<!--/RESULT-->
-  - match:
+"""
+
+SLOW_BUILDER = """name: slow-builder
+description: "a builder that takes its time"
+scripts:
+""" + ONE_NOTE_PLAN + """  - match:
       mode: code
     turns:
       - say: "Looking first."

@@ -21,7 +21,7 @@ from pilothouse.core import demo
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.state import store
 from pilothouse.core.supervisor import control as supervisor_ctl
-from ray_cluster import SLOW_BUILDER, Cluster, cluster_up, free_port, ray_project
+from ray_cluster import ONE_NOTE_PLAN, SLOW_BUILDER, Cluster, cluster_up, free_port, ray_project
 from support import Events, git, until
 
 try:
@@ -164,15 +164,7 @@ def test_a_job_on_the_cluster_survives_a_killed_supervisor_and_merges_each_task_
 HOSTILE = """name: hostile-builder
 description: "a builder that links out of its checkout and claims a file it never wrote"
 scripts:
-  - match:
-      mode: plan
-    turns:
-      - say: |
-          One step.
-          <!--RESULT-->{"tasks": [
-          {"id": "first", "title": "Write the first note", "description": "Create notes/first.txt.", "kind": "CONTRACT_CHANGE", "expected_paths": {"read": [], "write": ["notes/first.txt"]}, "depends_on": [], "acceptance": ["notes/first.txt exists"], "complexity": "easy"}
-          ]}<!--/RESULT-->
-  - match:
+""" + ONE_NOTE_PLAN + """  - match:
       mode: code
     turns:
       - say: "Writing the note, and a link to something of the operator's."

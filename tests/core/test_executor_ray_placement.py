@@ -15,7 +15,17 @@ import pytest
 import yaml
 from pilothouse.core import demo
 from pilothouse.core.supervisor import control as supervisor_ctl
-from ray_cluster import SLOW_BUILDER, Cluster, cluster_up, err_of, ray_project, start_worker, stop, wait_for
+from ray_cluster import (
+    ONE_NOTE_PLAN,
+    SLOW_BUILDER,
+    Cluster,
+    cluster_up,
+    err_of,
+    ray_project,
+    start_worker,
+    stop,
+    wait_for,
+)
 from support import Events, guard, until
 
 try:
@@ -106,15 +116,7 @@ def test_a_run_lost_with_its_node_says_which_node_and_its_retry_goes_to_a_live_o
 RESUMED = """name: resumed-builder
 description: "a builder whose gate fails once, so its session is resumed"
 scripts:
-  - match:
-      mode: plan
-    turns:
-      - say: |
-          One step.
-          <!--RESULT-->{"tasks": [
-          {"id": "first", "title": "Write the first note", "description": "Create notes/first.txt.", "kind": "CONTRACT_CHANGE", "expected_paths": {"read": [], "write": ["notes/first.txt"]}, "depends_on": [], "acceptance": ["notes/first.txt says done"], "complexity": "easy"}
-          ]}<!--/RESULT-->
-  - match:
+""" + ONE_NOTE_PLAN + """  - match:
       mode: code
     turns:
       - say: "Waiting for the word."
