@@ -252,27 +252,31 @@ def _after_builder(sup: Supervisor, job: str, tid: str, tdef: Any, run_id: str, 
     elif d.action == stops.WAIT:
         # a usage limit is not a failure: the attempt is given back and the task waits; the event says
         # the attempt it is on now, which every view of the log reads (core/queries/task_figures.py)
-        c = dict(d.counters)
+        c = _carry(sup, run_id, resumed, d.counters)  # the builder after the wait is a fresh one
         c["wait_for"] = [r["provider"]]
         c["quota_waits"] = int(c.get("quota_waits", 0)) + 1
         attempt = max(0, int(r["attempt"]) - 1)
         sup.store.set_task(job, tid, "waiting", d.reason, attempt=attempt, session_id=session, counters=c,
                            event_data={"attempt": attempt})
     elif d.action == stops.RERUN:
-        c = dict(d.counters)
-        from pilothouse.core.dispatch import runs
-
-        spec = runs.read_spec(sup.layout, run_id) if resumed else None
-        carried = _carried(spec.task_text if spec is not None else "")
-        if carried:
-            # a resume that ended without a result (its sandbox gone with its node, a crash, a timeout)
-            # was to answer this text (gate output, findings, a hint): the fresh builder in its place is
-            # handed it (scheduling.py)
-            c["carried"] = carried
-        sup.store.set_task(job, tid, "ready", d.reason, counters=c)
+        sup.store.set_task(job, tid, "ready", d.reason, counters=_carry(sup, run_id, resumed, d.counters))
     else:
         stop_task(sup.store, job, tid, d.reason, kind=d.kind or "worker_crashed", evidence=d.evidence,
                   counters=d.counters, session_id=session)
+
+
+def _carry(sup: Supervisor, run_id: str, resumed: bool, counters: dict[str, Any]) -> dict[str, Any]:
+    """`counters` for a task whose next builder is a fresh one: when this run was a resume that ended
+    without a result (its sandbox gone with its node, a crash, a timeout, a usage limit), the text it
+    was to answer (gate output, findings, a hint) goes to that builder (scheduling.py)."""
+    from pilothouse.core.dispatch import runs
+
+    c = dict(counters)
+    spec = runs.read_spec(sup.layout, run_id) if resumed else None
+    carried = _carried(spec.task_text if spec is not None else "")
+    if carried:
+        c["carried"] = carried
+    return c
 
 
 def _carried(text: str) -> str:

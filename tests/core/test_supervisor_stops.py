@@ -319,3 +319,54 @@ def test_what_a_lost_resume_carries_to_the_fresh_builder_is_redacted_and_never_a
     else:
         assert "ended without a result" not in fresh.task_text
         assert state != "done"  # it drafted again: the gate stops it, with the fresh builder having run
+
+
+QUOTA_ON_RESUME = """
+name: quota-on-resume
+description: the gate refuses the first draft; the resume that was to answer it meets a usage limit; the
+  builder after the wait is a fresh one, handed the gate's words, and finishes the note
+scripts:
+  - match: {mode: plan}
+    turns:
+      - say: |
+          <!--RESULT-->{"tasks":[{"id":"one","title":"One","kind":"SAFE_PARALLEL","expected_paths":{"write":["one.txt"]}}]}<!--/RESULT-->
+  - match: {mode: code, contains: ["usage-limit wait", "ended without a result", "The gate `grep -qx done one.txt` failed"]}
+    turns:
+      - say: "Answering the gate."
+        actions:
+          - write: {path: one.txt, content: "done\\n"}
+      - say: |
+          Done.
+          <!--RESULT-->{"status":"complete","files_changed":["one.txt"],"validation":{"commands":[],"passed":true},"risks":[]}<!--/RESULT-->
+  - match: {mode: code}
+    turns:
+      - say: "A draft."
+        actions:
+          - write: {path: one.txt, content: "draft\\n"}
+      - say: |
+          Drafted.
+          <!--RESULT-->{"status":"complete","files_changed":["one.txt"],"validation":{"commands":[],"passed":true},"risks":[]}<!--/RESULT-->
+      - error: {status: 429, retry_after_s: 1, window: five_hour, used_pct: 100}
+"""
+
+
+def test_the_fresh_builder_after_a_resumes_usage_limit_wait_is_handed_what_the_resume_was_to_answer(
+        tmp_path: Path) -> None:
+    """A usage limit on a resume gives the attempt back and the task waits; the builder after the
+    wait starts a new session, so it too is handed the gate output the resume was to answer."""
+    from pilothouse.core.dispatch import runs
+    from pilothouse.core.state import store
+
+    layout = _job(tmp_path, QUOTA_ON_RESUME, gates={"fast": "grep -qx done one.txt", "full": "grep -qx done one.txt"})
+    _once(layout)
+    conn = store.connect(layout.state_db)
+    try:
+        builders = conn.execute("SELECT run_id, mode FROM runs WHERE task='one' AND role='builder' "
+                                "ORDER BY rowid").fetchall()
+        state = conn.execute("SELECT state FROM tasks WHERE task='one'").fetchone()["state"]
+    finally:
+        conn.close()
+    assert [r["mode"] for r in builders] == ["code", "resume", "code"], [dict(r) for r in builders]
+    fresh = runs.read_spec(layout, builders[2]["run_id"])
+    assert fresh is not None and "The gate `grep -qx done one.txt` failed" in fresh.task_text
+    assert state == "done"
