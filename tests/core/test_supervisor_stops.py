@@ -225,16 +225,17 @@ def test_a_job_whose_tasks_are_defined_by_hand_is_not_stopped_for_want_of_a_coor
     assert "problem.opened" not in events
 
 
-LOST_RESUME = """
-name: lost-resume
-description: the gate refuses the first draft; the resume that was to answer it dies mid-stream each try;
-  the fresh builder in its place is handed the gate's words and finishes the note
+# a one-task job: the builder drafts one.txt, which the gate refuses; its resume's one turn is @RESUME@;
+# a fresh builder whose task holds each of @ANSWERED@ writes it done
+DRAFT_THEN = """
+name: @NAME@
+description: "@NAME@: the gate refuses the first draft, and the resume that was to answer it ends without a result"
 scripts:
   - match: {mode: plan}
     turns:
       - say: |
           <!--RESULT-->{"tasks":[{"id":"one","title":"One","kind":"SAFE_PARALLEL","expected_paths":{"write":["one.txt"]}}]}<!--/RESULT-->
-  - match: {mode: code, contains: ["ended without a result (its session is not continued)", "The gate `grep -qx done one.txt` failed"]}
+  - match: {mode: code, contains: [@ANSWERED@]}
     turns:
       - say: "Answering the gate."
         actions:
@@ -250,9 +251,19 @@ scripts:
       - say: |
           Drafted.
           <!--RESULT-->{"status":"complete","files_changed":["one.txt"],"validation":{"commands":[],"passed":true},"risks":[]}<!--/RESULT-->
-      - say: "never heard"
-        fault: close_mid_stream
+      - @RESUME@
 """
+
+
+def _draft_then(name: str, answered: list[str], resume_turn: str) -> str:
+    return (DRAFT_THEN.replace("@NAME@", name).replace("@ANSWERED@", ", ".join(json.dumps(a) for a in answered))
+            .replace("@RESUME@", resume_turn))
+
+
+# the resume dies mid-stream each try
+LOST_RESUME = _draft_then("lost-resume", ["ended without a result (its session is not continued)",
+                                          "The gate `grep -qx done one.txt` failed"],
+                          '{say: "never heard", fault: close_mid_stream}')
 
 
 def test_a_fresh_builder_taking_a_lost_resumes_place_is_handed_what_the_resume_was_to_answer(tmp_path: Path) -> None:
@@ -321,33 +332,10 @@ def test_what_a_lost_resume_carries_to_the_fresh_builder_is_redacted_and_never_a
         assert state != "done"  # it drafted again: the gate stops it, with the fresh builder having run
 
 
-QUOTA_ON_RESUME = """
-name: quota-on-resume
-description: the gate refuses the first draft; the resume that was to answer it meets a usage limit; the
-  builder after the wait is a fresh one, handed the gate's words, and finishes the note
-scripts:
-  - match: {mode: plan}
-    turns:
-      - say: |
-          <!--RESULT-->{"tasks":[{"id":"one","title":"One","kind":"SAFE_PARALLEL","expected_paths":{"write":["one.txt"]}}]}<!--/RESULT-->
-  - match: {mode: code, contains: ["usage-limit wait", "ended without a result", "The gate `grep -qx done one.txt` failed"]}
-    turns:
-      - say: "Answering the gate."
-        actions:
-          - write: {path: one.txt, content: "done\\n"}
-      - say: |
-          Done.
-          <!--RESULT-->{"status":"complete","files_changed":["one.txt"],"validation":{"commands":[],"passed":true},"risks":[]}<!--/RESULT-->
-  - match: {mode: code}
-    turns:
-      - say: "A draft."
-        actions:
-          - write: {path: one.txt, content: "draft\\n"}
-      - say: |
-          Drafted.
-          <!--RESULT-->{"status":"complete","files_changed":["one.txt"],"validation":{"commands":[],"passed":true},"risks":[]}<!--/RESULT-->
-      - error: {status: 429, retry_after_s: 1, window: five_hour, used_pct: 100}
-"""
+# the resume meets a usage limit: the builder after the wait is a fresh one
+QUOTA_ON_RESUME = _draft_then("quota-on-resume", ["usage-limit wait", "ended without a result",
+                                                  "The gate `grep -qx done one.txt` failed"],
+                              "{error: {status: 429, retry_after_s: 1, window: five_hour, used_pct: 100}}")
 
 
 def test_the_fresh_builder_after_a_resumes_usage_limit_wait_is_handed_what_the_resume_was_to_answer(
