@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -225,6 +226,23 @@ def test_a_job_whose_tasks_are_defined_by_hand_is_not_stopped_for_want_of_a_coor
     assert "problem.opened" not in events
 
 
+def _run_one(layout: RepoLayout) -> tuple[list[Any], str, list[str]]:
+    """The job run until nothing moves without the operator: task one's builder runs (run id, mode,
+    verdict), its state, and every task's counters as stored."""
+    from pilothouse.core.state import store
+
+    _once(layout)
+    conn = store.connect(layout.state_db)
+    try:
+        builders = conn.execute("SELECT run_id, mode, verdict FROM runs WHERE task='one' AND role='builder' "
+                                "ORDER BY rowid").fetchall()
+        state = conn.execute("SELECT state FROM tasks WHERE task='one'").fetchone()["state"]
+        counters = [r["counters"] or "" for r in conn.execute("SELECT counters FROM tasks")]
+    finally:
+        conn.close()
+    return builders, state, counters
+
+
 # a one-task job: the builder drafts one.txt, which the gate refuses; its resume's one turn is @RESUME@;
 # a fresh builder whose task holds each of @ANSWERED@ writes it done
 DRAFT_THEN = """
@@ -271,17 +289,9 @@ def test_a_fresh_builder_taking_a_lost_resumes_place_is_handed_what_the_resume_w
     gone) is replaced by a fresh builder, which starts a new session: the gate output the resume was
     to answer goes into that builder's task, or it would never hear why its first draft failed."""
     from pilothouse.core.dispatch import runs
-    from pilothouse.core.state import store
 
     layout = _job(tmp_path, LOST_RESUME, gates={"fast": "grep -qx done one.txt", "full": "grep -qx done one.txt"})
-    _once(layout)
-    conn = store.connect(layout.state_db)
-    try:
-        builders = conn.execute("SELECT run_id, mode, verdict FROM runs WHERE task='one' AND role='builder' "
-                                "ORDER BY rowid").fetchall()
-        state = conn.execute("SELECT state FROM tasks WHERE task='one'").fetchone()["state"]
-    finally:
-        conn.close()
+    builders, state, _ = _run_one(layout)
     assert [r["mode"] for r in builders] == ["code", "resume", "code"], [dict(r) for r in builders]
     assert json.loads(builders[1]["verdict"])["verdict"] == "error"
     fresh = runs.read_spec(layout, builders[2]["run_id"])
@@ -302,7 +312,6 @@ def test_what_a_lost_resume_carries_to_the_fresh_builder_is_redacted_and_never_a
     that builder finishes the task; a credential-shaped string no key names would be refused again
     (the task would stop instead of recovering), so nothing is carried and the fresh builder runs."""
     from pilothouse.core.dispatch import runs
-    from pilothouse.core.state import store
     from pilothouse.providers import keys
 
     secret = "sk-sim-" + "4e1d0b" * 6
@@ -310,15 +319,7 @@ def test_what_a_lost_resume_carries_to_the_fresh_builder_is_redacted_and_never_a
     keys.set_key("sim", secret, use_backend="file")
     gate = f"echo {shown}; grep -qx done one.txt"
     layout = _job(tmp_path, CREDENTIAL_IN_GATE, gates={"fast": gate, "full": gate})
-    _once(layout)
-    conn = store.connect(layout.state_db)
-    try:
-        builders = conn.execute("SELECT run_id, mode, verdict FROM runs WHERE task='one' AND role='builder' "
-                                "ORDER BY rowid").fetchall()
-        state = conn.execute("SELECT state FROM tasks WHERE task='one'").fetchone()["state"]
-        counters = [r["counters"] for r in conn.execute("SELECT counters FROM tasks")]
-    finally:
-        conn.close()
+    builders, state, counters = _run_one(layout)
     assert [r["mode"] for r in builders] == ["code", "resume", "code"], [dict(r) for r in builders]
     assert "contains" in json.loads(builders[1]["verdict"])["error"]  # dispatch refused the resume's text
     fresh = runs.read_spec(layout, builders[2]["run_id"])
@@ -343,17 +344,9 @@ def test_the_fresh_builder_after_a_resumes_usage_limit_wait_is_handed_what_the_r
     """A usage limit on a resume gives the attempt back and the task waits; the builder after the
     wait starts a new session, so it too is handed the gate output the resume was to answer."""
     from pilothouse.core.dispatch import runs
-    from pilothouse.core.state import store
 
     layout = _job(tmp_path, QUOTA_ON_RESUME, gates={"fast": "grep -qx done one.txt", "full": "grep -qx done one.txt"})
-    _once(layout)
-    conn = store.connect(layout.state_db)
-    try:
-        builders = conn.execute("SELECT run_id, mode FROM runs WHERE task='one' AND role='builder' "
-                                "ORDER BY rowid").fetchall()
-        state = conn.execute("SELECT state FROM tasks WHERE task='one'").fetchone()["state"]
-    finally:
-        conn.close()
+    builders, state, _ = _run_one(layout)
     assert [r["mode"] for r in builders] == ["code", "resume", "code"], [dict(r) for r in builders]
     fresh = runs.read_spec(layout, builders[2]["run_id"])
     assert fresh is not None and "The gate `grep -qx done one.txt` failed" in fresh.task_text
