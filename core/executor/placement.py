@@ -20,8 +20,6 @@ if TYPE_CHECKING:
 
 LOST_NODE_S = 120.0  # how long new runs keep off a node that lost a run's actor, while Ray counts it alive
 PLACE_NOTICE_S = 10.0  # how long a run may wait for a node before it says why none took it
-
-
 _FRESH = "the builder starts again, fresh, on a live node"
 
 
@@ -58,15 +56,17 @@ class Placement:
         return (f"{where} lost its actor; its retries keep off that node for {LOST_NODE_S:g}s or until Ray "
                 f"says it is gone" if node in _alive(ray) else f"{where} died; its retries go to a live node")
 
-    def keep_off(self, ray: Any) -> list[str]:
-        """The lately lost nodes Ray still counts alive (those it knows are gone take no runs)."""
+    def _lately_lost(self) -> dict[str, float]:
         now = time.monotonic()
         for node, when in list(self._lost_nodes.items()):
             if now - when > LOST_NODE_S:
                 del self._lost_nodes[node]
-        if not self._lost_nodes:
-            return []
-        return [n for n in _alive(ray) if n in self._lost_nodes]
+        return self._lost_nodes
+
+    def keep_off(self, ray: Any) -> list[str]:
+        """The lately lost nodes Ray still counts alive (those it knows are gone take no runs)."""
+        lost = self._lately_lost()
+        return [n for n in _alive(ray) if n in lost] if lost else []
 
     def sandbox_node(self, ray: Any, launch: Launch, first: dict[str, Any] | None) -> str:
         """The live node that holds the sandbox of the run `launch` resumes (`first`: that run's
@@ -75,7 +75,7 @@ class Placement:
         if not node:
             raise SandboxGone(f"run {launch.resume_of}, whose session this resume continues, was never placed on the "
                               f"cluster, so no node holds its sandbox: {_FRESH}")
-        if node not in _alive(ray) or node in self.keep_off(ray):
+        if node not in _alive(ray) or node in self._lately_lost():
             raise sandbox_gone(launch, first)
         return node
 

@@ -61,39 +61,60 @@ def test_a_run_no_node_takes_says_what_it_asks_for_and_that_no_node_offers_it(cl
     assert not any(e["type"] == "run.placed" for e in ev.seen)
 
 
-def test_a_run_lost_with_its_node_says_which_node_and_its_retry_goes_to_a_live_one(cluster: Cluster,
-                                                                                 tmp_path: Path) -> None:
+@pytest.fixture
+def second_node(cluster: Cluster, tmp_path: Path) -> Iterator[tuple[str, Any]]:
+    """A second worker node offering `pilothouse_worker: 1`: its id and its process."""
+    before = set(cluster.node_ids())
+    home, temp = tmp_path / "node-b", Path(tempfile.mkdtemp(prefix="rb", dir="/tmp"))
+    home.mkdir()
+    proc = start_worker(cluster.address, home, temp, {"pilothouse_worker": 1})
+    try:
+        wait_for("the second worker node", lambda: len(cluster.node_ids()) == len(before) + 1)
+        [node] = set(cluster.node_ids()) - before
+        yield node, proc
+    finally:
+        if proc.poll() is None:
+            stop(proc)
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+@ray.remote(num_cpus=0, resources={"pilothouse_worker": 1})
+class Holder:
+    """Takes a worker node's one place, so no run goes there while it lives."""
+
+    def ready(self) -> bool:
+        return True
+
+
+def _hold(node: str) -> Any:
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    return Holder.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote()
+
+
+def test_a_run_lost_with_its_node_says_which_node_and_its_retry_goes_to_a_live_one(
+        cluster: Cluster, second_node: tuple[str, Any], tmp_path: Path) -> None:
     """A second worker node takes the builder (the first is held by a placeholder) and is killed: the
     run's end names that node, and the automatic retry is placed on the live node, not the lost one."""
     from pilothouse.core.upkeep import ending
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+    node_b, proc_b = second_node
     scenario = tmp_path / "slow-builder.yaml"
     scenario.write_text(SLOW_BUILDER)
     layout = demo.prepare(tmp_path / "repo", str(scenario))
     ray_project(layout, cluster)
-    [live] = [n for n, is_worker in cluster.node_ids().items() if is_worker]  # the module's worker node
-    home, temp = tmp_path / "node-b", Path(tempfile.mkdtemp(prefix="rb", dir="/tmp"))
-    home.mkdir()
-    node_b = start_worker(cluster.address, home, temp, {"pilothouse_worker": 1})
+    [live] = [n for n, is_worker in cluster.node_ids().items() if is_worker and n != node_b]  # the module's
     ev = Events(layout, timeout=120)
+    ray.init(address=cluster.address, namespace="placeholder", logging_level="ERROR", log_to_driver=False)
     try:
-        wait_for("the second worker node", lambda: len(cluster.node_ids()) == 3)
-        ray.init(address=cluster.address, namespace="placeholder", logging_level="ERROR", log_to_driver=False)
-
-        @ray.remote(num_cpus=0, resources={"pilothouse_worker": 1})
-        class Holder:
-            def ready(self) -> bool:
-                return True
-
-        holder = Holder.options(scheduling_strategy=NodeAffinitySchedulingStrategy(live, soft=False)).remote()
+        holder = _hold(live)
         assert ray.get(holder.ready.remote(), timeout=guard(60))
         supervisor_ctl.start(layout)
         first = ev.wait(lambda e: e["type"] == "run.placed" and e["task"] == "first")
-        assert first["data"]["node_id"] != live
-        until((home / "pilothouse" / "state" / "logs" / "sim" / f"{first['run']}.jsonl").exists,
+        assert first["data"]["node_id"] == node_b
+        until((tmp_path / "node-b" / "pilothouse" / "state" / "logs" / "sim" / f"{first['run']}.jsonl").exists,
               "the builder never started on the second node", every=0.1)
-        stop(node_b)  # the node dies while its run goes on
+        stop(proc_b)  # the node dies while its run goes on
         lost = ev.wait(lambda e: e["type"] == "run.finished" and e["run"] == first["run"])
         ray.kill(holder)  # the live node is free again
         again = ev.wait(lambda e: e["type"] == "run.placed" and e["task"] == "first" and e["run"] != first["run"])
@@ -102,9 +123,6 @@ def test_a_run_lost_with_its_node_says_which_node_and_its_retry_goes_to_a_live_o
     finally:
         supervisor_ctl.stop(layout)
         ray.shutdown()
-        if node_b.poll() is None:
-            stop(node_b)
-        shutil.rmtree(temp, ignore_errors=True)
     said = err_of(layout, first["run"])
     assert f"the node {first['data']['hostname']} ({first['data']['node_id'][:12]}) that ran it" in said, said
     assert lost["data"]["verdict"] == "error"
@@ -136,37 +154,6 @@ scripts:
           <!--RESULT-->{"status":"complete","files_changed":["notes/first.txt"],"validation":{"commands":[],"passed":true},"risks":[]}<!--/RESULT-->
 """
 NOTE_DONE = "test ! -e notes/first.txt || grep -qx done notes/first.txt"  # the base, without the note, passes
-
-
-@pytest.fixture
-def second_node(cluster: Cluster, tmp_path: Path) -> Iterator[tuple[str, Any]]:
-    """A second worker node offering `pilothouse_worker: 1`: its id and its process."""
-    before = set(cluster.node_ids())
-    home, temp = tmp_path / "node-b", Path(tempfile.mkdtemp(prefix="rb", dir="/tmp"))
-    home.mkdir()
-    proc = start_worker(cluster.address, home, temp, {"pilothouse_worker": 1})
-    try:
-        wait_for("the second worker node", lambda: len(cluster.node_ids()) == len(before) + 1)
-        [node] = set(cluster.node_ids()) - before
-        yield node, proc
-    finally:
-        if proc.poll() is None:
-            stop(proc)
-        shutil.rmtree(temp, ignore_errors=True)
-
-
-@ray.remote(num_cpus=0, resources={"pilothouse_worker": 1})
-class Holder:
-    """Takes a worker node's one place, so no run goes there while it lives."""
-
-    def ready(self) -> bool:
-        return True
-
-
-def _hold(node: str) -> Any:
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    return Holder.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote()
 
 
 def _say_go(placed: dict[str, Any]) -> None:
