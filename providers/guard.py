@@ -17,7 +17,7 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("a GitHub token (ghp_…)", re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}")),
     ("a GitHub fine-grained token", re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}")),
     ("an AWS access key id (AKIA…)", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
-    ("a private key (PEM block)", re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")),
+    ("a private key (PEM block)", re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")),
     ("a Slack token (xox…)", re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}")),
     # a literal value, not code: `API_TOKEN = os.environ["X"]` or `SECRET = settings.x()` reads one
     ("a *_TOKEN= / *_KEY= / *_SECRET= assignment",

@@ -7,6 +7,9 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+from pilothouse.core.dispatch.claims import check_facts
+
 PLACEHOLDER_EXPLORE = '{"facts": [{"fact": "<one finding>", "file_line": "<path>:<line>"}], "truncated": false}'
 
 
@@ -98,3 +101,19 @@ def test_files_changed_must_be_files_the_run_changed(cli, git_repo, tmp_path):
     (git_repo / "src/slug.py").unlink()
     v = _dispatch(cli, git_repo, tmp_path, "code", _say(_code(["src/slug.py"]), write))
     assert (v["verdict"], v["reason"]) == ("completed", None)
+
+
+# (what the file holds, the last line a fact may cite): a final newline ends a line, it starts none
+LAST_LINE = [(b"", 0), (b"\n", 1), (b"one", 1), (b"one\n", 1), (b"one\ntwo", 2), (b"one\ntwo\n", 2),
+             (b"one\n\n", 2), (b"one\ntwo\n\n\n", 4)]
+
+
+@pytest.mark.parametrize("data, last", LAST_LINE)
+def test_a_fact_may_cite_up_to_the_files_last_line_and_not_one_past_it(tmp_path, data, last):
+    # the line check itself, on a real file: a dispatch per boundary would add nothing to it
+    (tmp_path / "f.py").write_bytes(data)
+
+    def cites(line: int) -> bool:
+        return check_facts({"facts": [{"fact": "x", "file_line": f"f.py:{line}"}]}, tmp_path) is None
+
+    assert [n for n in range(1, last + 3) if cites(n)] == list(range(1, last + 1))

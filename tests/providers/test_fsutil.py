@@ -311,3 +311,30 @@ def test_a_durable_write_is_synced_before_its_rename_and_a_quick_one_is_not(tmp_
     assert durable == ["fsync", "rename"] * 3  # durable unless asked otherwise, each synced before its rename
     assert syscalls(True) == syscalls(None)
     assert "fsync" not in syscalls(False)
+
+
+@pytest.mark.parametrize("mode", [0o600, 0o400, 0o640, 0o644], ids=oct)
+def test_an_atomic_write_gives_the_temp_its_mode_before_the_rename_and_never_touches_the_final_path(
+        tmp_path: Path, mode: int) -> None:
+    # a reader must never find the file at its name with another mode (mkstemp's 0600 is looser
+    # than 0400), and a chmod by name after the rename would follow a link swapped in there
+    import sys
+
+    final = tmp_path / "f"
+    code = ("import sys; from pathlib import Path; from pilothouse.providers import fsutil; p = Path(sys.argv[1]); "
+            f"fsutil.atomic_write_text(p, 'x', {mode}); fsutil.atomic_write_bytes(p, b'x', {mode}); "
+            f"fsutil.atomic_write_json(p, 1, {mode})")
+    log = tmp_path / "trace"
+    out = subprocess.run(["strace", "-f", "-qq", "-o", str(log), "-e", "trace=chmod,fchmod,fchmodat,rename,renameat,"
+                          "renameat2", sys.executable, "-c", code, str(final)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    calls = [ln.split(None, 1)[1] for ln in log.read_text().splitlines() if "chmod" in ln or "rename" in ln]
+    assert len(calls) == 6, calls  # each write: one mode change, then one rename
+    for change, rename in zip(calls[::2], calls[1::2], strict=True):
+        assert "chmod" in change and change.endswith(f", 0{mode:o}) = 0"), calls
+        assert "rename" in rename and rename.endswith(f'"{final}") = 0'), calls
+        assert f'"{final}"' not in change, calls  # the temp's mode, set before it takes the name
+        if '"' in change:  # by name (not fchmod on its fd): the very file that is then renamed
+            temp = change.split('"')[1]
+            assert rename.startswith(f'rename("{temp}", ') or f', "{temp}", ' in rename, calls
+    assert final.stat().st_mode & 0o777 == mode

@@ -121,3 +121,24 @@ def test_what_the_operator_types_into_a_job_is_checked_against_every_configured_
         assert "sk-op-typed" not in str(exc.value)
     for nothing in (None, "", "fold accents first"):
         check_words(nothing, "the hint")
+
+
+# every label a private key's armour carries: PKCS#8 plain and encrypted, PKCS#1 RSA, SEC1 EC, DSA,
+# OpenSSH's own, and an OpenPGP secret key block
+PRIVATE_KEY_LABELS = ["PRIVATE KEY", "ENCRYPTED PRIVATE KEY", "RSA PRIVATE KEY", "EC PRIVATE KEY",
+                      "DSA PRIVATE KEY", "OPENSSH PRIVATE KEY", "PGP PRIVATE KEY BLOCK"]
+
+
+@pytest.mark.parametrize("label", PRIVATE_KEY_LABELS)
+def test_a_private_key_is_refused_under_every_label_its_armour_takes(label):
+    body = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC"
+    block = f"-----BEGIN {label}-----\n{body}\n-----END {label}-----"
+    assert find_credentials(f"deploy with\n{block}\nthanks") == ["a private key (PEM block) on line 2"]
+    with pytest.raises(UserError) as exc:
+        check_task(f"deploy with {block}")
+    assert "a private key (PEM block) on line 1" in str(exc.value) and body not in str(exc.value)
+
+
+def test_a_public_key_or_a_certificate_is_not_a_private_key():
+    for label in ("PUBLIC KEY", "RSA PUBLIC KEY", "CERTIFICATE", "PGP PUBLIC KEY BLOCK"):
+        assert find_credentials(f"-----BEGIN {label}-----\nMIIBIjANBgkqhkiG9w0B\n-----END {label}-----") == []

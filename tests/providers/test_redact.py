@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import random
 import sys
+from pathlib import Path
 from urllib.parse import quote, quote_plus
 
+import pytest
 from pilothouse.providers.redact import (
     REDACTED,
     Redactor,
@@ -220,3 +222,30 @@ def test_the_configured_redactor_is_built_once_until_a_key_changes():
     keys.set_key("glm", "glm-key-abcdefghij", use_backend="file")
     second = configured_redactor()
     assert second is not first and second.redact("glm-key-abcdefghij") == REDACTED
+
+
+def _a_folder(path: Path) -> None:
+    path.unlink()
+    path.mkdir()
+
+
+def _not_text(path: Path) -> None:
+    path.write_bytes(b"\xff\xfe not a key \x80\n")
+
+
+@pytest.mark.parametrize("break_key", [_a_folder, _not_text])
+def test_a_keys_backend_that_fails_stops_the_write_instead_of_writing_unredacted(tmp_path, break_key):
+    # the module's promise: a backend that fails is not swallowed (fail closed), so no log line
+    # goes out without the keys it could not read being taken out of it
+    from pilothouse.core.state.events import EventLog
+    from pilothouse.providers import keys
+
+    keys.set_key("glm", "glm-key-abcdefghij", use_backend="file")
+    keys.set_key("sim", "sim-key-0123456789", use_backend="file")
+    break_key(keys.key_file("sim"))
+    with pytest.raises((OSError, ValueError)):
+        redactor_for_configured()
+    log = tmp_path / "events.jsonl"
+    with pytest.raises((OSError, ValueError)):
+        EventLog(log).append("job.created", job="j", data={"request": "use glm-key-abcdefghij please"})
+    assert "glm-key-abcdefghij" not in (log.read_text() if log.exists() else "")

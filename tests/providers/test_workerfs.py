@@ -4,9 +4,13 @@ swapped for a link) is replaced or skipped, never followed, written through or b
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 from pilothouse.providers import workerfs
+from support import guard
 
 
 def _operator_file(tmp_path: Path) -> tuple[Path, bytes]:
@@ -131,3 +135,29 @@ def test_a_folder_linked_aside_is_the_hosts_and_names_only_files_the_tree_alone_
         with workerfs.linked_aside(root, "sub", names) as aside:
             assert aside is None, names
     assert target.read_bytes() == before and sorted(p.name for p in root.iterdir()) == ["sub"]
+
+
+# what the door's open does when a name it lstat'ed as a file or folder is a FIFO by the time it opens
+_OPEN_A_FIFO = """import errno, os, stat, sys
+from pilothouse.providers import workerfs
+root = workerfs.open_root(sys.argv[1])
+try:
+    fd = os.open("pipe", getattr(workerfs, sys.argv[2]), dir_fd=root)
+except OSError as exc:
+    print(errno.errorcode[exc.errno])
+else:
+    print("fifo" if stat.S_ISFIFO(os.fstat(fd).st_mode) else "other")
+"""
+
+
+@pytest.mark.parametrize("flags, outcome", [("FILE_FLAGS", "fifo"), ("DIR_FLAGS", "ENOTDIR")])
+def test_the_doors_open_of_a_name_swapped_for_a_fifo_returns_at_once(tmp_path, flags, outcome):
+    # no writer ever opens the FIFO: an open that waits for one never returns, and only the
+    # child's exit (not a clock) says it did not
+    os.mkfifo(tmp_path / "pipe")
+    try:
+        out = subprocess.run([sys.executable, "-c", _OPEN_A_FIFO, str(tmp_path), flags], capture_output=True,
+                             text=True, timeout=guard(None))
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"opening a FIFO with workerfs.{flags} blocked waiting for a writer")
+    assert (out.returncode, out.stdout.strip()) == (0, outcome), out.stderr
