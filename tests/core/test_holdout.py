@@ -92,3 +92,23 @@ def test_a_link_on_the_way_to_the_holdout_folder_is_refused_nothing_is_written_o
     assert res.reason == ("the work made a folder on the way to qa/holdout a link: the holdout tests cannot be "
                           "added (remove the link from the task's branch)")
     assert list(outside.iterdir()) == []
+
+
+@pytest.mark.parametrize("error", [RuntimeError("the record of the gate's pid could not be written"),
+                                   KeyboardInterrupt()])
+def test_a_rerun_that_raises_leaves_no_holdout_test_in_the_worktree(worktree: Path, error: BaseException) -> None:
+    """The rerun with the holdout tests ends in an exception (its caller's on_start fails, the operator
+    presses Ctrl-C): the copy goes all the same, or the builder's next run reads the held-out tests."""
+    started: list[int] = []
+
+    def on_start(pgid: int) -> None:
+        started.append(pgid)
+        if len(started) == 2:  # the rerun, with the holdout tests in the tree
+            assert (worktree / "holdout" / "test_hidden.py").read_text() == HIDDEN
+            raise error
+
+    with pytest.raises(type(error)):
+        run_gate(gate(), "full", worktree, on_start=on_start)
+    assert len(started) == 2
+    assert not (worktree / "holdout").exists()
+    assert git(worktree, "status", "--porcelain", "--ignored") == ""

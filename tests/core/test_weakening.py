@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from fnmatch import fnmatch
+from pathlib import Path, PurePosixPath
 
 import pytest
-from pilothouse.core.git.weakening import count_delta, find, is_settings_file, is_test_file
+from pilothouse.core.git.weakening import _TEST_NAMES, count_delta, find, is_settings_file, is_test_file
 from support import git
 
 BASE_TEST = ("import unittest\n\nfrom calc import add\n\n\nclass T(unittest.TestCase):\n"
@@ -81,3 +82,82 @@ def test_test_and_settings_files_are_known_by_each_ecosystems_names() -> None:
     assert not is_test_file("src/testing.py")
     assert is_settings_file("web/vitest.config.ts") and is_settings_file(".github/workflows/x.yml")
     assert not is_settings_file("src/config.py")
+
+
+# one name per convention of _TEST_NAMES, outside any test folder, then the folders themselves
+TEST_FILES = ["pkg/test_calc.py", "pkg/calc_test.py", "web/calc.test.js", "web/calc.test.ts", "web/calc.test.jsx",
+              "web/calc.test.tsx", "web/calc.test.mjs", "web/calc.spec.js", "web/calc.spec.ts", "web/calc.spec.jsx",
+              "web/calc.spec.tsx", "pkg/calc_test.go", "test/calc.py", "__tests__/calc.js", "spec/calc.ts",
+              "tests/calc.rs", "pkg/tests/calc.go"]
+
+
+def test_every_test_name_convention_has_a_file_below() -> None:
+    names = [PurePosixPath(p).name for p in TEST_FILES]
+    assert all(any(fnmatch(n, pat) for n in names) for pat in _TEST_NAMES)
+
+
+@pytest.mark.parametrize("path", TEST_FILES)
+def test_a_test_file_of_any_convention_deleted_is_named(repo: Path, path: str) -> None:
+    assert is_test_file(path)
+    commit(repo, {path: "check(add(2, 3) == 5)\n"})
+    git(repo, "branch", "-f", "base")
+    commit(repo, {path: None})
+    assert kinds(repo) == {("test_deleted", path)}
+
+
+PY = "import pytest\n\n\nclass TestAdd:\n    def test_add(self):\n        assert add(2, 3) == 5\n"
+JS = "it('adds', () => {\n  expect(add(2, 3)).toBe(5)\n})\n"
+GO = "func TestAdd(t *testing.T) {\n\tif add(2, 3) != 5 {\n\t\tt.Error(\"add\")\n\t}\n}\n"
+RS = "#[test]\nfn adds() {\n    assert_eq!(add(2, 3), 5);\n}\n"
+D, PT = "    def test_add", "        assert add"
+# (file, its text at base, what the work replaces, by what): every skip and expected-failure form
+SKIPS = [
+    ("pkg/calc_test.py", PY, D, "    @unittest.skip('flaky')\n" + D),
+    ("pkg/calc_test.py", PY, D, "    @unittest.skipIf(True, 'flaky')\n" + D),
+    ("pkg/calc_test.py", PY, D, "    @skip('flaky')\n" + D),
+    ("pkg/calc_test.py", PY, D, "    @pytest.mark.skip(reason='flaky')\n" + D),
+    ("pkg/calc_test.py", PY, D, "    @pytest.mark.skipif(True, reason='flaky')\n" + D),
+    ("pkg/calc_test.py", PY, "class", "pytestmark = pytest.mark.skip\n\n\nclass"),
+    ("pkg/calc_test.py", PY, PT, "        pytest.skip('flaky')\n" + PT),
+    ("pkg/calc_test.py", PY, PT, "        self.skipTest('flaky')\n" + PT),
+    ("pkg/calc_test.py", PY, PT, "        raise unittest.SkipTest('flaky')\n" + PT),
+    ("pkg/calc_test.py", PY, D, "    @pytest.mark.xfail\n" + D),
+    ("pkg/calc_test.py", PY, D, "    @pytest.mark.xfail(strict=False, reason='known')\n" + D),
+    ("pkg/calc_test.py", PY, "class", "pytestmark = pytest.mark.xfail\n\n\nclass"),
+    ("pkg/calc_test.py", PY, D, "    @mark.skip\n" + D),
+    ("pkg/calc_test.py", PY, D, "    @mark.xfail(raises=OverflowError)\n" + D),
+    ("pkg/calc_test.py", PY, PT, "        pytest.xfail('known')\n" + PT),
+    ("pkg/calc_test.py", PY, D, "    @expectedFailure\n" + D),
+    ("pkg/calc_test.py", PY, D, "    @unittest.expectedFailure\n" + D),
+    ("web/calc.test.js", JS, "it(", "it.skip("),
+    ("web/calc.test.js", JS, "it(", "test.skip("),
+    ("web/calc.test.js", JS, "it(", "it.skipIf(process.env.CI)("),
+    ("web/calc.test.js", JS, "it(", "describe.skip("),
+    ("web/calc.test.js", JS, "it(", "xit("),
+    ("web/calc.test.js", JS, "it(", "xtest("),
+    ("web/calc.test.js", JS, "it(", "xdescribe("),
+    ("web/calc.test.js", JS, "it(", "it.fails("),
+    ("web/calc.test.js", JS, "it(", "test.failing("),
+    ("web/calc.test.js", JS, JS, "it.todo('adds')\n"),
+    ("web/calc.test.js", JS, JS, "test.todo('adds')\n"),
+    ("pkg/calc_test.go", GO, "{\n\tif", "{\n\tt.Skip(\"flaky\")\n\tif"),
+    ("pkg/calc_test.go", GO, "{\n\tif", "{\n\tt.Skipf(\"flaky on %s\", runtime.GOOS)\n\tif"),
+    ("pkg/calc_test.go", GO, "{\n\tif", "{\n\tt.SkipNow()\n\tif"),
+    ("tests/calc.rs", RS, "#[test]", "#[test]\n#[ignore]"),
+    ("tests/calc.rs", RS, "#[test]", "#[test]\n#[ignore = \"slow\"]"),
+]
+
+
+def _added(base: str, old: str, new: str) -> str:
+    return next(ln.strip() for ln in base.replace(old, new, 1).splitlines() if ln not in base.splitlines())
+
+
+@pytest.mark.parametrize(("path", "base", "old", "new"), SKIPS,
+                         ids=[f"{i}:{_added(b, o, n)[:40]}" for i, (_p, b, o, n) in enumerate(SKIPS)])
+def test_every_skip_and_expected_failure_form_added_is_named(repo: Path, path: str, base: str, old: str,
+                                                              new: str) -> None:
+    commit(repo, {path: base})
+    git(repo, "branch", "-f", "base")
+    assert old in base
+    commit(repo, {path: base.replace(old, new, 1)})
+    assert ("skip_added", path) in kinds(repo)

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from pilothouse.providers import confine, paths
 from pilothouse.providers.confine import mounts as confine_mounts
 from pilothouse.providers.confine.mounts import _drop_nested
+from pilothouse.providers.confine.probe import probe_spec
+from pilothouse.providers.runners.base import LaunchSpec
 from support import git, guard
 
 KINDS = {"--tmpfs": 0, "--bind": 1, "--ro-bind": 2}
@@ -154,3 +157,51 @@ def test_the_pilothouse_package_is_bound_into_every_sandbox_wherever_it_is_insta
             "print((root / '__init__.py').is_file(), root in mounts._interpreter_paths())\n")
     out = subprocess.run([sys.executable, "-I", "-c", code], cwd="/", capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["True", "True"], out.stdout + out.stderr
+
+
+# read-only paths asked by a runner (LaunchSpec.readonly: its install root, its key file) or a caller
+# (extra_ro) that are, or hold, a tree the sandbox hides
+ABOVE_HIDDEN = {
+    "home": lambda home, main: home,
+    "a link to home": lambda home, main: _link(main.parent / "home-link", home),
+    "the folder above home": lambda home, main: home.parent,
+    "pilothouse's own folder": lambda home, main: paths.data_dir().parent,
+    "pilothouse's data": lambda home, main: paths.data_dir(),
+    "the main checkout": lambda home, main: main,
+    "the folder above the main checkout": lambda home, main: main.parent,
+}
+
+
+def _link(link: Path, target: Path) -> Path:
+    link.symlink_to(target)
+    return link
+
+
+@pytest.mark.parametrize("via", ["readonly", "extra_ro"])
+@pytest.mark.parametrize("asked", sorted(ABOVE_HIDDEN))
+def test_a_read_only_path_that_holds_a_hidden_tree_never_shows_it(git_repo: Path, isolated_home: Path,
+                                                                  asked: str, via: str) -> None:
+    """No read-only bind lands on or above $HOME, pilothouse's dirs or the main checkout: those stay an
+    empty tmpfs, whatever a runner or caller asks to see read-only."""
+    own = paths.data_dir() / "worktrees" / "repo-test" / "job" / "own"
+    git(git_repo, "worktree", "add", "-q", "-b", "own", str(own))
+    canaries = [isolated_home / "canary", git_repo / ".env", paths.config_dir() / "canary"]
+    for c in canaries:
+        c.parent.mkdir(parents=True, exist_ok=True)
+        c.write_text("hidden\n")
+    spec = probe_spec(paths.providers_dir() / "sim" / "runs" / "r1", own)
+    ro = ABOVE_HIDDEN[asked](isolated_home, git_repo)
+    code = "import os, sys\nprint([p for p in sys.argv[1:] if os.path.exists(p)])\n"
+    launch = LaunchSpec(argv=[sys.executable, "-I", "-c", code, *map(str, canaries)],
+                        env={"PATH": "/usr/bin:/bin", "HOME": str(spec.sandbox.home)}, cwd=own,
+                        readonly=[ro] if via == "readonly" else [])
+    wrapped = confine.wrap(launch, spec, extra_ro=[ro] if via == "extra_ro" else None)
+    ops = plan(wrapped.argv)
+    shut = [*confine_mounts.hidden_roots(spec), git_repo.resolve()]
+    for h in shut:
+        assert not [p for p, kind in ops.items() if kind and h.is_relative_to(p)], (h, ops)
+    assert ops[isolated_home.resolve()] == 0 and ops[git_repo.resolve()] == 0
+    proc = subprocess.run(wrapped.argv, env=wrapped.env, cwd=wrapped.cwd, capture_output=True, text=True,
+                          timeout=guard(60), stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"

@@ -5,10 +5,15 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 from pathlib import Path
 
-from pilothouse.providers import confine
+import pytest
+from pilothouse.providers import confine, paths
 from pilothouse.providers.confine import probe
+from pilothouse.providers.errors import UserError
+from pilothouse.providers.runners.base import LaunchSpec
+from support import git
 
 
 def require_confinement() -> None:
@@ -197,3 +202,39 @@ def test_a_runner_binary_that_no_longer_starts_confined_refuses_writers(tmp_path
                               "here; see `pilothouse probe`")
     saved = json.loads(probe.record_path().read_text())
     assert saved["ok"] is False and saved["binaries"][str(exe)]["exit_code"] == 3
+
+
+def _bwrap_that_confines_nothing(where: Path) -> Path:
+    """A bwrap that starts what it is given, unconfined: bwrap's own smoke test (`exit 0` in it) passes."""
+    fake = where / "bwrap"
+    fake.write_text('#!/bin/sh\ncase "$1" in --version) echo "bubblewrap 0.0.1"; exit 0;; '
+                    '--help) echo usage; exit 0;; esac\n'
+                    'while [ "$#" -gt 0 ]; do if [ "$1" = "--" ]; then shift; exec "$@"; fi; shift; done\nexit 1\n')
+    fake.chmod(0o755)
+    return fake
+
+
+@pytest.mark.parametrize("writer", ["code", "resume", "test", "gate"])
+def test_a_writer_is_refused_when_the_probe_finds_that_bwrap_does_not_confine(git_repo, tmp_path, monkeypatch,
+                                                                              writer):
+    """bwrap starts, so it is 'available'; only the probe's own writes and reads show that nothing is
+    confined: prepare() runs it before any writer (a gate is a test-mode writer) and names what failed."""
+    monkeypatch.setenv("PILOTHOUSE_BWRAP", str(_bwrap_that_confines_nothing(tmp_path)))
+    assert confine.available() == (True, "")
+    own = paths.data_dir() / "worktrees" / "repo-test" / "job" / "own"
+    git(git_repo, "worktree", "add", "-q", "-b", "own", str(own))
+    argv = [sys.executable, "-I", "-c", "open('landed', 'w')"]
+    with pytest.raises(UserError) as err:
+        if writer == "gate":
+            confine.prepare_command(argv, {"PATH": "/usr/bin:/bin"}, own)
+        else:
+            spec = probe.probe_spec(paths.providers_dir() / "sim" / "runs" / f"r-{writer}", own, mode=writer)
+            confine.prepare(LaunchSpec(argv=argv, env={"PATH": "/usr/bin:/bin"}, cwd=own), spec)
+    message = str(err.value)
+    assert message.startswith("refusing to launch a writer: confinement failed: "), message
+    assert message.endswith("; see `pilothouse probe`"), message
+    for check in ("other worktree", "main checkout", "$HOME", "/tmp outside its own"):
+        assert check in message
+    assert not (own / "landed").exists()  # refused before it ran
+    record = probe.load_record()
+    assert record is not None and record["ok"] is False
