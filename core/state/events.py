@@ -157,18 +157,19 @@ class EventLog:
                 fh = open_log(self.path, writing=True)
                 assert fh is not None
                 with fh:
+                    redact = self._redact
+                    if redact is None:  # every configured key stays out of the log unless the caller redacts itself
+                        from pilothouse.providers.redact import configured_redactor
+
+                        # before the change: keys that cannot be read (a broken backend) refuse it,
+                        # instead of leaving it made and its event unwritten
+                        redact = configured_redactor().redact
                     if commit is not None:
                         commit()
                     seq = _last_seq(fh) % MAX_SEQ + 1
                     event = {"seq": seq, "ts": utc_now_iso(), "type": type, "job": job, "task": task,
                              "run": run, "data": data or {}}
-                    line = json.dumps(event, separators=(",", ":"), default=str)
-                    if self._redact is not None:
-                        line = self._redact(line)
-                    else:  # every configured key stays out of the log unless the caller redacts itself
-                        from pilothouse.providers.redact import configured_redactor
-
-                        line = configured_redactor().redact(line)
+                    line = redact(json.dumps(event, separators=(",", ":"), default=str))
                     payload = line.encode() + b"\n"
                     end = fh.seek(0, os.SEEK_END)
                     # a torn last line from a crashed writer must not swallow ours

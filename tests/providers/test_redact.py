@@ -246,6 +246,9 @@ def test_a_keys_backend_that_fails_stops_the_write_instead_of_writing_unredacted
     with pytest.raises((OSError, ValueError)):
         redactor_for_configured()
     log = tmp_path / "events.jsonl"
+    made: list[str] = []
     with pytest.raises((OSError, ValueError)):
-        EventLog(log).append("job.created", job="j", data={"request": "use glm-key-abcdefghij please"})
+        EventLog(log).append("job.created", job="j", data={"request": "use glm-key-abcdefghij please"},
+                             commit=lambda: made.append("the change"))
     assert "glm-key-abcdefghij" not in (log.read_text() if log.exists() else "")
+    assert made == []  # refused before the change it reports is made: no change left without its event
