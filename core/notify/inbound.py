@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from email import policy
+from email import errors, policy
 from email.message import EmailMessage
 from email.parser import BytesParser
 from email.utils import getaddresses
@@ -61,6 +61,10 @@ def _single(msg: EmailMessage, name: str) -> str | None:
 
 def _sender(msg: EmailMessage) -> str | None:
     values = msg.get_all("From") or []
+    # the parser keeps what it can read and drops the rest: `me@example.org <mallory@evil.test>` comes out
+    # as the first address alone, with a defect saying so; a From it had to cut names more than it shows
+    if any(isinstance(d, errors.InvalidHeaderDefect) for v in values for d in getattr(v, "defects", ())):
+        return None
     if len(values) != 1:
         return None
     found = getaddresses([str(values[0])])
