@@ -14,7 +14,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,29 @@ class Cluster:
     worker: subprocess.Popen[bytes]
     temps: tuple[Path, Path]
     node_home: Path  # the worker node's HOME / PILOTHOUSE_HOME: where its runs keep their files
+    head_argv: list[str] = field(default_factory=list)
+    head_env: dict[str, str] = field(default_factory=dict)
+
+    def restart_head(self) -> None:
+        """The head stopped and started again on its port: without GCS fault tolerance, a new cluster."""
+        stop(self.head)
+        until(lambda: not port_open(self.address), "the old head gone from its port", every=0.2)
+        # a fresh temp dir: in the old one Ray finds the old head's address, and a raylet of this
+        # machine (the loopback worker node's) still naming it makes it refuse: "already running"
+        old = str(self.temps[0])
+        temp = Path(tempfile.mkdtemp(prefix="rh", dir="/tmp"))
+        self.temps = (temp, self.temps[1])
+        argv = [str(temp) if a == old else str(temp / "spill") if a == f"{old}/spill" else a for a in self.head_argv]
+        base = self.node_home.parent
+        self.head = subprocess.Popen(argv, env=self.head_env, cwd=base, stdout=open(base / "head.out", "ab"),
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+        wait_for("the head, started again", lambda: "Node status" in status(self.address, self.head_env))
+
+    def restart_worker(self) -> None:
+        """The worker node stopped and joined (the new head) again, as docs/executors.md says to."""
+        stop(self.worker)
+        self.worker = start_worker(self.address, self.node_home, self.temps[1], {"pilothouse_worker": 1})
+        wait_for("the worker node, joined again", lambda: "pilothouse_worker" in status(self.address, self.head_env))
 
     def node_ids(self) -> dict[str, bool]:
         """node id -> whether it is the worker node (holds the pilothouse_worker resource)."""
@@ -70,6 +93,15 @@ def start_worker(address: str, home: Path, temp: Path, resources: dict[str, floa
                              *COMMON, *ports()],
                             env=node_env(home), cwd=home, stdout=open(home.parent / f"{home.name}.out", "wb"),
                             stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def port_open(address: str) -> bool:
+    host, _, port = address.rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=2).close()
+    except OSError:
+        return False
+    return True
 
 
 def free_port() -> int:
@@ -143,11 +175,12 @@ def cluster_up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     address = f"127.0.0.1:{port}"
     head_env = node_env(base / "head")
     procs: list[subprocess.Popen[bytes]] = []
+    made: list[Cluster] = []
+    head_argv = [RAY, "start", "--head", "--port", str(port), "--include-dashboard", "false", "--dashboard-port",
+                 str(free_port()), "--temp-dir", str(temps[0]), "--object-spilling-directory", str(temps[0] / "spill"),
+                 *COMMON, *ports()]
     try:
-        head = subprocess.Popen([RAY, "start", "--head", "--port", str(port), "--include-dashboard", "false",
-                                 "--dashboard-port", str(free_port()), "--temp-dir", str(temps[0]),
-                                 "--object-spilling-directory", str(temps[0] / "spill"), *COMMON, *ports()],
-                                env=head_env, cwd=base, stdout=open(base / "head.out", "wb"),
+        head = subprocess.Popen(head_argv, env=head_env, cwd=base, stdout=open(base / "head.out", "wb"),
                                 stderr=subprocess.STDOUT, start_new_session=True)
         procs.append(head)
         wait_for("the head", lambda: "Node status" in status(address, head_env))
@@ -156,11 +189,13 @@ def cluster_up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         worker = start_worker(address, node_home, temps[1], {"pilothouse_worker": 1})
         procs.append(worker)
         wait_for("the worker node", lambda: "pilothouse_worker" in status(address, head_env))
-        yield Cluster(address, head, worker, temps, node_home)
+        made.append(Cluster(address, head, worker, temps, node_home, head_argv, head_env))
+        yield made[0]
     finally:
-        for proc in reversed(procs):
+        # a test may have started the head or the worker again: those are the processes to stop
+        for proc in reversed([made[0].head, made[0].worker] if made else procs):
             stop(proc)
-        for temp in temps:
+        for temp in {*temps, *(made[0].temps if made else ())}:
             shutil.rmtree(temp, ignore_errors=True)
 
 

@@ -4,8 +4,9 @@ A run is a detached, named actor (node.py) in a namespace of its own per reposit
 supervisor started again finds the runs still going (`ray.get_actor`) and collects those that
 ended while none watched: an actor keeps its outcome until it is collected, then is killed. One
 thread per run drives it: push the base to the hub, place the actor, seal the run's key to the
-actor's public key, start it, then block in `ray.get` until the run is over; it lands the outcome
-(landing.py) and wakes the supervisor's Waker. Nothing polls.
+actor's public key, start it, then wait for the run's end; it lands the outcome (landing.py) and
+wakes the supervisor's Waker. The waits are Ray's, cut in slices only to see whether the head was
+started again meanwhile (connection.py), which no Ray call tells a driver.
 
 Per run, `.ai/runtime/runs/<run>.cluster.json` records the base pushed and, once placed, the
 node; it tells a restarted supervisor that the run was started (an actor gone then is a run lost,
@@ -16,14 +17,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 import threading
 from typing import TYPE_CHECKING, Any
 
 from pilothouse.core.dispatch import runs
 from pilothouse.core.dispatch.runs import Launch
-from pilothouse.core.executor import hub
+from pilothouse.core.executor import connection, hub
+from pilothouse.core.executor.connection import HeadRestarted, connect
 from pilothouse.core.executor.placement import Placement, SandboxGone, sandbox_gone
 from pilothouse.core.records.layout import RepoLayout
 
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
 
     from pilothouse.core.executor.host import Host
 
-_CONNECT = threading.Lock()
 LOG_WAIT_S = 10.0  # how long one ask for a cluster run's new log lines waits on the node
 
 
@@ -75,31 +75,6 @@ def supervisor_trees(layout: RepoLayout) -> list[str]:
     return [str(p.resolve()) for p in trees]
 
 
-def connect(address: str, namespace: str) -> Any:
-    """This process joins the cluster as a driver (once); returns the ray module."""
-    try:
-        import ray
-    except ImportError:
-        from pilothouse.providers.errors import UserError
-
-        raise UserError("executor: ray in .ai/project.yaml needs Ray here: pip install 'pilothouse[ray]'") from None
-    with _CONNECT:
-        if not ray.is_initialized():
-            _answers(address)
-            # the workers' output stays on their nodes: it is theirs, and no log of ours should carry it
-            ray.init(address=address, namespace=namespace, log_to_driver=False, logging_level=logging.ERROR)
-    return ray
-
-
-def _answers(address: str) -> None:
-    from pilothouse.core.records.check import ray_head_unanswered
-    from pilothouse.providers.errors import UserError
-
-    unanswered = ray_head_unanswered(address)
-    if unanswered:
-        raise UserError(unanswered)
-
-
 class RayExecutor:
     name = "ray"
 
@@ -108,6 +83,7 @@ class RayExecutor:
         self.namespace = namespace_of(layout)
         self._watching: set[str] = set()
         self.placement = Placement()
+        self._joined: dict[str, tuple[str, bytes | None]] = {}  # run id -> (ray.address, the cluster it started on)
 
     def live(self) -> set[str]:
         return set(self._watching)
@@ -138,11 +114,11 @@ class RayExecutor:
     def cancel(self, layout: RepoLayout, run_id: str, grace: float) -> bool:
         from pilothouse.core.records.project import load_project
 
-        ray = connect(str(load_project(layout).ray.address), self.namespace)
         try:
+            ray = connect(str(load_project(layout).ray.address), self.namespace)
             actor = ray.get_actor(actor_name(run_id), namespace=self.namespace)
-        except ValueError:
-            return False  # gone already
+        except (ValueError, HeadRestarted):
+            return False  # gone already (with its node, or with the cluster of a head started again)
         if "node_id" not in (read_record(self.layout, run_id) or {}):
             # never placed, so never started (its start follows the record of its node): an actor
             # still waiting for a node would not answer a cancel before it is placed
@@ -173,10 +149,19 @@ class RayExecutor:
         try:
             self._run(sup, launch)
         except Exception as exc:  # noqa: BLE001 - the run ends without a verdict, and says why
-            why = str(exc) if isinstance(exc, SandboxGone) else self._node_lost(launch.run_id, exc) or describe(exc)
+            restarted = self._restarted_at(launch)
+            why = (str(exc) if isinstance(exc, (SandboxGone, HeadRestarted)) else
+                   connection.restart_line(restarted, launch.run_id) if restarted else
+                   self._node_lost(launch.run_id, exc) or describe(exc))
             sup.log.warning("cluster run %s: %s", launch.run_id, why)
-            with open(runs.run_files(self.layout, launch.run_id)["err"], "a") as err:
-                err.write(f"pilothouse: the cluster run failed: {why}\n")
+            if restarted:  # this process is joined to the old cluster, whose calls never end
+                sup.start_again(connection.rejoin_line(restarted))
+            line = f"pilothouse: the cluster run failed: {why}\n".encode()
+            with open(runs.run_files(self.layout, launch.run_id)["err"], "a+b") as err:
+                err.seek(max(0, err.seek(0, os.SEEK_END) - len(line)))
+                # said already by the supervisor before this one, which started again before it collected the run
+                if err.read() != line:
+                    err.write(line)
             self._drop_refs(launch.run_id)
         finally:
             self._watching.discard(launch.run_id)
@@ -189,7 +174,13 @@ class RayExecutor:
         from pilothouse.core.git.checkout import head
 
         project = settings(sup)
-        ray = connect(str(project.ray.address), self.namespace)
+        address = str(project.ray.address)
+        ray = connect(address, self.namespace)
+        since = connection.joined(address)
+        self._joined[launch.run_id] = (address, since)
+
+        def get(ref: Any, limit: float | None = None) -> Any:
+            return connection.get(ray, ref, address, since, launch.run_id, limit)
         record = read_record(self.layout, launch.run_id)
         name = actor_name(launch.run_id)
         if record is None:  # a new run (or one recorded by a supervisor that died before this step)
@@ -201,6 +192,9 @@ class RayExecutor:
         avoid: list[str] = []
         pinned: str | None = None
         if "node_id" in record:  # placed, so maybe started: only that actor may carry on
+            elsewhere = connection.placed_on(record, address, launch.run_id)
+            if elsewhere:  # placed on a cluster whose head was started again since
+                raise HeadRestarted(elsewhere)
             try:
                 actor = ray.get_actor(name, namespace=self.namespace)
             except ValueError:
@@ -224,36 +218,42 @@ class RayExecutor:
                 name=name, namespace=self.namespace, lifetime="detached", get_if_exists=True, num_cpus=0,
                 max_concurrency=4, max_restarts=0, resources=dict(project.ray.resources), **where,
             ).remote(self.namespace, launch.run_id)
+        gone = False
         try:
             said_hello = actor.hello.remote()
             if "node_id" not in record:
                 self.placement.say_while_unplaced(sup, launch, ray, said_hello, dict(project.ray.resources),
                                                   set(avoid), pinned)
             try:
-                hello = ray.get(said_hello)
+                hello = get(said_hello)
             except ray.exceptions.RayError as exc:
                 if pinned is not None and "node_id" not in record:  # its node died while it waited for a place there
                     raise sandbox_gone(launch, read_record(self.layout, str(launch.resume_of))) from exc
                 raise
             if "node_id" not in record:
-                record.update(node_id=str(hello["node_id"]), hostname=str(hello["hostname"]), root=str(hello["root"]))
+                record.update(node_id=str(hello["node_id"]), hostname=str(hello["hostname"]), root=str(hello["root"]),
+                              cluster_id=since.hex() if since else None)
                 _write_record(self.layout, launch.run_id, record)
                 sup.events.append("run.placed", job=launch.job, task=launch.task, run=launch.run_id,
                                   data={"node_id": record["node_id"], "hostname": record["hostname"],
                                         "workdir": record["root"]})
             if not hello["started"]:
                 args = self.start_args(launch, record, bytes(hello["public_key"]), worker_nice(sup))
-                ray.get(actor.start.remote(*args))
+                get(actor.start.remote(*args))
             outcome_ref = actor.outcome.remote()
-            streamed = self._follow_log(launch, actor, ray)
-            outcome = ray.get(outcome_ref)
+            streamed = self._follow_log(launch, actor, get)
+            outcome = get(outcome_ref)
             self._land(sup, launch, record, outcome if isinstance(outcome, dict) else {}, streamed=streamed)
+        except HeadRestarted:
+            gone = True  # its actor went with the old cluster, and the old driver's kill may never end
+            raise
         finally:
             # its outcome is landed (or never will be, as when its start was refused): a detached actor
             # left behind would hold its node's resources for good
-            ray.kill(actor)
+            if not gone:
+                ray.kill(actor)
 
-    def _follow_log(self, launch: Launch, actor: Any, ray: Any) -> bool:
+    def _follow_log(self, launch: Launch, actor: Any, get: Any) -> bool:
         """The run's event lines as the node's dispatch writes them, into this machine's log of the
         run (JSON objects only, redacted with this machine's keys), where the supervisor tails them
         as it tails a local run's. From the start each time: a supervisor that adopts the run tails it
@@ -269,7 +269,9 @@ class RayExecutor:
             os.fchmod(out.fileno(), 0o600)
             while True:
                 try:
-                    got = ray.get(actor.log_since.remote(offset, LOG_WAIT_S), timeout=LOG_WAIT_S + 60)
+                    got = get(actor.log_since.remote(offset, LOG_WAIT_S), LOG_WAIT_S + 60)
+                except HeadRestarted:
+                    raise
                 except Exception:  # noqa: BLE001 - the outcome says what went wrong; its log's tail is landed
                     return False
                 data = bytes(got.get("data") or b"")
@@ -283,6 +285,13 @@ class RayExecutor:
                     out.flush()
                 if got.get("done"):
                     return True
+
+    def _restarted_at(self, launch: Launch) -> str | None:
+        """ray.address, when the head the run started under was started again (the run ended by
+        HeadRestarted, or in Ray's own words meanwhile) and this process is still joined to the old
+        cluster; else None."""
+        address, since = self._joined.pop(launch.run_id, ("", None))
+        return address if since is not None and connection.restarted(address, since) else None
 
     def _node_lost(self, run_id: str, exc: Exception) -> str | None:
         return self.placement.node_lost(read_record(self.layout, run_id) or {}, exc)

@@ -27,6 +27,9 @@ class Host(Protocol):
     @property
     def project(self) -> Any: ...
 
+    def start_again(self, why: str) -> None:
+        """Leave the loop soon and start this process again (the runs go on and are adopted)."""
+
 
 def settings(sup: Any) -> Any:
     """The project's settings for a launch being started: the run is already recorded, so a

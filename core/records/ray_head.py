@@ -21,6 +21,70 @@ WAIT_S = 5.0
 
 def not_a_ray_head(address: str) -> str | None:
     """Why what answers at `address` is not Ray; None when it is (or when h2 is missing to ask)."""
+    answer = _ask(address)
+    if answer is None:
+        return None
+    status, _reply, waited = answer
+    if status is None:
+        return (f"gives no answer in Ray's protocol (gRPC over HTTP/2) within {WAIT_S:g} s" if waited
+                else "not in Ray's protocol (gRPC over HTTP/2)")
+    if status == "":  # the stream ended with no grpc-status: an HTTP/2 server, but not a gRPC one
+        return "its HTTP/2 server does not answer in gRPC"
+    if status == _UNIMPLEMENTED:
+        return "its gRPC server does not know Ray's " + ("client calls" if address.startswith("ray://") else "head calls")
+    return None  # an answer to Ray's own call: OK, or a refusal only a Ray server gives
+
+
+def cluster_id(address: str) -> bytes | None:
+    """The id of the cluster whose head answers at `address` (a head started again there, without
+    Ray's fault tolerance, is a new cluster with a new id); None when none answers with one."""
+    answer = None if address.startswith("ray://") else _ask(address)
+    if answer is None or answer[0] != "0" or len(answer[1]) < 5:
+        return None
+    message = answer[1][5:]  # past gRPC's flag byte and length
+    found = _field(message, 2)  # GetClusterIdReply.cluster_id
+    return found if found else message
+
+
+def _field(message: bytes, number: int) -> bytes | None:
+    """A length-delimited field of a protobuf message (no protobuf library: Ray's minimal install
+    has none of its own messages)."""
+    at = 0
+    try:
+        while at < len(message):
+            tag, at = _varint(message, at)
+            kind = tag & 7
+            if kind == 0:
+                _, at = _varint(message, at)
+            elif kind == 2:
+                size, at = _varint(message, at)
+                if tag >> 3 == number:
+                    return message[at:at + size]
+                at += size
+            elif kind in (1, 5):
+                at += 8 if kind == 1 else 4
+            else:
+                return None
+    except IndexError:
+        return None
+    return None
+
+
+def _varint(data: bytes, at: int) -> tuple[int, int]:
+    value, shift = 0, 0
+    while True:
+        byte = data[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, at
+        shift += 7
+
+
+def _ask(address: str) -> tuple[str | None, bytes, bool] | None:
+    """One call of Ray's own (GetClusterId of a head, ClusterInfo of a client server): its gRPC
+    status ("" when the stream ended without one, None when nothing answered in HTTP/2), its reply
+    message and whether the wait ran out; None when h2 is missing to ask."""
     try:
         import h2.config
         import h2.connection
@@ -38,6 +102,7 @@ def not_a_ray_head(address: str) -> str | None:
                                (":authority", target), ("content-type", "application/grpc"), ("te", "trailers")])
     conn.send_data(stream, b"\0\0\0\0\0", end_stream=True)  # one gRPC message of zero bytes, uncompressed
     status: str | None = None
+    reply = b""
     waited = False
     deadline = time.monotonic() + WAIT_S
     try:
@@ -54,6 +119,7 @@ def not_a_ray_head(address: str) -> str | None:
                         headers: dict[Any, Any] = dict(event.headers or [])
                         status = headers.get("grpc-status", status)
                     elif isinstance(event, h2.events.DataReceived):
+                        reply += event.data or b""
                         conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
                     elif isinstance(event, (h2.events.StreamEnded, h2.events.StreamReset)) and status is None:
                         status = ""
@@ -62,11 +128,4 @@ def not_a_ray_head(address: str) -> str | None:
         waited = True
     except (OSError, h2.exceptions.ProtocolError):
         status = None
-    if status is None:
-        return (f"gives no answer in Ray's protocol (gRPC over HTTP/2) within {WAIT_S:g} s" if waited
-                else "not in Ray's protocol (gRPC over HTTP/2)")
-    if status == "":  # the stream ended with no grpc-status: an HTTP/2 server, but not a gRPC one
-        return "its HTTP/2 server does not answer in gRPC"
-    if status == _UNIMPLEMENTED:
-        return "its gRPC server does not know Ray's " + ("client calls" if client else "head calls")
-    return None  # an answer to Ray's own call: OK, or a refusal only a Ray server gives
+    return status, reply, waited

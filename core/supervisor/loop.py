@@ -77,6 +77,7 @@ class Supervisor(SupervisorLease, SupervisorRuns):
         self.activity_sent: dict[str, tuple[float, str | None]] = {}
         self.usage_sent: dict[str, tuple[float, int]] = {}
         self.stopping = False
+        self.starting_again = False  # start_again(): main() execs this process once the loop is left
         self._lock_fh: Any = None
         self._watcher: FileWatcher | None = None
         self._project: Any = None
@@ -138,6 +139,15 @@ class Supervisor(SupervisorLease, SupervisorRuns):
         """From another thread (tests, the demo): leave the loop soon."""
         self.stopping = True
         self.waker.poke()
+
+    def start_again(self, why: str) -> None:
+        """Leave the loop soon, and have `main` start this process again (an exec: the same pid, so
+        `supervisor stop` still finds it); the runs go on and the new process adopts them."""
+        if not self.starting_again:
+            self.log.warning("%s", why)
+            self.events.append("supervisor.restarting", data={"pid": os.getpid(), "reason": why})
+        self.starting_again = True
+        self.stop()
 
     def loop(self) -> None:
         dirty, again = True, 0
@@ -325,7 +335,17 @@ def _logs_root() -> Path:
 
 def run_foreground(layout: RepoLayout, max_workers: int | None = None, *, once: bool = False,
                    integrate_only: bool = False) -> int:
-    return Supervisor(layout, max_workers, once=once, integrate_only=integrate_only).run()
+    sup = Supervisor(layout, max_workers, once=once, integrate_only=integrate_only)
+    rc = sup.run()
+    if sup.starting_again:
+        import sys
+
+        # the loop is left and the lock released; what this process joined (a Ray cluster that is
+        # no more) goes with the exec, which Ray itself cannot let go of (core/executor/connection.py)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execv(sys.executable, sys.orig_argv)
+    return rc
 
 
 def main(argv: list[str] | None = None) -> int:
