@@ -1,0 +1,136 @@
+"""Per-run overhead of the Ray executor on a loopback cluster (run: python bench/cluster.py).
+
+Starts a head and one worker node on this machine (each a `ray start --block` of its own, stopped
+by its session, never `ray stop`), then runs the same one-task job RUNS times with its builder on
+the worker node (`executor: ray`) and RUNS times on this machine (`executor: local`), each job in a
+fresh scratch repository on the simulator, review off, gates `true`. Printed, as medians:
+
+- started → placed (the actor made and placed on the node),
+- placed → finished (the node's checkout from the hub, the dispatch there, the result landed),
+- the builder run's started → finished on the cluster and locally, and their difference: the
+  per-run overhead of the cluster (goal ≤ 1 s on a quiet machine).
+
+The first cluster job warms the node (its Python imports, the hub) and is not counted. The load
+average is printed: on a busy machine the figures measure the queue for a CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+from datetime import datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))  # the loopback cluster the executor's tests use (tests/ray_cluster.py)
+
+RUNS = 5
+BUILDER = """name: bench-cluster
+description: "one task, an instant builder"
+scripts:
+  - match: {mode: plan}
+    turns:
+      - say: |
+          <!--RESULT-->{"tasks": [{"id": "first", "title": "Write the note", "description": "Create notes/first.txt.", "kind": "CONTRACT_CHANGE", "expected_paths": {"read": [], "write": ["notes/first.txt"]}, "depends_on": [], "acceptance": ["it exists"], "complexity": "easy"}]}<!--/RESULT-->
+  - match: {mode: code}
+    turns:
+      - say: "Writing."
+        actions:
+          - write: {path: notes/first.txt, content: "first\\n"}
+      - say: |
+          <!--RESULT-->{"status":"complete","files_changed":["notes/first.txt"],"validation":{"commands":[],"passed":true},"risks":[]}<!--/RESULT-->
+"""
+
+
+def _ts(iso: str) -> float:
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+
+
+class _Temps:
+    """What tests/ray_cluster.cluster_up asks of pytest's tmp_path_factory."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def mktemp(self, name: str) -> Path:
+        return Path(tempfile.mkdtemp(prefix=name, dir=self.root))
+
+
+def one_job(root: Path, address: str | None) -> dict[str, float]:
+    """The builder run's marks (epoch seconds) of one job, on the cluster at `address` or locally."""
+    import yaml
+    from pilothouse.core import demo
+    from pilothouse.core.commands.job_end import wait_for_job
+    from pilothouse.core.supervisor import control as supervisor_ctl
+    from support import git
+
+    repo = Path(tempfile.mkdtemp(prefix="job", dir=root)) / "repo"
+    scenario = repo.parent / "bench-cluster.yaml"
+    scenario.write_text(BUILDER)
+    layout = demo.prepare(repo, str(scenario))
+    data = yaml.safe_load(layout.project_yaml.read_text())
+    data["workflow"]["review"] = "off"
+    data["gates"] = {"fast": "true", "full": "true"}
+    if address:
+        data["executor"] = "ray"
+        data["ray"] = {"address": address, "resources": {"pilothouse_worker": 1}}
+    layout.project_yaml.write_text(yaml.safe_dump(data))
+    git(layout.root, "commit", "-qam", "bench settings")
+    supervisor_ctl.start(layout)
+    try:
+        rc = wait_for_job(layout, demo.JOB, timeout=600)
+    finally:
+        supervisor_ctl.stop(layout)
+    if rc:
+        raise SystemExit(f"a bench job did not finish (exit {rc}); see {layout.supervisor_log}")
+    marks: dict[str, float] = {}
+    for line in layout.events.read_text().splitlines():
+        e = json.loads(line)
+        if e.get("task") != "first":
+            continue
+        kind = {"run.started": "started", "run.placed": "placed", "run.finished": "finished"}.get(e["type"])
+        if kind and (kind == "started" or e.get("run") == marks.get("run")):
+            marks.setdefault(kind, _ts(e["ts"]))
+            marks.setdefault("run", e["run"])  # type: ignore[arg-type]
+    return {k: v for k, v in marks.items() if k != "run"}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=type(
+        "Help", (argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter), {}))
+    ap.add_argument("--runs", type=int, default=RUNS, help="jobs on each side (after one warm-up job on the cluster)")
+    a = ap.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="pilothouse-bench-cluster-"))
+    os.environ["PILOTHOUSE_HOME"] = str(root / "home")
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    from ray_cluster import cluster_up
+
+    print(f"pilothouse cluster bench — load {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    clusters = cluster_up(_Temps(root))  # type: ignore[arg-type]
+    cluster = next(clusters)
+    try:
+        one_job(root, cluster.address)  # warm-up
+        on_cluster = [one_job(root, cluster.address) for _ in range(a.runs)]
+        local = [one_job(root, None) for _ in range(a.runs)]
+    finally:
+        clusters.close()  # stops both nodes
+    med = statistics.median
+    placed = med(m["placed"] - m["started"] for m in on_cluster)
+    ran = med(m["finished"] - m["placed"] for m in on_cluster)
+    cluster_s = med(m["finished"] - m["started"] for m in on_cluster)
+    local_s = med(m["finished"] - m["started"] for m in local)
+    print(f"  started → placed on the node          {placed * 1000:7.0f} ms")
+    print(f"  placed → finished (checkout, run, land) {ran * 1000:5.0f} ms")
+    print(f"  builder run on the cluster             {cluster_s * 1000:7.0f} ms")
+    print(f"  the same run on this machine           {local_s * 1000:7.0f} ms")
+    print(f"  per-run overhead of the cluster        {(cluster_s - local_s) * 1000:7.0f} ms   (goal ≤ 1000 ms, quiet)")
+    print(f"  (medians of {a.runs}; load {os.getloadavg()[0]:.1f} at the end)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
