@@ -122,8 +122,9 @@ def count_delta(before: dict[str, Any] | None, after: dict[str, Any] | None) -> 
     if not before or not after:
         return []
     out = []
+    # a side that reports no count collected none (work whose collection broke says nothing)
     if int(after.get("collected", 0)) < int(before.get("collected", 0)):
-        out.append(Weakening("fewer_tests", "", f"collected {before['collected']} → {after['collected']}"))
+        out.append(Weakening("fewer_tests", "", f"collected {before.get('collected', 0)} → {after.get('collected', 0)}"))
     for key in ("skipped", "xfailed"):
         if int(after.get(key, 0)) > int(before.get(key, 0)):
             out.append(Weakening("more_skipped", "", f"{key} {before.get(key, 0)} → {after.get(key, 0)}"))

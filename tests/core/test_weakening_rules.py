@@ -129,6 +129,8 @@ MISSING = [
     ({"collected": 3}, {"collected": 3, "skipped": 2}, [("more_skipped", "skipped 0 → 2")]),
     ({"collected": 3}, {"collected": 3, "xfailed": 1}, [("more_skipped", "xfailed 0 → 1")]),
     ({"collected": 3, "skipped": 1}, {"collected": 3}, []),
+    # work whose collection broke reports no count at all: every test the base had is gone
+    ({"collected": 3, "passed": 3}, {"passed": 0}, [("fewer_tests", "collected 3 → 0")]),
 ]
 
 
