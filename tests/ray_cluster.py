@@ -242,3 +242,17 @@ scripts:
         delay_s: 120
       - say: "Done."
 """
+
+# a builder's first turn that waits for the word `go` in its checkout, which a test says (say_go)
+# only to the run it wants to go on
+WAIT_FOR_GO = """      - say: "Waiting for the word."
+        actions:
+          - bash: {command: "until test -e go; do sleep 0.2; done; rm go"}
+"""
+
+
+def say_go(placed: dict[str, Any]) -> None:
+    """The word `go`, into the checkout of the run whose `run.placed` event this is, on its node."""
+    checkout = Path(placed["data"]["workdir"]) / "checkout"
+    until((checkout / ".git").exists, "the run's checkout on its node never appeared", every=0.1)
+    (checkout / "go").write_text("")

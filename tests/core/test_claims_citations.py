@@ -7,26 +7,10 @@ itself on real files where a dispatch per case would add nothing.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from pilothouse.core.dispatch.claims import check_facts
-
-
-def _dispatch(cli, repo: Path, tmp_path: Path, mode: str, turns: str) -> dict:
-    scenario = tmp_path / "claims.yaml"
-    scenario.write_text(f"name: claims\ndescription: results that claim more than was done\nscripts:\n"
-                        f"  - turns:\n{turns}")
-    (tmp_path / "task.md").write_text("Do the task.\n")
-    r = cli("dispatch", "--provider", "sim", "--mode", mode, "--workdir", str(repo), "--task-file",
-            str(tmp_path / "task.md"), "--scenario", str(scenario))
-    out = [json.loads(x) for x in r.stdout.splitlines() if x.strip()]
-    assert r.returncode == 0 and len(out) == 2, r.stdout + r.stderr
-    return out[1]
-
-
-def _say(block: str, before: str = "") -> str:
-    return before + "      - say: |\n          Done.\n          <!--RESULT-->" + block + "<!--/RESULT-->\n"
+from test_claims import _dispatch, _say
 
 
 def _writes(paths: list[str]) -> str:

@@ -12,7 +12,7 @@ import pytest
 from pilothouse.core import demo
 from pilothouse.core.state import store
 from pilothouse.core.supervisor import control as supervisor_ctl
-from ray_cluster import ONE_NOTE_PLAN, Cluster, cluster_up, err_of, ray_project
+from ray_cluster import ONE_NOTE_PLAN, WAIT_FOR_GO, Cluster, cluster_up, err_of, ray_project, say_go
 from support import Events, until
 
 try:
@@ -31,22 +31,13 @@ scripts:
 """ + ONE_NOTE_PLAN + """  - match:
       mode: code
     turns:
-      - say: "Waiting for the word."
-        actions:
-          - bash: {command: "until test -e go; do sleep 0.2; done; rm go"}
-      - say: "Writing the note."
+""" + WAIT_FOR_GO + """      - say: "Writing the note."
         actions:
           - write: {path: notes/first.txt, content: "first\\n"}
       - say: |
           Wrote the note.
           <!--RESULT-->{"status":"complete","files_changed":["notes/first.txt"],"validation":{"commands":[],"passed":true},"risks":[]}<!--/RESULT-->
 """
-
-
-def _say_go(placed: dict) -> None:
-    checkout = Path(placed["data"]["workdir"]) / "checkout"
-    until(checkout.is_dir, "the run's checkout on its node", every=0.1)
-    (checkout / "go").write_text("")
 
 
 def test_a_job_goes_on_when_the_clusters_head_is_started_again_and_merges_each_task_once(
@@ -65,7 +56,7 @@ def test_a_job_goes_on_when_the_clusters_head_is_started_again_and_merges_each_t
         cluster.restart_worker()
         lost = ev.wait(lambda e: e["type"] == "run.finished" and e["run"] == first["run"])
         again = ev.wait(lambda e: e["type"] == "run.placed" and e["task"] == "first" and e["run"] != first["run"])
-        _say_go(again)
+        say_go(again)
         ev.wait(lambda e: e["type"] == "job.accepted", timeout=300)
     finally:
         supervisor_ctl.stop(layout)

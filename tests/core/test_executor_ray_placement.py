@@ -18,10 +18,12 @@ from pilothouse.core.supervisor import control as supervisor_ctl
 from ray_cluster import (
     ONE_NOTE_PLAN,
     SLOW_BUILDER,
+    WAIT_FOR_GO,
     Cluster,
     cluster_up,
     err_of,
     ray_project,
+    say_go,
     start_worker,
     stop,
     wait_for,
@@ -137,10 +139,7 @@ scripts:
 """ + ONE_NOTE_PLAN + """  - match:
       mode: code
     turns:
-      - say: "Waiting for the word."
-        actions:
-          - bash: {command: "until test -e go; do sleep 0.2; done; rm go"}
-      - say: "A first draft."
+""" + WAIT_FOR_GO + """      - say: "A first draft."
         actions:
           - write: {path: notes/first.txt, content: "draft\\n"}
       - say: |
@@ -154,12 +153,6 @@ scripts:
           <!--RESULT-->{"status":"complete","files_changed":["notes/first.txt"],"validation":{"commands":[],"passed":true},"risks":[]}<!--/RESULT-->
 """
 NOTE_DONE = "test ! -e notes/first.txt || grep -qx done notes/first.txt"  # the base, without the note, passes
-
-
-def _say_go(placed: dict[str, Any]) -> None:
-    checkout = Path(placed["data"]["workdir"]) / "checkout"
-    until((checkout / ".git").exists, "the run's checkout on its node never appeared", every=0.1)
-    (checkout / "go").write_text("")
 
 
 @pytest.mark.parametrize("node_b_then", ["freed", "stopped"])
@@ -188,7 +181,7 @@ def test_a_resumed_builder_goes_to_the_node_holding_its_sandbox_or_starts_fresh_
         assert first["data"]["node_id"] == node_b
         on_b = _hold(node_b)  # waits for B's place, which it takes when the first run's actor is gone
         ray.kill(on_a)
-        _say_go(first)
+        say_go(first)
         ev.wait(lambda e: e["type"] == "run.finished" and e["run"] == first["run"])
         assert ray.get(on_b.ready.remote(), timeout=guard(60))
         resume = ev.wait(lambda e: e["type"] == "run.started" and e["task"] == "first" and e["run"] != first["run"])

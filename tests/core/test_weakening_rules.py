@@ -14,17 +14,7 @@ from pilothouse.core.git.holdout import run_holdout
 from pilothouse.core.git.weakening import count_delta, find, summary
 from pilothouse.core.records.project import ProjectConfig
 from support import git
-
-
-def commit(repo: Path, files: dict[str, str | None]) -> None:
-    for path, text in files.items():
-        if text is None:
-            (repo / path).unlink()
-        else:
-            (repo / path).parent.mkdir(parents=True, exist_ok=True)
-            (repo / path).write_text(text)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "work")
+from test_weakening import commit
 
 
 def as_base(repo: Path, files: dict[str, str | None]) -> None:

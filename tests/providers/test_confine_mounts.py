@@ -8,7 +8,6 @@ These tests FAIL (never skip) when bwrap cannot build a sandbox here.
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
@@ -17,20 +16,10 @@ from pilothouse.providers import confine, paths
 from pilothouse.providers.confine.probe import probe_spec
 from pilothouse.providers.errors import UserError
 from pilothouse.providers.runners.base import LaunchSpec, Sandbox
-from support import git, guard
+from support import git
+from test_confine_policy import PATH, require_confinement, run
 
-PATH = "/usr/bin:/bin"
 KINDS = {"--tmpfs": 0, "--bind": 1, "--ro-bind": 2}
-
-
-def require_confinement() -> None:
-    ok, reason = confine.available()
-    assert ok, f"confinement is not available on this machine: {reason}"
-
-
-def run(launch: LaunchSpec) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(launch.argv, env=launch.env, cwd=launch.cwd, capture_output=True, text=True,
-                          timeout=guard(60), stdin=subprocess.DEVNULL, start_new_session=True)
 
 
 def plan(argv: list[str]) -> list[tuple[Path, int]]:
