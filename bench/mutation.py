@@ -74,7 +74,8 @@ TARGETS: dict[str, Target] = {
         "test_a_request_without_a_host_is_refused", "test_unix_socket_mode_is_owner_only_and_still_wants_the_token"))),
     "claims": Target(("core/dispatch/claims.py",), ("tests/core/test_claims.py", "tests/core/test_claims_citations.py")),
     "scrub": Target(("providers/scrub.py",), ("tests/providers/test_scrub.py",)),
-    "inbound": Target(("core/notify/inbound.py",), ("tests/core/test_notify_inbound.py",)),
+    "inbound": Target(("core/notify/inbound.py",), ("tests/core/test_notify_inbound.py", "tests/core/test_notify_inbound_from.py",
+                                                    "tests/core/test_notify_inbound_parts.py")),
     # the file's read_in_tree tests judge workerfs (and one runs two jobs): not fsutil's
     "fsutil": Target(("providers/fsutil.py",), tuple(f"tests/providers/test_fsutil.py::{t}" for t in (
         "test_an_atomic_write_replaces_a_hard_link_and_gets_its_mode_whatever_the_umask",
