@@ -73,7 +73,7 @@ TARGETS: dict[str, Target] = {
         "test_an_origin_with_a_path_on_the_same_host_is_refused", "test_foreign_host_and_foreign_origin_are_refused",
         "test_a_request_without_a_host_is_refused", "test_unix_socket_mode_is_owner_only_and_still_wants_the_token"))),
     "claims": Target(("core/dispatch/claims.py",), ("tests/core/test_claims.py", "tests/core/test_claims_citations.py")),
-    "scrub": Target(("providers/scrub.py",), ("tests/providers/test_scrub.py",)),
+    "scrub": Target(("providers/scrub.py",), ("tests/providers/test_scrub.py", "tests/providers/test_scrub_sqlite.py")),
     "inbound": Target(("core/notify/inbound.py",), ("tests/core/test_notify_inbound.py", "tests/core/test_notify_inbound_from.py",
                                                     "tests/core/test_notify_inbound_parts.py")),
     # the file's read_in_tree tests judge workerfs (and one runs two jobs): not fsutil's
