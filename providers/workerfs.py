@@ -235,6 +235,8 @@ def _found_in_rest(fh: BinaryIO, head: bytes, find: re.Pattern[bytes], span: int
     """Whether `find` matches in what follows `head` in `fh` (a match may start inside head's last
     `span` bytes: each chunk is searched with the tail of the one before)."""
     tail = head[-span:] if span > 0 else b""
+    if find.search(tail) is not None:  # head holds one byte past the limit: a match may end on it
+        return True
     while chunk := fh.read(_CHUNK):
         window = tail + chunk
         if find.search(window) is not None:

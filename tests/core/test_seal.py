@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 try:
     import cryptography  # noqa: F401
@@ -81,3 +83,41 @@ def test_the_blob_is_the_documented_construction() -> None:
     key = HKDF(algorithm=SHA256(), length=32, salt=sealed[:32] + public,
                info=b"pilothouse run secrets v1").derive(shared)
     assert ChaCha20Poly1305(key).decrypt(bytes(12), sealed[32:], b"run-7") == SECRET.encode()
+
+
+# run ids are "<second>Z-<8 hex>": two runs started the same second share their first 16 characters,
+# and ids may differ anywhere, down to their last character only
+_SAME_SECOND = "20261204T231400Z-"
+
+
+@pytest.mark.parametrize(("own", "other"), [
+    (_SAME_SECOND + "0a1b2c3d", _SAME_SECOND + "ffffffff"),
+    (_SAME_SECOND + "0a1b2c3d", _SAME_SECOND + "0a1b2c3e"),  # only the last character differs
+    (_SAME_SECOND + "0a1b2c3d", _SAME_SECOND + "0a1b2c3"),  # the other is a prefix of its id
+    (_SAME_SECOND + "0a1b2c3d", _SAME_SECOND + "0a1b2c3d0"),  # its id is a prefix of the other
+    ("r" * 79 + "a", "r" * 79 + "b"),  # the longest valid id, differing in its last character
+])
+def test_a_blob_opens_only_with_its_own_run_id_however_much_of_it_another_id_shares(own: str, other: str) -> None:
+    private, public = keypair()
+    for sealed_for, asked_by in ((own, other), (other, own)):
+        sealed = seal(public, SECRET.encode(), sealed_for)
+        assert open_sealed(private, sealed, sealed_for) == SECRET.encode()
+        with pytest.raises(ValueError, match="do not open"):
+            open_sealed(private, sealed, asked_by)
+
+
+_RUN_ID_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_."
+
+
+@settings(max_examples=60, deadline=None)
+@given(prefix=st.integers(0, 78).flatmap(lambda n: st.text(_RUN_ID_CHARS, min_size=n, max_size=n)),
+       own_tail=st.text(_RUN_ID_CHARS, max_size=2), other_tail=st.text(_RUN_ID_CHARS, max_size=2))
+def test_two_run_ids_that_share_any_prefix_never_open_each_others_blob(prefix: str, own_tail: str,
+                                                                        other_tail: str) -> None:
+    own, other = prefix + own_tail, prefix + other_tail
+    assume(own != other and own and other)
+    private, public = keypair()
+    sealed = seal(public, SECRET.encode(), own)
+    assert open_sealed(private, sealed, own) == SECRET.encode()
+    with pytest.raises(ValueError, match="do not open"):
+        open_sealed(private, sealed, other)

@@ -295,3 +295,33 @@ def test_what_a_worker_locked_against_its_owner_is_opened_again_and_every_key_go
     assert sorted(p.name for p in run.iterdir()) == ["a-unreadable.json", "b-top.json", "hidden", "sub"]
     assert not _files_holding(run, [KEY.encode()])
 
+
+
+# a key whose forms run from 31 to 41 bytes (JSON escapes, \u00e9, URL escapes, base64 at each
+# offset), beside a short one of 6 bytes: the search past the limit must carry over as much as the
+# longest form of any key, whichever key is the shortest
+_LONG = 'sk-canary/scrub"7a6b5c4d3e2f\\é'
+_SHORT = "q7w8e9"
+
+
+@pytest.mark.parametrize("form", sorted(Redactor([_LONG]).forms, key=lambda f: (len(f.encode()), f)))
+def test_every_form_of_a_key_across_the_limit_or_a_chunk_boundary_of_a_big_file_is_found(
+        tmp_path: Path, form: str) -> None:
+    """Each form the redactor knows, placed in a sparse file too big to rewrite so that only its
+    last byte is past a boundary of the search: the limit's own byte (the file's last), the end of
+    the first read, the end of the first chunk searched after it. Every such file holds a key
+    and goes."""
+    from pilothouse.providers.scrub import MAX_FILE_BYTES
+
+    raw = form.encode("utf-8")
+    chunk = 1 << 20
+    ends = {"ends-on-the-limits-byte": MAX_FILE_BYTES + 1, "across-the-first-read": MAX_FILE_BYTES + 2,
+            "across-a-chunk": MAX_FILE_BYTES + 1 + chunk + 1}
+    run = tmp_path / "run"
+    run.mkdir()
+    for name, end in ends.items():
+        with open(run / name, "wb") as fh:  # NULs up to the form, nothing or a newline after it
+            fh.seek(end - len(raw))
+            fh.write(raw if name == "ends-on-the-limits-byte" else raw + b"\n")
+    assert sorted(scrub_tree(run, Redactor([_LONG, _SHORT]))) == sorted(ends), form
+    assert list(run.iterdir()) == []

@@ -165,3 +165,27 @@ def test_a_checkpoint_writes_into_no_file_a_hard_link_shares_with_a_place_outsid
     scrub_tree(run, Redactor([KEY]))
     assert {f.name: f.read_bytes() for f in operator.iterdir()} == before
     assert not [f for f in (run / "data").iterdir() if KEY.encode() in f.read_bytes()]
+
+
+@pytest.mark.parametrize("planted", ["", "-wal", "-shm"])
+def test_a_checkpoint_writes_into_no_operators_file_a_symbolic_link_names(tmp_path: Path, planted: str) -> None:
+    """The same with a symbolic link in place of a hard link: the worker's session.db, its -wal or
+    its -shm is a link to one of the operator's files (that file's only name). Nothing is written
+    into the operator's file, and the key still goes from the run folder."""
+    operator = tmp_path / "operator"
+    operator.mkdir()
+    with sqlite3.connect(operator / "state.db") as conn:
+        conn.execute("CREATE TABLE msg (v TEXT)")
+        conn.execute("INSERT INTO msg VALUES ('the operator''s row')")
+    conn.close()
+    (operator / "notes.txt").write_text("the operator's notes\n" * 50)
+    before = {f.name: (f.read_bytes(), f.stat().st_nlink) for f in operator.iterdir()}
+    run = tmp_path / "run"
+    (run / "data").mkdir(parents=True)
+    db, _ = _wal_session(run / "data", "session.db", ("drop everything", f"the key is {KEY}"))
+    name = db.with_name(db.name + planted)
+    name.unlink(missing_ok=True)
+    name.symlink_to(operator / ("state.db" if not planted else "notes.txt"))
+    scrub_tree(run, Redactor([KEY]))
+    assert {f.name: (f.read_bytes(), f.stat().st_nlink) for f in operator.iterdir()} == before
+    assert not [f for f in (run / "data").iterdir() if not f.is_symlink() and KEY.encode() in f.read_bytes()]

@@ -4,6 +4,7 @@ swapped for a link) is replaced or skipped, never followed, written through or b
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -161,3 +162,54 @@ def test_the_doors_open_of_a_name_swapped_for_a_fifo_returns_at_once(tmp_path, f
     except subprocess.TimeoutExpired:
         pytest.fail(f"opening a FIFO with workerfs.{flags} blocked waiting for a writer")
     assert (out.returncode, out.stdout.strip()) == (0, outcome), out.stderr
+
+
+_KEY = b"sk-sim-" + b"7f3a9c" * 6
+_LIMIT = 64
+
+
+def _past_limit_offsets() -> list[int]:
+    # every start at which the key is partly or wholly past the limit at the end of the head
+    # (the limit's byte and the one after), and every start straddling the first chunk boundary
+    # past it (the head is limit + 1 bytes, then the search reads chunks of _CHUNK)
+    head = list(range(_LIMIT - len(_KEY) + 1, _LIMIT + 2))
+    chunk_end = _LIMIT + 1 + workerfs._CHUNK
+    return head + list(range(chunk_end - len(_KEY) + 1, chunk_end + 1))
+
+
+@pytest.mark.parametrize("start", _past_limit_offsets())
+@pytest.mark.parametrize("after", [0, 1, 4096])
+def test_a_key_anywhere_past_the_read_limit_is_found_even_across_the_limit_or_a_chunk(tmp_path, start, after):
+    """read(find=...) on a file longer than its limit: the key straddling the limit, ending on the
+    limit's own byte, or straddling a chunk of the search is found, whatever follows it (nothing
+    at all included)."""
+    body = b"." * start + _KEY + b"." * after
+    (tmp_path / "big").write_bytes(body)
+    entry = workerfs.read(tmp_path, "big", _LIMIT, find=re.compile(re.escape(_KEY)), span=len(_KEY))
+    assert entry.kind == "file" and entry.truncated and entry.data == body[:_LIMIT]
+    assert _KEY not in entry.data and entry.found_past, f"key at {start}..{start + len(_KEY)} of {len(body)} bytes"
+    clean = b"." * len(body)
+    (tmp_path / "big").write_bytes(clean)
+    assert not workerfs.read(tmp_path, "big", _LIMIT, find=re.compile(re.escape(_KEY)), span=len(_KEY)).found_past
+
+
+@pytest.mark.parametrize("planted", ["x.db", "x.db-wal", "x.db-shm"])
+def test_a_name_linked_aside_that_is_a_link_to_an_operators_file_gives_no_folder_and_never_its_target(
+        tmp_path, planted):
+    """A worker's x.db, x.db-wal or x.db-shm that is a symbolic link to an operator's file (its one
+    and only name) is refused: the folder aside never holds a second link to that file, so SQLite,
+    which writes in place, never gets the operator's file to write into."""
+    target, before = _operator_file(tmp_path)
+    root = tmp_path / "run"
+    (root / "sub").mkdir(parents=True)
+    for n in ("x.db", "x.db-wal"):
+        (root / "sub" / n).write_bytes(b"the worker's " + n.encode())
+    (root / "sub" / planted).unlink(missing_ok=True)
+    (root / "sub" / planted).symlink_to(target)
+    with workerfs.linked_aside(root, "sub", ("x.db", "x.db-wal"), ("x.db-shm",)) as aside:
+        assert aside is None
+        assert target.stat().st_nlink == 1, "the operator's file was linked aside"
+        held = [p for d in root.iterdir() if d.name.startswith(".aside-") for p in d.iterdir()]
+        assert not [p for p in held if p.stat(follow_symlinks=False).st_ino == target.stat().st_ino]
+    assert target.read_bytes() == before and target.stat().st_nlink == 1
+    assert (root / "sub" / planted).is_symlink() and sorted(p.name for p in root.iterdir()) == ["sub"]
