@@ -68,10 +68,10 @@ def test_launch_hold_names_the_budget_and_the_setup_hold(layout: RepoLayout) -> 
     assert holds.launch_hold(layout, "j", None) is None
 
 
-def _run(layout: RepoLayout, run_id: str, tokens: int) -> None:
+def _run(layout: RepoLayout, run_id: str, tokens: int, state: str = "finished") -> None:
     conn = store.connect(layout.state_db)
     conn.execute("INSERT INTO runs(run_id, job, task, role, provider, mode, state, tokens, started_at)"
-                 " VALUES (?, 'j', 't', 'builder', 'sim', 'code', 'finished', ?, 'x')", (run_id, tokens))
+                 " VALUES (?, 'j', 't', 'builder', 'sim', 'code', ?, ?, 'x')", (run_id, state, tokens))
     conn.close()
 
 
@@ -109,6 +109,14 @@ def test_job_tokens_is_the_larger_of_the_running_total_and_the_runs_sum(layout: 
     assert budgets.budget_state(layout, "j").over is True
     _job_total(layout, 100)  # the runs' sum is ahead now
     assert budgets.job_tokens(layout, "j") == 300
+
+
+@pytest.mark.parametrize("state", ["running", "adopted", "lost"])
+def test_the_tokens_of_a_run_in_any_state_count_against_the_cap(layout: RepoLayout, state: str) -> None:
+    # a run still going, adopted from an earlier supervisor, or lost with its worker spent them too
+    _run(layout, "r1", 300)
+    _run(layout, "r2", 200, state=state)
+    assert budgets.job_tokens(layout, "j") == 500
 
 
 def test_budget_state_without_a_cap_is_never_over(tmp_path: Path) -> None:

@@ -25,7 +25,9 @@ CREDENTIALS = [
     ("aws AKIAABCDEFGHIJKLMNOP here", "AKIAABCDEFGHIJKLMNOP", "an AWS access key id (AKIA…)"),
     ("aws ASIAABCDEFGHIJKLMNOP here", "ASIAABCDEFGHIJKLMNOP", "an AWS access key id (AKIA…)"),
     (PEM, "MIIEpAIBAAKCAQEA", "a private key (PEM block)"),
-    ("slack xoxb-1234567890-abcdef here", "xoxb-1234567890-abcdef", "a Slack token (xox…)"),
+    # bot, user, app, refresh and legacy workspace tokens
+    *[(f"slack {p}-1234567890-abcdef here", f"{p}-1234567890-abcdef", "a Slack token (xox…)")
+      for p in ("xoxb", "xoxp", "xoxa", "xoxr", "xoxs")],
     ("export GITHUB_TOKEN=abcdefgh12345678", "abcdefgh12345678", "a *_TOKEN= / *_KEY= / *_SECRET= assignment"),
     ("OPENAI_API_KEY: 'qwertyuiop123'", "qwertyuiop123", "a *_TOKEN= / *_KEY= / *_SECRET= assignment"),
     ("set APP_SECRET=s3cr3tvalue99 first", "s3cr3tvalue99", "a *_TOKEN= / *_KEY= / *_SECRET= assignment"),
