@@ -67,11 +67,15 @@ TARGETS: dict[str, Target] = {
         "test_the_scan_catches_base64_forms_and_shapes_but_not_code_that_reads_a_key",
         "test_a_marked_line_lets_a_fake_token_through_but_never_a_configured_key",
         "test_a_builder_that_writes_its_credential_gets_no_commit_and_a_hint_fixes_it",
-        "test_a_retry_commits_the_operators_cleaned_worktree_only_once_no_key_is_left"))),
+        "test_a_retry_commits_the_operators_cleaned_worktree_only_once_no_key_is_left")) + tuple(
+        f"tests/core/test_hostile_names.py::{t}" for t in (
+            "test_the_commit_scan_reads_names_links_and_the_message",
+            "test_the_merge_scan_refuses_a_branch_whose_names_carry_the_key"))),
     "serveguard": Target(("tui/serve/guard.py",), tuple(f"tests/tui/test_serve.py::{t}" for t in (
         "test_every_request_without_the_token_is_refused", "test_an_empty_or_partial_token_opens_nothing",
         "test_an_origin_with_a_path_on_the_same_host_is_refused", "test_foreign_host_and_foreign_origin_are_refused",
-        "test_a_request_without_a_host_is_refused", "test_unix_socket_mode_is_owner_only_and_still_wants_the_token"))),
+        "test_a_request_without_a_host_is_refused", "test_unix_socket_mode_is_owner_only_and_still_wants_the_token"))
+        + ("tests/tui/test_serve_origin.py",)),
     "claims": Target(("core/dispatch/claims.py",), ("tests/core/test_claims.py", "tests/core/test_claims_citations.py")),
     "scrub": Target(("providers/scrub.py",), ("tests/providers/test_scrub.py", "tests/providers/test_scrub_sqlite.py")),
     "inbound": Target(("core/notify/inbound.py",), ("tests/core/test_notify_inbound.py", "tests/core/test_notify_inbound_from.py",

@@ -111,7 +111,10 @@ def run_graph(chains: int, length: int, workers: int, *, jobs: int = 1, worker_n
     conn.close()
 
     started = time.monotonic()
-    sup = subprocess.Popen([sys.executable, "-I", "-m", "pilothouse.core.supervisor.loop", "--repo", str(layout.root)],
+    # PILOTHOUSE_BENCH_PROFILE=FILE: the supervisor runs under cProfile, its stats written there at the end
+    profile = os.environ.get("PILOTHOUSE_BENCH_PROFILE")
+    prof = ["-m", "cProfile", "-o", profile] if profile else []
+    sup = subprocess.Popen([sys.executable, "-I", *prof, "-m", "pilothouse.core.supervisor.loop", "--repo", str(layout.root)],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     cpu = (0.0, 0.0)
     try:

@@ -180,12 +180,14 @@ class Slot:
         return "caught", mutation.killed_by(out)
 
 
-def run(bugs: list[Bug], jobs: int, timeout: float, suite: bool) -> None:
+def run(bugs: list[Bug], jobs: int, timeout: float, suite: bool, again: bool = False) -> None:
+    """Judge `bugs`: those without a verdict for their text yet, or every one when `again` (--only:
+    the tests changed since)."""
     saved = _saved()
     todo: queue.Queue[Bug] = queue.Queue()
     for bug in bugs:
         done = saved.get(bug.id)
-        if suite or done is None or done["digest"] != bug.digest or done["verdict"] in ("hung", "unjudged"):
+        if suite or again or done is None or done["digest"] != bug.digest or done["verdict"] in ("hung", "unjudged"):
             todo.put(bug)
     total = todo.qsize()
     print(f"{total} bugs to judge, {jobs} at a time", flush=True)
@@ -254,7 +256,8 @@ def main(argv: list[str] | None = None) -> int:
         unknown = wanted - {b.id for b in bugs}
         if unknown:
             raise SystemExit(f"{args.bugs}: no bug {', '.join(sorted(unknown))}")
-        run([b for b in bugs if b.id in wanted], 1 if args.suite else args.jobs, args.timeout, bool(args.suite))
+        run([b for b in bugs if b.id in wanted], 1 if args.suite else args.jobs, args.timeout, bool(args.suite),
+            again=bool(args.only))
     return report(bugs)
 
 

@@ -8,6 +8,7 @@ rerun, a recorded merge intent is redone through the idempotent merge_train).
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from pilothouse.core.git import gate_counts
@@ -26,8 +27,15 @@ if TYPE_CHECKING:
     from pilothouse.core.supervisor.loop import Supervisor
 
 
-def _deps(row: sqlite3.Row) -> list[str]:
-    return list(json.loads(row["depends_on"] or "[]"))
+def _deps(row: sqlite3.Row) -> tuple[str, ...]:
+    return _parsed_deps(row["depends_on"])
+
+
+@lru_cache(maxsize=8192)
+def _parsed_deps(text: str | None) -> tuple[str, ...]:
+    # every pass looks at every planned task's dependencies: a 500-task job parsed the same JSON
+    # hundreds of thousands of times
+    return tuple(json.loads(text or "[]"))
 
 
 def step_job(sup: Supervisor, job: str, planned: bool) -> list[tuple[str, Any, Any]]:
@@ -42,7 +50,7 @@ def step_job(sup: Supervisor, job: str, planned: bool) -> list[tuple[str, Any, A
         if st in TERMINAL or st == "stopped":
             continue
         tdef = defs.get((job, tid))
-        if st == "planned" and tdef is not None and not all(states.get(d) == "done" for d in json.loads(deps)):
+        if st == "planned" and tdef is not None and not all(states.get(d) == "done" for d in _parsed_deps(deps)):
             continue  # most of a big job on most passes: its full row is not even read
         try:
             r = sup.store.task(job, tid)

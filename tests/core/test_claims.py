@@ -103,6 +103,18 @@ def test_files_changed_must_be_files_the_run_changed(cli, git_repo, tmp_path):
     assert (v["verdict"], v["reason"]) == ("completed", None)
 
 
+def test_a_claimed_file_is_the_changed_path_whole_never_its_tail(cli, git_repo, tmp_path):
+    # `slug.py` or `py` is not src/slug.py: a name that only ends a changed path is a file the run did not change
+    write = "      - say: Writing.\n        actions:\n          - write: {path: src/slug.py, content: \"x = 2\\n\"}\n"
+    for tail in ("slug.py", "py", "rc/slug.py"):
+        v = _dispatch(cli, git_repo, tmp_path, "code", _say(_code([tail]), write))
+        assert (v["verdict"], v["reason"]) == (
+            "partial", f"files_changed names {tail}, which the run did not change (it changed src/slug.py)"), tail
+        (git_repo / "src/slug.py").unlink()
+    v = _dispatch(cli, git_repo, tmp_path, "code", _say(_code(["./src/slug.py"]), write))
+    assert (v["verdict"], v["reason"]) == ("completed", None)  # the same path, written relative
+
+
 # (what the file holds, the last line a fact may cite): a final newline ends a line, it starts none
 LAST_LINE = [(b"", 0), (b"\n", 1), (b"one", 1), (b"one\n", 1), (b"one\ntwo", 2), (b"one\ntwo\n", 2),
              (b"one\n\n", 2), (b"one\ntwo\n\n\n", 4)]

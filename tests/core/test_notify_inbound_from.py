@@ -102,3 +102,13 @@ def test_one_mailbox_of_the_operator_with_any_display_name_or_comment_is_obeyed(
     answer = box.handle(signed_from(box, header, f"{box.problem.code} retry"))
     assert answer is not None and "recorded" in answer, (header, answer, box.lines)
     assert box.obeyed() == [f"retry {OPERATOR} (email)"]
+
+
+@pytest.mark.parametrize("address", ["evilme@example.org", "not.me@example.org", "me@example.org.evil.test",
+                                     "me@mail.example.org", "me@example.orgx", "me@example.or"])
+def test_an_address_that_only_ends_starts_or_holds_the_operators_is_not_the_operators(box: Box, address: str) -> None:
+    # signed by the operator's own domain, so only the address itself tells it from the operator's
+    answer = box.handle(signed_from(box, address.encode(), f"{box.problem.code} retry"))
+    assert answer is None, (address, answer)  # no answer to a stranger
+    assert box.obeyed() == [], address
+    assert f"from {address}, not the operator's address" in box.lines[-1], (address, box.lines[-1])

@@ -49,6 +49,16 @@ def test_a_declaration_exempts_what_it_names_and_nothing_beside_it(git_repo: Pat
     assert kinds(git_repo, declared=[declared, beside], reason="the plan moves these tests") == set()
 
 
+def test_a_test_renamed_away_is_a_deleted_test_and_every_change_after_it_is_still_read(git_repo: Path) -> None:
+    # git diff detects renames by default (diff.renames): a rename is a record of three fields, and
+    # read as pairs it would shift every later path onto the wrong status
+    as_base(git_repo, {"tests/test_calc.py": T + "# the calc tests\n", "tests/test_slug.py": T, "tests/test_zz.py": T})
+    commit(git_repo, {"tests/test_calc.py": None, "notes/calc_notes.txt": T + "# the calc tests\n",
+                      "tests/test_slug.py": "def test_it():\n    pass\n", "tests/test_zz.py": None})
+    assert kinds(git_repo) == {("test_deleted", "tests/test_calc.py"), ("assertions_removed", "tests/test_slug.py"),
+                               ("test_deleted", "tests/test_zz.py")}
+
+
 # (file, its text at base, its text after): the one line that weakens it is removed, and it starts
 # the line or follows a single indent character
 FIRST_COLUMN = [
