@@ -97,6 +97,20 @@ def test_budget_stops_the_job_at_exactly_its_cap(layout: RepoLayout) -> None:
                          "launches; the work so far is kept. Raise the cap in .ai/project.yaml, then retry.")
 
 
+def test_a_cap_of_no_tokens_is_refused_by_the_project_with_the_field_named(tmp_path: Path) -> None:
+    # the least budget is one token: a cap of 0 (or below) would read as no cap to a truthiness test,
+    # so the project refuses it before any budget is judged
+    for cap in (0, -5):
+        layout = project_layout(tmp_path / str(cap), f'gates: {{fast: "true", full: "true"}}\nbudgets: {{job_tokens: {cap}}}\n')
+        with pytest.raises(UserError) as exc:
+            budgets.budget_state(layout, "j")
+        assert "budgets.job_tokens" in str(exc.value) and "\n" not in str(exc.value), str(exc.value)
+    one = project_layout(tmp_path / "one", 'gates: {fast: "true", full: "true"}\nbudgets: {job_tokens: 1}\n')
+    assert budgets.budget_state(one, "j").over is False
+    _run(one, "r1", 1)
+    assert budgets.budget_state(one, "j").over is True
+
+
 def test_job_tokens_is_the_larger_of_the_running_total_and_the_runs_sum(layout: RepoLayout) -> None:
     assert budgets.job_tokens(layout, "j") == 0  # no state.db yet
     assert not layout.state_db.exists()  # and reading the budget does not create one
@@ -313,3 +327,20 @@ def test_a_raised_or_removed_cap_closes_the_budget_problem_when_the_supervisor_l
     assert [e["data"]["code"] for e in closed] == [p.code]
     assert closed[0]["data"]["outcome"].endswith("(budgets.job_tokens): the job goes on")
     assert ("raised to 5000" in closed[0]["data"]["outcome"]) == (raised is not None)
+
+
+def test_a_budget_problem_the_operator_answered_is_left_to_its_answer_when_the_cap_is_raised(layout: RepoLayout) -> None:
+    """The operator raised the cap and answered retry: the launch check that sees the raised cap
+    does not close the problem under the answer (the answer's own outcome is what closes it)."""
+    from pilothouse.core.stops import holds
+
+    _run(layout, "r1", 1100)
+    assert holds.launch_hold(layout, "j", 1000, now=T0) is not None
+    p = next(q for q in problems.list_problems(layout) if q.kind == "budget")
+    layout.project_yaml.write_text(POLICY.replace("1000", "5000"))
+    answering.act(layout, p.code, "retry")
+    assert [r.code for r in problems.consume_replies(layout, now=T0)] == [p.code]  # the supervisor takes it
+    assert holds.launch_hold(layout, "j", 5000, now=T0) is None
+    assert budgets.lifted(layout, "j", 5000) == []
+    assert problems.get_problem(layout, p.code).state == "answered"
+    assert '"problem.closed"' not in layout.events.read_text()

@@ -163,3 +163,26 @@ def test_a_sandbox_made_in_the_private_tmp_must_be_a_plain_path_inside_it(git_re
         "home", "config", "data", "state", "cache", "shared_cache")})
     proc = run(confine.wrap(launch, spec, sandbox_in_tmp=True))
     assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize("given", ["the operator's, which holds the sandbox", "a folder beside the sandbox", "none",
+                                   "a folder inside the sandbox"])
+def test_a_workers_home_is_its_sandbox_home_unless_it_already_lies_inside_the_sandbox(tmp_path: Path,
+                                                                                   given: str) -> None:
+    """The usual layout has the sandboxes under the operator's HOME (~/.cache/pilothouse/...): a HOME
+    that holds the sandbox is still the operator's, and the worker gets its own."""
+    require_confinement()
+    operator = tmp_path / "operator"
+    wd = tmp_path / "wt"
+    wd.mkdir()
+    spec = probe_spec(operator / ".cache" / "pilothouse" / "runs" / "r1", wd)
+    inside = spec.sandbox.home / "own"
+    inside.mkdir()
+    home = {"the operator's, which holds the sandbox": operator, "a folder beside the sandbox": tmp_path / "other",
+            "none": None, "a folder inside the sandbox": inside}[given]
+    env = {"PATH": PATH, **({"HOME": str(home)} if home is not None else {})}
+    wrapped = confine.wrap(LaunchSpec(argv=["/bin/sh", "-c", 'printf %s "$HOME"'], env=env, cwd=wd), spec)
+    want = str(inside if given == "a folder inside the sandbox" else spec.sandbox.home)
+    assert wrapped.env["HOME"] == want
+    proc = run(wrapped)
+    assert (proc.returncode, proc.stdout) == (0, want), proc.stderr

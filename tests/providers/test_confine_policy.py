@@ -43,6 +43,18 @@ def test_status_shows_the_projects_opt_out_however_it_is_spelt(setting: str, mod
     assert ("`confinement: off`" in st["reason"]) == (mode == "off"), st
 
 
+@pytest.mark.parametrize("setting", [None, "", "on", "ON", "off", "Off", "false", "no"])
+def test_without_a_working_bwrap_only_a_project_that_opted_out_is_spared_the_refusal(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, setting: str | None) -> None:
+    # no setting at all (the demo asks with none, a project's default is "on") is no opt-out
+    monkeypatch.setenv("PILOTHOUSE_BWRAP", str(tmp_path / "no-such-bwrap"))
+    reason = confine.unconfined_reason(setting)
+    if str(setting).lower() in ("off", "false", "no"):
+        assert reason is None
+    else:
+        assert reason is not None and reason.startswith("bubblewrap (bwrap) is not installed"), reason
+
+
 @pytest.mark.parametrize("named", ["by its path", "by its name on the launch's PATH"])
 def test_a_writer_whose_runner_binary_no_longer_starts_confined_is_refused(tmp_path: Path, named: str) -> None:
     """The probe vouched for the runner's binary; it changed since and fails confined: the writer's

@@ -125,6 +125,18 @@ def test_what_the_operator_types_into_a_job_is_checked_against_every_configured_
         check_words(nothing, "the hint")
 
 
+def test_every_providers_key_is_looked_for_not_only_the_first(cli):
+    keys = {"glm": "glm-key-0a1b2c3d4e", "kimi": "kimi-key-5f6a7b8c9d", "deepseek": "deepseek-key-e0f1a2b3"}
+    for provider, key in keys.items():
+        assert cli("key", "set", provider, "--from-stdin", "--backend", "file", input=key + "\n").returncode == 0
+    for provider, key in keys.items():
+        assert find_credentials(f"call it with\n{key}", list(keys.values())) == ["a configured provider key on line 2"]
+        with pytest.raises(UserError) as exc:
+            check_words(f"use the {provider} key {key}", "the hint")
+        assert str(exc.value).startswith("the hint contains a configured provider key on line 1; "), provider
+        assert key not in str(exc.value)
+
+
 # every label a private key's armour carries: PKCS#8 plain and encrypted, PKCS#1 RSA, SEC1 EC, DSA,
 # OpenSSH's own, and an OpenPGP secret key block
 PRIVATE_KEY_LABELS = ["PRIVATE KEY", "ENCRYPTED PRIVATE KEY", "RSA PRIVATE KEY", "EC PRIVATE KEY",
