@@ -70,7 +70,8 @@ TARGETS: dict[str, Target] = {
         "test_a_retry_commits_the_operators_cleaned_worktree_only_once_no_key_is_left")) + tuple(
         f"tests/core/test_hostile_names.py::{t}" for t in (
             "test_the_commit_scan_reads_names_links_and_the_message",
-            "test_the_merge_scan_refuses_a_branch_whose_names_carry_the_key"))),
+            "test_the_merge_scan_refuses_a_branch_whose_names_carry_the_key")) + (
+        "tests/core/test_integration.py::test_a_train_leaves_out_a_conflict_and_a_credential_and_merges_the_rest",)),
     "serveguard": Target(("tui/serve/guard.py",), tuple(f"tests/tui/test_serve.py::{t}" for t in (
         "test_every_request_without_the_token_is_refused", "test_an_empty_or_partial_token_opens_nothing",
         "test_an_origin_with_a_path_on_the_same_host_is_refused", "test_foreign_host_and_foreign_origin_are_refused",

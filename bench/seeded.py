@@ -69,8 +69,13 @@ def load(path: Path) -> list[Bug]:
 
     try:
         raw = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as e:
-        raise SystemExit(f"{path}: cannot read it as YAML: {e}") from None
+    except OSError as e:
+        raise SystemExit(f"{path}: cannot read it: {e.strerror}") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise SystemExit(f"{path}:{where}: cannot read it as YAML: {problem}; fix that line") from None
     if not isinstance(raw, list):
         raise SystemExit(f"{path}: want a YAML list of bugs (id, target, file, find, replace, why)")
     bugs: list[Bug] = []

@@ -97,7 +97,7 @@ def test_budget_stops_the_job_at_exactly_its_cap(layout: RepoLayout) -> None:
                          "launches; the work so far is kept. Raise the cap in .ai/project.yaml, then retry.")
 
 
-def test_a_cap_of_no_tokens_is_refused_by_the_project_with_the_field_named(tmp_path: Path) -> None:
+def test_a_cap_of_no_tokens_is_refused_by_the_project_and_an_explicit_one_holds_everything(tmp_path: Path) -> None:
     # the least budget is one token: a cap of 0 (or below) would read as no cap to a truthiness test,
     # so the project refuses it before any budget is judged
     for cap in (0, -5):
@@ -107,6 +107,7 @@ def test_a_cap_of_no_tokens_is_refused_by_the_project_with_the_field_named(tmp_p
         assert "budgets.job_tokens" in str(exc.value) and "\n" not in str(exc.value), str(exc.value)
     one = project_layout(tmp_path / "one", 'gates: {fast: "true", full: "true"}\nbudgets: {job_tokens: 1}\n')
     assert budgets.budget_state(one, "j").over is False
+    assert budgets.budget_state(one, "j", 0).over is True  # a caller's own cap of 0 is a cap: nothing may run
     _run(one, "r1", 1)
     assert budgets.budget_state(one, "j").over is True
 
