@@ -22,6 +22,9 @@ PILOTHOUSE_HOME; the load average is printed because git's cost follows it.
 Workers run at the project's `worker_nice` (default 10) below the supervisor, whose commits, gates
 and merges are the path measured here; `--worker-nice 0` shows the same DAG with workers at the
 supervisor's priority (on 2 cores, five instant workers then take most of the CPU).
+
+PILOTHOUSE_BENCH_PROFILE=FILE runs the supervisor under cProfile and leaves its stats in FILE (read
+them with `python -m pstats FILE`): where its own reaction goes.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ per copy, `--jobs` copies side by side. A target's tests first run clean in the 
 first, as bench/mutation.py orders them; a target whose tests fail clean judges nothing), then
 with the bug, `-x`: the first failing test is the catch. A bug whose tests pass is a miss; one
 whose run passes `--timeout` is a hang, counted apart (on a loaded machine it says nothing). The
-figures are kept in .seeded/results.json, so a run resumes: a bug already judged with the same
+figures are kept in .seeded/ROUND.json (ROUND: the bugs file's name), so a run resumes: a bug already judged with the same
 text is not run again.
 """
 
@@ -46,7 +46,9 @@ import mutation  # noqa: E402  (bench/ is not a package: its sibling, by path)
 
 ROOT = mutation.ROOT
 WORK = ROOT / ".seeded"  # under the repo, not /tmp: a sandboxed worker has a private /tmp
-RESULTS = WORK / "results.json"
+# one file of verdicts per round (bench/seeded_round3.yaml -> .seeded/seeded_round3.json): rounds
+# reuse ids, and a verdict is keyed by id
+RESULTS = WORK / "results.json"  # main() names it for its round
 
 
 @dataclass(frozen=True)
@@ -254,7 +256,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--suite", nargs="+", metavar="ID", help="judge these bugs by the whole suite (-n 2), not their target's tests")
     ap.add_argument("--report", action="store_true", help="print the last figures, without running")
     args = ap.parse_args(argv)
+    global RESULTS
     bugs = load(args.bugs)
+    RESULTS = WORK / f"{args.bugs.stem}.json"
     mutation.NICENESS[0] = args.nice
     if not args.report:
         wanted = set(args.suite or args.only or [b.id for b in bugs])
