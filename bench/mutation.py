@@ -86,6 +86,7 @@ TARGETS: dict[str, Target] = {
         "test_an_atomic_write_replaces_a_hard_link_and_gets_its_mode_whatever_the_umask",
         "test_a_write_that_fills_the_disk_names_the_file_and_leaves_the_old_one_and_no_temp",
         "test_a_failed_rename_keeps_its_own_error_and_leaves_no_temp",
+        "test_a_write_interrupted_at_any_step_leaves_the_old_file_and_no_temp",
         "test_a_lock_is_held_only_while_its_process_holds_it_and_looking_takes_nothing",
         "test_a_private_dir_is_made_with_its_parents_and_an_existing_one_is_closed_to_others",
         "test_a_durable_write_is_synced_before_its_rename_and_a_quick_one_is_not",

@@ -248,6 +248,34 @@ def test_a_failed_rename_keeps_its_own_error_and_leaves_no_temp(tmp_path: Path) 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"]
 
 
+@pytest.mark.parametrize("at", ["write", "fsync", "chmod", "replace"])
+@pytest.mark.parametrize("interrupt", [KeyboardInterrupt, SystemExit])
+def test_a_write_interrupted_at_any_step_leaves_the_old_file_and_no_temp(tmp_path: Path, at: str,
+                                                                          interrupt: type[BaseException]) -> None:
+    # Ctrl-C (or an exit) is no Exception: it must clean up as an error does. The profile hook
+    # raises it as the step is called, the way a signal handler would at that moment.
+    import sys
+
+    from pilothouse.providers.fsutil import atomic_write_text
+
+    target = tmp_path / "state.json"
+    target.write_text("old\n")
+    step = {"fsync": os.fsync, "chmod": os.chmod, "replace": os.replace}.get(at)
+
+    def hook(frame: Any, event: str, arg: Any) -> None:
+        if event == "c_call" and (arg is step or (at == "write" and getattr(arg, "__name__", "") == "write")):
+            raise interrupt
+
+    sys.setprofile(hook)
+    try:
+        with pytest.raises(interrupt):
+            atomic_write_text(target, "new\n")
+    finally:
+        sys.setprofile(None)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["state.json"]
+    assert target.read_text() == "old\n"
+
+
 
 _HOLD = """
 import fcntl, sys

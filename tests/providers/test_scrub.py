@@ -127,6 +127,21 @@ def test_a_resumed_runs_link_is_followed_only_to_a_sibling_run_folder(tmp_path: 
     assert (runs / "run-1" / "credential").read_text() == KEY
 
 
+@pytest.mark.parametrize("provider", ["..", ".", "", "../..", "sim/../..", "../elsewhere"])
+def test_a_provider_name_that_leaves_the_providers_folder_scrubs_nothing(tmp_path: Path, provider: str) -> None:
+    """The run's provider names the folder as much as its id does: `..` would make the runs folder
+    of the data dir (or further up) the one walked and rewritten."""
+    from pilothouse.providers.sandbox import runs_dir
+    from pilothouse.providers.scrub import scrub_run
+
+    where = Path(os.path.normpath(runs_dir(provider))) / "run-1"
+    assert not where.is_relative_to(paths.providers_dir()) or provider in (".", ""), where
+    (where / "home").mkdir(parents=True, exist_ok=True)
+    (where / "home" / "notes.txt").write_text(KEY)
+    assert scrub_run(provider, "run-1", Redactor([KEY])) == []
+    assert (where / "home" / "notes.txt").read_text() == KEY
+
+
 def test_a_nul_in_the_first_8192_bytes_makes_a_file_binary_and_a_read_only_file_is_rewritten_owner_writable(
         tmp_path: Path) -> None:
     run = tmp_path / "run"
