@@ -56,3 +56,27 @@ def test_a_rustup_cargo_in_the_home_finds_its_toolchains_in_a_gate(tmp_path: Pat
     # the operator's own RUSTUP_HOME wins
     launch = confine.prepare_command(["/bin/true"], {**env, "RUSTUP_HOME": "/opt/rustup"}, tmp_path)
     assert launch.env["RUSTUP_HOME"] == "/opt/rustup"
+
+
+def test_a_path_entry_in_a_plain_folder_of_the_home_brings_back_only_that_entry(tmp_path: Path,
+                                                                                isolated_home: Path) -> None:
+    """Only a version manager's dot-directory is bound whole: ~/work/tool/bin on PATH shows that folder,
+    not ~/work with every other checkout and file in it."""
+    tool = isolated_home / "work" / "tool" / "bin"
+    tool.mkdir(parents=True)
+    (tool / "tool").write_text("#!/bin/sh\necho tool-ran\n")
+    (tool / "tool").chmod(0o755)
+    other = isolated_home / "work" / "client-repo"
+    other.mkdir()
+    (other / "secrets.env").write_text("DB_PASSWORD=operators-own\n")
+    workdir = tmp_path / "wt"
+    workdir.mkdir()
+    env = {"PATH": os.pathsep.join([str(tool), "/usr/bin", "/bin"])}
+    script = f"tool; cat {other}/secrets.env && echo LEAKED; ls {isolated_home}/work; true"
+    launch = confine.prepare_command(["/bin/sh", "-c", script], env, workdir, tmp_path / "scratch")
+    out = subprocess.run(launch.argv, env=launch.env, cwd=launch.cwd, capture_output=True, text=True, timeout=guard(60))
+    assert "tool-ran" in out.stdout, out.stderr
+    assert "LEAKED" not in out.stdout and "operators-own" not in out.stdout
+    assert "client-repo" not in out.stdout, out.stdout
+    binds = {b for a, b in zip(launch.argv, launch.argv[1:], strict=False) if a == "--ro-bind"}
+    assert str(os.path.realpath(isolated_home / "work")) not in binds, binds
