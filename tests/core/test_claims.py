@@ -103,10 +103,11 @@ def test_files_changed_must_be_files_the_run_changed(cli, git_repo, tmp_path):
     assert (v["verdict"], v["reason"]) == ("completed", None)
 
 
-def test_a_claimed_file_is_the_changed_path_whole_never_its_tail(cli, git_repo, tmp_path):
-    # `slug.py` or `py` is not src/slug.py: a name that only ends a changed path is a file the run did not change
+def test_a_claimed_file_is_the_changed_path_whole_never_its_head_or_tail(cli, git_repo, tmp_path):
+    # `slug.py`, `src/slug` or `src` is not src/slug.py: a name that only ends or starts a changed path
+    # is a file the run did not change
     write = "      - say: Writing.\n        actions:\n          - write: {path: src/slug.py, content: \"x = 2\\n\"}\n"
-    for tail in ("slug.py", "py", "rc/slug.py"):
+    for tail in ("slug.py", "py", "rc/slug.py", "src/slug", "src", "src/"):
         v = _dispatch(cli, git_repo, tmp_path, "code", _say(_code([tail]), write))
         assert (v["verdict"], v["reason"]) == (
             "partial", f"files_changed names {tail}, which the run did not change (it changed src/slug.py)"), tail

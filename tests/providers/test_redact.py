@@ -127,6 +127,18 @@ def test_redactor_for_configured_covers_every_configured_key():
     assert r.redact("a sim-key-0123456789 b glm-key-abcdefghij") == f"a {REDACTED} b {REDACTED}"
 
 
+def test_a_key_replaced_by_another_of_the_same_length_is_redacted_at_once(cli):
+    # the process-wide redactor is kept until the key store changes: a new key of the same length
+    # leaves keys.json the same size, and must still be seen
+    from pilothouse.providers.redact import configured_redactor
+
+    old, new = "glm-key-first-000000", "glm-key-later-111111"
+    assert cli("key", "set", "glm", "--from-stdin", "--backend", "file", input=old + "\n").returncode == 0
+    assert configured_redactor().redact(f"a {old} b") == f"a {REDACTED} b"
+    assert cli("key", "set", "glm", "--from-stdin", "--backend", "file", input=new + "\n").returncode == 0
+    assert configured_redactor().redact(f"a {new} b") == f"a {REDACTED} b"
+
+
 def test_event_log_redacts_configured_keys_by_default(tmp_path):
     from pilothouse.core.state.events import EventLog
     from pilothouse.providers import keys
