@@ -114,7 +114,6 @@ def run_graph(chains: int, length: int, workers: int, *, jobs: int = 1, worker_n
     conn.close()
 
     started = time.monotonic()
-    # PILOTHOUSE_BENCH_PROFILE=FILE: the supervisor runs under cProfile, its stats written there at the end
     profile = os.environ.get("PILOTHOUSE_BENCH_PROFILE")
     prof = ["-m", "cProfile", "-o", profile] if profile else []
     sup = subprocess.Popen([sys.executable, "-I", *prof, "-m", "pilothouse.core.supervisor.loop", "--repo", str(layout.root)],

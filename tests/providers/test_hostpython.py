@@ -178,15 +178,13 @@ def test_a_later_child_python_without_minus_i_never_obeys_a_code_variable_the_ho
     assert out.returncode == 0 and obeyed not in out.stdout + out.stderr, (out.stdout, out.stderr)
 
 
-def test_an_environment_handed_over_is_the_whole_of_the_childs_even_an_empty_one(tmp_path: Path) -> None:
+def test_an_environment_handed_over_is_the_whole_of_the_childs_even_an_empty_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # a caller that builds a child's environment itself (a minimal one, or none at all) gets that
     # and nothing of this process's: an empty one must not turn into the operator's whole environment
-    os.environ["PILOTHOUSE_TEST_OPERATOR_ONLY"] = "operator"
-    try:
-        assert host_env({}) == {}
-        assert host_env({"HOME": str(tmp_path), "PYTHONPATH": "/planted"}) == {"HOME": str(tmp_path)}
-        child = subprocess.run([sys.executable, "-I", "-c", "import os, json; print(json.dumps(dict(os.environ)))"],
-                               env=host_env({}), capture_output=True, text=True, timeout=guard(60))
-        assert "PILOTHOUSE_TEST_OPERATOR_ONLY" not in json.loads(child.stdout), child.stdout
-    finally:
-        del os.environ["PILOTHOUSE_TEST_OPERATOR_ONLY"]
+    monkeypatch.setenv("PILOTHOUSE_TEST_OPERATOR_ONLY", "operator")
+    assert host_env({}) == {}
+    assert host_env({"HOME": str(tmp_path), "PYTHONPATH": "/planted"}) == {"HOME": str(tmp_path)}
+    child = subprocess.run([sys.executable, "-I", "-c", "import os, json; print(json.dumps(dict(os.environ)))"],
+                           env=host_env({}), capture_output=True, text=True, timeout=guard(60))
+    assert "PILOTHOUSE_TEST_OPERATOR_ONLY" not in json.loads(child.stdout), child.stdout
