@@ -19,7 +19,7 @@ are serial (one integration checkout), so the wider the graph, the longer a fini
 for the merges ahead of it. A per-phase breakdown follows. Everything runs in a throwaway
 PILOTHOUSE_HOME; the load average is printed because git's cost follows it.
 
-Workers run at the project's `worker_nice` (default 10) below the supervisor, whose commits, gates
+Workers run at the project's `worker_nice` (default 19) below the supervisor, whose commits, gates
 and merges are the path measured here; `--worker-nice 0` shows the same DAG with workers at the
 supervisor's priority (on 2 cores, five instant workers then take most of the CPU).
 
@@ -213,7 +213,7 @@ def main() -> int:
     ap.add_argument("--length", type=int, default=LENGTH, help="tasks in each chain")
     ap.add_argument("--max-workers", type=int, default=WORKERS, help="project.yaml max_workers")
     ap.add_argument("--worker-nice", type=int, default=None,
-                    help="project.yaml worker_nice (None: the project default, 10); 0 = workers at the "
+                    help="project.yaml worker_nice (None: the project default, 19); 0 = workers at the "
                          "supervisor's priority")
     a = ap.parse_args()
     run = run_graph(a.chains, a.length, a.max_workers, worker_nice=a.worker_nice)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from functools import lru_cache
 from pathlib import Path
 
 from pilothouse.core.git.checkout import checkout_status
@@ -148,8 +149,7 @@ def _is_registered(layout: RepoLayout, path: Path, branch: str | None) -> bool:
     if not text.startswith("gitdir: "):
         return False
     admin = Path(text[len("gitdir: "):])
-    common = Path(git(layout.root, "rev-parse", "--git-common-dir"))
-    common = (layout.root / common).resolve() if not common.is_absolute() else common.resolve()
+    common = _common_dir(str(layout.root), _identity(layout.root / ".git"))
     if admin.is_symlink() or admin.resolve().parent != common / "worktrees":
         return False
     try:
@@ -157,3 +157,19 @@ def _is_registered(layout: RepoLayout, path: Path, branch: str | None) -> bool:
     except OSError:
         return False
     return os.path.realpath(back) == str(dot_git.resolve())
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+@lru_cache(maxsize=64)
+def _common_dir(root: str, identity: tuple[int, int] | None) -> Path:
+    """The repository's administrative folder, asked of git once per repository (its `.git` the
+    same file or folder): every pooling and every take looked it up again."""
+    common = Path(git(root, "rev-parse", "--git-common-dir"))
+    return (Path(root) / common).resolve() if not common.is_absolute() else common.resolve()

@@ -40,13 +40,13 @@ def _blob(worktree: Path, base: str, rel: str) -> str | None:
     return proc.stdout.strip() or None if proc.returncode == 0 else None
 
 
-def _moved_copy(worktree: Path, base: str, tracked: list[str]) -> list[str]:
-    """New paths outside .ai holding the host's .ai/project.yaml byte for byte: a renamed .ai."""
+def _moved_copy(worktree: Path, base: str, tracked: list[str], changed: list[str]) -> list[str]:
+    """New paths outside .ai holding the host's .ai/project.yaml byte for byte: a renamed .ai.
+    `changed`: every path the worktree changed against `base`."""
     want = _blob(worktree, base, f"{AI}/project.yaml") if f"{AI}/project.yaml" in tracked else None
     if want is None:
         return []
     untracked = git(worktree, "ls-files", "-z", "--others", "--exclude-standard", strip=False).split("\0")
-    changed = git(worktree, "diff", "-z", "--name-only", "--no-renames", base, strip=False).split("\0")
     cands = [p for p in {*untracked, *changed} if p and p.endswith("/project.yaml") and not p.startswith(f"{AI}/")]
     found = []
     for rel in sorted(cands):
@@ -69,7 +69,9 @@ def restore_records(worktree: Path | str, base: str | None) -> list[str]:
     wt = Path(worktree)
     base = base or "HEAD"
     tracked = _tracked(wt, base)
-    moved = _moved_copy(wt, base, tracked)
+    # one diff of the whole tree serves both: the renamed-.ai check and what changed under .ai
+    every = git(wt, "diff", "-z", "--name-only", "--no-renames", base, strip=False).split("\0")
+    moved = _moved_copy(wt, base, tracked, every)
     try:
         ai_mode = os.lstat(wt / AI).st_mode
     except FileNotFoundError:
@@ -80,12 +82,11 @@ def restore_records(worktree: Path | str, base: str | None) -> list[str]:
                              "work may not change it; restore .ai in the worktree, then retry", moved or [AI])
     undone: list[str] = []
     # what the worker changed or added under .ai, as git sees it against the host's copy
-    changed = git(wt, "diff", "-z", "--name-only", "--no-renames", base, "--", AI, strip=False).split("\0")
-    # --directory: a folder the worker added goes as one entry, and with it everything in it
+    changed = [p for p in every if p == AI or p.startswith(AI + "/")]
+    # --directory: a folder the worker added goes as one entry, and with it everything in it; no
+    # exclude rules are given, so what a .gitignore (the worker's too) ignores is listed as well
     added = git(wt, "ls-files", "-z", "--others", "--directory", "--", AI, strip=False).split("\0")
-    ignored = git(wt, "ls-files", "-z", "--others", "--directory", "--ignored", "--exclude-standard", "--", AI,
-                  strip=False).split("\0")
-    for rel in sorted({p.rstrip("/") for p in (*changed, *added, *ignored) if p}):
+    for rel in sorted({p.rstrip("/") for p in (*changed, *added) if p}):
         if any(rel == k or rel.startswith(k + "/") for k in KEPT):
             continue
         try:

@@ -73,10 +73,12 @@ def _lines(diff: str) -> tuple[list[str], list[str]]:
 
 
 def find(cwd: str, base: str, *, declared: list[str] | None = None, reason: str = "",
-         counts: dict[str, Any] | None = None, base_counts: dict[str, Any] | None = None) -> list[Weakening]:
-    """What HEAD weakened against `base` (their merge-base): file changes, then the counts' fall."""
+         counts: dict[str, Any] | None = None, base_counts: dict[str, Any] | None = None,
+         merge_base: str | None = None) -> list[Weakening]:
+    """What HEAD weakened against `base` (their merge-base, unless the caller has it: `merge_base`):
+    file changes, then the counts' fall."""
     exempt = list(declared or []) if reason.strip() else []
-    since = git(cwd, "merge-base", base, "HEAD")
+    since = merge_base or git(cwd, "merge-base", base, "HEAD")
     status = git(cwd, "diff", "--name-status", "--no-renames", "-z", since, "HEAD", strip=False).split("\0")
     found: list[Weakening] = []
     for st, path in zip(status[0::2], status[1::2], strict=False):

@@ -42,7 +42,10 @@ class WorktreeError(UserError):
 # nested in it (`sub/.git`, staged as a gitlink) has a config of the worker's: `status` and `diff`
 # would run git inside it, and its `core.fsmonitor` command with it, unconfined. So git never looks
 # into submodules, and never starts an fsmonitor (both settings reach git's child processes).
-SAFE_GIT = ("git", "-c", "core.fsmonitor=false", "-c", "diff.ignoreSubmodules=all")
+# Nor does each commit and merge start `git maintenance run --auto` (a process per call on the path
+# from a verdict to the next launch): the supervisor runs git's housekeeping once per merge train,
+# beside the work (core/supervisor/merging.housekeeping).
+SAFE_GIT = ("git", "-c", "core.fsmonitor=false", "-c", "diff.ignoreSubmodules=all", "-c", "maintenance.auto=false")
 
 
 def git(cwd: Path | str, *args: str, check: bool = True, env: dict[str, str] | None = None,

@@ -105,7 +105,7 @@ class ProjectConfig(Strict):
     max_workers: int = Field(default=2, ge=1, le=64)
     # workers yield the CPU to the supervisor (whose gates and merges every dependent task waits
     # for) and to the operator's own shell; 0 runs them at the supervisor's priority
-    worker_nice: int = Field(default=10, ge=0, le=19)
+    worker_nice: int = Field(default=19, ge=0, le=19)
     # merged tasks' checkouts kept for the next tasks (core/git/pool.py); 0 makes a new one each time
     worktree_pool: int = Field(default=4, ge=0, le=64)
     confinement: Literal["on", "off"] = "on"
@@ -363,7 +363,7 @@ contracts: []          # shared interfaces; change them in CONTRACT_CHANGE tasks
 integration_branch: {q(DEFAULT_INTEGRATION_BRANCH)}
 base_branch: null      # jobs start from its head; `pilothouse ship` lands work there (null: your checked-out branch)
 max_workers: 2
-worker_nice: 10        # 0-19: CPU priority of workers below the supervisor's gates and merges
+worker_nice: 19        # 0-19: CPU priority of workers below the supervisor's gates and merges
 worktree_pool: 4       # merged tasks' checkouts reused by the next tasks (0: a new checkout each time)
 confinement: "on"
 network: default       # default | none

@@ -41,21 +41,17 @@ def _parsed_deps(text: str | None) -> tuple[str, ...]:
 def step_job(sup: Supervisor, job: str, planned: bool) -> list[tuple[str, Any, Any]]:
     """Move each task of the job on; returns the tasks ready to launch (launches wait for the plan)."""
     defs = task_defs(sup)
-    scan = sup.store.task_states(job)
-    states = {tid: st for tid, st, _ in scan}
+    rows = _movable(sup, job, defs)
     ready: list[tuple[str, Any, Any]] = []
     merges: list[tuple[sqlite3.Row, Any]] = []
-    hold = launch_hold(sup, job) if scan else None
-    for tid, st, deps in scan:
-        if st in TERMINAL or st == "stopped":
-            continue
-        tdef = defs.get((job, tid))
-        if st == "planned" and tdef is not None and not all(states.get(d) == "done" for d in _parsed_deps(deps)):
-            continue  # most of a big job on most passes: its full row is not even read
+    hold = launch_hold(sup, job) if rows else None
+    for prefetched, deps_done in rows:
+        tid = prefetched["task"]
         try:
-            r = sup.store.task(job, tid)
-            if r is not None:
-                _step_task(sup, job, r, tdef, states, planned, ready, merges)
+            # a step earlier in this pass may have moved this task too: its row is read again then
+            r = prefetched if sup.store.moves == rows.moves else sup.store.task(job, tid)
+            if r is not None and r["state"] not in TERMINAL and r["state"] != "stopped":
+                _step_task(sup, job, r, defs.get((job, tid)), deps_done, planned, ready, merges)
         except Exception as exc:  # noqa: BLE001 - one task's trouble must not stop the others
             sup.log.exception("task %s/%s: %s", job, tid, exc)
             try:
@@ -73,14 +69,56 @@ def step_job(sup: Supervisor, job: str, planned: bool) -> list[tuple[str, Any, A
     return ready
 
 
-def _step_task(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any, states: dict[str, str], planned: bool,
+class _Rows(list):  # type: ignore[type-arg]
+    """The (row, dependencies done) a pass steps, and the store's move count when they were read."""
+
+    moves = 0
+
+
+_LIVE = ("done", "skipped", "cancelled", "stopped", "planned")  # the states a pass never steps (planned: see below)
+
+
+def _movable(sup: Supervisor, job: str, defs: dict[tuple[str, str], Any]) -> _Rows:
+    """The job's tasks a pass may move, in plan order: every live one, and the planned ones whose
+    dependencies are done (SQLite looks: a 500-task job's pass builds no row, not even a tuple, of
+    each of the hundreds of tasks still waiting). After tasks.yaml changed (and on a supervisor's
+    first pass), every planned task too: one whose definition is gone is re-planned whatever its
+    dependencies."""
+    rows = _Rows()
+    rows.moves = sup.store.moves
+    seen = sup.__dict__.setdefault("_defs_stepped", {})
+    marks = ",".join("?" * len(_LIVE))
+    if seen.get(job) is not defs:
+        scan = sup.store.task_states(job)
+        states = {tid: st for tid, st, _ in scan}
+        for tid, st, deps in scan:
+            if st in TERMINAL or st == "stopped":
+                continue
+            done = all(states.get(d) == "done" for d in _parsed_deps(deps))
+            if st == "planned" and (job, tid) in defs and not done:
+                continue
+            r = sup.store.task(job, tid)
+            if r is not None:
+                rows.append((r, done))
+        seen[job] = defs
+        return rows
+    # deps_done matters to planned tasks only, and the only planned ones here have theirs done
+    rows.extend((r, True) for r in sup.conn.execute(
+        f"SELECT * FROM tasks t WHERE t.job=? AND (t.state NOT IN ({marks}) OR (t.state='planned' AND NOT EXISTS ("
+        " SELECT 1 FROM json_each(COALESCE(NULLIF(t.depends_on, ''), '[]')) d WHERE NOT EXISTS ("
+        "  SELECT 1 FROM tasks u WHERE u.job=t.job AND u.task=d.value AND u.state='done')))) ORDER BY t.rowid",
+        (job, *_LIVE)))
+    return rows
+
+
+def _step_task(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any, deps_done: bool, planned: bool,
                ready: list[tuple[str, Any, Any]], merges: list[tuple[sqlite3.Row, Any]]) -> None:
     st, tid = r["state"], r["task"]
     if tdef is None:
         if st in ("planned", "ready", "waiting"):
             sup.store.set_task(job, tid, "needs_replan", "its definition is gone from .ai/tasks.yaml")
         return
-    if st == "planned" and all(states.get(d) == "done" for d in _deps(r)):
+    if st == "planned" and deps_done:
         sup.store.set_task(job, tid, "ready", "dependencies done" if _deps(r) else "no dependencies")
         st = "ready"
     if st == "ready" and planned:

@@ -82,6 +82,8 @@ class Supervisor(SupervisorLease, SupervisorRuns):
         self._watcher: FileWatcher | None = None
         self._project: Any = None
         self._project_mtime: float | None = None
+        self._passes = 0  # reconcile passes begun (the project settings are looked at once a pass)
+        self._project_pass = -1
         self._next_heartbeat = 0.0
         self.good_heads: dict[str, str | None] = {}  # job -> the gated head of its line new checkouts start from
         self._last_error: str | None = None
@@ -94,6 +96,9 @@ class Supervisor(SupervisorLease, SupervisorRuns):
     def project(self) -> Any:
         from pilothouse.core.records.project import load_project
 
+        if self._project is not None and self._project_pass == self._passes:
+            return self._project  # looked at once a pass: a pass asked tens of thousands of times in all
+        self._project_pass = self._passes
         try:
             mtime = self.layout.project_yaml.stat().st_mtime
         except FileNotFoundError:
@@ -288,6 +293,7 @@ class Supervisor(SupervisorLease, SupervisorRuns):
     def reconcile(self) -> None:
         from pilothouse.core.records.jobs import list_jobs
 
+        self._passes += 1
         flow.apply_replies(self)
         candidates: list[tuple[str, Any, Any]] = []
         for job in list_jobs(self.layout):

@@ -63,8 +63,20 @@ def start_merges(sup: Supervisor, job: str, tasks: list[tuple[sqlite3.Row, Any]]
                 merge_done(sup, job, tid, None, res)
             else:
                 merge_done(sup, job, tid, res, exc)
+        housekeeping(sup)
 
     sup.work(key, lambda: merge_train(layout, project, job, cars), done)
+
+
+def housekeeping(sup: Supervisor) -> None:
+    """git's own `maintenance run --auto` (packs loose objects once there are many), which the
+    supervisor's git calls leave out (core/git/worktrees.SAFE_GIT): once per merge train, beside the
+    work, at most one at a time. Each of a builder's commits and merges made its own otherwise."""
+    from pilothouse.core.git.worktrees import git
+
+    root = sup.layout.root
+    sup.work(("housekeeping",), lambda: git(root, "maintenance", "run", "--auto", "--quiet", check=False),
+             lambda _r, _e: None)
 
 
 def merge_done(sup: Supervisor, job: str, tid: str, res: Any, exc: BaseException | None) -> None:

@@ -138,11 +138,20 @@ def _review_event(sup: Supervisor, job: str, r: Any, run: Any, overall: str | No
 
 def finish_job(sup: Supervisor, job: str, planned: bool, hold: str | None = None) -> None:
     jr = sup.store.job(job)
-    scan = sup.store.task_states(job) if jr is not None and planned else []
-    if not scan or jr is None:
+    if jr is None or not planned:
         return
+    # the tasks not ended, but of the planned ones only whether there are any (they never move the
+    # job: every pass of a 500-task job built a tuple of each of them)
+    marks = ",".join("?" * len(TERMINAL))
+    cur = sup.conn.cursor()
+    cur.row_factory = None
+    left = list(cur.execute(f"SELECT task, state FROM tasks WHERE job=? AND state NOT IN ({marks}, 'planned') "
+                            "ORDER BY rowid", (job, *TERMINAL)))
+    if not left:
+        left = list(cur.execute("SELECT task, state FROM tasks WHERE job=? AND state='planned' LIMIT 1", (job,)))
+        if not left and cur.execute("SELECT 1 FROM tasks WHERE job=? LIMIT 1", (job,)).fetchone() is None:
+            return
     state = jr["state"]
-    left = [(tid, st) for tid, st, _ in scan if st not in TERMINAL]
     if left:
         # full rows only where they decide: a live run (under a hold), a review waiting for a human
         wanted = ("running", "reviewing") if hold else ("reviewing",) if sup.project.workflow.review == "human" else ()
@@ -166,7 +175,7 @@ def finish_job(sup: Supervisor, job: str, planned: bool, hold: str | None = None
         elif moving and state == "blocked":
             sup.store.set_job(job, None, reason="work resumed", state="running")
         return
-    if not any(st == "done" for _, st, _ in scan):
+    if cur.execute("SELECT 1 FROM tasks WHERE job=? AND state='done' LIMIT 1", (job,)).fetchone() is None:
         sup.store.set_job(job, "job.failed", reason="every task was skipped or cancelled", state="failed",
                           finished_at=utc_now_iso())
         from pilothouse.core.stops import budgets

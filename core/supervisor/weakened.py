@@ -90,6 +90,6 @@ def check(project: ProjectConfig, level: str, cwd: str, base: str | None, tdef: 
     since = git(cwd, "merge-base", base, "HEAD")
     before = base_counts(project, level, cwd, since) if res.counts else None
     reason = str(getattr(tdef, "test_change_reason", "") or "")
-    found = find(cwd, since, declared=list(tdef.expected_paths.write), reason=reason,
-                 counts=res.counts, base_counts=before)
+    found = find(cwd, base, declared=list(tdef.expected_paths.write), reason=reason,
+                 counts=res.counts, base_counts=before, merge_base=since)
     return found, before

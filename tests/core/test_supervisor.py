@@ -696,3 +696,56 @@ def test_a_pass_over_a_big_job_reads_the_full_rows_only_of_tasks_that_can_move(g
         assert sup.store.job("big")["state"] == "blocked"  # the pass still saw every task: t0 waits for the operator
     finally:
         sup.conn.close()
+
+
+def test_a_later_pass_readies_a_dependent_from_sqlite_alone_and_still_sees_a_definition_gone(git_repo: Path) -> None:
+    """After its first pass over a job, the supervisor asks SQLite for the tasks that can move (live
+    ones, and planned ones whose dependencies are all done): a dependent still becomes ready once its
+    dependency is done, the waiting ones cost no row, and a tasks.yaml that drops a task makes the
+    next pass look at every planned task again (the dropped one is to be re-planned)."""
+    import sqlite3
+
+    from pilothouse.core.records.jobs import create_job
+    from pilothouse.core.records.project import load_project
+    from pilothouse.core.records.taskgraph import save_tasks, validate_tasks
+    from pilothouse.core.repo_setup import init_project
+    from pilothouse.core.supervisor import flow
+    from pilothouse.core.supervisor.loop import Supervisor
+
+    init_project(git_repo, {"fast": "true", "full": "true"}, stdin_is_tty=False)
+    layout = RepoLayout(git_repo)
+    create_job(layout, "big", "a long chain")
+    entries = [{"id": f"t{n}", "title": f"T{n}", "kind": "DEPENDENT" if n else "SAFE_PARALLEL",
+                "depends_on": [f"t{n - 1}"] if n else [], "expected_paths": {"write": [f"out/t{n}.txt"]}}
+               for n in range(100)]
+    save_tasks(layout, validate_tasks(entries, load_project(layout), job="big"))
+    sup = Supervisor(layout)
+    try:
+        sup.store.ensure_job("big", 1)
+        sup.store.add_tasks("big", entries, 1)
+        flow.step_job(sup, "big", False)  # the first pass: every planned task looked at once
+        assert sup.store.task("big", "t0")["state"] == "ready"
+        sup.conn.execute("UPDATE tasks SET state='done' WHERE job='big' AND task IN ('t0', 't1')")
+        full_rows: list[str] = []
+
+        def counting(cursor: sqlite3.Cursor, values: tuple) -> sqlite3.Row:
+            row = sqlite3.Row(cursor, values)
+            if "counters" in row.keys():
+                full_rows.append(row["task"])
+            return row
+
+        sup.conn.row_factory = counting
+        flow.step_job(sup, "big", False)
+        sup.conn.row_factory = sqlite3.Row
+        assert set(full_rows) == {"t2"}, full_rows[:10]
+        assert sup.store.task("big", "t2")["state"] == "ready"
+        assert sup.store.task("big", "t3")["state"] == "planned"
+
+        # t50 leaves the plan (its dependents with it): the next pass sends it back to planning
+        kept = [e for e in entries if int(e["id"][1:]) < 50]
+        save_tasks(layout, validate_tasks(kept, load_project(layout), job="big"), replace_job="big")
+        flow.step_job(sup, "big", False)
+        assert sup.store.task("big", "t50")["state"] == "needs_replan"
+        assert sup.store.task("big", "t10")["state"] == "planned"
+    finally:
+        sup.conn.close()

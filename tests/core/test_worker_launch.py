@@ -186,14 +186,15 @@ def test_a_recorded_launch_is_spawned_even_if_project_yaml_broke_just_now(git_re
     layout = RepoLayout(git_repo)
     sup = Supervisor(layout)
     try:
-        assert sup.project.worker_nice == 10  # loaded, as reconcile does before it launches
+        assert sup.project.worker_nice == 19  # loaded, as reconcile does before it launches
         layout.project_yaml.write_text("max_workers: [\n")
         os.utime(layout.project_yaml, (1, 1))
+        sup._passes += 1  # a new reconcile pass: the settings are looked at again
         launch = runs.Launch(run_id="r-1", job=None, task=None, role="assigner", provider="sim", mode="explore",
                              workdir=str(git_repo), task_text="Explain src/calc.py.\n")
         supervisor_launch.start(sup, launch)
         assert "r-1" in sup.live_runs()
-        assert _nice_of(sup.children["r-1"].pid) == 10  # the last good setting
+        assert _nice_of(sup.children["r-1"].pid) == 19  # the last good setting
         assert sup.children["r-1"].wait(timeout=guard(60)) == 0
     finally:
         sup.conn.close()

@@ -324,3 +324,19 @@ def test_a_failed_attach_says_so(layout: RepoLayout) -> None:
     (path / "in-the-way.txt").write_text("x")  # git refuses to check out into a folder with files
     assert not wt._attach_fresh_branch(layout, "ph/j1/t1", path, "HEAD")
     assert wt.checkout_of(layout, "ph/j1/t1") is None
+
+
+def test_the_hosts_commits_start_no_git_housekeeping_of_their_own(git_repo: Path, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each commit and merge git makes starts `git maintenance run --auto` unless told not to: a
+    process more on every step from a verdict to the next launch. The supervisor's git leaves it
+    out and runs the housekeeping once per merge train instead (core/supervisor/merging.py)."""
+    from pilothouse.core.git.checkout import commit_all
+
+    trace = tmp_path / "trace2.txt"
+    monkeypatch.setenv("GIT_TRACE2", str(trace))
+    (git_repo / "new.txt").write_text("work\n")
+    assert commit_all(git_repo, "the builder's work")
+    started = [ln for ln in trace.read_text().splitlines() if " start " in ln]
+    assert any(" commit " in ln for ln in started)  # the trace saw the commit itself
+    assert not any("maintenance run" in ln or " gc " in ln for ln in started), started
