@@ -8,6 +8,7 @@ import subprocess
 import sys
 import types
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -662,25 +663,11 @@ def test_a_pass_over_a_big_job_reads_the_full_rows_only_of_tasks_that_can_move(g
     cost per task grew with the job. Tasks waiting for their dependencies cost one narrow scan."""
     import sqlite3
 
-    from pilothouse.core.records.jobs import create_job
-    from pilothouse.core.records.project import load_project
-    from pilothouse.core.records.taskgraph import save_tasks, validate_tasks
-    from pilothouse.core.repo_setup import init_project
     from pilothouse.core.supervisor import flow
-    from pilothouse.core.supervisor.loop import Supervisor
     from pilothouse.core.supervisor.state import stop_task
 
-    init_project(git_repo, {"fast": "true", "full": "true"}, stdin_is_tty=False)
-    layout = RepoLayout(git_repo)
-    create_job(layout, "big", "a long chain")
-    entries = [{"id": f"t{n}", "title": f"T{n}", "kind": "DEPENDENT" if n else "SAFE_PARALLEL",
-                "depends_on": [f"t{n - 1}"] if n else [], "expected_paths": {"write": [f"out/t{n}.txt"]}}
-               for n in range(300)]
-    save_tasks(layout, validate_tasks(entries, load_project(layout), job="big"))
-    sup = Supervisor(layout)
+    layout, entries, sup = _chain_job(git_repo, 300)
     try:
-        sup.store.ensure_job("big", 1)
-        sup.store.add_tasks("big", entries, 1)
         stop_task(sup.store, "big", "t0", "the operator's to look at", kind="builder_blocked")
         full_rows: list[str] = []
 
@@ -705,24 +692,12 @@ def test_a_later_pass_readies_a_dependent_from_sqlite_alone_and_still_sees_a_def
     next pass look at every planned task again (the dropped one is to be re-planned)."""
     import sqlite3
 
-    from pilothouse.core.records.jobs import create_job
     from pilothouse.core.records.project import load_project
     from pilothouse.core.records.taskgraph import save_tasks, validate_tasks
-    from pilothouse.core.repo_setup import init_project
     from pilothouse.core.supervisor import flow
-    from pilothouse.core.supervisor.loop import Supervisor
 
-    init_project(git_repo, {"fast": "true", "full": "true"}, stdin_is_tty=False)
-    layout = RepoLayout(git_repo)
-    create_job(layout, "big", "a long chain")
-    entries = [{"id": f"t{n}", "title": f"T{n}", "kind": "DEPENDENT" if n else "SAFE_PARALLEL",
-                "depends_on": [f"t{n - 1}"] if n else [], "expected_paths": {"write": [f"out/t{n}.txt"]}}
-               for n in range(100)]
-    save_tasks(layout, validate_tasks(entries, load_project(layout), job="big"))
-    sup = Supervisor(layout)
+    layout, entries, sup = _chain_job(git_repo, 100)
     try:
-        sup.store.ensure_job("big", 1)
-        sup.store.add_tasks("big", entries, 1)
         flow.step_job(sup, "big", False)  # the first pass: every planned task looked at once
         assert sup.store.task("big", "t0")["state"] == "ready"
         sup.conn.execute("UPDATE tasks SET state='done' WHERE job='big' AND task IN ('t0', 't1')")
@@ -749,3 +724,24 @@ def test_a_later_pass_readies_a_dependent_from_sqlite_alone_and_still_sees_a_def
         assert sup.store.task("big", "t10")["state"] == "planned"
     finally:
         sup.conn.close()
+
+
+def _chain_job(git_repo: Path, n: int) -> tuple[RepoLayout, list[dict], Any]:
+    """A job "big" of one chain of `n` tasks, planned into the store of a Supervisor (not running)."""
+    from pilothouse.core.records.jobs import create_job
+    from pilothouse.core.records.project import load_project
+    from pilothouse.core.records.taskgraph import save_tasks, validate_tasks
+    from pilothouse.core.repo_setup import init_project
+    from pilothouse.core.supervisor.loop import Supervisor
+
+    init_project(git_repo, {"fast": "true", "full": "true"}, stdin_is_tty=False)
+    layout = RepoLayout(git_repo)
+    create_job(layout, "big", "a long chain")
+    entries = [{"id": f"t{k}", "title": f"T{k}", "kind": "DEPENDENT" if k else "SAFE_PARALLEL",
+                "depends_on": [f"t{k - 1}"] if k else [], "expected_paths": {"write": [f"out/t{k}.txt"]}}
+               for k in range(n)]
+    save_tasks(layout, validate_tasks(entries, load_project(layout), job="big"))
+    sup = Supervisor(layout)
+    sup.store.ensure_job("big", 1)
+    sup.store.add_tasks("big", entries, 1)
+    return layout, entries, sup
