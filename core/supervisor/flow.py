@@ -41,6 +41,7 @@ def _parsed_deps(text: str | None) -> tuple[str, ...]:
 def step_job(sup: Supervisor, job: str, planned: bool) -> list[tuple[str, Any, Any]]:
     """Move each task of the job on; returns the tasks ready to launch (launches wait for the plan)."""
     defs = task_defs(sup)
+    moves = sup.store.moves  # reading the rows below writes nothing
     rows = _movable(sup, job, defs)
     ready: list[tuple[str, Any, Any]] = []
     merges: list[tuple[sqlite3.Row, Any]] = []
@@ -49,7 +50,7 @@ def step_job(sup: Supervisor, job: str, planned: bool) -> list[tuple[str, Any, A
         tid = prefetched["task"]
         try:
             # a step earlier in this pass may have moved this task too: its row is read again then
-            r = prefetched if sup.store.moves == rows.moves else sup.store.task(job, tid)
+            r = prefetched if sup.store.moves == moves else sup.store.task(job, tid)
             if r is not None and r["state"] not in TERMINAL and r["state"] != "stopped":
                 _step_task(sup, job, r, defs.get((job, tid)), deps_done, planned, ready, merges)
         except Exception as exc:  # noqa: BLE001 - one task's trouble must not stop the others
@@ -69,26 +70,18 @@ def step_job(sup: Supervisor, job: str, planned: bool) -> list[tuple[str, Any, A
     return ready
 
 
-class _Rows(list):  # type: ignore[type-arg]
-    """The (row, dependencies done) a pass steps, and the store's move count when they were read."""
-
-    moves = 0
-
-
 _LIVE = ("done", "skipped", "cancelled", "stopped", "planned")  # the states a pass never steps (planned: see below)
 
 
-def _movable(sup: Supervisor, job: str, defs: dict[tuple[str, str], Any]) -> _Rows:
+def _movable(sup: Supervisor, job: str, defs: dict[tuple[str, str], Any]) -> list[tuple[sqlite3.Row, bool]]:
     """The job's tasks a pass may move, in plan order: every live one, and the planned ones whose
     dependencies are done (SQLite looks: a 500-task job's pass builds no row, not even a tuple, of
     each of the hundreds of tasks still waiting). After tasks.yaml changed (and on a supervisor's
     first pass), every planned task too: one whose definition is gone is re-planned whatever its
     dependencies."""
-    rows = _Rows()
-    rows.moves = sup.store.moves
-    seen = sup.__dict__.setdefault("_defs_stepped", {})
+    rows: list[tuple[sqlite3.Row, bool]] = []
     marks = ",".join("?" * len(_LIVE))
-    if seen.get(job) is not defs:
+    if sup.defs_stepped.get(job) is not defs:
         scan = sup.store.task_states(job)
         states = {tid: st for tid, st, _ in scan}
         for tid, st, deps in scan:
@@ -100,7 +93,7 @@ def _movable(sup: Supervisor, job: str, defs: dict[tuple[str, str], Any]) -> _Ro
             r = sup.store.task(job, tid)
             if r is not None:
                 rows.append((r, done))
-        seen[job] = defs
+        sup.defs_stepped[job] = defs
         return rows
     # deps_done matters to planned tasks only, and the only planned ones here have theirs done
     rows.extend((r, True) for r in sup.conn.execute(

@@ -82,6 +82,7 @@ class Supervisor(SupervisorLease, SupervisorRuns):
         self._watcher: FileWatcher | None = None
         self._project: Any = None
         self._project_mtime: float | None = None
+        self.defs_stepped: dict[str, Any] = {}  # job -> the task definitions its last full pass saw (flow._movable)
         self._passes = 0  # reconcile passes begun (the project settings are looked at once a pass)
         self._project_pass = -1
         self._next_heartbeat = 0.0
