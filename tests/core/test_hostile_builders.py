@@ -242,3 +242,25 @@ def test_a_module_planted_in_the_worktree_is_not_imported_by_the_host(cli, git_r
     for args in (("scan-secrets",), ("status",), ("providers", "list")):
         cli(*args, cwd=git_repo)  # host processes started in the worker's tree
     assert not marker.exists()
+
+
+def test_what_a_gitignore_hides_under_ai_is_taken_out_before_the_commit(git_repo: Path) -> None:
+    """The listing of what the worker added under .ai gives git no exclude rules: a file or folder a
+    .gitignore (the repository's or one the worker wrote) ignores is removed like any other."""
+    from pilothouse.core.git.records import restore_records
+
+    (git_repo / ".ai").mkdir(exist_ok=True)
+    (git_repo / ".ai" / "project.yaml").write_text("max_workers: 1\n")
+    (git_repo / ".ai" / "skills").mkdir(exist_ok=True)
+    (git_repo / ".ai" / "skills" / "kept.md").write_text("a skill\n")
+    (git_repo / ".gitignore").write_text("*.log\n.ai/cache/\n")
+    subprocess.run(["git", "add", "-A"], cwd=git_repo, check=True)
+    subprocess.run(["git", "commit", "-qm", "records"], cwd=git_repo, check=True)
+    (git_repo / ".ai" / "skills" / "planted.log").write_text("ignored, but the worker's\n")
+    (git_repo / ".ai" / "cache" / "deep").mkdir(parents=True)
+    (git_repo / ".ai" / "cache" / "deep" / "f").write_text("x\n")
+    undone = restore_records(git_repo, None)
+    assert not (git_repo / ".ai" / "skills" / "planted.log").exists()
+    assert not (git_repo / ".ai" / "cache").exists()
+    assert (git_repo / ".ai" / "skills" / "kept.md").exists()
+    assert {".ai/skills/planted.log", ".ai/cache"} <= set(undone)
