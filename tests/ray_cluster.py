@@ -74,6 +74,36 @@ class Cluster:
                              text=True, timeout=guard(60), env=node_env(self.node_home.parent / "driver"), check=True)
         return out.stdout.strip().splitlines()[-1] == "alive"
 
+    def named_actors(self, namespace: str) -> list[str]:
+        """The names of the live actors of `namespace`."""
+        code = ("import json, sys, ray; ray.init(address=sys.argv[1], namespace=sys.argv[2], logging_level='ERROR',"
+                " log_to_driver=False)\nfrom ray.util import list_named_actors\nprint(json.dumps(list_named_actors()))")
+        out = subprocess.run([sys.executable, "-c", code, self.address, namespace], capture_output=True, text=True,
+                             timeout=guard(60), env=node_env(self.node_home.parent / "driver"), check=True)
+        return list(json.loads(out.stdout.strip().splitlines()[-1]))
+
+    def wait_for_a_spare(self, namespace: str) -> str:
+        """Until a spare actor of `namespace` is placed and made (it answers): its name."""
+        code = ("import sys, ray; ray.init(address=sys.argv[1], namespace=sys.argv[2], logging_level='ERROR',"
+                " log_to_driver=False)\nfrom ray.util import list_named_actors\nimport time\n"
+                "while True:\n    names = [n for n in list_named_actors() if n.startswith('spare-')]\n"
+                "    refs = {ray.get_actor(n).hello.remote(): n for n in names}\n"
+                "    ready, _ = ray.wait(list(refs), num_returns=1, timeout=1) if refs else ([], [])\n"
+                "    if ready:\n        print(refs[ready[0]]); break\n    time.sleep(0.2)")
+        out = subprocess.run([sys.executable, "-c", code, self.address, namespace], capture_output=True, text=True,
+                             timeout=guard(120), env=node_env(self.node_home.parent / "driver"), check=True)
+        return out.stdout.strip().splitlines()[-1]
+
+    def make_spare(self, name: str, namespace: str) -> None:
+        """A spare run actor as a supervisor makes one (core/executor/spares.py), left behind by it."""
+        code = ("import sys, ray; ray.init(address=sys.argv[1], namespace=sys.argv[3], logging_level='ERROR',"
+                " log_to_driver=False)\nfrom pilothouse.core.executor.node import RunActor\n"
+                "from pilothouse.core.executor.spares import actor_options\n"
+                "a = ray.remote(RunActor).options(**actor_options(sys.argv[3], sys.argv[2], {})).remote(sys.argv[3], None)\n"
+                "ray.get(a.hello.remote())")
+        subprocess.run([sys.executable, "-c", code, self.address, name, namespace], capture_output=True, text=True,
+                       timeout=guard(60), env=node_env(self.node_home.parent / "driver"), check=True)
+
     def kill_actor(self, name: str, namespace: str) -> None:
         """As Ray does when an actor's process dies: no cancel, nothing the actor can do first."""
         code = ("import sys, ray; ray.init(address=sys.argv[1], logging_level='ERROR', log_to_driver=False)\n"

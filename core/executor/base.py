@@ -72,6 +72,22 @@ class Executors:
     def live(self) -> set[str]:
         return {r for e in self._made.values() for r in e.live()}
 
+    def warm(self, sup: Host) -> None:
+        """As the supervisor starts: a project on a cluster joins it ahead of the first run."""
+        try:
+            project = sup.project
+        except Exception:  # noqa: BLE001 - a broken project.yaml: the loop says so itself
+            return
+        if getattr(project, "executor", LOCAL) == RAY:
+            cluster: Any = self.get(RAY, sup.layout)
+            cluster.warm(sup)
+
+    def close(self) -> None:
+        """The supervisor stops: what an executor keeps besides the runs goes (the cluster's spares)."""
+        made: Any = self._made.get(RAY)
+        if made is not None:
+            made.close()
+
 
 def cancel_run(layout: RepoLayout, run_id: str, grace: float) -> bool:
     """Interrupt one recorded run wherever it runs (`job abort`, `job cancel`)."""

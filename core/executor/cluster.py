@@ -15,7 +15,6 @@ never a run to start again).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import threading
@@ -25,7 +24,16 @@ from pilothouse.core.dispatch import runs
 from pilothouse.core.dispatch.runs import Launch
 from pilothouse.core.executor import connection, hub
 from pilothouse.core.executor.connection import HeadRestarted, connect
-from pilothouse.core.executor.placement import Placement, SandboxGone, sandbox_gone
+from pilothouse.core.executor.placement import PLACE_NOTICE_S, Placement, SandboxGone, sandbox_gone
+from pilothouse.core.executor.run_record import (
+    actor_name,
+    named_actors,
+    namespace_of,
+    read_record,
+    run_actor,
+    write_record,
+)
+from pilothouse.core.executor.spares import Spares, actor_options
 from pilothouse.core.records.layout import RepoLayout
 
 if TYPE_CHECKING:
@@ -34,32 +42,6 @@ if TYPE_CHECKING:
     from pilothouse.core.executor.host import Host
 
 LOG_WAIT_S = 10.0  # how long one ask for a cluster run's new log lines waits on the node
-
-
-def namespace_of(layout: RepoLayout) -> str:
-    return "pilothouse-" + hashlib.sha256(str(layout.root.resolve()).encode()).hexdigest()[:16]
-
-
-def actor_name(run_id: str) -> str:
-    return f"run-{run_id}"
-
-
-def record_path(layout: RepoLayout, run_id: str) -> Any:
-    return runs.run_files(layout, run_id)["spec"].with_name(f"{run_id}.cluster.json")
-
-
-def read_record(layout: RepoLayout, run_id: str) -> dict[str, Any] | None:
-    try:
-        data = json.loads(record_path(layout, run_id).read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _write_record(layout: RepoLayout, run_id: str, data: dict[str, Any]) -> None:
-    from pilothouse.providers.fsutil import atomic_write_json
-
-    atomic_write_json(record_path(layout, run_id), data, mode=0o600)
 
 
 def supervisor_trees(layout: RepoLayout) -> list[str]:
@@ -83,16 +65,49 @@ class RayExecutor:
         self.namespace = namespace_of(layout)
         self._watching: set[str] = set()
         self.placement = Placement()
+        self.spares = Spares(self.namespace)
         self._joined: dict[str, tuple[str, bytes | None]] = {}  # run id -> (ray.address, the cluster it started on)
 
     def live(self) -> set[str]:
         return set(self._watching)
 
+    def warm(self, sup: Host) -> None:
+        """Join the cluster and make the spare actors as the supervisor starts, beside its first
+        passes: a fresh supervisor's first cluster run waited for both (`import ray`, the driver's
+        connection, the actor's making: two seconds and more). Said in supervisor.log when it cannot."""
+        def join() -> None:
+            from pilothouse.core.executor.host import settings
+
+            try:
+                project = settings(sup)
+                address = str(project.ray.address)
+                ray = connect(address, self.namespace)
+                self._fill(ray, project, connection.joined(address))
+            except Exception as exc:  # noqa: BLE001 - the first run joins then, and says why it cannot
+                sup.log.info("cluster not joined ahead of the runs: %s", exc)
+
+        threading.Thread(target=join, name="ray-warm", daemon=True).start()
+
+    def close(self) -> None:
+        """The supervisor stops: its unclaimed spares go (a kill on a cluster whose head is gone may
+        never return: waited for a few seconds only)."""
+        import sys
+
+        ray = sys.modules.get("ray")
+        if ray is None or not ray.is_initialized():
+            return
+        closing = threading.Thread(target=self.spares.close, args=(ray,), name="ray-close", daemon=True)
+        closing.start()
+        closing.join(timeout=5)
+
+    def _fill(self, ray: Any, project: Any, since: bytes | None) -> None:
+        self.spares.fill(ray, dict(project.ray.resources), since, lambda: named_actors(self.layout), project.ray.spares)
+
     def launch(self, sup: Host, launch: Launch, event_extra: dict[str, Any] | None = None) -> None:
         from pilothouse.core.executor.local import started
 
         self._watching.add(launch.run_id)
-        started(sup, launch, {"actor": actor_name(launch.run_id), "namespace": self.namespace, **(event_extra or {})})
+        started(sup, launch, {"namespace": self.namespace, **(event_extra or {})})
         sup.log.info("launched %s %s run %s on the cluster", launch.role, launch.task or launch.job, launch.run_id)
         self._drive(sup, launch)
 
@@ -116,7 +131,7 @@ class RayExecutor:
 
         try:
             ray = connect(str(load_project(layout).ray.address), self.namespace)
-            actor = ray.get_actor(actor_name(run_id), namespace=self.namespace)
+            actor = ray.get_actor(run_actor(read_record(self.layout, run_id), run_id), namespace=self.namespace)
         except (ValueError, HeadRestarted):
             return False  # gone already (with its node, or with the cluster of a head started again)
         if "node_id" not in (read_record(self.layout, run_id) or {}):
@@ -187,16 +202,17 @@ class RayExecutor:
             url = hub.hub_url(self.layout, project)
             record = {"hub": url, "base": head(launch.workdir)}
             hub.publish_base(self.layout, url, record["base"], launch.run_id)
-            _write_record(self.layout, launch.run_id, record)
+            write_record(self.layout, launch.run_id, record)
         where: dict[str, Any] = {}
         avoid: list[str] = []
         pinned: str | None = None
+        spare = None
         if "node_id" in record:  # placed, so maybe started: only that actor may carry on
             elsewhere = connection.placed_on(record, address, launch.run_id)
             if elsewhere:  # placed on a cluster whose head was started again since
                 raise HeadRestarted(elsewhere)
             try:
-                actor = ray.get_actor(name, namespace=self.namespace)
+                actor = ray.get_actor(run_actor(record, launch.run_id), namespace=self.namespace)
             except ValueError:
                 raise RuntimeError("its actor is gone from the cluster (its node stopped, or it was killed)") from None
         else:  # never placed, so never started: making it (again, by name) is its one start
@@ -210,33 +226,49 @@ class RayExecutor:
                              launch.run_id, launch.resume_of, pinned[:12])
             else:
                 avoid = self.placement.keep_off(ray)
+                self.spares.sweep(ray, lambda: named_actors(self.layout))
+                spare = self.spares.take(ray, dict(project.ray.resources), since, set(avoid), PLACE_NOTICE_S)
             if avoid:
                 where["label_selector"] = {"ray.io/node-id": f"!in({', '.join(avoid)})"}
                 sup.log.info("cluster run %s keeps off node(s) %s, where a run was lost lately",
                              launch.run_id, ", ".join(n[:12] for n in avoid))
-            actor = ray.remote(RunActor).options(
-                name=name, namespace=self.namespace, lifetime="detached", get_if_exists=True, num_cpus=0,
-                max_concurrency=4, max_restarts=0, resources=dict(project.ray.resources), **where,
-            ).remote(self.namespace, launch.run_id)
+            if spare is not None:
+                actor, name = spare.actor, spare.name
+                self._fill(ray, project, since)  # for the next run, while this one works
+            else:
+                self.spares.making_own(ray)  # until spares.placed() below
+                try:
+                    actor = ray.remote(RunActor).options(**actor_options(
+                        self.namespace, name, dict(project.ray.resources), **where)).remote(self.namespace, launch.run_id)
+                except BaseException:
+                    self.spares.placed()
+                    raise
+        own = spare is None and "node_id" not in record  # its own actor, waiting for a place
         gone = False
         try:
-            said_hello = actor.hello.remote()
-            if "node_id" not in record:
-                self.placement.say_while_unplaced(sup, launch, ray, said_hello, dict(project.ray.resources),
-                                                  set(avoid), pinned)
             try:
+                # a spare is placed and made already: claiming it names the run it is for
+                said_hello = actor.claim.remote(launch.run_id) if spare is not None else actor.hello.remote()
+                if own:
+                    self.placement.say_while_unplaced(sup, launch, ray, said_hello, dict(project.ray.resources),
+                                                      set(avoid), pinned)
                 hello = get(said_hello)
             except ray.exceptions.RayError as exc:
                 if pinned is not None and "node_id" not in record:  # its node died while it waited for a place there
                     raise sandbox_gone(launch, read_record(self.layout, str(launch.resume_of))) from exc
                 raise
+            finally:
+                if own:
+                    self.spares.placed()
+            if own:
+                self._fill(ray, project, since)  # made again now that this run has its place
             if "node_id" not in record:
                 record.update(node_id=str(hello["node_id"]), hostname=str(hello["hostname"]), root=str(hello["root"]),
-                              cluster_id=since.hex() if since else None)
-                _write_record(self.layout, launch.run_id, record)
+                              cluster_id=since.hex() if since else None, actor=name)
+                write_record(self.layout, launch.run_id, record)
                 sup.events.append("run.placed", job=launch.job, task=launch.task, run=launch.run_id,
                                   data={"node_id": record["node_id"], "hostname": record["hostname"],
-                                        "workdir": record["root"]})
+                                        "workdir": record["root"], "actor": name, "spare": spare is not None})
             if not hello["started"]:
                 args = self.start_args(launch, record, bytes(hello["public_key"]), worker_nice(sup))
                 get(actor.start.remote(*args))

@@ -1,4 +1,5 @@
-"""What runs on a cluster node: one detached actor per run (core/executor/cluster.py starts it).
+"""What runs on a cluster node: one detached actor per run (core/executor/cluster.py starts it, or the
+run claims a spare made ahead: spares.py).
 
 The actor makes an X25519 keypair in memory and hands out the public half; the run's secrets
 reach it sealed to that key (seal.py) and leave it only on a pipe to the dispatch, which reads its
@@ -38,30 +39,57 @@ def node_root(namespace: str, run_id: str) -> Path:
 
 
 class RunActor:
-    def __init__(self, namespace: str, run_id: str) -> None:
+    def __init__(self, namespace: str, run_id: str | None, unclaimed_ttl: float | None = None) -> None:
+        """`run_id` None: a spare (spares.py), which a run takes by `claim`, and which ends its
+        process when no run claimed it in `unclaimed_ttl` seconds."""
         from pilothouse.core.executor.seal import keypair
 
-        self.run_id = run_id
-        self.root = node_root(namespace, run_id)
+        self.namespace = namespace
+        self.run_id: str | None = run_id
+        self.root: Path | None = node_root(namespace, run_id) if run_id else None
         self._private, self._public = keypair()
         self._lock = threading.Lock()
+        self._claimed = threading.Event()
         self._started = False
         self._done = threading.Event()
         self._outcome: dict[str, Any] = {}
         self._proc: subprocess.Popen[bytes] | None = None
         self._cancelled = False
         self._log: Path | None = None  # the run's event log on this node, once it started
+        if run_id is None and unclaimed_ttl is not None:
+            threading.Thread(target=self._end_unclaimed, args=(unclaimed_ttl,), daemon=True).start()
+
+    def _end_unclaimed(self, ttl: float) -> None:
+        """A spare no run claimed in time ends its process: one whose supervisor died (killed, its
+        machine gone) would hold the node's resources for good otherwise."""
+        self._claimed.wait(ttl)
+        with self._lock:
+            if self.run_id is None:
+                os._exit(0)
 
     def hello(self) -> dict[str, Any]:
         """Where the run is (for the supervisor's record) and the key to seal its secrets to."""
         import ray
 
         return {"public_key": self._public, "node_id": ray.get_runtime_context().get_node_id(),
-                "hostname": socket.gethostname(), "root": str(self.root), "started": self._started}
+                "hostname": socket.gethostname(), "root": str(self.root or ""), "started": self._started}
+
+    def claim(self, run_id: str) -> dict[str, Any]:
+        """A spare becomes run `run_id`'s actor, for good (its hello then); claiming it again for the
+        same run is a no-op, for another run an error."""
+        with self._lock:
+            if self.run_id is None:
+                self.run_id, self.root = run_id, node_root(self.namespace, run_id)
+                self._claimed.set()
+            elif self.run_id != run_id:
+                raise RuntimeError(f"this actor is run {self.run_id}'s, not run {run_id}'s")
+        return self.hello()
 
     def start(self, spec: dict[str, Any], hub: str, base: str, sealed: bytes, nice: int) -> bool:
         """Start the run once; False when it was already started (a supervisor adopting it)."""
         with self._lock:
+            if self.run_id is None:
+                raise RuntimeError("a spare actor starts no run before one claims it")
             if self._started:
                 return False
             self._started = True
@@ -159,21 +187,23 @@ class RunActor:
         from pilothouse.core.git.worktrees import git
         from pilothouse.providers.hostpython import host_env
 
-        secrets = json.loads(open_sealed(self._private, sealed, self.run_id))
+        root, run_id = self.root, self.run_id
+        assert root is not None and run_id is not None  # start() refuses a spare no run claimed
+        secrets = json.loads(open_sealed(self._private, sealed, run_id))
         self._private = None  # one run, one opening
-        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
-        checkout = self.root / "checkout"
-        check_out(self.root.parent, hub, self.run_id, base, checkout)
+        root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        checkout = root / "checkout"
+        check_out(root.parent, hub, run_id, base, checkout)
         settings = spec.pop("settings", None)
         launch = runs.Launch(**{**spec, "workdir": str(checkout)})
-        task_file = self.root / "task.md"
+        task_file = root / "task.md"
         task_file.write_text(launch.task_text)
         env = host_env()
         if isinstance(settings, dict):
             # the supervisor's settings, not the checkout's committed .ai/project.yaml: that copy lacks
             # what the operator has not committed (gates.protected, network: none, confinement)
-            (self.root / "settings.json").write_text(json.dumps(settings))
-            env[SETTINGS_ENV] = str(self.root / "settings.json")
+            (root / "settings.json").write_text(json.dumps(settings))
+            env[SETTINGS_ENV] = str(root / "settings.json")
         if launch.scenario:
             env["PILOTHOUSE_SIM_SCENARIO"] = launch.scenario
         env[PARENT_ENV] = str(os.getpid())  # killed with this actor, the dispatch ends too
@@ -188,7 +218,7 @@ class RunActor:
             pass_fds = (r,)
         key = ""
         try:
-            with open(self.root / "out", "ab") as out, open(self.root / "err", "ab") as err, self._lock:
+            with open(root / "out", "ab") as out, open(root / "err", "ab") as err, self._lock:
                 if self._cancelled:  # the actor is killed next, but a dispatch is a session of its own
                     raise RuntimeError("the run was cancelled before its dispatch started")
                 self._proc = subprocess.Popen(runs.dispatch_argv(None, launch, task_file), stdin=subprocess.DEVNULL,
@@ -199,9 +229,9 @@ class RunActor:
                 os.close(fd)
         lower(self._proc.pid, nice)
         self._proc.wait()
-        lines = (self.root / "out").read_text(errors="replace").splitlines()
+        lines = (root / "out").read_text(errors="replace").splitlines()
         verdict = runs.last_verdict(lines)
-        logs = runs.provider_logs(launch.provider, self.run_id)
+        logs = runs.provider_logs(launch.provider, run_id)
         if verdict is None:
             try:
                 verdict = json.loads(logs["verdict"].read_text())
@@ -216,17 +246,17 @@ class RunActor:
 
             stage_work(checkout)
             if not git_ok(checkout, "diff", "--cached", "--quiet"):
-                git(checkout, *_GIT_ID, "commit", "-q", "--no-verify", "-m", f"run {self.run_id}")
-            git(checkout, *_GIT_ID, "push", "-q", "--force", hub, f"HEAD:{result_ref(self.run_id)}")
+                git(checkout, *_GIT_ID, "commit", "-q", "--no-verify", "-m", f"run {run_id}")
+            git(checkout, *_GIT_ID, "push", "-q", "--force", hub, f"HEAD:{result_ref(run_id)}")
             pushed = True
         # the work is in the hub (or there was none to keep): the checkout goes, the run's sandbox stays
         # on the node for a resumed run (core/dispatch/prepare.py finds it by run id)
-        cache = self.root.parent / "cache.git"
-        with _cache_lock(self.root.parent):
+        cache = root.parent / "cache.git"
+        with _cache_lock(root.parent):
             git(cache, "worktree", "remove", "--force", str(checkout), check=False)
-            git(cache, "update-ref", "-d", base_ref(self.run_id), check=False)
+            git(cache, "update-ref", "-d", base_ref(run_id), check=False)
         return {"verdict": verdict, "pushed": pushed, "log": _tail(logs["jsonl"], LOG_LIMIT),
-                "stderr": _tail(self.root / "err", 4000)}
+                "stderr": _tail(root / "err", 4000)}
 
 
 def check_out(repo_dir: Path, hub: str, run_id: str, base: str, checkout: Path) -> None:

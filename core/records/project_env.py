@@ -78,6 +78,8 @@ class RaySettings(Strict):
     roles: list[str] = Field(default_factory=lambda: ["builder"])
     # Ray custom resources each cluster run asks for: where it may be placed
     resources: dict[str, float] = Field(default_factory=dict)
+    # run actors kept placed and warm for the next runs (core/executor/spares.py); 0: none
+    spares: int = Field(default=2, ge=0, le=16)
 
     @field_validator("address")
     @classmethod

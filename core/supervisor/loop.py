@@ -128,10 +128,12 @@ class Supervisor(SupervisorLease, SupervisorRuns):
             self._watcher = FileWatcher(self.waker, self.layout.ai, _logs_root())
             self._watcher.start()
             self.recover()
+            self.executors.warm(self)
             self.loop()
         finally:
             if self._watcher is not None:
                 self._watcher.stop_event.set()
+            self.executors.close()
             self.release()
         if self.lost:
             raise store.StateDamaged(self.lost)

@@ -218,7 +218,7 @@ def test_a_hostile_builder_on_the_cluster_is_treated_exactly_as_one_here(cluster
 def test_aborting_a_cluster_run_kills_its_dispatch_on_the_node_and_its_actor(cluster: Cluster, tmp_path: Path,
                                                                                how: str) -> None:
     from pilothouse.core.dispatch import runs
-    from pilothouse.core.executor.cluster import actor_name, namespace_of
+    from pilothouse.core.executor.run_record import namespace_of
     from pilothouse.core.upkeep import ending
 
     scenario = tmp_path / "slow-builder.yaml"
@@ -239,7 +239,7 @@ def test_aborting_a_cluster_run_kills_its_dispatch_on_the_node_and_its_actor(clu
         if how == "abort":
             assert supervisor_ctl.abort_run(layout, run_id, grace=2.0)
         elif how == "actor killed":  # as a cancel that timed out ends, or a crashed actor: the dispatch ends too
-            cluster.kill_actor(actor_name(run_id), namespace_of(layout))
+            cluster.kill_actor(placed["data"]["actor"], namespace_of(layout))
         else:
             supervisor_ctl.stop(layout)  # as `job cancel` does: the supervisor is paused meanwhile
             assert ending.cancel_job(layout, demo.JOB)["runs"] == [run_id]
@@ -253,7 +253,7 @@ def test_aborting_a_cluster_run_kills_its_dispatch_on_the_node_and_its_actor(clu
         # once the cluster is stopped
         ray.shutdown()
     assert runs.find_dispatch_pid(run_id) is None
-    assert not cluster.actor_alive(actor_name(run_id), namespace_of(layout))
+    assert not cluster.actor_alive(placed["data"]["actor"], namespace_of(layout))
     assert finished["data"]["verdict"] == "error"
     # a run that never landed leaves nothing on the hub or in the repository
     for where in (layout.root, layout.root / ".ai" / "hub.git"):
