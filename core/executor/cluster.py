@@ -234,7 +234,6 @@ class RayExecutor:
                              launch.run_id, ", ".join(n[:12] for n in avoid))
             if spare is not None:
                 actor, name = spare.actor, spare.name
-                self._fill(ray, project, since)  # for the next run, while this one works
             else:
                 self.spares.making_own(ray)  # until spares.placed() below
                 try:
@@ -284,6 +283,12 @@ class RayExecutor:
             # left behind would hold its node's resources for good
             if not gone:
                 ray.kill(actor)
+                if spare is not None:
+                    # made again now rather than beside the run: making one takes a node's CPU a second
+                    try:
+                        self._fill(ray, project, since)
+                    except Exception as exc:  # noqa: BLE001 - only a spare: the next run makes its own
+                        sup.log.info("no spare actor made after run %s: %s", launch.run_id, exc)
 
     def _follow_log(self, launch: Launch, actor: Any, get: Any) -> bool:
         """The run's event lines as the node's dispatch writes them, into this machine's log of the
