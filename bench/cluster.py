@@ -32,23 +32,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the loopback cluster the executor's tests use (tests/ray_cluster.py)
+from ray_cluster import QUICK_BUILDER  # noqa: E402
 
 RUNS = 5
-BUILDER = """name: bench-cluster
-description: "one task, an instant builder"
-scripts:
-  - match: {mode: plan}
-    turns:
-      - say: |
-          <!--RESULT-->{"tasks": [{"id": "first", "title": "Write the note", "description": "Create notes/first.txt.", "kind": "CONTRACT_CHANGE", "expected_paths": {"read": [], "write": ["notes/first.txt"]}, "depends_on": [], "acceptance": ["it exists"], "complexity": "easy"}]}<!--/RESULT-->
-  - match: {mode: code}
-    turns:
-      - say: "Writing."
-        actions:
-          - write: {path: notes/first.txt, content: "first\\n"}
-      - say: |
-          <!--RESULT-->{"status":"complete","files_changed":["notes/first.txt"],"validation":{"commands":[],"passed":true},"risks":[]}<!--/RESULT-->
-"""
+BUILDER = QUICK_BUILDER  # one task, an instant builder (the executor tests' own)
 
 
 def _ts(iso: str) -> float:

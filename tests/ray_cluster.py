@@ -259,6 +259,21 @@ ONE_NOTE_PLAN = """  - match:
           ]}<!--/RESULT-->
 """
 
+# a builder that writes notes/first.txt at once and hands over
+QUICK_NOTE = """  - match:
+      mode: code
+    turns:
+      - say: "Writing."
+        actions:
+          - write: {path: notes/first.txt, content: "first\\n"}
+      - say: |
+          <!--RESULT-->{"status":"complete","files_changed":["notes/first.txt"],"validation":{"commands":[],"passed":true},"risks":[]}<!--/RESULT-->
+"""
+QUICK_BUILDER = """name: quick-builder
+description: "one task, written at once"
+scripts:
+""" + ONE_NOTE_PLAN + QUICK_NOTE
+
 SLOW_BUILDER = """name: slow-builder
 description: "a builder that takes its time"
 scripts:

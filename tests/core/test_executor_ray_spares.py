@@ -15,7 +15,7 @@ from pilothouse.core.executor.run_record import namespace_of, record_path
 from pilothouse.core.records.jobs import create_job
 from pilothouse.core.state import store
 from pilothouse.core.supervisor import control as supervisor_ctl
-from ray_cluster import ONE_NOTE_PLAN, Cluster, cluster_up, ray_project
+from ray_cluster import QUICK_BUILDER, Cluster, cluster_up, ray_project
 from support import Events, until
 
 try:
@@ -24,20 +24,6 @@ except ImportError:  # scripts/test installs the [ray] extra: a missing Ray is a
     pytest.fail("the Ray executor's tests need Ray: pip install -e '.[dev,ray]' (scripts/test does)", pytrace=False)
 
 cluster = pytest.fixture(scope="module", name="cluster")(cluster_up)
-
-QUICK_BUILDER = """name: quick-builder
-description: "one task, written at once"
-scripts:
-""" + ONE_NOTE_PLAN + """  - match:
-      mode: code
-    turns:
-      - say: "Writing."
-        actions:
-          - write: {path: notes/first.txt, content: "first\\n"}
-      - say: |
-          <!--RESULT-->{"status":"complete","files_changed":["notes/first.txt"],"validation":{"commands":[],"passed":true},"risks":[]}<!--/RESULT-->
-"""
-
 
 def _cluster_repo(cluster: Cluster, tmp_path: Path) -> object:
     scenario = tmp_path / "quick-builder.yaml"
