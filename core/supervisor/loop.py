@@ -127,8 +127,8 @@ class Supervisor(SupervisorLease, SupervisorRuns):
                     signal.signal(sig, self._on_signal)
             self._watcher = FileWatcher(self.waker, self.layout.ai, _logs_root())
             self._watcher.start()
+            self.executors.warm(self)  # beside recovery too: joining a cluster takes a second or two
             self.recover()
-            self.executors.warm(self)
             self.loop()
         finally:
             if self._watcher is not None:
