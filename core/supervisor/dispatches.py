@@ -20,8 +20,8 @@ from pilothouse.core.executor.base import Executors
 from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.state.events import EventLog
 from pilothouse.core.supervisor import flow
-from pilothouse.core.supervisor.scheduling import Turns
 from pilothouse.core.supervisor.state import BUSY, StateStore
+from pilothouse.core.supervisor.turns import Turns
 from pilothouse.core.supervisor.wake import Waker
 
 

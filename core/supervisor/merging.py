@@ -114,7 +114,7 @@ def merge_done(sup: Supervisor, job: str, tid: str, res: Any, exc: BaseException
 
 def queue_pooling(sup: Supervisor, job: str, tid: str, worktree: str) -> None:
     """The merged task's checkout goes to the pool for the next tasks, once the next pass made its
-    launches (start_pooling); from now on a launch that finds the pool empty waits for it (scheduling.Turns)."""
+    launches (start_pooling); from now on a launch that finds the pool empty waits for it (turns.py)."""
     if ("pool", job, tid) in sup.inflight or any(q[:2] == (job, tid) for q in sup.to_pool):
         return
     sup.worktree_lock.expect_pooling()

@@ -1,4 +1,4 @@
-"""Turns at the repository's worktrees (core/supervisor/scheduling.Turns): one at a time, a launch the loop
+"""Turns at the repository's worktrees (core/supervisor/turns.py): one at a time, a launch the loop
 announced before the poolings started after it, and a launch that finds the pool empty while a
 pooling is under way waits for that pooling rather than make a new checkout of the repository."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 
-from pilothouse.core.supervisor.scheduling import Turns
+from pilothouse.core.supervisor.turns import Turns
 
 
 def test_an_announced_launch_has_its_turn_before_a_pooling_started_after_it() -> None:
