@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import subprocess
+import threading
 import time
 from functools import cached_property
 from typing import Any
@@ -21,7 +22,6 @@ from pilothouse.core.records.layout import RepoLayout
 from pilothouse.core.state.events import EventLog
 from pilothouse.core.supervisor import flow
 from pilothouse.core.supervisor.state import BUSY, StateStore
-from pilothouse.core.supervisor.turns import Turns
 from pilothouse.core.supervisor.wake import Waker
 
 
@@ -38,7 +38,7 @@ class SupervisorRuns:
     activity_sent: dict[str, tuple[float, str | None]]
     usage_sent: dict[str, tuple[float, int]]
     good_heads: dict[str, str | None]
-    worktree_lock: Turns
+    worktree_lock: threading.Lock
     project: Any  # Supervisor.project: .ai/project.yaml, read again when it changes
 
     @cached_property

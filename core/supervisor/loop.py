@@ -31,7 +31,6 @@ from pilothouse.core.supervisor import planning as plan
 from pilothouse.core.supervisor.dispatches import SupervisorRuns
 from pilothouse.core.supervisor.health import SupervisorLease
 from pilothouse.core.supervisor.state import StateStore
-from pilothouse.core.supervisor.turns import Turns
 from pilothouse.core.supervisor.wake import FileWatcher, Waker
 from pilothouse.providers.errors import UserError
 
@@ -73,8 +72,7 @@ class Supervisor(SupervisorLease, SupervisorRuns):
         self.tails: dict[str, runs.RunTail] = {}
         self.inflight: set[tuple[str, ...]] = set()  # gates and merges running in threads
         self.preparing: dict[tuple[str, str], Any] = {}  # tasks whose worktree is being made (their defs)
-        self.worktree_lock = Turns()  # one checkout made or moved at a time, a launch's first (turns.py)
-        self.to_pool: list[tuple[str, str, str]] = []  # merged (job, task, checkout): pooled after the pass's launches
+        self.worktree_lock = threading.Lock()
         self.setup_proven: set[str] = set()  # jobs with a worktree that got through `setup:`
         self.activity_sent: dict[str, tuple[float, str | None]] = {}
         self.usage_sent: dict[str, tuple[float, int]] = {}
@@ -329,7 +327,6 @@ class Supervisor(SupervisorLease, SupervisorRuns):
             health.cleared(self, job.name)
         if candidates:
             flow.launch_ready(self, candidates)
-        merging.start_pooling(self)  # after the launches: theirs is the first turn at the worktrees
 
 
 def _migrate(conn: sqlite3.Connection) -> None:

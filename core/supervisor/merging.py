@@ -101,7 +101,7 @@ def merge_done(sup: Supervisor, job: str, tid: str, res: Any, exc: BaseException
         sup.store.set_task(job, tid, "done", "merged" if not res.already_merged else "already merged",
                            merged_sha=res.merged_sha)
         if sup.project.worktree_pool > 0 and r["worktree"]:
-            queue_pooling(sup, job, tid, str(r["worktree"]))
+            pool_checkout(sup, job, tid, r["worktree"])
         return
     sup.events.append("merge.rolled_back", job=job, task=tid,
                       data={"previous_sha": res.previous_sha, "reason": res.reason, "conflicts": res.conflicts})
@@ -112,28 +112,17 @@ def merge_done(sup: Supervisor, job: str, tid: str, res: Any, exc: BaseException
               kind="merge_conflict" if res.conflicts else "merge_failed", evidence=evidence)
 
 
-def queue_pooling(sup: Supervisor, job: str, tid: str, worktree: str) -> None:
-    """The merged task's checkout goes to the pool for the next tasks, once the next pass made its
-    launches (start_pooling); from now on a launch that finds the pool empty waits for it (turns.py)."""
-    if ("pool", job, tid) in sup.inflight or any(q[:2] == (job, tid) for q in sup.to_pool):
-        return
-    sup.worktree_lock.expect_pooling()
-    sup.to_pool.append((job, tid, worktree))
-
-
-def start_pooling(sup: Supervisor) -> None:
-    """The queued checkouts into the pool (off the loop, one git at a time): after the launches this
-    pass announced, which have the first turn."""
+def pool_checkout(sup: Supervisor, job: str, tid: str, worktree: str) -> None:
+    """The merged task's checkout goes to the pool for the next task (off the loop, one git at a time)."""
     from pilothouse.core.git.pool import release
 
-    queued, sup.to_pool = sup.to_pool, []
-    for job, tid, worktree in queued:
-        def move(job: str = job, tid: str = tid, worktree: str = worktree) -> bool:
-            with sup.worktree_lock.pooling():
-                return release(sup.layout, worktree, job, tid, sup.project.worktree_pool,
-                               base=sup.good_heads.get(job))
+    def move() -> bool:
+        # under the lock the next launch takes too: the dependent waits for this checkout rather
+        # than making a new one of the whole repository
+        with sup.worktree_lock:
+            return release(sup.layout, worktree, job, tid, sup.project.worktree_pool, base=sup.good_heads.get(job))
 
-        sup.work(("pool", job, tid), move, lambda _r, _e: None)
+    sup.work(("pool", job, tid), move, lambda _r, _e: None)
 
 
 def integrate_job(sup: Supervisor, job: str) -> None:

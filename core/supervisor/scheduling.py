@@ -125,13 +125,10 @@ def launch_builder(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any) -> bool
 
     def prepare() -> tuple[Path, str, float, Any, str]:
         from pilothouse.core.git.gates import run_setup
-        from pilothouse.core.git.pool import checkout_for, pooled
+        from pilothouse.core.git.pool import checkout_for
 
-        # git does not support concurrent `worktree add` in one repository: one at a time, this
-        # launch's turn before the poolings started after it (core/supervisor/turns.py)
-        with sup.worktree_lock.launch() as wait_for_pooling:
-            if project.worktree_pool > 0:
-                wait_for_pooling(lambda: not pooled(layout))  # rather than a new checkout of it all
+        # git does not support concurrent `worktree add` in one repository: one at a time
+        with sup.worktree_lock:
             started = time.monotonic()
             path, branch, how = checkout_for(layout, job, tid, base_ref, keep=project.worktree_pool, reuse=True,
                                              adopt=own_branch)
@@ -160,8 +157,6 @@ def launch_builder(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any) -> bool
             sup.setup_proven.add(job)
         _spawn_builder(sup, job, tid, tdef, choice, (path, branch, took, how))
 
-    if ("prepare", job, tid) not in sup.inflight:
-        sup.worktree_lock.expect_launch()
     sup.work(("prepare", job, tid), prepare, prepared)
     return True
 
