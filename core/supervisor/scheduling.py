@@ -112,7 +112,10 @@ def launch_builder(sup: Supervisor, job: str, r: sqlite3.Row, tdef: Any) -> bool
         from pilothouse.core.supervisor.context import integration_good_head
 
         try:
-            ensure_integration_checkout(sup.layout, sup.project, job)  # creates the job's line on first use
+            # its `worktree prune` and `worktree add` beside a launch's `worktree add` (another job's)
+            # could prune that checkout half-made: one at a time, as every checkout is made
+            with sup.worktree_lock:
+                ensure_integration_checkout(sup.layout, sup.project, job)  # creates the job's line on first use
         except UserError as exc:
             stop_task(sup.store, job, tid, str(exc), kind="worktree_failed")
             return False
