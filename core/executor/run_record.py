@@ -39,16 +39,10 @@ def run_actor(record: dict[str, Any] | None, run_id: str) -> str:
 
 def named_actors(layout: RepoLayout) -> set[str]:
     """Every actor a run record of the repository names."""
-    folder = record_path(layout, "x").parent
-    names = set()
-    for path in folder.glob("*.cluster.json") if folder.is_dir() else ():
-        try:
-            actor = json.loads(path.read_text()).get("actor")
-        except (OSError, ValueError, AttributeError):
-            continue
-        if isinstance(actor, str):
-            names.add(actor)
-    return names
+    folder = record_path(layout, "").parent
+    runs_recorded = [p.name.removesuffix(".cluster.json") for p in folder.glob("*.cluster.json")]
+    return {str(r["actor"]) for r in (read_record(layout, run) for run in runs_recorded)
+            if r is not None and isinstance(r.get("actor"), str)}
 
 
 def write_record(layout: RepoLayout, run_id: str, data: dict[str, Any]) -> None:
